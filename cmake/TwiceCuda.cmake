@@ -1,0 +1,20 @@
+# TWICE_WITH_CUDA=AUTO builds CUDA targets only when nvcc is found; ON
+# requires it; OFF never looks. Sets TWICE_HAVE_CUDA.
+set(TWICE_HAVE_CUDA OFF)
+if(NOT TWICE_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper first (H100/H200), Ampere too. "native" fails without a GPU.
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(TWICE_HAVE_CUDA ON)
+  elseif(TWICE_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TWICE_WITH_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+message(STATUS "Twice CUDA kernels: ${TWICE_HAVE_CUDA} (TWICE_WITH_CUDA=${TWICE_WITH_CUDA})")

@@ -1,0 +1,26 @@
+# Compiler launcher, warnings and sanitizers shared by every Twice target.
+find_program(TWICE_CCACHE ccache)
+if(TWICE_CCACHE)
+  set(CMAKE_C_COMPILER_LAUNCHER ${TWICE_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${TWICE_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${TWICE_CCACHE})
+endif()
+
+# Warnings are errors for Twice's own code (generated protobuf code gets the
+# same flags; it compiles clean with them). -Werror=unused-result makes an
+# ignored [[nodiscard]] absl::Status a build failure.
+add_library(twice_warnings INTERFACE)
+target_compile_options(twice_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Werror=unused-result -Wno-unused-parameter>)
+
+add_library(twice_sanitizers INTERFACE)
+if(TWICE_SANITIZE)
+  target_compile_options(twice_sanitizers INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
+  target_link_options(twice_sanitizers INTERFACE -fsanitize=address,undefined)
+endif()
+
+# Every Twice library and executable links this.
+add_library(twice_build_flags INTERFACE)
+target_link_libraries(twice_build_flags INTERFACE twice_warnings twice_sanitizers)
+target_include_directories(twice_build_flags INTERFACE ${PROJECT_SOURCE_DIR})

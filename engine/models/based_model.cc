@@ -1,0 +1,233 @@
+#include "engine/models/based_model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/layers/base_conv.h"
+#include "engine/layers/based_linear_attention.h"
+#include "engine/layers/sliding_window_attention.h"
+#include "kernels/linear.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+namespace {
+
+constexpr char kEmbedding[] = "transformer.embeddings.word_embeddings.weight";
+constexpr char kLmHead[] = "lm_head.weight";
+// Tokens per layer-by-layer pass. Bounds activation memory (the MLP holds
+// [chunk, 2h] floats) without changing results, since state passing is exact.
+constexpr int64_t kPrefillChunk = 1024;
+
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Mixer>> LoadMixer(
+    const WeightMap& w, const BasedConfig& c, int layer,
+    const std::string& prefix) {
+  switch (c.mixer(layer)) {
+    case BasedMixerKind::kBaseConv: {
+      TWICE_ASSIGN_OR_RETURN(
+          auto m, BaseConv::Load(w, prefix, c.hidden_size, c.conv_inner(),
+                                 c.conv_kernel_size));
+      return std::unique_ptr<Mixer>(std::move(m));
+    }
+    case BasedMixerKind::kLinearAttention: {
+      LinearAttentionOptions o;
+      o.dim = c.hidden_size;
+      o.heads = c.linear_attention_heads;
+      o.feature_dim = c.feature_dim;
+      o.eps = c.linear_attention_eps;
+      TWICE_ASSIGN_OR_RETURN(auto m, BasedLinearAttention::Load(w, prefix, o));
+      return std::unique_ptr<Mixer>(std::move(m));
+    }
+    case BasedMixerKind::kSlidingWindow: {
+      SlidingWindowOptions o;
+      o.dim = c.hidden_size;
+      o.heads = c.num_heads;
+      o.window = c.window_left();
+      o.rotary_base = c.rotary_base;
+      TWICE_ASSIGN_OR_RETURN(auto m,
+                             SlidingWindowAttention::Load(w, prefix, o));
+      return std::unique_ptr<Mixer>(std::move(m));
+    }
+  }
+  return absl::InternalError("unknown Based mixer kind");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
+    BasedConfig config, WeightMap weights, std::unique_ptr<Tokenizer> tokenizer,
+    std::string fingerprint) {
+  std::unique_ptr<BasedModel> m(new BasedModel());
+  const int64_t d = config.hidden_size;
+  const int64_t vocab = config.padded_vocab_size();
+  if (tokenizer->vocab_size() > vocab) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer.json has ", tokenizer->vocab_size(),
+        " tokens, more than the model's ", vocab, " embedding rows"));
+  }
+  const WeightMap& w = weights;
+  // The public checkpoints store the tied matrix under either name.
+  const char* embedding_name =
+      w.Has(kEmbedding) || !w.Has(kLmHead) ? kEmbedding : kLmHead;
+  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.Get(embedding_name, {vocab, d}));
+  if (config.tie_word_embeddings) {
+    // A view, not a copy: a converted (bf16) embedding is hundreds of MB.
+    m->lm_head_ = Tensor::View(m->embedding_.data(), m->embedding_.shape());
+    if (w.Has(kLmHead)) {
+      TWICE_RETURN_IF_ERROR(w.Get(kLmHead, {vocab, d}).status());
+    }
+  } else {
+    TWICE_ASSIGN_OR_RETURN(m->lm_head_, w.Get(kLmHead, {vocab, d}));
+  }
+  for (int i = 0; i < config.num_layers; ++i) {
+    const std::string prefix = absl::StrCat("transformer.layers.", i, ".");
+    TWICE_ASSIGN_OR_RETURN(
+        RmsNormLayer norm1,
+        RmsNormLayer::Load(w, prefix + "norm1.weight", d, config.norm_eps));
+    TWICE_ASSIGN_OR_RETURN(std::unique_ptr<Mixer> mixer,
+                           LoadMixer(w, config, i, prefix));
+    TWICE_ASSIGN_OR_RETURN(
+        RmsNormLayer norm2,
+        RmsNormLayer::Load(w, prefix + "norm2.weight", d, config.norm_eps));
+    TWICE_ASSIGN_OR_RETURN(SwiGluMlp mlp,
+                           SwiGluMlp::Load(w, prefix, d, config.mlp_hidden()));
+    m->blocks_.push_back(Block{std::move(norm1), std::move(mixer),
+                               std::move(norm2), std::move(mlp)});
+  }
+  TWICE_ASSIGN_OR_RETURN(
+      m->final_norm_,
+      RmsNormLayer::Load(w, "transformer.ln_f.weight", d, config.norm_eps));
+
+  ModelDescription& desc = m->description_;
+  desc.architecture = config.architecture;
+  desc.fingerprint = std::move(fingerprint);
+  desc.vocab_size = tokenizer->vocab_size();
+  desc.padded_vocab_size = static_cast<int32_t>(vocab);
+  desc.eos_token_id = static_cast<int32_t>(config.eos_token_id);
+  if (desc.eos_token_id < 0) {
+    desc.eos_token_id = tokenizer->TokenToId("<|endoftext|>").value_or(-1);
+  }
+  if (desc.eos_token_id >= desc.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: eos_token_id ", desc.eos_token_id,
+        " is outside the tokenizer vocabulary of ", desc.vocab_size));
+  }
+  desc.training_context = config.training_context;
+  desc.num_layers = config.num_layers;
+  desc.hidden_size = static_cast<int>(d);
+  m->config_ = std::move(config);
+  m->weights_ = std::move(weights);
+  m->tokenizer_ = std::move(tokenizer);
+  return m;
+}
+
+std::unique_ptr<SequenceState> BasedModel::NewState() const {
+  std::vector<std::unique_ptr<LayerState>> layers;
+  layers.reserve(blocks_.size());
+  for (const Block& b : blocks_) layers.push_back(b.mixer->NewState());
+  return std::make_unique<SequenceState>(description_.fingerprint,
+                                         std::move(layers));
+}
+
+absl::Status BasedModel::CheckTokens(absl::Span<const int32_t> tokens) const {
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError("no tokens to read");
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= description_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token ", tokens[i], " at index ", i,
+          " is outside the vocabulary [0, ", description_.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BasedModel::CheckState(const SequenceState& state) const {
+  if (state.fingerprint() != description_.fingerprint) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state belongs to model ", state.fingerprint(),
+                     ", not to ", description_.fingerprint));
+  }
+  if (state.num_layers() != static_cast<int>(blocks_.size())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state has ", state.num_layers(), " layers, the model ",
+                     blocks_.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BasedModel::ForwardChunk(absl::Span<const int32_t> tokens,
+                                      SequenceState& state,
+                                      std::vector<float>& x) const {
+  const int64_t d = config_.hidden_size;
+  const int64_t t = static_cast<int64_t>(tokens.size());
+  x.resize(t * d);
+  for (int64_t i = 0; i < t; ++i) {
+    const float* row = embedding_.data() + int64_t{tokens[i]} * d;
+    std::copy(row, row + d, x.begin() + i * d);
+  }
+  std::vector<float> h(t * d), y(t * d);
+  const int64_t start = state.token_count();
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    TWICE_RETURN_IF_ERROR(b.norm1.Forward(x, t, absl::MakeSpan(h)));
+    TWICE_RETURN_IF_ERROR(
+        b.mixer->Forward(h, t, start, state.layer(l), absl::MakeSpan(y)));
+    for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
+    TWICE_RETURN_IF_ERROR(b.norm2.Forward(x, t, absl::MakeSpan(h)));
+    TWICE_RETURN_IF_ERROR(b.mlp.Forward(h, t, absl::MakeSpan(y)));
+    for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
+  }
+  state.set_token_count(start + t);
+  return absl::OkStatus();
+}
+
+absl::Status BasedModel::Forward(absl::Span<const int32_t> tokens,
+                                 SequenceState& state,
+                                 std::vector<float>& logits) const {
+  const int64_t d = config_.hidden_size;
+  std::vector<float> x;
+  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
+    const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
+    TWICE_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(begin, n), state, x));
+  }
+  // Only the last position is projected to logits.
+  const int64_t last = static_cast<int64_t>(x.size()) / d - 1;
+  std::vector<float> h(d);
+  TWICE_RETURN_IF_ERROR(final_norm_.Forward(
+      absl::MakeConstSpan(x).subspan(last * d, d), 1, absl::MakeSpan(h)));
+  logits.resize(description_.padded_vocab_size);
+  return kernels::Linear(h, 1, d, lm_head_.span(),
+                         description_.padded_vocab_size, {},
+                         absl::MakeSpan(logits));
+}
+
+absl::StatusOr<std::vector<float>> BasedModel::Run(
+    absl::Span<const int32_t> tokens, SequenceState& state) const {
+  TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
+  TWICE_RETURN_IF_ERROR(CheckState(state));
+  // Work on a copy so that `state` is untouched unless everything succeeds.
+  std::unique_ptr<SequenceState> work = state.Clone();
+  std::vector<float> logits;
+  TWICE_RETURN_IF_ERROR(Forward(tokens, *work, logits));
+  state = std::move(*work);
+  return logits;
+}
+
+absl::StatusOr<std::vector<float>> BasedModel::Prefill(
+    absl::Span<const int32_t> tokens, SequenceState& state,
+    PrefillMode mode) const {
+  if (mode == PrefillMode::kPrefix) {
+    return absl::UnimplementedError(
+        "prefix encoding needs a JRT-RNN model (issue 3)");
+  }
+  return Run(tokens, state);
+}
+
+absl::StatusOr<std::vector<float>> BasedModel::Step(
+    int32_t token, SequenceState& state) const {
+  return Run(absl::MakeConstSpan(&token, 1), state);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,226 @@
+#include "engine/models/init_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/config/based_config.h"
+#include "engine/tensor/tensor.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/util/absl_view.h"
+#include "engine/weights/safetensors_writer.h"
+#include "kernels/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace twice::engine {
+namespace {
+
+using Json = nlohmann::json;
+
+// splitmix64: tiny, well mixed, and identical everywhere.
+uint64_t SplitMix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Per-tensor stream: seed mixed with an FNV-1a hash of the name, so a
+// tensor's values do not depend on which other tensors exist.
+uint64_t TensorSeed(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  uint64_t s = seed ^ h;
+  return SplitMix64(s);
+}
+
+// Normal(0, std) values via Box-Muller.
+Tensor RandomNormal(const std::string& name, Shape shape, double std,
+                    uint64_t seed) {
+  Tensor t = Tensor::Zeros(std::move(shape));
+  uint64_t s = TensorSeed(seed, name);
+  float* out = t.mutable_data();
+  const int64_t n = t.size();
+  for (int64_t i = 0; i < n; i += 2) {
+    // 53-bit uniforms in (0, 1].
+    const double u1 =
+        (static_cast<double>(SplitMix64(s) >> 11) + 1.0) * 0x1p-53;
+    const double u2 = static_cast<double>(SplitMix64(s) >> 11) * 0x1p-53;
+    const double r = std * std::sqrt(-2.0 * std::log(u1));
+    out[i] = static_cast<float>(r * std::cos(2.0 * std::numbers::pi * u2));
+    if (i + 1 < n) {
+      out[i + 1] =
+          static_cast<float>(r * std::sin(2.0 * std::numbers::pi * u2));
+    }
+  }
+  return t;
+}
+
+Tensor Ones(Shape shape) {
+  Tensor t = Tensor::Zeros(std::move(shape));
+  for (float& v : t.mutable_span()) v = 1.0f;
+  return t;
+}
+
+[[nodiscard]] absl::StatusOr<Json> PresetConfig(std::string_view preset,
+                                                int64_t vocab, int64_t eos) {
+  Json c;
+  c["architecture"] = "based";
+  c["model_type"] = "based";
+  c["vocab_size"] = vocab;
+  c["pad_vocab_size_multiple"] = 8;
+  c["layer_norm_epsilon"] = 1e-5;
+  c["rotary_emb_base"] = 10000.0;
+  c["activation_function"] = "swiglu";
+  c["rms_norm"] = true;
+  c["residual_in_fp32"] = true;
+  c["tie_word_embeddings"] = true;
+  c["training_context"] = 2048;
+  c["mixer"] = {{"expand_proj", 4}, {"kernel_sizes", 3}, {"use_bias", true}};
+  if (eos >= 0) {
+    c["eos_token_id"] = eos;
+    c["bos_token_id"] = eos;
+  }
+  if (preset == "tiny") {
+    c["n_embd"] = 64;
+    c["n_layer"] = 4;
+    c["n_head"] = 4;
+    c["n_inner"] = 128;
+    c["alt_mixer"] = {{"feature_dim", 16}, {"num_heads", 4}};
+    c["alt_mixer_2"] = {{"window_size", 64}};
+    c["alt_mixer_layers"] = {1};
+    c["alt_mixer_2_layers"] = {2};
+  } else if (preset == "360m-shape") {
+    c["n_embd"] = 1024;
+    c["n_layer"] = 27;
+    c["n_head"] = 16;
+    c["n_inner"] = 2048;
+    c["alt_mixer"] = {{"feature_dim", 16}, {"num_heads", 16}};
+    c["alt_mixer_2"] = {{"window_size", 256}};
+    c["alt_mixer_layers"] = {1, 6, 11, 16, 21};
+    c["alt_mixer_2_layers"] = {2, 7, 12, 17, 22};
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init-model: unknown preset \"", AbslView(preset),
+                     "\" (expected \"tiny\" or \"360m-shape\")"));
+  }
+  return c;
+}
+
+// Every tensor of a Based model with its random initialisation: linear and
+// embedding weights N(0, 0.02), projections back into the residual stream
+// scaled by 1/sqrt(2 · layers) (GPT-2), biases N(0, 0.02), norms 1, conv
+// taps N(0, 0.1).
+std::map<std::string, Tensor> BasedWeights(const BasedConfig& c,
+                                           uint64_t seed) {
+  const int64_t d = c.hidden_size;
+  const int64_t inner = c.conv_inner();
+  const int64_t qk = c.linear_attention_heads * c.feature_dim;
+  const int64_t hidden = c.mlp_hidden();
+  const double std = 0.02;
+  const double out_std = std / std::sqrt(2.0 * c.num_layers);
+  std::map<std::string, Tensor> w;
+  auto normal = [&](const std::string& name, Shape shape, double s) {
+    w.emplace(name, RandomNormal(name, std::move(shape), s, seed));
+  };
+  normal("transformer.embeddings.word_embeddings.weight",
+         {c.padded_vocab_size(), d}, std);
+  w.emplace("transformer.ln_f.weight", Ones({d}));
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = absl::StrCat("transformer.layers.", i, ".");
+    w.emplace(p + "norm1.weight", Ones({d}));
+    w.emplace(p + "norm2.weight", Ones({d}));
+    normal(p + "mlp.fc1.weight", {2 * hidden, d}, std);
+    normal(p + "mlp.fc2.weight", {d, hidden}, out_std);
+    switch (c.mixer(i)) {
+      case BasedMixerKind::kBaseConv:
+        normal(p + "mixer.in_proj.weight", {2 * inner, d}, std);
+        normal(p + "mixer.in_proj.bias", {2 * inner}, std);
+        normal(p + "mixer.out_proj.weight", {d, inner}, out_std);
+        normal(p + "mixer.out_proj.bias", {d}, std);
+        normal(p + "mixer.conv.conv.weight", {inner, 1, c.conv_kernel_size},
+               0.1);
+        break;
+      case BasedMixerKind::kLinearAttention:
+        normal(p + "mixer.proj_q.weight", {qk, d}, std);
+        normal(p + "mixer.proj_k.weight", {qk, d}, std);
+        normal(p + "mixer.proj_v.weight", {d, d}, std);
+        normal(p + "mixer.out_proj.weight", {d, d}, out_std);
+        break;
+      case BasedMixerKind::kSlidingWindow:
+        normal(p + "mixer.Wqkv.weight", {3 * d, d}, std);
+        normal(p + "mixer.out_proj.weight", {d, d}, out_std);
+        break;
+    }
+  }
+  return w;
+}
+
+[[nodiscard]] absl::Status WriteText(const std::string& path,
+                                     std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteRandomModel(const InitModelOptions& options) {
+  if (options.architecture != "based") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init-model: unknown architecture \"",
+                     options.architecture, "\" (expected \"based\")"));
+  }
+  if (options.out_dir.empty()) {
+    return absl::InvalidArgumentError("init-model: out_dir is empty");
+  }
+  std::ifstream in(options.tokenizer_json, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("init-model: cannot read ", options.tokenizer_json));
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  const std::string tokenizer_json = std::move(buf).str();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::FromJson(tokenizer_json);
+  if (!tokenizer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init-model: ", options.tokenizer_json, ": ",
+                     tokenizer.status().message()));
+  }
+  const int64_t eos = (*tokenizer)->TokenToId("<|endoftext|>").value_or(-1);
+  TWICE_ASSIGN_OR_RETURN(
+      Json config_json,
+      PresetConfig(options.preset, (*tokenizer)->vocab_size(), eos));
+  const std::string config_text = config_json.dump(2) + "\n";
+  // Derive every shape from the parsed config, as LoadModel will.
+  TWICE_ASSIGN_OR_RETURN(BasedConfig config, ParseBasedConfig(config_text));
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.out_dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat(
+        "init-model: cannot create ", options.out_dir, ": ", ec.message()));
+  }
+  const std::map<std::string, Tensor> weights =
+      BasedWeights(config, options.seed);
+  std::vector<NamedTensor> named;
+  named.reserve(weights.size());
+  for (const auto& [name, tensor] : weights) named.push_back({name, &tensor});
+  TWICE_RETURN_IF_ERROR(WriteSafetensors(options.out_dir + "/model.safetensors",
+                                         std::move(named), {{"format", "pt"}}));
+  TWICE_RETURN_IF_ERROR(
+      WriteText(options.out_dir + "/tokenizer.json", tokenizer_json));
+  return WriteText(options.out_dir + "/config.json", config_text);
+}
+
+}  // namespace twice::engine

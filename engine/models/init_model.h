@@ -1,0 +1,42 @@
+// WriteRandomModel: writes a model directory with random weights, for
+// tests, benchmarks and smoke runs of the services (`twice init-model`).
+//
+// The directory gets config.json, model.safetensors (f32) and a copy of the
+// tokenizer.json; LoadModel reads it back. The output depends only on the
+// options: the same seed gives byte-identical files on every platform (the
+// generator is self-contained, not std::normal_distribution).
+#ifndef TWICE_ENGINE_MODELS_INIT_MODEL_H_
+#define TWICE_ENGINE_MODELS_INIT_MODEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace twice::engine {
+
+struct InitModelOptions {
+  // Default "based". The only architecture so far.
+  std::string architecture = "based";
+  // Default "tiny": d 64, 4 layers (conv, linear attention, sliding window,
+  // conv), 4 heads, F 16, n_inner 128, window_size 64.
+  // "360m-shape": the based-360m configuration (d 1024, 27 layers, 16 heads,
+  // window_size 256), about 1.45 GB of f32 weights.
+  std::string preset = "tiny";
+  // Required. Created if missing; existing files are replaced.
+  std::string out_dir;
+  // tokenizer.json to copy; it fixes vocab_size (GPT-2: 50257, padded to
+  // 50264). Default: the GPT-2 tokenizer shipped in the repository, relative
+  // to the working directory.
+  std::string tokenizer_json = "models/tokenizers/gpt2/tokenizer.json";
+  // Default 0.
+  uint64_t seed = 0;
+};
+
+// INVALID_ARGUMENT for an unknown architecture / preset, an empty out_dir or
+// an unparsable tokenizer; NOT_FOUND / UNAVAILABLE for I/O errors.
+[[nodiscard]] absl::Status WriteRandomModel(const InitModelOptions& options);
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_MODELS_INIT_MODEL_H_

@@ -1,0 +1,85 @@
+#include "engine/tensor/dtype.h"
+
+#include <bit>
+#include <cstring>
+
+namespace twice::engine {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors and state blobs are little-endian");
+
+int DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+  }
+  return 0;
+}
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+  }
+  return "?";
+}
+
+std::optional<DType> ParseDType(std::string_view name) {
+  if (name == "F32") return DType::kF32;
+  if (name == "BF16") return DType::kBF16;
+  if (name == "F16") return DType::kF16;
+  return std::nullopt;
+}
+
+float Bf16ToF32(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+float F16ToF32(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  uint32_t out;
+  if (exponent == 0x1f) {  // inf / NaN
+    out = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {  // normal
+    out = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {  // signed zero
+    out = sign;
+  } else {  // subnormal: normalise the mantissa
+    exponent = 113;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    mantissa &= 0x3ffu;
+    out = sign | (exponent << 23) | (mantissa << 13);
+  }
+  return std::bit_cast<float>(out);
+}
+
+void ConvertToF32(DType dtype, const void* src, int64_t count, float* dst) {
+  const auto* bytes = static_cast<const unsigned char*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(count) * 4);
+      return;
+    case DType::kBF16:
+    case DType::kF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes + 2 * i, 2);
+        dst[i] = dtype == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
+      }
+      return;
+  }
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,150 @@
+#include "engine/weights/weight_map.h"
+
+#include <algorithm>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/util/absl_view.h"
+#include "kernels/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace twice::engine {
+namespace {
+
+constexpr char kSingleFile[] = "model.safetensors";
+constexpr char kIndexFile[] = "model.safetensors.index.json";
+
+bool FileExists(const std::string& path) {
+  std::ifstream f(path);
+  return f.good();
+}
+
+// Shard file names from an index's "weight_map", by stored tensor name.
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> ReadIndex(
+    const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const nlohmann::json root =
+      nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a JSON object"));
+  }
+  const auto map = root.find("weight_map");
+  if (map == root.end() || !map->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": missing object \"weight_map\""));
+  }
+  std::map<std::string, std::string> shards;
+  for (const auto& [name, file] : map->items()) {
+    if (!file.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": shard of '", name, "' is not a string"));
+    }
+    std::string shard = file.get<std::string>();
+    // Shards must sit in the model directory itself.
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." ||
+        shard == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": invalid shard file name '", shard, "'"));
+    }
+    shards[name] = std::move(shard);
+  }
+  return shards;
+}
+
+}  // namespace
+
+absl::StatusOr<WeightMap> WeightMap::OpenDir(const std::string& dir,
+                                             const WeightNameRule& rule) {
+  WeightMap map;
+  // Stored name -> shard file; nullopt-like empty map for the single file.
+  std::map<std::string, std::string> shard_of;
+  const std::string index_path = absl::StrCat(dir, "/", kIndexFile);
+  std::vector<std::string> shard_names;
+  if (FileExists(index_path)) {
+    try {
+      TWICE_ASSIGN_OR_RETURN(shard_of, ReadIndex(index_path));
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": malformed: ", e.what()));
+    }
+    for (const auto& [name, shard] : shard_of) {
+      if (std::find(shard_names.begin(), shard_names.end(), shard) ==
+          shard_names.end()) {
+        shard_names.push_back(shard);
+      }
+    }
+    map.source_ = index_path;
+  } else {
+    shard_names.push_back(kSingleFile);
+    map.source_ = absl::StrCat(dir, "/", kSingleFile);
+  }
+
+  for (const std::string& shard : shard_names) {
+    TWICE_ASSIGN_OR_RETURN(
+        std::unique_ptr<SafetensorsFile> opened,
+        SafetensorsFile::Open(absl::StrCat(dir, "/", shard)));
+    std::shared_ptr<const SafetensorsFile> file = std::move(opened);
+    for (const SafetensorsEntry& entry : file->entries()) {
+      // With an index, a tensor counts only in the shard the index names.
+      if (!shard_of.empty()) {
+        auto it = shard_of.find(entry.name);
+        if (it == shard_of.end() || it->second != shard) continue;
+      }
+      std::string canonical = rule ? rule(entry.name) : entry.name;
+      if (canonical.empty()) continue;
+      Stored stored{file.get(), &entry};
+      auto [it, inserted] = map.tensors_.emplace(canonical, stored);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            file->path(), ": tensor '", entry.name, "' duplicates '",
+            it->second.entry->name, "' in ", it->second.file->path(),
+            " (both are '", canonical, "')"));
+      }
+    }
+    map.files_.push_back(std::move(file));
+  }
+  for (const auto& [name, shard] : shard_of) {
+    bool found = false;
+    for (const auto& file : map.files_) {
+      if (file->path() == absl::StrCat(dir, "/", shard) &&
+          file->Find(name) != nullptr) {
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          index_path, ": tensor '", name, "' is not in its shard ", shard));
+    }
+  }
+  return map;
+}
+
+bool WeightMap::Has(std::string_view name) const {
+  return tensors_.find(name) != tensors_.end();
+}
+
+absl::StatusOr<Tensor> WeightMap::Get(std::string_view name,
+                                      const Shape& expected) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("missing tensor '", AbslView(name), "' (expected shape ",
+                     ShapeToString(expected), ") in ", source_));
+  }
+  const Stored& s = it->second;
+  if (s.entry->shape != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", AbslView(name), "' in ", s.file->path(), " has shape ",
+        ShapeToString(s.entry->shape), ", expected ", ShapeToString(expected)));
+  }
+  return s.file->ReadF32(*s.entry);
+}
+
+}  // namespace twice::engine

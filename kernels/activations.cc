@@ -1,0 +1,40 @@
+#include "kernels/activations.h"
+
+#include "kernels/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/status_macros.h"
+
+namespace twice::kernels {
+
+absl::Status SiluMul(absl::Span<const float> gate, int64_t gate_stride,
+                     absl::Span<const float> mult, int64_t mult_stride,
+                     int64_t rows, int64_t cols, absl::Span<float> out) {
+  constexpr char kOp[] = "SiluMul";
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      rows >= 0 && cols >= 1 && gate_stride >= cols && mult_stride >= cols, kOp,
+      "need rows >= 0, cols >= 1, strides >= cols"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "gate", gate.size(),
+                                     StridedExtent(rows, cols, gate_stride)));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "mult", mult.size(),
+                                     StridedExtent(rows, cols, mult_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), rows * cols));
+  if (rows == 0) return absl::OkStatus();
+  cpu::SiluMul(gate.data(), gate_stride, mult.data(), mult_stride, rows, cols,
+               out.data());
+  return absl::OkStatus();
+}
+
+absl::Status SwiGlu(absl::Span<const float> u, int64_t rows, int64_t hidden,
+                    absl::Span<float> out) {
+  constexpr char kOp[] = "SwiGlu";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && hidden >= 1, kOp, "need rows >= 0, hidden >= 1"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "u", u.size(), rows * 2 * hidden));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), rows * hidden));
+  if (rows == 0) return absl::OkStatus();
+  cpu::SiluMul(u.data() + hidden, 2 * hidden, u.data(), 2 * hidden, rows,
+               hidden, out.data());
+  return absl::OkStatus();
+}
+
+}  // namespace twice::kernels

@@ -1,0 +1,31 @@
+// Gated activations.
+//
+// SiluMul: out[i, j] = silu(gate[i, j]) · mult[i, j], silu(g) = g / (1 + e^-g).
+//   gate and mult are row-major [rows, cols] views with their own row strides
+//   (so both may be column ranges of one wider matrix); out is contiguous
+//   [rows, cols].
+// SwiGlu: the Based / GPT "GatedMlp" activation over a fused fc1 output
+//   u [rows, 2h]: out[i, j] = u[i, j] · silu(u[i, h + j]), out [rows, h].
+//   The SECOND half is the gate.
+#ifndef TWICE_KERNELS_ACTIVATIONS_H_
+#define TWICE_KERNELS_ACTIVATIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace twice::kernels {
+
+[[nodiscard]] absl::Status SiluMul(absl::Span<const float> gate,
+                                   int64_t gate_stride,
+                                   absl::Span<const float> mult,
+                                   int64_t mult_stride, int64_t rows,
+                                   int64_t cols, absl::Span<float> out);
+
+[[nodiscard]] absl::Status SwiGlu(absl::Span<const float> u, int64_t rows,
+                                  int64_t hidden, absl::Span<float> out);
+
+}  // namespace twice::kernels
+
+#endif  // TWICE_KERNELS_ACTIVATIONS_H_

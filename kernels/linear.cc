@@ -1,0 +1,26 @@
+#include "kernels/linear.h"
+
+#include "kernels/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/status_macros.h"
+
+namespace twice::kernels {
+
+absl::Status Linear(absl::Span<const float> x, int64_t m, int64_t k,
+                    absl::Span<const float> weight, int64_t n,
+                    absl::Span<const float> bias, absl::Span<float> y) {
+  constexpr char kOp[] = "Linear";
+  TWICE_RETURN_IF_ERROR(CheckArg(m >= 0 && k >= 1 && n >= 1, kOp,
+                                 "dimensions must be m >= 0, k >= 1, n >= 1"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "x", x.size(), m * k));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "weight", weight.size(), n * k));
+  if (!bias.empty())
+    TWICE_RETURN_IF_ERROR(CheckSize(kOp, "bias", bias.size(), n));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size(), m * n));
+  if (m == 0) return absl::OkStatus();
+  cpu::Linear(x.data(), m, k, weight.data(), n,
+              bias.empty() ? nullptr : bias.data(), y.data());
+  return absl::OkStatus();
+}
+
+}  // namespace twice::kernels

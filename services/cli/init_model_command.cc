@@ -1,0 +1,34 @@
+#include <cstdio>
+
+#include "engine/models/init_model.h"
+#include "services/cli/commands.h"
+#include "services/server/default_model.h"
+
+namespace twice::cli {
+
+int RunInitModel(const CliContext& cli) {
+  if (cli.out.empty()) {
+    return ReportError(cli, absl::InvalidArgumentError(
+                                "usage: twice init-model --arch=based "
+                                "--preset=tiny|360m-shape --out=DIR"));
+  }
+  engine::InitModelOptions options;
+  options.architecture = cli.arch;
+  options.preset = cli.preset;
+  options.out_dir = cli.out;
+  options.tokenizer_json =
+      cli.tokenizer.empty() ? services::BuiltinTokenizerPath() : cli.tokenizer;
+  options.seed = cli.seed;
+  if (absl::Status written = engine::WriteRandomModel(options); !written.ok()) {
+    return ReportError(cli, written);
+  }
+  if (cli.json) {
+    PrintJson({{"out", cli.out}, {"arch", cli.arch}, {"preset", cli.preset}});
+  } else {
+    std::printf("wrote %s model (%s) to %s\n", cli.arch.c_str(),
+                cli.preset.c_str(), cli.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace twice::cli

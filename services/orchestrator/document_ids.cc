@@ -1,0 +1,46 @@
+#include "services/orchestrator/document_ids.h"
+
+#include <openssl/sha.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "storage/state_key.h"
+
+namespace twice::services {
+
+absl::Status ValidateDocumentId(std::string_view id) {
+  if (id.empty() || id.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "document id must have 1 to 128 characters, got ", id.size()));
+  }
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != ':' && c != '-') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("document id may hold only letters, digits and . _ : -"
+                       "; got '",
+                       absl::CHexEscape(std::string(id)), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DeriveDocumentId(std::string_view fingerprint,
+                             std::string_view tenant,
+                             absl::Span<const int32_t> tokens) {
+  // The chain hash already separates its inputs unambiguously.
+  const storage::StateKey key = storage::ChainKey(
+      storage::RootKey(fingerprint, "document-id", tenant), tokens);
+  return absl::StrCat("doc-", key.Hex().substr(0, 24));
+}
+
+std::string TextSha256(std::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         digest);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
+}
+
+}  // namespace twice::services

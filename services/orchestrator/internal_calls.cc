@@ -1,0 +1,101 @@
+#include "services/orchestrator/internal_calls.h"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include <grpcpp/client_context.h>
+
+#include "services/common/grpc_status.h"
+#include "services/common/proto_convert.h"
+#include "services/store/store_service.h"
+
+namespace twice::services {
+
+absl::StatusOr<PrefillOutcome> CallPrefill(
+    v1::Prefill::StubInterface& stub, const grpc::ServerContext& parent,
+    const PrefillCall& call, absl::Span<const int32_t> tokens,
+    const std::function<void(const v1::PrefillResponse&)>& on_progress) {
+  std::unique_ptr<grpc::ClientContext> context =
+      grpc::ClientContext::FromServerContext(parent);
+  auto stream = stub.Prefill(context.get());
+
+  // Tokens are written from a second thread while this one reads progress,
+  // so neither side's flow-control window can stall the other.
+  std::thread writer([&] {
+    v1::PrefillRequest request;
+    v1::PrefillHeader* header = request.mutable_header();
+    header->set_model(call.model);
+    header->set_tenant(call.tenant);
+    if (call.parent) *header->mutable_parent() = ToProto(*call.parent);
+    header->set_mode(call.mode);
+    header->set_checkpoint_tokens(call.checkpoint_tokens);
+    header->set_ephemeral(call.ephemeral);
+    header->set_total_tokens(static_cast<int64_t>(tokens.size()));
+    const int64_t total = static_cast<int64_t>(tokens.size());
+    int64_t offset = 0;
+    do {
+      const int64_t end = std::min(total, offset + kTokenChunk);
+      request.mutable_tokens()->Add(tokens.begin() + offset,
+                                    tokens.begin() + end);
+      if (!stream->Write(request)) break;
+      request.Clear();
+      offset = end;
+    } while (offset < total);
+    stream->WritesDone();
+  });
+
+  PrefillOutcome outcome;
+  v1::PrefillResponse response;
+  bool done = false;
+  while (stream->Read(&response)) {
+    for (const v1::SegmentBoundary& checkpoint : response.checkpoints()) {
+      absl::StatusOr<storage::StateKey> key = FromProto(checkpoint.state_key());
+      if (key.ok()) outcome.checkpoints.push_back({checkpoint.end_token(), *key});
+    }
+    outcome.checkpoints_reused += response.checkpoints_reused();
+    outcome.tokens_computed = response.tokens_computed();
+    outcome.states_recomputed = response.states_recomputed();
+    if (response.done()) {
+      absl::StatusOr<storage::StateKey> key = FromProto(response.final_state());
+      if (key.ok()) outcome.final_state = *key;
+      done = true;
+    }
+    if (on_progress) on_progress(response);
+  }
+  writer.join();
+  absl::Status status = FromGrpcStatus(stream->Finish());
+  if (!status.ok()) return status;
+  if (!done) return absl::InternalError("prefill ended without a result");
+  return outcome;
+}
+
+absl::StatusOr<GenerateOutcome> CallGenerate(
+    v1::Decode::StubInterface& stub, const grpc::ServerContext& parent,
+    const v1::GenerateRequest& request,
+    const std::function<bool(const v1::GenerateResponse&)>& on_piece) {
+  std::unique_ptr<grpc::ClientContext> context =
+      grpc::ClientContext::FromServerContext(parent);
+  auto reader = stub.Generate(context.get(), request);
+  GenerateOutcome outcome;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    if (response.finished()) {
+      outcome.final = response;
+      continue;
+    }
+    outcome.produced_output = true;
+    if (!on_piece(response)) {
+      context->TryCancel();
+      break;
+    }
+  }
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!status.ok()) return status;
+  if (!outcome.final.finished()) {
+    return absl::CancelledError("generation cancelled");
+  }
+  return outcome;
+}
+
+}  // namespace twice::services

@@ -1,0 +1,97 @@
+#include "services/prefill/prefill_run.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/state_io.h"
+
+namespace twice::services {
+
+PrefillRun::PrefillRun(const engine::Model& model, storage::StateStore& store,
+                       PrefillRunOptions options)
+    : model_(model), store_(store), options_(std::move(options)) {
+  start_is_root_ = !options_.parent.has_value();
+  start_key_ = start_is_root_
+                   ? storage::RootKey(model_.description().fingerprint,
+                                      PrefillModeName(options_.mode),
+                                      options_.tenant)
+                   : *options_.parent;
+  current_key_ = start_key_;
+  state_key_ = start_key_;
+}
+
+absl::Status PrefillRun::Materialize() {
+  if (state_ != nullptr && pending_.empty()) return absl::OkStatus();
+  if (!pending_.empty()) {
+    // Prefer the stored state at the end of the skipped segments.
+    // Only durable runs skip segments, so pending states are durable.
+    absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
+        LoadState(store_, model_, current_key_, /*ephemeral=*/false);
+    if (loaded.ok()) {
+      state_ = *std::move(loaded);
+      state_key_ = current_key_;
+      pending_.clear();
+      return absl::OkStatus();
+    }
+    if (loaded.status().code() != absl::StatusCode::kNotFound) {
+      return loaded.status();
+    }
+    ++states_recomputed_;
+    store_.RecordRecompute();
+  }
+  if (state_ == nullptr) {
+    if (start_is_root_) {
+      state_ = model_.NewState();
+    } else {
+      // A parent is always a durable state (a document boundary), even for
+      // an ephemeral run such as the second read of read-twice.
+      absl::StatusOr<std::unique_ptr<engine::SequenceState>> parent =
+          LoadState(store_, model_, start_key_, /*ephemeral=*/false);
+      if (!parent.ok()) {
+        return absl::Status(parent.status().code(),
+                            absl::StrCat("parent state: ",
+                                         parent.status().message()));
+      }
+      state_ = *std::move(parent);
+    }
+  }
+  if (!pending_.empty()) {
+    absl::StatusOr<std::vector<float>> logits =
+        model_.Prefill(pending_, *state_, options_.mode);
+    if (!logits.ok()) return logits.status();
+    tokens_computed_ += static_cast<int64_t>(pending_.size());
+    pending_.clear();
+  }
+  state_key_ = current_key_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
+    absl::Span<const int32_t> tokens) {
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError("a prefill segment needs tokens");
+  }
+  const storage::StateKey next = storage::ChainKey(current_key_, tokens);
+  if (!options_.ephemeral) {
+    absl::StatusOr<bool> stored = store_.HasState(next, /*ephemeral=*/false);
+    if (!stored.ok()) return stored.status();
+    if (*stored) {
+      pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+      current_key_ = next;
+      return SegmentResult{next, /*reused=*/true};
+    }
+  }
+  absl::Status ready = Materialize();
+  if (!ready.ok()) return ready;
+  absl::StatusOr<std::vector<float>> logits =
+      model_.Prefill(tokens, *state_, options_.mode);
+  if (!logits.ok()) return logits.status();
+  tokens_computed_ += static_cast<int64_t>(tokens.size());
+  absl::Status saved = SaveState(store_, next, *state_, options_.ephemeral);
+  if (!saved.ok()) return saved;
+  current_key_ = next;
+  state_key_ = next;
+  return SegmentResult{next, /*reused=*/false};
+}
+
+}  // namespace twice::services

@@ -1,0 +1,134 @@
+#include "services/prefill/prefill_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/grpc_status.h"
+#include "services/common/log.h"
+#include "services/common/proto_convert.h"
+#include "services/prefill/prefill_run.h"
+
+namespace twice::services {
+namespace {
+
+grpc::Status Invalid(std::string message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
+}
+
+}  // namespace
+
+grpc::Status PrefillService::Prefill(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream) {
+  const auto started = std::chrono::steady_clock::now();
+  v1::PrefillRequest request;
+  if (!stream->Read(&request) || !request.has_header()) {
+    return Invalid("Prefill: the first message must carry the header");
+  }
+  const v1::PrefillHeader header = request.header();
+  absl::StatusOr<const engine::Model*> model = models_->Find(header.model());
+  if (!model.ok()) return ToGrpcStatus(model.status());
+  if (header.tenant().empty()) return Invalid("Prefill: tenant is required");
+  if (header.total_tokens() <= 0) {
+    return Invalid("Prefill: total_tokens must be positive");
+  }
+  if (header.checkpoint_tokens() < 0) {
+    return Invalid("Prefill: checkpoint_tokens must not be negative");
+  }
+  PrefillRunOptions options;
+  options.tenant = header.tenant();
+  options.mode = header.mode() == v1::PREFILL_MODE_PREFIX
+                     ? engine::PrefillMode::kPrefix
+                     : engine::PrefillMode::kCausal;
+  options.ephemeral = header.ephemeral();
+  if (header.has_parent()) {
+    absl::StatusOr<storage::StateKey> parent = FromProto(header.parent());
+    if (!parent.ok()) return ToGrpcStatus(parent.status());
+    options.parent = *parent;
+  }
+  // Ephemeral states are consumed whole by one request: one segment.
+  const int64_t total = header.total_tokens();
+  const int64_t segment =
+      header.checkpoint_tokens() == 0 || header.ephemeral()
+          ? total
+          : header.checkpoint_tokens();
+  PrefillRun run(**model, *store_, options);
+
+  std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
+  if (static_cast<int64_t>(buffer.size()) > total) {
+    return Invalid(absl::StrCat("Prefill: stream carries more than ", total,
+                                " tokens"));
+  }
+  int64_t consumed = 0;  // tokens of this call already run as segments
+  bool more = true;
+  while (true) {
+    // Run every whole segment buffered so far; the last one may be short.
+    while (true) {
+      const int64_t want = std::min(segment, total - consumed);
+      const int64_t have = static_cast<int64_t>(buffer.size());
+      if (want == 0 || have < want) break;
+      if (context->IsCancelled()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "Prefill cancelled");
+      }
+      absl::StatusOr<SegmentResult> result = run.RunSegment(
+          absl::MakeConstSpan(buffer.data(), static_cast<size_t>(want)));
+      if (!result.ok()) return ToGrpcStatus(result.status());
+      buffer.erase(buffer.begin(), buffer.begin() + want);
+      consumed += want;
+      v1::PrefillResponse response;
+      v1::SegmentBoundary* checkpoint = response.add_checkpoints();
+      checkpoint->set_end_token(consumed);
+      *checkpoint->mutable_state_key() = ToProto(result->key);
+      response.set_checkpoints_reused(result->reused ? 1 : 0);
+      response.set_tokens_done(consumed);
+      response.set_tokens_computed(run.tokens_computed());
+      const double seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+      response.set_tokens_per_second(
+          seconds > 0 ? static_cast<double>(run.tokens_computed()) / seconds
+                      : 0.0);
+      response.set_states_recomputed(run.states_recomputed());
+      if (!stream->Write(response)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED,
+                            "Prefill: client went away");
+      }
+    }
+    if (!more) break;
+    if (!stream->Read(&request)) {
+      more = false;
+      continue;
+    }
+    if (consumed + static_cast<int64_t>(buffer.size()) +
+            request.tokens_size() >
+        total) {
+      return Invalid(absl::StrCat("Prefill: stream carries more than ",
+                                  total, " tokens"));
+    }
+    buffer.insert(buffer.end(), request.tokens().begin(),
+                  request.tokens().end());
+  }
+  if (consumed != total) {
+    return Invalid(absl::StrCat("Prefill: stream ended after ",
+                                consumed + static_cast<int64_t>(buffer.size()),
+                                " of ", total, " tokens"));
+  }
+  v1::PrefillResponse done;
+  done.set_done(true);
+  done.set_tokens_done(consumed);
+  done.set_tokens_computed(run.tokens_computed());
+  done.set_states_recomputed(run.states_recomputed());
+  *done.mutable_final_state() = ToProto(run.current_key());
+  stream->Write(done);
+  Log(LogLevel::kInfo, "prefill.done",
+      absl::StrCat("tenant=", LogValue(header.tenant()), " tokens=", consumed,
+                   " computed=", run.tokens_computed(),
+                   " recomputed_states=", run.states_recomputed(),
+                   " ephemeral=", header.ephemeral()));
+  return grpc::Status::OK;
+}
+
+}  // namespace twice::services

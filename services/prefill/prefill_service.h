@@ -1,0 +1,31 @@
+// PrefillService: the Prefill gRPC API. Reads the streamed tokens segment by
+// segment as they arrive (a long document never has to be held twice) and
+// reports each stored checkpoint.
+#ifndef TWICE_SERVICES_PREFILL_PREFILL_SERVICE_H_
+#define TWICE_SERVICES_PREFILL_PREFILL_SERVICE_H_
+
+#include "services/common/model_registry.h"
+#include "storage/state_store.h"
+#include "twice/v1/prefill.grpc.pb.h"
+
+namespace twice::services {
+
+class PrefillService final : public v1::Prefill::Service {
+ public:
+  // `models` and `store` must outlive the service.
+  PrefillService(const ModelRegistry* models, storage::StateStore* store)
+      : models_(models), store_(store) {}
+
+  grpc::Status Prefill(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream)
+      override;
+
+ private:
+  const ModelRegistry* models_;
+  storage::StateStore* store_;
+};
+
+}  // namespace twice::services
+
+#endif  // TWICE_SERVICES_PREFILL_PREFILL_SERVICE_H_

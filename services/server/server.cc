@@ -1,0 +1,159 @@
+#include "services/server/server.h"
+
+#include <chrono>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/log.h"
+#include "services/decode/decode_service.h"
+#include "services/orchestrator/orchestrator_service.h"
+#include "services/prefill/prefill_service.h"
+#include "services/store/remote_state_store.h"
+#include "services/store/store_service.h"
+
+namespace twice::services {
+namespace {
+
+// Internal traffic carries whole states in 1 MiB chunks and token arrays in
+// 256 KiB chunks; 16 MiB leaves room without inviting huge messages.
+constexpr int kMaxMessageBytes = 16 << 20;
+
+std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
+    const ServerOptions& options) {
+  absl::Status valid = options.Validate();
+  if (!valid.ok()) return valid;
+  std::unique_ptr<TwiceServer> server(new TwiceServer());
+  server->options_ = options;
+  const Role role = options.role;
+
+  if (role != Role::kStore) {
+    for (const ModelSpec& spec : options.models) {
+      absl::Status loaded = server->models_.Load(spec.name, spec.dir);
+      if (!loaded.ok()) return loaded;
+      const engine::ModelDescription& d =
+          (*server->models_.Find(spec.name))->description();
+      Log(LogLevel::kInfo, "model.loaded",
+          absl::StrCat("name=", spec.name, " arch=", d.architecture,
+                       " layers=", d.num_layers, " hidden=", d.hidden_size,
+                       " fingerprint=", d.fingerprint.substr(0, 16)));
+    }
+  }
+
+  if (role == Role::kStore || options.store_address.empty()) {
+    storage::RocksDbStoreOptions store_options;
+    store_options.path = options.data_dir;
+    store_options.sync_writes = options.sync_writes;
+    absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
+        storage::OpenRocksDbStore(store_options);
+    if (!store.ok()) {
+      return absl::Status(store.status().code(),
+                          absl::StrCat("opening the store in ",
+                                       options.data_dir, ": ",
+                                       store.status().message()));
+    }
+    server->store_ = *std::move(store);
+  } else {
+    server->store_ = std::make_unique<RemoteStateStore>(
+        Connect(options.store_address),
+        std::chrono::seconds(options.store_timeout_seconds));
+  }
+  storage::StateStore* store = server->store_.get();
+  const ModelRegistry* models = &server->models_;
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+
+  auto add = [&](std::unique_ptr<grpc::Service> service) {
+    builder.RegisterService(service.get());
+    server->services_.push_back(std::move(service));
+  };
+  const bool all = role == Role::kAll;
+  if (all || role == Role::kStore) add(std::make_unique<StoreService>(store));
+  if (all || role == Role::kPrefill) {
+    add(std::make_unique<PrefillService>(models, store));
+  }
+  if (all || role == Role::kDecode) {
+    add(std::make_unique<DecodeService>(models, store, options.decode_limits));
+  }
+  OrchestratorService* orchestrator = nullptr;
+  if (all || role == Role::kOrchestrator) {
+    auto service = std::make_unique<OrchestratorService>(
+        models, store, options.orchestrator_limits, options.templates);
+    orchestrator = service.get();
+    add(std::move(service));
+  }
+
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen));
+  }
+  if (orchestrator != nullptr) {
+    // In role all the orchestrator reaches prefill and decode through the
+    // same gRPC interfaces, over this server's in-process channel; that
+    // channel exists only once the server runs, hence the late binding.
+    std::shared_ptr<grpc::Channel> prefill_channel;
+    std::shared_ptr<grpc::Channel> decode_channel;
+    if (all) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+      prefill_channel = server->server_->InProcessChannel(args);
+      decode_channel = prefill_channel;
+    } else {
+      prefill_channel = Connect(options.prefill_address);
+      decode_channel = Connect(options.decode_address);
+    }
+    orchestrator->BindInternalServices(v1::Prefill::NewStub(prefill_channel),
+                                       v1::Decode::NewStub(decode_channel));
+  }
+  server->server_->GetHealthCheckService()->SetServingStatus(true);
+  Log(LogLevel::kInfo, "server.started",
+      absl::StrCat("role=", std::string(RoleName(role)), " listen=", options.listen,
+                   " port=", server->port_));
+  return server;
+}
+
+void TwiceServer::Shutdown() {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  // Readiness goes false first so load balancers stop sending new calls.
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  Log(LogLevel::kInfo, "server.draining",
+      absl::StrCat("grace_seconds=", options_.shutdown_grace_seconds));
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::seconds(options_.shutdown_grace_seconds));
+  Log(LogLevel::kInfo, "server.stopped", "");
+}
+
+void TwiceServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+TwiceServer::~TwiceServer() {
+  Shutdown();
+  if (server_ != nullptr) server_->Wait();
+  server_.reset();
+  services_.clear();
+  store_.reset();
+}
+
+}  // namespace twice::services

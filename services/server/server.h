@@ -1,0 +1,50 @@
+// TwiceServer: one process's gRPC server with the services of its role,
+// health checking and reflection. Used by twice-server's main and by tests
+// that start a real server on 127.0.0.1:0.
+#ifndef TWICE_SERVICES_SERVER_SERVER_H_
+#define TWICE_SERVICES_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "services/common/model_registry.h"
+#include "services/server/server_options.h"
+#include "storage/state_store.h"
+
+namespace twice::services {
+
+class TwiceServer {
+ public:
+  // Loads models, opens the store and starts listening.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TwiceServer>> Start(
+      const ServerOptions& options);
+  ~TwiceServer();
+
+  // The port actually bound (useful with port 0).
+  int port() const { return port_; }
+  // Stops accepting calls, gives in-flight ones the grace period, then
+  // cancels the rest. Idempotent. The store is flushed and closed when the
+  // server is destroyed.
+  void Shutdown();
+  // Blocks until Shutdown completes.
+  void Wait();
+
+ private:
+  TwiceServer() = default;
+
+  ServerOptions options_;
+  ModelRegistry models_;
+  std::unique_ptr<storage::StateStore> store_;
+  std::vector<std::unique_ptr<grpc::Service>> services_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace twice::services
+
+#endif  // TWICE_SERVICES_SERVER_SERVER_H_

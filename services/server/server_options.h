@@ -1,0 +1,64 @@
+// Options of one twice-server process. Flags live only in main and are
+// copied here; Validate() checks them once.
+#ifndef TWICE_SERVICES_SERVER_SERVER_OPTIONS_H_
+#define TWICE_SERVICES_SERVER_SERVER_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "services/decode/decode_service.h"
+#include "services/orchestrator/orchestrator_service.h"
+#include "services/orchestrator/prompt_templates.h"
+
+namespace twice::services {
+
+enum class Role { kAll, kOrchestrator, kPrefill, kDecode, kStore };
+
+struct ModelSpec {
+  std::string name;  // name used in requests
+  std::string dir;   // HF-layout model directory
+};
+
+struct ServerOptions {
+  // Which services this process runs. Default: all (whole pipeline, one
+  // process, embedded store).
+  Role role = Role::kAll;
+  // host:port to listen on; port 0 picks a free port. Default:
+  // 127.0.0.1:50051.
+  std::string listen = "127.0.0.1:50051";
+  // Directory of the embedded RocksDB store (roles all and store, and any
+  // role without store_address). Default: ./twice-data.
+  std::string data_dir = "twice-data";
+  // Models to serve; the first is the default. Required for every role but
+  // store.
+  std::vector<ModelSpec> models;
+  // Remote store (role store) to use instead of an embedded one. Default:
+  // empty (embedded).
+  std::string store_address;
+  // Prefill and decode services the orchestrator role calls. Required for
+  // role orchestrator; ignored otherwise (role all calls in-process).
+  std::string prefill_address;
+  std::string decode_address;
+  // Sync the store's WAL on every write. Default: true.
+  bool sync_writes = true;
+  // Seconds to finish in-flight calls on shutdown before cancelling them.
+  // Default: 10.
+  int shutdown_grace_seconds = 10;
+  // Seconds an internal call to a remote store may take. Default: 60.
+  int store_timeout_seconds = 60;
+
+  OrchestratorLimits orchestrator_limits;
+  DecodeLimits decode_limits;
+  PromptTemplates templates;
+
+  [[nodiscard]] absl::Status Validate() const;
+};
+
+// "all", "orchestrator", ... ; INVALID_ARGUMENT for anything else.
+[[nodiscard]] absl::Status ParseRole(std::string_view text, Role* role);
+std::string_view RoleName(Role role);
+
+}  // namespace twice::services
+
+#endif  // TWICE_SERVICES_SERVER_SERVER_OPTIONS_H_

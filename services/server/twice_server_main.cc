@@ -1,0 +1,152 @@
+// twice-server: runs the Twice services of one role until SIGTERM/SIGINT.
+//
+//   twice-server --role=all --listen=127.0.0.1:50051 --data-dir=twice-data
+//
+// With --listen=HOST:0 a free port is chosen; the first line on stdout is
+// always "twice-server listening on HOST:PORT".
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/common/flag_names.h"
+#include "services/common/log.h"
+#include "services/server/default_model.h"
+#include "services/server/server.h"
+
+ABSL_FLAG(std::string, role, "all",
+          "Services to run: all | orchestrator | prefill | decode | store");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "host:port to listen on; port 0 picks a free port");
+ABSL_FLAG(std::string, data_dir, "twice-data",
+          "Directory of the embedded state store");
+ABSL_FLAG(std::vector<std::string>, model, {},
+          "Model directories to serve, as DIR or NAME=DIR, comma-separated; "
+          "the first is the default. Empty: the built-in default model, "
+          "created under DATA_DIR/models/ on first start");
+ABSL_FLAG(std::string, store_address, "",
+          "host:port of a store role to use instead of an embedded store");
+ABSL_FLAG(std::string, prefill_address, "",
+          "host:port of the prefill role (role orchestrator)");
+ABSL_FLAG(std::string, decode_address, "",
+          "host:port of the decode role (role orchestrator)");
+ABSL_FLAG(bool, sync_writes, true,
+          "Sync the store's write-ahead log on every write");
+ABSL_FLAG(int, shutdown_grace_seconds, 10,
+          "Seconds in-flight calls may finish after SIGTERM");
+ABSL_FLAG(int64_t, max_document_tokens, int64_t{1} << 22,
+          "Largest document, in tokens");
+ABSL_FLAG(int64_t, max_document_bytes, int64_t{64} << 20,
+          "Largest document, in request bytes");
+ABSL_FLAG(int64_t, max_question_tokens, 4096, "Largest question, in tokens");
+ABSL_FLAG(int32_t, max_new_tokens, 4096,
+          "Largest max_tokens a request may ask for");
+ABSL_FLAG(int32_t, default_max_tokens, 64,
+          "Tokens generated when a request sets no max_tokens");
+
+namespace {
+
+using twice::services::Log;
+using twice::services::LogLevel;
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnShutdownSignal(int signal) {
+  const unsigned char byte = static_cast<unsigned char>(signal);
+  // write() is async-signal-safe; a full pipe means shutdown is under way.
+  [[maybe_unused]] ssize_t written = write(g_signal_pipe[1], &byte, 1);
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "twice-server: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Twice server: serves recurrent language models over long documents.\n"
+      "  twice-server [--role=all] [--listen=127.0.0.1:50051] "
+      "[--data-dir=DIR] [--model=DIR]");
+  std::vector<std::string> args = twice::services::NormalizeFlagNames(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& arg : args) arg_ptrs.push_back(arg.data());
+  absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+
+  // Libraries start threads before main (OpenBLAS does), so a signal may
+  // land on any thread: the handler only writes to a pipe, and a waiter
+  // thread does the shutdown.
+  if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe failed"));
+  struct sigaction action = {};
+  action.sa_handler = OnShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  twice::services::ServerOptions options;
+  if (absl::Status role = twice::services::ParseRole(absl::GetFlag(FLAGS_role),
+                                                      &options.role);
+      !role.ok()) {
+    return Fail(role);
+  }
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.store_address = absl::GetFlag(FLAGS_store_address);
+  options.prefill_address = absl::GetFlag(FLAGS_prefill_address);
+  options.decode_address = absl::GetFlag(FLAGS_decode_address);
+  options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  options.orchestrator_limits.max_document_tokens =
+      absl::GetFlag(FLAGS_max_document_tokens);
+  options.orchestrator_limits.max_document_bytes =
+      absl::GetFlag(FLAGS_max_document_bytes);
+  options.orchestrator_limits.max_question_tokens =
+      absl::GetFlag(FLAGS_max_question_tokens);
+  options.decode_limits.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  options.decode_limits.default_max_tokens =
+      absl::GetFlag(FLAGS_default_max_tokens);
+  for (const std::string& spec : absl::GetFlag(FLAGS_model)) {
+    std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits('=', 1));
+    if (parts.size() == 2) {
+      options.models.push_back({parts[0], parts[1]});
+    } else {
+      options.models.push_back({"default", spec});
+    }
+  }
+  if (options.models.empty() && options.role != twice::services::Role::kStore) {
+    absl::StatusOr<std::string> dir =
+        twice::services::EnsureDefaultModel(options.data_dir);
+    if (!dir.ok()) return Fail(dir.status());
+    options.models.push_back({"default", *dir});
+  }
+
+  absl::StatusOr<std::unique_ptr<twice::services::TwiceServer>> server =
+      twice::services::TwiceServer::Start(options);
+  if (!server.ok()) return Fail(server.status());
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  std::printf("twice-server listening on %s:%d\n", host.c_str(),
+              (*server)->port());
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    unsigned char received = 0;
+    while (read(g_signal_pipe[0], &received, 1) < 0 && errno == EINTR) {
+    }
+    Log(LogLevel::kInfo, "server.signal", absl::StrCat("signal=", received));
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  waiter.join();
+  server->reset();  // flushes and closes the store
+  return 0;
+}

@@ -1,0 +1,62 @@
+// RemoteStateStore: the StateStore interface over the Store gRPC API, so a
+// prefill, decode or orchestrator process uses a store in another process
+// exactly as it would use an embedded one. Large values are streamed in
+// chunks. Every call carries a deadline. Thread-safe (gRPC stubs are).
+#ifndef TWICE_SERVICES_STORE_REMOTE_STATE_STORE_H_
+#define TWICE_SERVICES_STORE_REMOTE_STATE_STORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include <grpcpp/channel.h>
+
+#include "storage/state_store.h"
+#include "twice/v1/store.grpc.pb.h"
+
+namespace twice::services {
+
+class RemoteStateStore final : public storage::StateStore {
+ public:
+  // `timeout` bounds every call (a state of a large model takes a while).
+  RemoteStateStore(std::shared_ptr<grpc::Channel> channel,
+                   std::chrono::milliseconds timeout);
+
+  absl::Status PutState(const storage::StateKey& key, std::string_view blob,
+                        const storage::PutStateOptions& options) override;
+  absl::StatusOr<std::string> GetState(const storage::StateKey& key,
+                                       bool ephemeral) override;
+  absl::StatusOr<bool> HasState(const storage::StateKey& key,
+                                bool ephemeral) override;
+  absl::Status DeleteState(const storage::StateKey& key,
+                           bool ephemeral) override;
+  absl::Status PutDocument(const storage::DocumentRecord& record,
+                           absl::Span<const int32_t> tokens) override;
+  absl::Status UpdateDocument(const storage::DocumentRecord& record) override;
+  absl::StatusOr<storage::DocumentRecord> GetDocument(
+      std::string_view tenant, std::string_view document_id) override;
+  absl::StatusOr<std::vector<int32_t>> GetTokens(
+      std::string_view tenant, std::string_view document_id) override;
+  absl::StatusOr<storage::DocumentPage> ListDocuments(
+      std::string_view tenant, int page_size,
+      std::string_view page_token) override;
+  absl::StatusOr<int64_t> DeleteDocument(std::string_view tenant,
+                                         std::string_view document_id) override;
+  void RecordRecompute() override;
+  storage::StoreStats Stats() override;
+
+ private:
+  void Prepare(grpc::ClientContext& context) const;
+  absl::Status PutRecord(const storage::DocumentRecord& record,
+                         absl::Span<const int32_t> tokens, bool record_only);
+
+  std::unique_ptr<v1::Store::Stub> stub_;
+  std::chrono::milliseconds timeout_;
+  // Recomputes are counted where they happen; the remote store's counter
+  // only sees its own process.
+  std::atomic<int64_t> recomputes_{0};
+};
+
+}  // namespace twice::services
+
+#endif  // TWICE_SERVICES_STORE_REMOTE_STATE_STORE_H_

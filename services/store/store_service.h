@@ -1,0 +1,60 @@
+// StoreService: the Store gRPC API over a local StateStore, so prefill and
+// decode processes on other machines share one store (role `store`).
+#ifndef TWICE_SERVICES_STORE_STORE_SERVICE_H_
+#define TWICE_SERVICES_STORE_STORE_SERVICE_H_
+
+#include "storage/state_store.h"
+#include "twice/v1/store.grpc.pb.h"
+
+namespace twice::services {
+
+// Bytes per streamed chunk of a state blob: far below gRPC's 4 MiB limit.
+inline constexpr int64_t kStateChunkBytes = 1 << 20;
+// Token ids per streamed chunk.
+inline constexpr int64_t kTokenChunk = 1 << 16;
+// Largest state blob accepted over the wire.
+inline constexpr int64_t kMaxStateBytes = int64_t{4} << 30;
+
+class StoreService final : public v1::Store::Service {
+ public:
+  // `store` must outlive the service.
+  explicit StoreService(storage::StateStore* store) : store_(store) {}
+
+  grpc::Status PutState(grpc::ServerContext* context,
+                        grpc::ServerReader<v1::PutStateRequest>* reader,
+                        v1::PutStateResponse* response) override;
+  grpc::Status GetState(grpc::ServerContext* context,
+                        const v1::GetStateRequest* request,
+                        grpc::ServerWriter<v1::StateChunk>* writer) override;
+  grpc::Status StatState(grpc::ServerContext* context,
+                         const v1::StatStateRequest* request,
+                         v1::StatStateResponse* response) override;
+  grpc::Status DeleteState(grpc::ServerContext* context,
+                           const v1::DeleteStateRequest* request,
+                           v1::DeleteStateResponse* response) override;
+  grpc::Status PutDocument(grpc::ServerContext* context,
+                           grpc::ServerReader<v1::PutDocumentRequest>* reader,
+                           v1::PutDocumentResponse* response) override;
+  grpc::Status GetDocument(grpc::ServerContext* context,
+                           const v1::GetDocumentRecordRequest* request,
+                           v1::DocumentRecord* response) override;
+  grpc::Status GetTokens(grpc::ServerContext* context,
+                         const v1::GetTokensRequest* request,
+                         grpc::ServerWriter<v1::TokenChunk>* writer) override;
+  grpc::Status ListDocuments(grpc::ServerContext* context,
+                             const v1::ListDocumentRecordsRequest* request,
+                             v1::ListDocumentRecordsResponse* response) override;
+  grpc::Status DeleteDocument(grpc::ServerContext* context,
+                              const v1::DeleteDocumentRecordRequest* request,
+                              v1::DeleteStateResponse* response) override;
+  grpc::Status Stats(grpc::ServerContext* context,
+                     const v1::StoreStatsRequest* request,
+                     v1::StoreStats* response) override;
+
+ private:
+  storage::StateStore* store_;
+};
+
+}  // namespace twice::services
+
+#endif  // TWICE_SERVICES_STORE_STORE_SERVICE_H_

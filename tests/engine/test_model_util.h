@@ -1,0 +1,159 @@
+// Helpers for engine tests that need a real model directory: a temporary
+// directory, a small WordLevel tokenizer.json, the tiny random Based model
+// written by WriteRandomModel, and whole-file weight rewrites (to make
+// weights sharper, drop or reshape a tensor, rename, convert to bf16).
+#ifndef TWICE_TESTS_ENGINE_TEST_MODEL_UTIL_H_
+#define TWICE_TESTS_ENGINE_TEST_MODEL_UTIL_H_
+
+#include <stdlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/models/init_model.h"
+#include "engine/models/model.h"
+#include "engine/tensor/tensor.h"
+#include "engine/weights/safetensors.h"
+#include "engine/weights/safetensors_writer.h"
+#include "gtest/gtest.h"
+
+namespace twice::engine::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ =
+        absl::StrCat(base != nullptr ? base : "/tmp", "/twice_test_XXXXXX");
+    if (::mkdtemp(templ.data()) != nullptr) path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const {
+    return absl::StrCat(path_, "/", name);
+  }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return std::move(buf).str();
+}
+
+inline void WriteFileOrFail(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// WordLevel vocabulary "[UNK]" = 0, "w1" .. "w<vocab-2>", and
+// "<|endoftext|>" = vocab - 1.
+inline std::string SmallTokenizerJson(int vocab) {
+  std::string v = "{\"[UNK]\": 0";
+  for (int i = 1; i < vocab - 1; ++i)
+    absl::StrAppend(&v, ", \"w", i, "\": ", i);
+  absl::StrAppend(&v, ", \"<|endoftext|>\": ", vocab - 1, "}");
+  return absl::StrCat(R"({"version": "1.0", "added_tokens": [{"id": )",
+                      vocab - 1,
+                      R"(, "content": "<|endoftext|>", "special": true}],
+      "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
+      "decoder": null,
+      "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": )",
+                      v, "}}");
+}
+
+// Writes the "tiny" preset with a `vocab`-token WordLevel tokenizer into
+// `dir` (created).
+inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed,
+                                   int vocab = 300) {
+  std::filesystem::create_directories(dir);
+  const std::string tok = dir + ".tokenizer.json";
+  {
+    std::ofstream out(tok, std::ios::binary | std::ios::trunc);
+    out << SmallTokenizerJson(vocab);
+  }
+  InitModelOptions options;
+  options.preset = "tiny";
+  options.out_dir = dir;
+  options.tokenizer_json = tok;
+  options.seed = seed;
+  return WriteRandomModel(options);
+}
+
+// Every tensor of a safetensors file as owned f32, by stored name.
+inline absl::StatusOr<std::map<std::string, Tensor>> ReadAllWeights(
+    const std::string& path) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+      SafetensorsFile::Open(path);
+  if (!file.ok()) return file.status();
+  std::map<std::string, Tensor> out;
+  for (const SafetensorsEntry& e : (*file)->entries()) {
+    absl::StatusOr<Tensor> t = (*file)->ReadF32(e);
+    if (!t.ok()) return t.status();
+    std::vector<float> copy(t->data(), t->data() + t->size());
+    out.emplace(e.name, Tensor::FromVector(e.shape, std::move(copy)));
+  }
+  return out;
+}
+
+inline absl::Status WriteAllWeights(const std::string& path,
+                                    const std::map<std::string, Tensor>& w) {
+  std::vector<NamedTensor> named;
+  for (const auto& [name, t] : w) named.push_back({name, &t});
+  return WriteSafetensors(path, std::move(named));
+}
+
+// Multiplies every weight of rank >= 2 except embeddings by `factor`, so
+// attention scores are far from uniform and bugs in masking show.
+inline absl::Status SharpenWeights(const std::string& dir, float factor) {
+  const std::string path = dir + "/model.safetensors";
+  absl::StatusOr<std::map<std::string, Tensor>> w = ReadAllWeights(path);
+  if (!w.ok()) return w.status();
+  for (auto& [name, t] : *w) {
+    if (t.rank() < 2 || name.find("embeddings") != std::string::npos) continue;
+    for (float& x : t.mutable_span()) x *= factor;
+  }
+  return WriteAllWeights(path, *w);
+}
+
+inline std::unique_ptr<Model> LoadOrDie(const std::string& dir) {
+  absl::StatusOr<std::unique_ptr<Model>> m = LoadModel(dir);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+// Deterministic pseudo-random token ids in [0, vocab).
+inline std::vector<int32_t> RandomTokens(int n, int vocab, uint64_t seed) {
+  std::vector<int32_t> out(n);
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    out[i] = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return out;
+}
+
+}  // namespace twice::engine::testing
+
+#endif  // TWICE_TESTS_ENGINE_TEST_MODEL_UTIL_H_

@@ -1,0 +1,139 @@
+// RmsNorm, SiluMul / SwiGlu, RopeRotateHalf and TaylorFeatureMap against
+// float64 references. Tolerances: 1e-6 absolute + 1e-5 relative (single
+// roundings per element), 1e-5 for rotary at positions up to 10^5.
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/activations.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/taylor_feature_map.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace twice::kernels {
+namespace {
+
+using testing::ExpectClose;
+using testing::RandomVector;
+
+double Silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+TEST(RmsNormTest, MatchesReference) {
+  const int rows = 5, dim = 96;
+  const float eps = 1e-5f;
+  const auto x = RandomVector(rows * dim, 1, 3.0f);
+  const auto w = RandomVector(dim, 2);
+  std::vector<double> want(rows * dim);
+  for (int i = 0; i < rows; ++i) {
+    double ss = 0.0;
+    for (int j = 0; j < dim; ++j) ss += double{x[i * dim + j]} * x[i * dim + j];
+    const double r = 1.0 / std::sqrt(ss / dim + eps);
+    for (int j = 0; j < dim; ++j) want[i * dim + j] = x[i * dim + j] * r * w[j];
+  }
+  std::vector<float> y(rows * dim);
+  ASSERT_TRUE(RmsNorm(x, rows, dim, w, eps, absl::MakeSpan(y)).ok());
+  ExpectClose(y, want, 1e-6, 1e-5);
+  // In place gives the same result.
+  std::vector<float> inplace = x;
+  ASSERT_TRUE(
+      RmsNorm(inplace, rows, dim, w, eps, absl::MakeSpan(inplace)).ok());
+  EXPECT_EQ(inplace, y);
+  EXPECT_FALSE(RmsNorm(x, rows, dim + 1, w, eps, absl::MakeSpan(y)).ok());
+}
+
+TEST(SiluMulTest, StridedViewsMatchReference) {
+  // gate and mult are column ranges of one [rows, 3 * cols] matrix.
+  const int rows = 4, cols = 10, stride = 30;
+  const auto m = RandomVector(rows * stride, 3, 4.0f);
+  std::vector<double> want(rows * cols);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) {
+      want[i * cols + j] = Silu(m[i * stride + 5 + j]) * m[i * stride + 17 + j];
+    }
+  }
+  std::vector<float> out(rows * cols);
+  ASSERT_TRUE(SiluMul(absl::MakeConstSpan(m).subspan(5), stride,
+                      absl::MakeConstSpan(m).subspan(17), stride, rows, cols,
+                      absl::MakeSpan(out))
+                  .ok());
+  ExpectClose(out, want, 1e-6, 1e-5);
+  // A view that runs past the end is refused.
+  EXPECT_FALSE(SiluMul(absl::MakeConstSpan(m).subspan(25), stride,
+                       absl::MakeConstSpan(m).subspan(17), stride, rows, cols,
+                       absl::MakeSpan(out))
+                   .ok());
+}
+
+TEST(SwiGluTest, SecondHalfIsTheGate) {
+  const int rows = 3, hidden = 7;
+  const auto u = RandomVector(rows * 2 * hidden, 4, 3.0f);
+  std::vector<double> want(rows * hidden);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < hidden; ++j) {
+      want[i * hidden + j] =
+          u[i * 2 * hidden + j] * Silu(u[i * 2 * hidden + hidden + j]);
+    }
+  }
+  std::vector<float> out(rows * hidden);
+  ASSERT_TRUE(SwiGlu(u, rows, hidden, absl::MakeSpan(out)).ok());
+  ExpectClose(out, want, 1e-6, 1e-5);
+}
+
+TEST(RopeRotateHalfTest, MatchesReferenceAtLargePositions) {
+  const int rows = 3, heads = 2, hd = 8, stride = 40;
+  for (int64_t start : {int64_t{0}, int64_t{5}, int64_t{100000}}) {
+    auto x = RandomVector(rows * stride, 5);
+    std::vector<double> want(x.begin(), x.end());
+    for (int i = 0; i < rows; ++i) {
+      for (int h = 0; h < heads; ++h) {
+        for (int f = 0; f < hd / 2; ++f) {
+          const double angle =
+              static_cast<double>(start + i) * std::pow(10000.0, -2.0 * f / hd);
+          const int a = i * stride + 3 + h * hd + f, b = a + hd / 2;
+          want[a] = x[a] * std::cos(angle) - x[b] * std::sin(angle);
+          want[b] = x[b] * std::cos(angle) + x[a] * std::sin(angle);
+        }
+      }
+    }
+    ASSERT_TRUE(RopeRotateHalf(absl::MakeSpan(x).subspan(3), rows, stride,
+                               heads, hd, start, 10000.0f)
+                    .ok());
+    ExpectClose(x, want, 1e-5, 1e-5);
+  }
+  std::vector<float> odd(10);
+  EXPECT_FALSE(
+      RopeRotateHalf(absl::MakeSpan(odd), 1, 10, 2, 5, 0, 10000.0f).ok());
+}
+
+TEST(TaylorFeatureMapTest, LayoutAndKernelIdentity) {
+  const int rows = 6, f = 16, d = static_cast<int>(TaylorFeatureDim(f));
+  ASSERT_EQ(d, 273);
+  const auto x = RandomVector(rows * f, 6, 2.0f);
+  std::vector<float> phi(rows * d);
+  ASSERT_TRUE(TaylorFeatureMap(x, rows, f, absl::MakeSpan(phi)).ok());
+  std::vector<double> want(rows * d);
+  for (int i = 0; i < rows; ++i) {
+    want[i * d] = 1.0;
+    for (int m = 0; m < f; ++m) want[i * d + 1 + m] = x[i * f + m] / 2.0;
+    for (int m = 0; m < f; ++m) {
+      for (int n = 0; n < f; ++n) {
+        want[i * d + 1 + f + m * f + n] =
+            double{x[i * f + m]} * x[i * f + n] / (std::sqrt(2.0) * 4.0);
+      }
+    }
+  }
+  ExpectClose(phi, want, 1e-6, 1e-5);
+  // phi(q) · phi(k) = 1 + s + s^2 / 2 with s = q · k / sqrt(F).
+  for (int i = 0; i + 1 < rows; ++i) {
+    double s = 0.0, dot = 0.0;
+    for (int m = 0; m < f; ++m) s += double{x[i * f + m]} * x[(i + 1) * f + m];
+    s /= 4.0;
+    for (int m = 0; m < d; ++m)
+      dot += double{phi[i * d + m]} * phi[(i + 1) * d + m];
+    EXPECT_NEAR(dot, 1.0 + s + s * s / 2.0, 1e-4 * (1.0 + s * s));
+  }
+}
+
+}  // namespace
+}  // namespace twice::kernels
