@@ -84,6 +84,7 @@ int RunAsk(const CliContext& cli) {
                  {"total_ms", usage.total_ms()}}}});
   } else {
     std::printf("\n");
+    std::fflush(stdout);
     std::fprintf(stderr,
                  "[%s] prefilled=%lld decoded=%lld reused_states=%lld "
                  "reused_tokens=%lld recomputed=%lld ttft=%.1fms total=%.1fms\n",

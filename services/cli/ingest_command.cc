@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -64,24 +66,28 @@ int RunIngest(const CliContext& cli) {
   v1::IngestResponse response;
   v1::IngestResponse last;
   bool progress_shown = false;
+  const bool tty = isatty(STDERR_FILENO) != 0;
   while (stream->Read(&response)) {
     if (response.has_done()) {
       last = response;
       continue;
     }
+    // On a terminal the progress line rewrites itself; in a log it is one
+    // line per update.
     std::fprintf(stderr,
-                 "\ringest %s: segments %lld/%lld, tokens %lld/%lld, %.0f tok/s",
+                 "%singest %s: segments %lld/%lld, tokens %lld/%lld, %.0f tok/s%s",
+                 tty ? "\r" : "",
                  response.document_id().c_str(),
                  static_cast<long long>(response.segments_done()),
                  static_cast<long long>(response.segments_total()),
                  static_cast<long long>(response.tokens_done()),
                  static_cast<long long>(response.tokens_total()),
-                 response.tokens_per_second());
+                 response.tokens_per_second(), tty ? "" : "\n");
     std::fflush(stderr);
     progress_shown = true;
   }
   writer.join();
-  if (progress_shown) std::fprintf(stderr, "\n");
+  if (progress_shown && tty) std::fprintf(stderr, "\n");
   grpc::Status status = stream->Finish();
   if (!status.ok()) return ReportError(cli, services::FromGrpcStatus(status));
 
