@@ -262,6 +262,23 @@ absl::Status OrchestratorService::AnswerQuestion(
   return absl::OkStatus();
 }
 
+absl::StatusOr<const engine::Model*> OrchestratorService::ModelOfDocument(
+    const storage::DocumentRecord& record) const {
+  absl::StatusOr<const engine::Model*> model = models_->Find(record.model);
+  if (!model.ok()) {
+    return absl::FailedPreconditionError(model.status().message());
+  }
+  // States are bound to the model fingerprint: a document read by another
+  // version of the model cannot resume here.
+  if ((*model)->description().fingerprint != record.model_fingerprint) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("document '", record.document_id,
+                     "' was read by another version of model '", record.model,
+                     "'; ingest it again"));
+  }
+  return model;
+}
+
 grpc::Status OrchestratorService::Ask(grpc::ServerContext* context,
                                       const v1::AskRequest* request,
                                       grpc::ServerWriter<v1::AskResponse>* writer) {
@@ -269,18 +286,8 @@ grpc::Status OrchestratorService::Ask(grpc::ServerContext* context,
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model = models_->Find(record->model);
-  if (!model.ok()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        std::string(model.status().message()));
-  }
-  if ((*model)->description().fingerprint != record->model_fingerprint) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
-        absl::StrCat("document '", record->document_id,
-                     "' was read by another version of model '", record->model,
-                     "'; ingest it again"));
-  }
+  absl::StatusOr<const engine::Model*> model = ModelOfDocument(*record);
+  if (!model.ok()) return ToGrpcStatus(model.status());
   absl::StatusOr<Question> question =
       ParseQuestion(**model, request->question(), request->question_tokens(),
                     request->mode(), request->sampling());
@@ -310,11 +317,8 @@ grpc::Status OrchestratorService::BatchAsk(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model = models_->Find(record->model);
-  if (!model.ok()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        std::string(model.status().message()));
-  }
+  absl::StatusOr<const engine::Model*> model = ModelOfDocument(*record);
+  if (!model.ok()) return ToGrpcStatus(model.status());
   // Validate every question before answering any.
   std::vector<Question> questions;
   for (const v1::BatchQuestion& q : request->questions()) {

@@ -90,6 +90,10 @@ class OrchestratorService final : public v1::Orchestrator::Service {
       v1::Usage& usage);
   absl::StatusOr<storage::DocumentRecord> FindDocument(
       const grpc::ServerContext& context, const std::string& document_id);
+  // The loaded model a document was read with; FAILED_PRECONDITION when it
+  // is not served or its fingerprint changed.
+  absl::StatusOr<const engine::Model*> ModelOfDocument(
+      const storage::DocumentRecord& record) const;
   absl::StatusOr<Question> ParseQuestion(const engine::Model& model,
                                          const std::string& text,
                                          absl::Span<const int32_t> ids,

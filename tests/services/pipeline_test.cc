@@ -357,9 +357,64 @@ TEST_F(PipelineTest, BadInputGetsPreciseStatusAndServerKeepsServing) {
   EXPECT_TRUE(Ask(doc.document_id(), kQuestion).status.ok());
 }
 
-TEST_F(PipelineTest, DocumentsCanBeListedAndDeleted) {
+TEST_F(PipelineTest, BatchAskAnswersEveryQuestionWithItsIndex) {
   StartServer();
   const v1::DocumentInfo doc = IngestText(kDocument).done();
+  const Answer single = Ask(doc.document_id(), kQuestion);
+  ASSERT_TRUE(single.status.ok());
+
+  v1::BatchAskRequest request;
+  request.set_document_id(doc.document_id());
+  for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE}) {
+    v1::BatchQuestion* question = request.add_questions();
+    question->set_question(kQuestion);
+    question->set_mode(mode);
+    question->mutable_sampling()->set_max_tokens(8);
+    question->mutable_sampling()->set_ignore_eos(true);
+  }
+  grpc::ClientContext context;
+  auto reader = stub_->BatchAsk(&context, request);
+  std::vector<std::vector<int32_t>> tokens(2);
+  std::vector<v1::Usage> usage(2);
+  v1::BatchAskResponse response;
+  while (reader->Read(&response)) {
+    ASSERT_GE(response.index(), 0);
+    ASSERT_LT(response.index(), 2);
+    auto& out = tokens[response.index()];
+    out.insert(out.end(), response.response().tokens().begin(),
+               response.response().tokens().end());
+    if (response.response().finished()) {
+      usage[response.index()] = response.response().usage();
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(tokens[0], single.tokens);
+  EXPECT_EQ(tokens[1].size(), 8u);
+  EXPECT_EQ(usage[0].states_reused(), 1);
+  EXPECT_GT(usage[1].tokens_prefilled(), doc.tokens());
+}
+
+TEST_F(PipelineTest, DocumentsCanBeListedPinnedAndDeleted) {
+  StartServer();
+  const v1::DocumentInfo doc = IngestText(kDocument).done();
+  {
+    grpc::ClientContext context;
+    v1::PinDocumentRequest pin;
+    pin.set_document_id(doc.document_id());
+    pin.set_pinned(true);
+    v1::DocumentInfo pinned;
+    ASSERT_TRUE(stub_->PinDocument(&context, pin, &pinned).ok());
+    EXPECT_TRUE(pinned.pinned());
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetDocumentRequest get;
+    get.set_document_id(doc.document_id());
+    v1::DocumentInfo info;
+    ASSERT_TRUE(stub_->GetDocument(&context, get, &info).ok());
+    EXPECT_TRUE(info.pinned());
+    EXPECT_EQ(info.tokens(), doc.tokens());
+  }
   grpc::ClientContext list_context;
   v1::ListDocumentsResponse listed;
   ASSERT_TRUE(stub_->ListDocuments(&list_context, {}, &listed).ok());
