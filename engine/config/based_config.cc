@@ -24,6 +24,7 @@ constexpr int64_t kMaxLayers = 1 << 10;
 constexpr int64_t kMaxVocab = 1 << 24;
 constexpr int64_t kMaxWindow = 1 << 20;
 constexpr int64_t kMaxFeatureDim = 64;
+constexpr int64_t kMaxWindowFloats = int64_t{1} << 28;
 
 [[nodiscard]] absl::Status Invalid(std::string_view key,
                                    std::string_view what) {
@@ -221,6 +222,12 @@ const Json* Find(const Json& obj, std::initializer_list<std::string_view> keys,
   if (!c.sliding_window_layers.empty()) {
     TWICE_ASSIGN_OR_RETURN(c.window_size, GetInt(alt2, {"window_size"},
                                                  std::nullopt, 2, kMaxWindow));
+    // The window ring holds 2 · (window_size / 2) · d floats per layer.
+    if ((c.window_size / 2) * c.hidden_size > kMaxWindowFloats) {
+      return Invalid("alt_mixer_2.window_size",
+                     absl::StrCat("(", c.window_size, ") times n_embd (",
+                                  c.hidden_size, ") is too large"));
+    }
     if (c.hidden_size % c.num_heads != 0 ||
         (c.hidden_size / c.num_heads) % 2 != 0) {
       return Invalid("n_head",

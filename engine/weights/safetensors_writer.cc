@@ -55,6 +55,7 @@ absl::StatusOr<std::string> SerializeSafetensors(
   std::memcpy(out.data(), &len, 8);
   out += json;
   for (const NamedTensor& t : tensors) {
+    if (t.tensor->size() == 0) continue;
     out.append(reinterpret_cast<const char*>(t.tensor->data()),
                static_cast<size_t>(t.tensor->size()) * 4);
   }
@@ -77,6 +78,7 @@ absl::Status WriteSafetensors(
   // Tensor by tensor, so a large model is never copied into one buffer.
   for (size_t i = 0; ok && i < tensors.size(); ++i) {
     const size_t n = static_cast<size_t>(tensors[i].tensor->size());
+    if (n == 0) continue;  // an empty tensor may have no buffer at all
     ok = std::fwrite(tensors[i].tensor->data(), 4, n, f) == n;
   }
   ok = (std::fclose(f) == 0) && ok;
