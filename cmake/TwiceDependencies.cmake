@@ -10,6 +10,7 @@ find_package(OpenBLAS CONFIG REQUIRED)      # variables only, no target
 find_package(ICU REQUIRED COMPONENTS uc)    # Unicode classes for GPT-2 pre-tokenization
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(prometheus-cpp CONFIG REQUIRED)  # /metrics endpoint of twice-server
 
 add_library(twice_blas INTERFACE)
 target_include_directories(twice_blas INTERFACE ${OpenBLAS_INCLUDE_DIRS})

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package Twice needs to build, test and run.
+#   scripts/setup.sh           build, test and run
+#   scripts/setup.sh --tools   also the offline Python tools (tools/: torch
+#                              reference, checkpoint conversion, training)
 # Idempotent: when everything is present it prints nothing and exits 0.
 set -euo pipefail
 
@@ -7,9 +10,14 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libssl-dev libxxhash-dev libicu-dev
-  nlohmann-json3-dev libopenblas-dev
+  nlohmann-json3-dev libopenblas-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+
+if [ "${1:-}" = "--tools" ]; then
+  # Debian's torch, used only through /usr/bin/python3.
+  packages+=(python3 python3-numpy python3-torch)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,15 +1,19 @@
-// Opening, closing, states and stats of RocksDbStateStore; documents are in
-// rocksdb_state_store_documents.cc.
+// Opening, loading, closing and stats of RocksDbStateStore. States are in
+// rocksdb_state_store_states.cc, chunked states in _blocks.cc, eviction in
+// _eviction.cc, documents in _documents.cc, administration in _admin.cc.
 #include "storage/rocksdb_state_store.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rocksdb/cache.h"
 #include "rocksdb/options.h"
 #include "rocksdb/slice.h"
-#include "rocksdb/write_batch.h"
+#include "storage/record_codec.h"
 #include "storage/rocksdb_status.h"
+#include "storage/state_ref.h"
 
 namespace twice::storage {
 namespace {
@@ -39,10 +43,25 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
                      "positive, got ",
                      options.ephemeral_ttl_seconds));
   }
+  if (options.state_budget_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RocksDbStoreOptions.state_budget_bytes must be "
+                     "non-negative, got ",
+                     options.state_budget_bytes));
+  }
+  if (options.state_cache_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "RocksDbStoreOptions.state_cache_bytes must be non-negative");
+  }
+  if (!(options.eviction_cost_weight >= 0) ||
+      options.eviction_cost_weight > 1e6) {
+    return absl::InvalidArgumentError(
+        "RocksDbStoreOptions.eviction_cost_weight must be in [0, 1e6]");
+  }
   // Not make_unique: the constructor is private.
   std::unique_ptr<RocksDbStateStore> store(new RocksDbStateStore(options));
   if (absl::Status s = store->OpenDb(); !s.ok()) return s;
-  if (absl::Status s = store->LoadCounters(); !s.ok()) return s;
+  if (absl::Status s = store->Load(); !s.ok()) return s;
   return store;
 }
 
@@ -54,6 +73,8 @@ RocksDbStateStore::RocksDbStateStore(const RocksDbStoreOptions& options)
   // The WAL stays on (disableWAL = false); sync decides whether an
   // acknowledged write also survives a power loss, not just a crash.
   write_options_.sync = options.sync_writes;
+  unsynced_write_options_.sync = false;
+  state_read_options_.verify_checksums = false;
 }
 
 RocksDbStateStore::~RocksDbStateStore() {
@@ -81,6 +102,18 @@ absl::Status RocksDbStateStore::OpenDb() {
   states.enable_blob_files = true;
   states.min_blob_size = kStateMinBlobBytes;
   states.enable_blob_garbage_collection = true;
+  if (options_.state_cache_bytes > 0) {
+    // Shards of at least 64 MiB, so one large state fits a shard (an entry
+    // larger than its shard would be dropped as soon as it is read).
+    int shard_bits = 0;
+    while (shard_bits < 6 && (options_.state_cache_bytes >> (shard_bits + 1)) >=
+                                 (int64_t{64} << 20)) {
+      ++shard_bits;
+    }
+    states.blob_cache = rocksdb::NewLRUCache(
+        static_cast<size_t>(options_.state_cache_bytes), shard_bits);
+    states.prepopulate_blob_cache = rocksdb::PrepopulateBlobCache::kFlushOnly;
+  }
   rocksdb::ColumnFamilyOptions ephemeral = plain;
   // Kept out of blob files: the compaction filter then sees every value.
   ephemeral.compaction_filter = ttl_filter_.get();
@@ -92,6 +125,7 @@ absl::Status RocksDbStateStore::OpenDb() {
       {kStatesFamily, states},
       {kStateIndexFamily, plain},
       {kEphemeralFamily, ephemeral},
+      {kRefsFamily, plain},
   };
   rocksdb::DB* db = nullptr;
   rocksdb::Status s =
@@ -105,24 +139,31 @@ absl::Status RocksDbStateStore::OpenDb() {
   states_ = handles_[3];
   state_index_ = handles_[4];
   ephemeral_ = handles_[5];
+  refs_ = handles_[6];
   return absl::OkStatus();
 }
 
-absl::Status RocksDbStateStore::LoadCounters() {
-  // Counts come from the small index entries, never from the blobs. An entry
-  // that does not decode cannot be trusted to describe its state, so both
-  // go, as a read would have done.
+absl::Status RocksDbStateStore::Load() {
+  // Index entries first, never the blobs. An entry that does not decode
+  // cannot be trusted to describe its state, so both go, as a read would
+  // have done.
+  struct Loaded {
+    StateKey key;
+    StateIndexEntry entry;
+  };
+  std::vector<Loaded> loaded;
   rocksdb::WriteBatch cleanup;
   int64_t bad = 0;
   {
     std::unique_ptr<rocksdb::Iterator> it(
         db_->NewIterator(rocksdb::ReadOptions(), state_index_));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const std::string_view raw_key(it->key().data(), it->key().size());
       absl::StatusOr<StateIndexEntry> entry =
           DecodeStateIndex({it->value().data(), it->value().size()});
-      if (entry.ok() && it->key().size() == sizeof(StateKey::digest)) {
-        state_count_ += 1;
-        state_bytes_ += entry->stored_bytes;
+      absl::StatusOr<StateKey> key = StateKey::FromBytes(raw_key);
+      if (entry.ok() && key.ok()) {
+        loaded.push_back({*key, *entry});
         continue;
       }
       if (!cleanup.Delete(states_, it->key()).ok() ||
@@ -136,244 +177,171 @@ absl::Status RocksDbStateStore::LoadCounters() {
       return s;
     }
   }
-  if (bad > 0) {
+  // Recency restarts from write order; blocks go in before the manifests
+  // that name them.
+  std::stable_sort(loaded.begin(), loaded.end(),
+                   [](const Loaded& a, const Loaded& b) {
+                     const bool a_block = a.entry.form == StateForm::kBlock;
+                     const bool b_block = b.entry.form == StateForm::kBlock;
+                     if (a_block != b_block) return a_block;
+                     return a.entry.written_unix_ms < b.entry.written_unix_ms;
+                   });
+  for (const Loaded& l : loaded) {
+    CachedState state{.stored_bytes = l.entry.stored_bytes,
+                      .recompute_tokens = l.entry.recompute_tokens,
+                      .flops_per_token = l.entry.flops_per_token,
+                      .form = l.entry.form,
+                      .blocks = {}};
+    if (l.entry.form == StateForm::kManifest) {
+      // Manifests are small (inline in the LSM tree), so reading them all
+      // here is cheap. One that is unreadable or lists a missing block can
+      // never be served and goes now.
+      std::string value;
+      rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_,
+                                   ToSlice(l.key.Bytes()), &value);
+      absl::StatusOr<BlockManifest> manifest =
+          s.ok() ? DecodeManifest(value) : absl::DataLossError(s.ToString());
+      bool complete = manifest.ok();
+      if (complete) {
+        for (const BlockRef& block : manifest->blocks) {
+          if (!index_.Contains(block.key)) complete = false;
+          state.blocks.push_back(block.key);
+        }
+      }
+      if (!complete) {
+        if (!cleanup.Delete(states_, ToSlice(l.key.Bytes())).ok() ||
+            !cleanup.Delete(state_index_, ToSlice(l.key.Bytes())).ok()) {
+          return absl::InternalError("could not build a WriteBatch");
+        }
+        if (!manifest.ok() && !s.IsNotFound()) bad += 1;
+        continue;
+      }
+    }
+    index_.Upsert(l.key, state);
+  }
+  // Blocks that no manifest names (their manifest went above) go too.
+  for (const StateKey& block : index_.OrphanBlocks()) {
+    if (!cleanup.Delete(states_, ToSlice(block.Bytes())).ok() ||
+        !cleanup.Delete(state_index_, ToSlice(block.Bytes())).ok()) {
+      return absl::InternalError("could not build a WriteBatch");
+    }
+    index_.Remove(block, nullptr);
+  }
+  if (cleanup.Count() > 0) {
     if (absl::Status s = FromRocksDb(db_->Write(write_options_, &cleanup),
-                                     "delete corrupt state index entries");
+                                     "delete unreadable states");
         !s.ok()) {
       return s;
     }
     corruptions_ += bad;
   }
 
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), documents_));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) document_count_ += 1;
-  return FromRocksDb(it->status(), "scan documents");
-}
-
-absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::ReadState(
-    const StateKey& key, bool ephemeral, bool copy_blob) {
-  rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), StateFamily(ephemeral),
-                               ToSlice(key.Bytes()), &value);
-  StateRead read;
-  if (s.IsNotFound()) return read;
-  if (s.IsCorruption()) {
-    // RocksDB's own checksum (block or blob record) failed: the same case as
-    // ours failing, handled the same way.
-    read.found = Found::kCorrupt;
-    read.reason = s.ToString();
-    return read;
-  }
-  if (!s.ok()) return FromRocksDb(s, absl::StrCat("read state ", key.Hex()));
-
-  absl::StatusOr<StateValue> decoded =
-      DecodeStateValue({value.data(), value.size()});
-  if (!decoded.ok()) {
-    read.found = Found::kCorrupt;
-    read.reason = std::string(decoded.status().message());
-    return read;
-  }
-  if (ephemeral && IsExpired(decoded->written_unix_ms, UnixMillisNow(),
-                             options_.ephemeral_ttl_seconds * 1000)) {
-    read.found = Found::kExpired;
-    return read;
-  }
-  read.found = Found::kGood;
-  if (copy_blob) read.blob.assign(decoded->blob);
-  return read;
-}
-
-absl::StatusOr<std::optional<StateIndexEntry>> RocksDbStateStore::ReadIndex(
-    const StateKey& key) {
-  rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), state_index_,
-                               ToSlice(key.Bytes()), &value);
-  if (s.IsNotFound()) return std::nullopt;
-  if (!s.ok()) {
-    return FromRocksDb(s, absl::StrCat("read state index ", key.Hex()));
-  }
-  absl::StatusOr<StateIndexEntry> entry =
-      DecodeStateIndex({value.data(), value.size()});
-  if (!entry.ok()) return entry.status();
-  return *entry;
-}
-
-absl::Status RocksDbStateStore::RemoveBadState(const StateKey& key,
-                                               bool ephemeral) {
-  rocksdb::WriteBatch batch;
-  std::optional<StateIndexEntry> index;
-  rocksdb::Status s =
-      batch.Delete(StateFamily(ephemeral), ToSlice(key.Bytes()));
-  if (!ephemeral) {
-    absl::StatusOr<std::optional<StateIndexEntry>> read = ReadIndex(key);
-    if (read.ok()) {
-      index = *read;
-    } else if (!absl::IsDataLoss(read.status())) {
-      return read.status();
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), documents_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) document_count_ += 1;
+    if (absl::Status s = FromRocksDb(it->status(), "scan documents"); !s.ok()) {
+      return s;
     }
-    // A corrupt index entry goes too; its size is unknown, so the byte
-    // counter keeps it until the next open recounts.
-    if (s.ok()) s = batch.Delete(state_index_, ToSlice(key.Bytes()));
   }
-  if (s.ok()) s = db_->Write(write_options_, &batch);
-  if (!s.ok()) return FromRocksDb(s, absl::StrCat("delete state ", key.Hex()));
-  if (index.has_value()) {
-    state_count_ -= 1;
-    state_bytes_ -= index->stored_bytes;
-  }
-  return absl::OkStatus();
+  return LoadRefs();
 }
 
-absl::Status RocksDbStateStore::PutState(const StateKey& key,
-                                         std::string_view blob,
-                                         const PutStateOptions& options) {
-  if (options.recompute_tokens < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("recompute_tokens must be non-negative, got ",
-                     options.recompute_tokens));
+absl::Status RocksDbStateStore::LoadRefs() {
+  int64_t refs = 0;
+  std::vector<std::string> bad_refs;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), refs_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const std::string_view key(it->key().data(), it->key().size());
+      absl::StatusOr<RefKeyParts> parts = ParseRefKey(key);
+      absl::StatusOr<bool> pinned =
+          DecodeRef({it->value().data(), it->value().size()});
+      if (!parts.ok() || !pinned.ok()) {
+        bad_refs.emplace_back(key);
+        continue;
+      }
+      index_.AddRefs(parts->state, 1, *pinned ? 1 : 0);
+      refs += 1;
+    }
+    if (absl::Status s = FromRocksDb(it->status(), "scan refs"); !s.ok()) {
+      return s;
+    }
   }
-  const int64_t now = UnixMillisNow();
-  const std::string value =
-      EncodeStateValue(blob, options.recompute_tokens, now);
-  const std::string context = absl::StrCat("write state ", key.Hex());
-  if (options.ephemeral) {
-    return FromRocksDb(db_->Put(write_options_, ephemeral_,
-                                ToSlice(key.Bytes()), ToSlice(value)),
-                       context);
-  }
-
-  const StateIndexEntry entry{
-      .stored_bytes = static_cast<int64_t>(value.size()),
-      .recompute_tokens = options.recompute_tokens,
-      .written_unix_ms = now};
-  std::lock_guard<std::mutex> lock(StateLock(key));
-  absl::StatusOr<std::optional<StateIndexEntry>> previous = ReadIndex(key);
-  if (!previous.ok() && !absl::IsDataLoss(previous.status())) {
-    return previous.status();
-  }
-  rocksdb::WriteBatch batch;
-  rocksdb::Status s = batch.Put(states_, ToSlice(key.Bytes()), ToSlice(value));
-  if (s.ok()) {
-    s = batch.Put(state_index_, ToSlice(key.Bytes()),
-                  ToSlice(EncodeStateIndex(entry)));
-  }
-  if (s.ok()) s = db_->Write(write_options_, &batch);
-  if (!s.ok()) return FromRocksDb(s, context);
-
-  if (!previous.ok()) {
-    // The old entry was unreadable and is now replaced: count it as a
-    // corruption. Its size is unknown; see RemoveBadState.
+  // Refs are derived from records, so a bad one is rebuilt from its record
+  // (which may pin the state), and a store written before refs existed gets
+  // all of them: both by rewriting the records concerned.
+  std::set<std::string> rebuild;
+  const bool scan_existing = !bad_refs.empty();
+  for (const std::string& key : bad_refs) {
     corruptions_ += 1;
-    state_bytes_ += entry.stored_bytes;
-  } else if (previous->has_value()) {
-    state_bytes_ += entry.stored_bytes - (*previous)->stored_bytes;
-  } else {
-    state_count_ += 1;
-    state_bytes_ += entry.stored_bytes;
+    if (!db_->Delete(unsynced_write_options_, refs_, ToSlice(key)).ok()) {
+      return absl::InternalError("could not delete a bad ref");
+    }
+    absl::StatusOr<RefKeyParts> parts = ParseRefKey(key);
+    if (parts.ok()) rebuild.emplace(parts->document_key);
   }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> RocksDbStateStore::GetState(const StateKey& key,
-                                                        bool ephemeral) {
-  absl::StatusOr<StateRead> read = ReadState(key, ephemeral, true);
-  if (!read.ok()) return read.status();
-  std::unique_lock<std::mutex> lock;
-  if (read->found == Found::kCorrupt || read->found == Found::kExpired) {
-    // Look again under the key's lock before deleting: a concurrent
-    // PutState may have just replaced the bad value with a good one.
-    lock = std::unique_lock<std::mutex>(StateLock(key));
-    read = ReadState(key, ephemeral, true);
-    if (!read.ok()) return read.status();
+  if (refs == 0 && document_count_.load() > 0) {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), documents_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      rebuild.emplace(it->key().data(), it->key().size());
+    }
+    if (absl::Status s = FromRocksDb(it->status(), "scan documents"); !s.ok()) {
+      return s;
+    }
   }
-
-  switch (read->found) {
-    case Found::kGood:
-      hits_ += 1;
-      return std::move(read->blob);
-    case Found::kMissing:
-      misses_ += 1;
-      return absl::NotFoundError(
-          absl::StrCat("state ", key.Hex(), " not found"));
-    case Found::kExpired:
-      if (absl::Status s = RemoveBadState(key, ephemeral); !s.ok()) return s;
-      misses_ += 1;
-      return absl::NotFoundError(
-          absl::StrCat("state ", key.Hex(), " not found (expired)"));
-    case Found::kCorrupt:
-      if (absl::Status s = RemoveBadState(key, ephemeral); !s.ok()) return s;
-      misses_ += 1;
-      corruptions_ += 1;
-      return absl::NotFoundError(absl::StrCat("state ", key.Hex(),
-                                              " was corrupt (", read->reason,
-                                              ") and has been deleted"));
-  }
-  return absl::InternalError("unreachable");
-}
-
-absl::StatusOr<bool> RocksDbStateStore::HasState(const StateKey& key,
-                                                 bool ephemeral) {
-  if (!ephemeral) {
-    // The index entry exists exactly when the state does (one WriteBatch).
-    absl::StatusOr<std::optional<StateIndexEntry>> index = ReadIndex(key);
-    if (index.ok()) return index->has_value();
-    if (absl::IsDataLoss(index.status())) return true;  // GetState verifies
-    return index.status();
-  }
-  // Ephemeral values carry their own age, so the value is read; expired
-  // ones count as absent. Corrupt ones are left for GetState to report.
-  absl::StatusOr<StateRead> read = ReadState(key, true, false);
-  if (!read.ok()) return read.status();
-  return read->found == Found::kGood || read->found == Found::kCorrupt;
-}
-
-absl::Status RocksDbStateStore::DeleteState(const StateKey& key,
-                                            bool ephemeral) {
-  const std::string context = absl::StrCat("delete state ", key.Hex());
-  if (ephemeral) {
-    return FromRocksDb(
-        db_->Delete(write_options_, ephemeral_, ToSlice(key.Bytes())), context);
-  }
-  std::lock_guard<std::mutex> lock(StateLock(key));
-  absl::StatusOr<std::optional<StateIndexEntry>> index = ReadIndex(key);
-  if (!index.ok() && !absl::IsDataLoss(index.status())) return index.status();
-  rocksdb::WriteBatch batch;
-  rocksdb::Status s = batch.Delete(states_, ToSlice(key.Bytes()));
-  if (s.ok()) s = batch.Delete(state_index_, ToSlice(key.Bytes()));
-  if (s.ok()) s = db_->Write(write_options_, &batch);
-  if (!s.ok()) return FromRocksDb(s, context);
-  if (index.ok() && index->has_value()) {
-    state_count_ -= 1;
-    state_bytes_ -= (*index)->stored_bytes;
+  std::lock_guard<std::mutex> lock(document_mu_);
+  for (const std::string& document_key : rebuild) {
+    const size_t nul = document_key.find('\0');
+    if (nul == std::string::npos) continue;
+    absl::StatusOr<DocumentRecord> record =
+        ReadRecord(std::string_view(document_key).substr(0, nul),
+                   std::string_view(document_key).substr(nul + 1));
+    if (!record.ok()) continue;  // a bad record names nothing we can see
+    if (absl::Status s = RebuildRefsLocked(*record, scan_existing); !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }
 
 void RocksDbStateStore::RecordRecompute() { recomputes_ += 1; }
 
+int64_t RocksDbStateStore::DiskBytes() {
+  int64_t total = 0;
+  for (rocksdb::ColumnFamilyHandle* handle : handles_) {
+    uint64_t value = 0;
+    if (db_->GetIntProperty(handle, rocksdb::DB::Properties::kLiveSstFilesSize,
+                            &value)) {
+      total += static_cast<int64_t>(value);
+    }
+    if (db_->GetIntProperty(handle, rocksdb::DB::Properties::kLiveBlobFileSize,
+                            &value)) {
+      total += static_cast<int64_t>(value);
+    }
+  }
+  return total;
+}
+
 StoreStats RocksDbStateStore::Stats() {
+  const CacheTotals totals = index_.Totals();
   StoreStats stats;
-  stats.state_bytes = state_bytes_.load();
-  stats.state_count = state_count_.load();
+  stats.state_bytes = totals.bytes;
+  stats.state_count = totals.states;
+  stats.block_count = totals.blocks;
+  stats.pinned_state_count = totals.pinned_states;
   stats.document_count = document_count_.load();
   stats.hits = hits_.load();
   stats.misses = misses_.load();
   stats.evictions = evictions_.load();
+  stats.evicted_bytes = evicted_bytes_.load();
   stats.corruptions = corruptions_.load();
   stats.recomputes = recomputes_.load();
+  stats.budget_bytes = options_.state_budget_bytes;
+  stats.disk_bytes = DiskBytes();
   return stats;
-}
-
-absl::Status RocksDbStateStore::CompactEphemeral() {
-  rocksdb::Status s = db_->Flush(rocksdb::FlushOptions(), ephemeral_);
-  if (!s.ok()) return FromRocksDb(s, "flush ephemeral states");
-  rocksdb::CompactRangeOptions compact;
-  // Without kForce a lone bottommost file is left as is, unfiltered.
-  compact.bottommost_level_compaction =
-      rocksdb::BottommostLevelCompaction::kForce;
-  return FromRocksDb(db_->CompactRange(compact, ephemeral_, nullptr, nullptr),
-                     "compact ephemeral states");
 }
 
 }  // namespace twice::storage

@@ -1,43 +1,57 @@
-// The RocksDB implementation of StateStore (state_store.h has the contract).
+// The RocksDB implementation of StateStore (state_store.h has the contract;
+// storage/FORMAT.md the bytes on disk).
 //
 // Column families:
 //   documents    tenant '\0' document_id -> record envelope
 //   tokens       tenant '\0' document_id -> token envelope
-//   states       32-byte state key -> state envelope (BlobDB: values of
-//                64 KiB and more live in blob files, out of the LSM tree)
-//   state_index  32-byte state key -> index envelope: stored size,
-//                recompute_tokens, write time (state_value.h)
-//   ephemeral    32-byte state key -> state envelope, expired by age
+//   states       32-byte key -> state envelope, block-manifest envelope or
+//                block (a state envelope). BlobDB: values of 64 KiB and more
+//                live in blob files, out of the LSM tree
+//   state_index  32-byte key -> index envelope: stored size,
+//                recompute_tokens, write time, FLOPs per token, form
+//                (state_value.h)
+//   refs         32-byte key + document key -> pin flag (state_ref.h)
+//   ephemeral    32-byte key -> state envelope, expired by age
 //                (ephemeral_ttl.h)
 //
-// state_index is written and deleted in the same WriteBatch as states. It
-// exists so that open can count durable states, HasState can answer, and the
-// byte-budget evictor can rank states by recompute cost per byte, all without
-// reading blobs (RocksDB 7.8 iterators read every blob they pass over, and a
-// single unreadable blob would stop a scan).
+// state_index is written and deleted in the same WriteBatch as states, and
+// refs in the same WriteBatch as records. At open both are loaded into a
+// StateCacheIndex, so counting, HasState, pins and eviction never read a
+// blob (RocksDB 7.8 iterators read every blob they pass over, and a single
+// unreadable blob would stop a scan).
+//
+// Locking. Mutations of a durable key are serialized by a lock stripe picked
+// by the key; an operation that touches several keys takes their stripes in
+// ascending order. Document writes are serialized by document_mu_, taken
+// before any stripe. Evictions are serialized by evict_mu_, taken before any
+// stripe and never while holding one. Reads of a good state take no lock
+// but the index's shared one, so eviction never blocks a reader: a reader
+// racing an eviction gets either the whole value or NOT_FOUND.
 //
 // Stats count durable states only; ephemeral ones expire on their own.
-// Mutations of one durable state are serialized by a lock stripe picked by
-// the key, so the counters match what is stored; document writes are
-// serialized by one mutex so DeleteDocument's "named by no other record" scan
-// cannot race a PutDocument.
 #ifndef TWICE_STORAGE_ROCKSDB_STATE_STORE_H_
 #define TWICE_STORAGE_ROCKSDB_STATE_STORE_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
+#include "storage/block_manifest.h"
 #include "storage/ephemeral_ttl.h"
+#include "storage/state_cache_index.h"
 #include "storage/state_store.h"
 #include "storage/state_value.h"
 
@@ -48,6 +62,7 @@ inline constexpr char kDocumentsFamily[] = "documents";
 inline constexpr char kTokensFamily[] = "tokens";
 inline constexpr char kStatesFamily[] = "states";
 inline constexpr char kStateIndexFamily[] = "state_index";
+inline constexpr char kRefsFamily[] = "refs";
 inline constexpr char kEphemeralFamily[] = "ephemeral";
 
 // Values at least this large are stored in blob files (states family).
@@ -73,6 +88,14 @@ class RocksDbStateStore final : public StateStore {
   // Deleting a state that is not stored is OK.
   [[nodiscard]] absl::Status DeleteState(const StateKey& key,
                                          bool ephemeral) override;
+  [[nodiscard]] absl::Status DiscardCorruptState(const StateKey& key,
+                                                 bool ephemeral) override;
+  [[nodiscard]] absl::Status PutStateBlocks(
+      const StateKey& key, const std::optional<StateKey>& base,
+      absl::Span<const std::string_view> new_blocks,
+      const PutStateOptions& options) override;
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> GetStateBlocks(
+      const StateKey& key) override;
 
   [[nodiscard]] absl::Status PutDocument(
       const DocumentRecord& record, absl::Span<const int32_t> tokens) override;
@@ -93,59 +116,126 @@ class RocksDbStateStore final : public StateStore {
   void RecordRecompute() override;
   StoreStats Stats() override;
 
+  [[nodiscard]] absl::StatusOr<VerifyReport> Verify(
+      const VerifyOptions& options) override;
+  [[nodiscard]] absl::StatusOr<CompactReport> Compact() override;
+  [[nodiscard]] absl::StatusOr<GcReport> CollectGarbage() override;
+
   // Flushes and fully compacts the ephemeral family now, so the compaction
   // filter drops every expired state (RocksDB otherwise picks the time).
   [[nodiscard]] absl::Status CompactEphemeral();
 
  private:
   static constexpr size_t kStateLockStripes = 64;
+  using KeySet = StateKeySet;
+  using StripeLocks = std::vector<std::unique_lock<std::mutex>>;
 
   // How a stored state value looked when read.
   enum class Found { kMissing, kGood, kCorrupt, kExpired };
   struct StateRead {
     Found found = Found::kMissing;
-    std::string blob;    // kGood only
+    std::string blob;    // kGood whole states, when asked to copy
     std::string reason;  // kCorrupt only
+    std::optional<BlockManifest> manifest;  // kGood chunked states
+  };
+  // What one DeleteDurable removed.
+  struct Deleted {
+    int64_t states = 0;
+    int64_t blocks = 0;
+    int64_t bytes = 0;
   };
 
   explicit RocksDbStateStore(const RocksDbStoreOptions& options);
 
   [[nodiscard]] absl::Status OpenDb();
-  [[nodiscard]] absl::Status LoadCounters();
+  // Rebuilds the in-memory index and counters from state_index, the
+  // manifests, refs and documents.
+  [[nodiscard]] absl::Status Load();
+  [[nodiscard]] absl::Status LoadRefs();
 
   rocksdb::ColumnFamilyHandle* StateFamily(bool ephemeral) const {
     return ephemeral ? ephemeral_ : states_;
   }
-  std::mutex& StateLock(const StateKey& key) {
-    return state_locks_[key.digest[0] % kStateLockStripes];
+  static size_t Stripe(const StateKey& key) {
+    return key.digest[0] % kStateLockStripes;
   }
+  StripeLocks LockStripes(const KeySet& keys);
+  // Locks the stripes of `keys` and of every block that deleting them would
+  // orphan (re-checked under the locks, since another manifest may be
+  // written meanwhile). Returns those blocks in `orphans`.
+  StripeLocks LockForDelete(const KeySet& keys, KeySet* orphans);
+  // Blocks that no manifest would name once the manifests in `keys` are gone.
+  KeySet OrphansIfRemoved(const KeySet& keys) const;
+
   [[nodiscard]] absl::StatusOr<StateRead> ReadState(const StateKey& key,
                                                     bool ephemeral,
                                                     bool copy_blob);
-  // nullopt when there is no index entry; DATA_LOSS when it does not decode.
-  [[nodiscard]] absl::StatusOr<std::optional<StateIndexEntry>> ReadIndex(
-      const StateKey& key);
-  // Deletes a state value that is corrupt or expired, with its index entry,
-  // and updates the counters. Caller holds StateLock(key).
-  [[nodiscard]] absl::Status RemoveBadState(const StateKey& key,
-                                            bool ephemeral);
+  // Reads and verifies the blocks a manifest lists; `bad` says why not.
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> ReadBlocks(
+      const BlockManifest& manifest, std::string* bad, bool* corrupt);
+  // Appends the deletion of durable `keys` and `orphans` (values and index
+  // entries) to `batch` and returns what will go. Caller holds their stripes.
+  Deleted AppendDeletes(const KeySet& keys, const KeySet& orphans,
+                        rocksdb::WriteBatch& batch);
+  // Applies a committed AppendDeletes to the index.
+  void ForgetDeleted(const KeySet& keys, const KeySet& orphans);
+  // Deletes durable `keys` and the blocks only they name in one WriteBatch.
+  // `keep`, asked under the locks, spares a key.
+  [[nodiscard]] absl::StatusOr<Deleted> DeleteDurable(
+      const KeySet& keys, const std::function<bool(const StateKey&)>& keep,
+      const rocksdb::WriteOptions& write_options);
+  // Deletes a state value found corrupt or expired, unless a concurrent put
+  // has replaced it by a good one. Returns the value as read under the lock
+  // (deleted unless kGood or kMissing).
+  [[nodiscard]] absl::StatusOr<StateRead> RemoveBadState(const StateKey& key,
+                                                         bool ephemeral);
+
+  // Evicts until `incoming` more bytes fit the budget (or only pinned and
+  // `exclude`d states are left), then reserves them; the caller calls
+  // Unreserve(incoming) once its write is committed or has failed.
+  [[nodiscard]] absl::Status MakeRoom(int64_t incoming, const KeySet& exclude);
+  void Unreserve(int64_t incoming);
 
   static std::string DocumentKey(std::string_view tenant,
                                  std::string_view document_id);
   [[nodiscard]] absl::StatusOr<DocumentRecord> ReadRecord(
       std::string_view tenant, std::string_view document_id);
+  // The states `record` names (segments and mode states, once each).
+  static KeySet NamedStates(const DocumentRecord& record);
+  // States named by the refs of `document_key`, by scanning refs (for a
+  // record that no longer decodes). Values: pin flags.
+  [[nodiscard]] absl::StatusOr<std::vector<std::pair<StateKey, bool>>>
+  ScanRefsOf(std::string_view document_key);
+  // Writes `record` (and `tokens`, when given) with its refs. Caller holds
+  // document_mu_.
+  [[nodiscard]] absl::Status WriteRecordLocked(
+      const DocumentRecord& record, const absl::Span<const int32_t>* tokens);
+  // Rewrites every ref of `record` (open only: no concurrent writers). With
+  // `scan_existing`, its present refs are found by a scan and replaced.
+  [[nodiscard]] absl::Status RebuildRefsLocked(const DocumentRecord& record,
+                                               bool scan_existing);
+  [[nodiscard]] int64_t DiskBytes();
 
   const RocksDbStoreOptions options_;
   rocksdb::WriteOptions write_options_;
+  // Evictions and repairs: losing one in a crash only brings a state back.
+  rocksdb::WriteOptions unsynced_write_options_;
+  // Reads of state values skip RocksDB's own checksums: every value is an
+  // envelope whose XXH3 covers all of it and is always verified, and
+  // Debian's RocksDB computes CRC32C in software (about 1.3 GB/s here),
+  // which alone would cost more than reading a multi-megabyte state.
+  rocksdb::ReadOptions state_read_options_;
 
-  std::atomic<int64_t> state_bytes_{0};
-  std::atomic<int64_t> state_count_{0};
+  StateCacheIndex index_;
   std::atomic<int64_t> document_count_{0};
   std::atomic<int64_t> hits_{0};
   std::atomic<int64_t> misses_{0};
-  std::atomic<int64_t> evictions_{0};  // no evictor yet; see state_index
+  std::atomic<int64_t> evictions_{0};
+  std::atomic<int64_t> evicted_bytes_{0};
   std::atomic<int64_t> corruptions_{0};
   std::atomic<int64_t> recomputes_{0};
+  // Bytes of puts that made room and have not yet committed (MakeRoom).
+  std::atomic<int64_t> reserved_bytes_{0};
 
   // Declared before db_: RocksDB calls it until the database is closed.
   std::unique_ptr<EphemeralTtlFilter> ttl_filter_;
@@ -155,10 +245,12 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* tokens_ = nullptr;
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* state_index_ = nullptr;
+  rocksdb::ColumnFamilyHandle* refs_ = nullptr;
   rocksdb::ColumnFamilyHandle* ephemeral_ = nullptr;
 
   std::array<std::mutex, kStateLockStripes> state_locks_;
   std::mutex document_mu_;
+  std::mutex evict_mu_;
 };
 
 }  // namespace twice::storage

@@ -1,7 +1,8 @@
 // Document records and token blobs of RocksDbStateStore.
 #include <algorithm>
-#include <set>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/slice.h"
@@ -11,6 +12,7 @@
 #include "storage/record_validation.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_status.h"
+#include "storage/state_ref.h"
 #include "storage/token_codec.h"
 
 namespace twice::storage {
@@ -86,6 +88,129 @@ absl::StatusOr<DocumentRecord> RocksDbStateStore::ReadRecord(
   return record;
 }
 
+RocksDbStateStore::KeySet RocksDbStateStore::NamedStates(
+    const DocumentRecord& record) {
+  KeySet keys;
+  for (const SegmentBoundary& segment : record.segments) {
+    keys.insert(segment.state_key);
+  }
+  for (const auto& [mode, state_key] : record.mode_states) {
+    keys.insert(state_key);
+  }
+  return keys;
+}
+
+absl::StatusOr<std::vector<std::pair<StateKey, bool>>>
+RocksDbStateStore::ScanRefsOf(std::string_view document_key) {
+  // Refs are keyed by state first, so finding a document's refs without its
+  // record reads them all. Only a record that no longer decodes needs this.
+  std::vector<std::pair<StateKey, bool>> found;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), refs_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    absl::StatusOr<RefKeyParts> parts =
+        ParseRefKey({it->key().data(), it->key().size()});
+    if (!parts.ok() || parts->document_key != document_key) continue;
+    absl::StatusOr<bool> pinned =
+        DecodeRef({it->value().data(), it->value().size()});
+    // An unreadable flag counts as pinned, the side that loses nothing.
+    found.emplace_back(parts->state, pinned.ok() ? *pinned : true);
+  }
+  if (absl::Status s = FromRocksDb(it->status(), "scan refs"); !s.ok()) {
+    return s;
+  }
+  return found;
+}
+
+absl::Status RocksDbStateStore::WriteRecordLocked(
+    const DocumentRecord& record, const absl::Span<const int32_t>* tokens) {
+  const std::string key = DocumentKey(record.tenant, record.document_id);
+  const std::string context =
+      absl::StrCat("write ", DocumentName(record.tenant, record.document_id));
+  std::vector<std::pair<StateKey, bool>> old_refs;
+  bool existed = true;
+  absl::StatusOr<DocumentRecord> existing =
+      ReadRecord(record.tenant, record.document_id);
+  if (existing.ok()) {
+    for (const StateKey& state : NamedStates(*existing)) {
+      old_refs.emplace_back(state, existing->pinned);
+    }
+  } else if (absl::IsDataLoss(existing.status())) {
+    absl::StatusOr<std::vector<std::pair<StateKey, bool>>> scanned =
+        ScanRefsOf(key);
+    if (!scanned.ok()) return scanned.status();
+    old_refs = *std::move(scanned);
+  } else if (absl::IsNotFound(existing.status())) {
+    existed = false;
+  } else {
+    return existing.status();
+  }
+  const KeySet named = NamedStates(record);
+  KeySet touched = named;
+  for (const auto& [state, pinned] : old_refs) touched.insert(state);
+
+  // Pins change only under the stripes of their states, so an eviction
+  // that checks a pin under the same stripe cannot miss a new one.
+  StripeLocks locks = LockStripes(touched);
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s =
+      batch.Put(documents_, ToSlice(key), ToSlice(EncodeRecord(record)));
+  if (s.ok() && tokens != nullptr) {
+    s = batch.Put(tokens_, ToSlice(key), ToSlice(EncodeTokens(*tokens)));
+  }
+  for (const auto& [state, pinned] : old_refs) {
+    if (s.ok() && !named.contains(state)) {
+      s = batch.Delete(refs_, ToSlice(RefKey(state, key)));
+    }
+  }
+  const std::string ref_value = EncodeRef(record.pinned);
+  for (const StateKey& state : named) {
+    if (s.ok()) s = batch.Put(refs_, ToSlice(RefKey(state, key)), ref_value);
+  }
+  if (s.ok()) s = db_->Write(write_options_, &batch);
+  if (!s.ok()) return FromRocksDb(s, context);
+
+  for (const auto& [state, pinned] : old_refs) {
+    index_.AddRefs(state, -1, pinned ? -1 : 0);
+  }
+  for (const StateKey& state : named) {
+    index_.AddRefs(state, 1, record.pinned ? 1 : 0);
+  }
+  if (!existed) document_count_ += 1;
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbStateStore::RebuildRefsLocked(const DocumentRecord& record,
+                                                  bool scan_existing) {
+  const std::string key = DocumentKey(record.tenant, record.document_id);
+  std::vector<std::pair<StateKey, bool>> existing;
+  if (scan_existing) {
+    absl::StatusOr<std::vector<std::pair<StateKey, bool>>> scanned =
+        ScanRefsOf(key);
+    if (!scanned.ok()) return scanned.status();
+    existing = *std::move(scanned);
+  }
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s;
+  for (const auto& [state, pinned] : existing) {
+    if (s.ok()) s = batch.Delete(refs_, ToSlice(RefKey(state, key)));
+  }
+  const KeySet named = NamedStates(record);
+  const std::string ref_value = EncodeRef(record.pinned);
+  for (const StateKey& state : named) {
+    if (s.ok()) s = batch.Put(refs_, ToSlice(RefKey(state, key)), ref_value);
+  }
+  if (s.ok()) s = db_->Write(write_options_, &batch);
+  if (!s.ok()) return FromRocksDb(s, "rebuild refs");
+  for (const auto& [state, pinned] : existing) {
+    index_.AddRefs(state, -1, pinned ? -1 : 0);
+  }
+  for (const StateKey& state : named) {
+    index_.AddRefs(state, 1, record.pinned ? 1 : 0);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RocksDbStateStore::PutDocument(const DocumentRecord& record,
                                             absl::Span<const int32_t> tokens) {
   if (absl::Status s = ValidateDocumentRecord(record); !s.ok()) return s;
@@ -94,26 +219,8 @@ absl::Status RocksDbStateStore::PutDocument(const DocumentRecord& record,
         absl::StrCat("record says ", record.token_count, " tokens, ",
                      tokens.size(), " given"));
   }
-  const std::string key = DocumentKey(record.tenant, record.document_id);
-  const std::string record_value = EncodeRecord(record);
-  const std::string token_value = EncodeTokens(tokens);
-  const std::string context =
-      absl::StrCat("write ", DocumentName(record.tenant, record.document_id));
-
   std::lock_guard<std::mutex> lock(document_mu_);
-  rocksdb::PinnableSlice existing;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), documents_, ToSlice(key), &existing);
-  const bool existed = s.ok();
-  if (!s.ok() && !s.IsNotFound()) return FromRocksDb(s, context);
-
-  rocksdb::WriteBatch batch;
-  s = batch.Put(documents_, ToSlice(key), ToSlice(record_value));
-  if (s.ok()) s = batch.Put(tokens_, ToSlice(key), ToSlice(token_value));
-  if (s.ok()) s = db_->Write(write_options_, &batch);
-  if (!s.ok()) return FromRocksDb(s, context);
-  if (!existed) document_count_ += 1;
-  return absl::OkStatus();
+  return WriteRecordLocked(record, &tokens);
 }
 
 absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
@@ -144,11 +251,7 @@ absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
                      " tokens; UpdateDocument cannot change token_count to ",
                      record.token_count, " (use PutDocument)"));
   }
-  return FromRocksDb(
-      db_->Put(write_options_, documents_,
-               ToSlice(DocumentKey(record.tenant, record.document_id)),
-               ToSlice(EncodeRecord(record))),
-      absl::StrCat("write ", name));
+  return WriteRecordLocked(record, nullptr);
 }
 
 absl::StatusOr<DocumentRecord> RocksDbStateStore::GetDocument(
@@ -240,86 +343,60 @@ absl::StatusOr<int64_t> RocksDbStateStore::DeleteDocument(
   const std::string name = DocumentName(tenant, document_id);
 
   std::lock_guard<std::mutex> doc_lock(document_mu_);
-  std::set<std::string> doomed;  // state keys, raw bytes
+  std::vector<std::pair<StateKey, bool>> refs;
   absl::StatusOr<DocumentRecord> record = ReadRecord(tenant, document_id);
   if (record.ok()) {
-    for (const SegmentBoundary& segment : record->segments) {
-      doomed.emplace(segment.state_key.Bytes());
+    for (const StateKey& state : NamedStates(*record)) {
+      refs.emplace_back(state, record->pinned);
     }
-    for (const auto& [mode, state_key] : record->mode_states) {
-      doomed.emplace(state_key.Bytes());
-    }
-  } else if (!absl::IsDataLoss(record.status())) {
+  } else if (absl::IsDataLoss(record.status())) {
+    // A corrupt record can still be deleted; its refs say what it named.
+    absl::StatusOr<std::vector<std::pair<StateKey, bool>>> scanned =
+        ScanRefsOf(key);
+    if (!scanned.ok()) return scanned.status();
+    refs = *std::move(scanned);
+  } else {
     return record.status();
   }
-  // A corrupt record can still be deleted; the states it named are unknown
-  // and stay until eviction removes them.
 
-  // Keep every state another record names. This reads every record of every
-  // tenant (keys do not promise tenant scoping to the store): O(documents)
-  // per delete, fine for thousands of documents, seconds at millions. The
-  // fix then is a reference family (state key + document key -> empty)
-  // maintained in PutDocument's batch, making this O(states named). A record
-  // that does not decode names nothing we can see; at worst a state it shares
-  // is deleted and later recomputed, as states are a cache.
-  if (!doomed.empty()) {
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), documents_));
-    for (it->SeekToFirst(); it->Valid() && !doomed.empty(); it->Next()) {
-      if (it->key() == ToSlice(key)) continue;
-      absl::StatusOr<DocumentRecord> other =
-          DecodeRecord({it->value().data(), it->value().size()});
-      if (!other.ok()) continue;
-      for (const SegmentBoundary& segment : other->segments) {
-        doomed.erase(std::string(segment.state_key.Bytes()));
-      }
-      for (const auto& [mode, state_key] : other->mode_states) {
-        doomed.erase(std::string(state_key.Bytes()));
-      }
-    }
-    if (absl::Status s = FromRocksDb(it->status(), "scan documents"); !s.ok()) {
-      return s;
-    }
+  // Ref counts change only under document_mu_, held here, so "named by no
+  // other record" cannot change before the commit.
+  KeySet named;
+  KeySet doomed;
+  for (const auto& [state, pinned] : refs) {
+    named.insert(state);
+    if (index_.RecordRefs(state) <= 1) doomed.insert(state);
   }
-
-  // Lock the stripes of the doomed states in ascending order (every path
-  // that takes several takes them this way) so the counters stay exact.
-  std::set<size_t> stripes;
-  std::vector<StateKey> state_keys;
-  for (const std::string& bytes : doomed) {
-    absl::StatusOr<StateKey> state_key = StateKey::FromBytes(bytes);
-    if (!state_key.ok()) return state_key.status();
-    stripes.insert(state_key->digest[0] % kStateLockStripes);
-    state_keys.push_back(*state_key);
+  StripeLocks locks;
+  KeySet orphans;
+  while (true) {
+    KeySet all = named;
+    for (const StateKey& block : OrphansIfRemoved(doomed)) all.insert(block);
+    locks = LockStripes(all);
+    orphans = OrphansIfRemoved(doomed);
+    bool covered = true;
+    for (const StateKey& block : orphans)
+      covered = covered && all.contains(block);
+    if (covered) break;
+    locks.clear();
   }
-  std::vector<std::unique_lock<std::mutex>> state_guards;
-  for (size_t stripe : stripes) state_guards.emplace_back(state_locks_[stripe]);
 
   rocksdb::WriteBatch batch;
   rocksdb::Status s = batch.Delete(documents_, ToSlice(key));
   if (s.ok()) s = batch.Delete(tokens_, ToSlice(key));
-  int64_t deleted_states = 0;
-  int64_t deleted_bytes = 0;
-  for (const StateKey& state_key : state_keys) {
-    absl::StatusOr<std::optional<StateIndexEntry>> index = ReadIndex(state_key);
-    if (!index.ok() && !absl::IsDataLoss(index.status())) {
-      return index.status();
-    }
-    if (index.ok() && !index->has_value()) continue;  // not stored
-    if (s.ok()) s = batch.Delete(states_, ToSlice(state_key.Bytes()));
-    if (s.ok()) s = batch.Delete(state_index_, ToSlice(state_key.Bytes()));
-    if (index.ok()) {
-      deleted_states += 1;
-      deleted_bytes += (*index)->stored_bytes;
-    }
+  for (const StateKey& state : named) {
+    if (s.ok()) s = batch.Delete(refs_, ToSlice(RefKey(state, key)));
   }
+  const Deleted deleted = AppendDeletes(doomed, orphans, batch);
   if (s.ok()) s = db_->Write(write_options_, &batch);
   if (!s.ok()) return FromRocksDb(s, absl::StrCat("delete ", name));
 
+  for (const auto& [state, pinned] : refs) {
+    index_.AddRefs(state, -1, pinned ? -1 : 0);
+  }
+  ForgetDeleted(doomed, orphans);
   document_count_ -= 1;
-  state_count_ -= deleted_states;
-  state_bytes_ -= deleted_bytes;
-  return deleted_states;
+  return deleted.states;
 }
 
 }  // namespace twice::storage

@@ -2,6 +2,7 @@
 //
 //   root:  lp("twice-root-v1") lp(fingerprint) lp(mode) lp(tenant)
 //   chain: lp("twice-chain-v1") parent[32] le32(t_0) le32(t_1) ...
+//   block: lp("twice-block-v1") state[32] le64(index)
 //
 // where lp(s) = le64(byte length of s) followed by s. The domain strings keep
 // a root stream from ever equalling a chain stream; the length prefixes keep
@@ -27,6 +28,7 @@ namespace {
 
 constexpr std::string_view kRootDomain = "twice-root-v1";
 constexpr std::string_view kChainDomain = "twice-chain-v1";
+constexpr std::string_view kBlockDomain = "twice-block-v1";
 
 struct MdCtxDeleter {
   void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
@@ -116,6 +118,16 @@ StateKey ChainKey(const StateKey& parent, absl::Span<const int32_t> tokens) {
     }
     sha.Update(chunk);
   }
+  return sha.Finish();
+}
+
+StateKey BlockKey(const StateKey& state, uint64_t index) {
+  Sha256 sha;
+  sha.UpdateLengthPrefixed(kBlockDomain);
+  sha.Update(state.Bytes());
+  std::string le_index;
+  AppendU64(le_index, index);
+  sha.Update(le_index);
   return sha.Finish();
 }
 

@@ -6,10 +6,20 @@
 //   verified on every read. A value that fails verification is deleted,
 //   counted as a corruption and reported as NOT_FOUND (a miss), so the caller
 //   recomputes it; it is never returned.
-// - PutDocument commits the record and its tokens in one atomic write; the
-//   caller stores the states a record names before the record.
-// - Ephemeral states live apart from durable ones and are for states
-//   produced and consumed inside one request.
+// - PutDocument commits the record, its tokens and its references to the
+//   states it names in one atomic write; the caller stores (durably) the
+//   states a record names before the record. Tokens are the truth and live
+//   as long as their record; states are a cache: any state may later be
+//   evicted or found corrupt, and is then recomputed from the tokens.
+// - Bounded: with a byte budget, puts evict durable states, lowest score
+//   (recompute cost per byte and recency, state_cache_index.h) first; states
+//   that a pinned record names are never evicted. Readers never wait for an
+//   eviction.
+// - Chunked states (chunk-KV) are append-only blocks (block_manifest.h):
+//   PutStateBlocks writes only the blocks a base state lacks; GetState of a
+//   chunked state returns its blocks assembled.
+// - Ephemeral states live apart from durable ones, outside the budget, and
+//   are for states produced and consumed inside one request.
 // - Thread safety: every method may be called concurrently.
 // - Errors: NOT_FOUND (missing), INVALID_ARGUMENT (bad request),
 //   DATA_LOSS (a stored document record or token blob is corrupt),
@@ -19,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +47,11 @@ struct PutStateOptions {
   bool ephemeral = false;
   // Prefill tokens the state saves; eviction weighs it. Default: 0.
   int64_t recompute_tokens = 0;
+  // Prefill FLOPs per token of the model that made the state, when the
+  // caller knows it: scales the recompute cost so states of different models
+  // compare fairly. The store does not otherwise interpret it. Default: 0
+  // (cost counted in tokens).
+  double flops_per_token = 0;
 };
 
 struct DocumentPage {
@@ -44,14 +60,58 @@ struct DocumentPage {
 };
 
 struct StoreStats {
+  // Durable state values (whole states, manifests and blocks, with their
+  // envelopes): what the budget bounds.
   int64_t state_bytes = 0;
-  int64_t state_count = 0;
+  int64_t state_count = 0;  // whole states and chunked-state manifests
   int64_t document_count = 0;
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t evictions = 0;
   int64_t corruptions = 0;
   int64_t recomputes = 0;
+  int64_t budget_bytes = 0;  // 0: unbounded
+  int64_t evicted_bytes = 0;
+  int64_t block_count = 0;
+  int64_t pinned_state_count = 0;  // stored states a pinned record names
+  int64_t disk_bytes = 0;          // live SST and blob files (WAL not included)
+};
+
+// One stored value that failed verification.
+struct BadValue {
+  std::string family;  // column family
+  std::string key;     // hex for state keys, "tenant/document_id" for records
+  std::string reason;
+};
+
+struct VerifyOptions {
+  // Delete bad states (counted as corruptions, as a read would) and rebuild
+  // bad references. Bad records and token blobs are only reported: tokens
+  // are the truth and cannot be recomputed. Default: false.
+  bool repair = false;
+};
+
+struct VerifyReport {
+  int64_t states_checked = 0;  // whole states, manifests and blocks
+  int64_t documents_checked = 0;
+  int64_t ephemeral_checked = 0;
+  int64_t refs_checked = 0;
+  int64_t bytes_checked = 0;
+  std::vector<BadValue> bad;
+  int64_t repaired = 0;
+};
+
+struct CompactReport {
+  int64_t disk_bytes_before = 0;
+  int64_t disk_bytes_after = 0;
+};
+
+struct GcReport {
+  int64_t ephemeral_expired = 0;  // dropped by the TTL compaction filter
+  int64_t orphan_refs = 0;        // references to records that do not exist
+  int64_t orphan_blocks = 0;      // blocks no manifest names
+  int64_t disk_bytes_before = 0;
+  int64_t disk_bytes_after = 0;
 };
 
 class StateStore {
@@ -68,6 +128,24 @@ class StateStore {
                                                       bool ephemeral) = 0;
   [[nodiscard]] virtual absl::Status DeleteState(const StateKey& key,
                                                  bool ephemeral) = 0;
+  // Deletes a state that GetState returned but its consumer found corrupt
+  // (the engine's codec rejected it): counted as a corruption, and the read
+  // that returned it as a miss rather than a hit.
+  [[nodiscard]] virtual absl::Status DiscardCorruptState(const StateKey& key,
+                                                         bool ephemeral) = 0;
+
+  // Stores the chunked state `key` as the blocks of `base` (a chunked state,
+  // when given) followed by `new_blocks`, writing only the new blocks and a
+  // manifest, in one atomic write. Durable only. NOT_FOUND when `base` is
+  // not stored whole (missing, evicted or corrupt): write every block then.
+  [[nodiscard]] virtual absl::Status PutStateBlocks(
+      const StateKey& key, const std::optional<StateKey>& base,
+      absl::Span<const std::string_view> new_blocks,
+      const PutStateOptions& options) = 0;
+  // The verified blocks of `key`, in order (a whole state is one block).
+  // A missing or corrupt block makes the state a miss (NOT_FOUND).
+  [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> GetStateBlocks(
+      const StateKey& key) = 0;
 
   // Creates or replaces the record and its tokens atomically.
   [[nodiscard]] virtual absl::Status PutDocument(
@@ -90,6 +168,18 @@ class StateStore {
   // Counts a state recomputed by a caller after a miss.
   virtual void RecordRecompute() = 0;
   virtual StoreStats Stats() = 0;
+
+  // Administration (`twice store ...`). Each may take as long as reading or
+  // rewriting the whole store; serving goes on meanwhile.
+  // Reads and verifies every stored value; bad ones are reported, never
+  // served.
+  [[nodiscard]] virtual absl::StatusOr<VerifyReport> Verify(
+      const VerifyOptions& options) = 0;
+  // Compacts every column family fully, reclaiming deleted space.
+  [[nodiscard]] virtual absl::StatusOr<CompactReport> Compact() = 0;
+  // Drops expired ephemeral states, orphaned references and blocks, and
+  // rewrites blob files to reclaim space of deleted states.
+  [[nodiscard]] virtual absl::StatusOr<GcReport> CollectGarbage() = 0;
 };
 
 struct RocksDbStoreOptions {
@@ -100,6 +190,18 @@ struct RocksDbStoreOptions {
   bool sync_writes = true;
   // Seconds an ephemeral state lives. Default: 600.
   int64_t ephemeral_ttl_seconds = 600;
+  // Bytes durable state values may occupy (StoreStats::state_bytes); a put
+  // that would exceed it evicts first. States that pinned records name are
+  // never evicted and may hold the store above the budget on their own.
+  // 0 means unbounded. Default: 0.
+  int64_t state_budget_bytes = 0;
+  // Weight of recompute cost per byte against recency in the eviction score
+  // (Marconi's alpha); 0 makes eviction least-recently-used. Default: 1.
+  double eviction_cost_weight = 1.0;
+  // Memory for recently written and read state values (RocksDB's blob
+  // cache, filled at flush): a hit is served without a file read or copy
+  // inside RocksDB. 0 disables it. Default: 256 MiB.
+  int64_t state_cache_bytes = int64_t{256} << 20;
 };
 
 // Opens (or creates) the RocksDB-backed store. Exactly one process may own a

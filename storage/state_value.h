@@ -2,13 +2,15 @@
 //
 //   kState payload:      le64 recompute_tokens | le64 written_unix_ms | blob
 //   kStateIndex payload: le64 stored_bytes | le64 recompute_tokens |
-//                        le64 written_unix_ms
+//                        le64 written_unix_ms | le64 flops_per_token (IEEE
+//                        double bits) | u8 form
 //
 // The state value is self-describing (an ephemeral state's age is read from
 // it). Each durable state also has a small index entry so that counting,
-// HasState and, later, eviction scoring by recompute cost per byte never have
-// to read multi-megabyte blobs. Both layouts are fixed and versioned by the
-// envelope version.
+// HasState and eviction scoring by recompute cost per byte never have to
+// read multi-megabyte blobs. Index entries of the first layout (24 bytes,
+// no flops_per_token or form) still decode, as whole states costed in
+// tokens. Both layouts are fixed and versioned by the envelope version.
 #ifndef TWICE_STORAGE_STATE_VALUE_H_
 #define TWICE_STORAGE_STATE_VALUE_H_
 
@@ -26,17 +28,45 @@ struct StateValue {
   std::string_view blob;  // view into the stored bytes
 };
 
+// What a durable key holds (block_manifest.h has the chunked layout).
+enum class StateForm : uint8_t {
+  kWhole = 0,     // one state value
+  kManifest = 1,  // a chunked state: the list of its blocks
+  kBlock = 2,     // one block of a chunked state (a state value)
+};
+
 struct StateIndexEntry {
-  int64_t stored_bytes = 0;  // size of the enveloped state value
+  int64_t stored_bytes = 0;  // size of the enveloped value under the key
   int64_t recompute_tokens = 0;
   int64_t written_unix_ms = 0;
+  // Prefill FLOPs per token of the model that made the state; 0 when the
+  // caller did not say (cost is then counted in tokens).
+  double flops_per_token = 0;
+  StateForm form = StateForm::kWhole;
 };
 
 std::string EncodeStateValue(std::string_view blob, int64_t recompute_tokens,
                              int64_t written_unix_ms);
+// EncodeStateValue as the bytes around `blob`: the value is head + blob +
+// tail (blob_envelope.h, SealEnvelopeEdges).
+struct StateValueEdges {
+  std::string head;
+  std::string tail;
+  int64_t stored_bytes = 0;  // head + blob + tail
+};
+StateValueEdges EncodeStateValueEdges(std::string_view blob,
+                                      int64_t recompute_tokens,
+                                      int64_t written_unix_ms);
+
 // DATA_LOSS when the envelope or the fields are invalid.
 [[nodiscard]] absl::StatusOr<StateValue> DecodeStateValue(
     std::string_view stored);
+
+// DecodeStateValue that copies the blob into `*blob` while verifying, in
+// one pass over the bytes (the read path of large states). The returned
+// value's `blob` view is empty.
+[[nodiscard]] absl::StatusOr<StateValue> DecodeStateValueCopy(
+    std::string_view stored, std::string* blob);
 
 std::string EncodeStateIndex(const StateIndexEntry& entry);
 // DATA_LOSS when the envelope or the fields are invalid.

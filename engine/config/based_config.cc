@@ -25,6 +25,7 @@ constexpr int64_t kMaxVocab = 1 << 24;
 constexpr int64_t kMaxWindow = 1 << 20;
 constexpr int64_t kMaxFeatureDim = 64;
 constexpr int64_t kMaxWindowFloats = int64_t{1} << 28;
+constexpr int64_t kMaxPrefix = int64_t{1} << 24;
 
 [[nodiscard]] absl::Status Invalid(std::string_view key,
                                    std::string_view what) {
@@ -118,22 +119,57 @@ const Json* Find(const Json& obj, std::initializer_list<std::string_view> keys,
   return *it;
 }
 
+// Whether alt_mixer names the JRT mixer class by its hydra `_target_`
+// ("...prefix_linear_attention.PrefixLinearAttention").
+bool NamesPrefixLinearAttention(const Json& root) {
+  auto alt = root.find("alt_mixer");
+  if (alt == root.end() || !alt->is_object()) return false;
+  auto target = alt->find("_target_");
+  return target != alt->end() && target->is_string() &&
+         target->get<std::string>().ends_with("PrefixLinearAttention");
+}
+
 [[nodiscard]] absl::StatusOr<std::string> GetArchitecture(const Json& root) {
-  auto arch = root.find("architecture");
-  if (arch != root.end()) {
-    if (!arch->is_string()) return Invalid("architecture", "must be a string");
-    return arch->get<std::string>();
-  }
-  auto type = root.find("model_type");
-  if (type != root.end()) {
+  const bool pla = NamesPrefixLinearAttention(root);
+  std::string_view key = "architecture";
+  std::string arch;
+  if (auto it = root.find("architecture"); it != root.end()) {
+    if (!it->is_string()) return Invalid("architecture", "must be a string");
+    arch = it->get<std::string>();
+  } else if (auto type = root.find("model_type"); type != root.end()) {
     if (!type->is_string()) return Invalid("model_type", "must be a string");
-    std::string t = type->get<std::string>();
-    // Upstream Based configs are GPT2Config dumps; the mixer keys tell them
-    // apart from a plain GPT-2.
-    if (t == "gpt2" && root.contains("alt_mixer")) return std::string("based");
-    return t;
+    key = "model_type";
+    arch = type->get<std::string>();
+    // Upstream Based and JRT configs are GPT2Config dumps; the mixer keys
+    // tell them apart from a plain GPT-2 and from each other.
+    if (arch == "gpt2" && root.contains("alt_mixer")) {
+      arch = pla ? "jrt" : "based";
+    }
+  } else {
+    arch = pla ? "jrt" : "based";
   }
-  return std::string("based");
+  if (arch == "based" && pla) {
+    return Invalid(key,
+                   "is \"based\" but alt_mixer._target_ names "
+                   "PrefixLinearAttention, a JRT-RNN layer");
+  }
+  return arch;
+}
+
+// The JRT keys: enc_length (top level, else inside alt_mixer; upstream's
+// PrefixLinearAttention takes it as a constructor argument) and the pad
+// token of the left-padding protocol.
+[[nodiscard]] absl::Status ParsePrefixKeys(const Json& root, const Json& alt,
+                                           BasedConfig& c) {
+  if (!c.is_jrt()) return absl::OkStatus();
+  TWICE_ASSIGN_OR_RETURN(int64_t nested,
+                         GetInt(alt, {"enc_length"}, 1024, 1, kMaxPrefix));
+  TWICE_ASSIGN_OR_RETURN(c.prefix_length,
+                         GetInt(root, {"enc_length"}, nested, 1, kMaxPrefix));
+  TWICE_ASSIGN_OR_RETURN(
+      c.prefix_pad_token_id,
+      GetInt(root, {"prefix_pad_token_id"}, 220, 0, c.vocab_size - 1));
+  return absl::OkStatus();
 }
 
 [[nodiscard]] absl::StatusOr<BasedConfig> Parse(const Json& root) {
@@ -142,10 +178,10 @@ const Json* Find(const Json& obj, std::initializer_list<std::string_view> keys,
   }
   BasedConfig c;
   TWICE_ASSIGN_OR_RETURN(c.architecture, GetArchitecture(root));
-  if (c.architecture != "based") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json: architecture \"", c.architecture,
-                     "\" is not supported here (expected \"based\")"));
+  if (c.architecture != "based" && c.architecture != "jrt") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: architecture \"", c.architecture,
+        "\" is not supported here (expected \"based\" or \"jrt\")"));
   }
   TWICE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(root, {"n_embd", "hidden_size"},
                                                std::nullopt, 1, kMaxHidden));
@@ -205,6 +241,7 @@ const Json* Find(const Json& obj, std::initializer_list<std::string_view> keys,
   c.linear_attention_heads = static_cast<int>(la_heads);
   TWICE_ASSIGN_OR_RETURN(double la_eps, GetNumber(alt, "eps", 1e-12, 0.0, 1.0));
   c.linear_attention_eps = static_cast<float>(la_eps);
+  TWICE_RETURN_IF_ERROR(ParsePrefixKeys(root, alt, c));
 
   TWICE_ASSIGN_OR_RETURN(Json alt2, GetObject(root, "alt_mixer_2"));
   TWICE_ASSIGN_OR_RETURN(c.linear_attention_layers,
@@ -254,7 +291,10 @@ BasedMixerKind BasedConfig::mixer(int layer) const {
     return std::find(v.begin(), v.end(), layer) != v.end();
   };
   if (has(sliding_window_layers)) return BasedMixerKind::kSlidingWindow;
-  if (has(linear_attention_layers)) return BasedMixerKind::kLinearAttention;
+  if (has(linear_attention_layers)) {
+    return is_jrt() ? BasedMixerKind::kPrefixLinearAttention
+                    : BasedMixerKind::kLinearAttention;
+  }
   return BasedMixerKind::kBaseConv;
 }
 

@@ -1,10 +1,14 @@
-// BasedConfig: the hyper-parameters of a Based model, parsed from a
-// HuggingFace-style GPT-2 config.json as the public Based checkpoints ship it.
+// BasedConfig: the hyper-parameters of a Based or JRT-RNN model, parsed from
+// a HuggingFace-style GPT-2 config.json as the public checkpoints ship it.
+// JRT-RNN is Based with every linear-attention layer replaced by prefix
+// linear attention (PLA), so one config type describes both.
 //
 // Keys read (GPT-2 aliases in parentheses; defaults after "="):
-//   architecture | model_type   "based" (model_type "gpt2" is accepted when
-//                               the file has "alt_mixer", as upstream dumps
-//                               GPT2Config); absent = "based"
+//   architecture | model_type   "based" or "jrt". model_type "gpt2" (upstream
+//                               dumps GPT2Config) or no key at all is read by
+//                               the mixer keys: "jrt" when
+//                               alt_mixer._target_ ends in
+//                               "PrefixLinearAttention", else "based"
 //   n_embd (hidden_size)        d
 //   n_layer (num_hidden_layers)
 //   n_head (num_attention_heads)
@@ -16,6 +20,11 @@
 //   alt_mixer.{feature_dim = 16, num_heads = n_head}   linear attention
 //   alt_mixer_2.window_size                             sliding window
 //   alt_mixer_layers, alt_mixer_2_layers = []           0-based layer indices
+//   enc_length = 1024 (jrt only; top level or in alt_mixer, top level wins)
+//                               the JRT encoder length M
+//   prefix_pad_token_id = 220   (jrt only) the left-pad token of a prefix
+//                               read shorter than M; upstream pads with GPT-2
+//                               " " (220) and has no key for it
 //   mixer.expand_proj = 4       BaseConv inner width = expand_proj · d / 2
 //   eos_token_id = -1
 //   training_context, else max_position_embeddings (n_positions) when > 0,
@@ -35,11 +44,16 @@
 
 namespace twice::engine {
 
-enum class BasedMixerKind { kBaseConv, kLinearAttention, kSlidingWindow };
+enum class BasedMixerKind {
+  kBaseConv,
+  kLinearAttention,
+  kSlidingWindow,
+  kPrefixLinearAttention,  // JRT-RNN: the alt_mixer layers of a "jrt" model
+};
 
 struct BasedConfig {
-  std::string architecture = "based";
-  int64_t hidden_size = 0;  // d
+  std::string architecture = "based";  // "based" | "jrt"
+  int64_t hidden_size = 0;             // d
   int num_layers = 0;
   int num_heads = 0;  // sliding-window heads (n_head)
   int64_t n_inner = 0;
@@ -56,6 +70,9 @@ struct BasedConfig {
   std::vector<int> linear_attention_layers;
   std::vector<int> sliding_window_layers;
   int64_t eos_token_id = -1;
+  // JRT encoder length M (enc_length); 0 for Based, which has no encoder.
+  int64_t prefix_length = 0;
+  int64_t prefix_pad_token_id = 220;  // jrt only
   int64_t training_context = 2048;
   bool tie_word_embeddings = true;
   // The config file re-serialised with sorted keys and no whitespace: what
@@ -69,7 +86,9 @@ struct BasedConfig {
   int64_t conv_inner() const { return conv_expand_proj * hidden_size / 2; }
   // Previous keys a sliding-window query sees: window_size / 2.
   int64_t window_left() const { return window_size / 2; }
-  // Dispatch as upstream: sliding window wins over linear attention.
+  bool is_jrt() const { return architecture == "jrt"; }
+  // Dispatch as upstream: sliding window wins over linear attention; a jrt
+  // model's linear-attention layers are prefix linear attention.
   BasedMixerKind mixer(int layer) const;
 };
 

@@ -16,6 +16,17 @@
 
 namespace twice::engine {
 
+// What a prefix (JRT-RNN) prefill tells the mixers about the tokens of the
+// call, which always start from an empty state (position 0).
+struct PrefixEncoding {
+  // M' = min(M, tokens): rows [0, M') also form the non-causal encoder.
+  int64_t encoder_tokens = 0;
+  // Rows [0, P) are left padding (P <= M'): prefix linear attention zeroes
+  // their raw decoder and encoder keys before the feature map, as upstream
+  // does. Every other mixer reads them as ordinary tokens.
+  int64_t masked_tokens = 0;
+};
+
 class Mixer {
  public:
   virtual ~Mixer() = default;
@@ -32,6 +43,17 @@ class Mixer {
                                              int64_t tokens, int64_t start_pos,
                                              LayerState& state,
                                              absl::Span<float> out) const = 0;
+
+  // Reads the first `tokens` rows of a sequence (start_pos 0) as a prefix
+  // prefill. Only prefix linear attention treats them differently; every
+  // other mixer reads them causally, pads included (pads occupy rotary
+  // positions and conv taps like any token).
+  [[nodiscard]] virtual absl::Status ForwardPrefix(
+      absl::Span<const float> x, int64_t tokens,
+      const PrefixEncoding& /*prefix*/, LayerState& state,
+      absl::Span<float> out) const {
+    return Forward(x, tokens, /*start_pos=*/0, state, out);
+  }
 };
 
 }  // namespace twice::engine

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/layers/base_conv.h"
 #include "engine/layers/based_linear_attention.h"
+#include "engine/layers/prefix_linear_attention.h"
 #include "engine/layers/sliding_window_attention.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
@@ -29,12 +30,18 @@ constexpr int64_t kPrefillChunk = 1024;
                                  c.conv_kernel_size));
       return std::unique_ptr<Mixer>(std::move(m));
     }
-    case BasedMixerKind::kLinearAttention: {
+    case BasedMixerKind::kLinearAttention:
+    case BasedMixerKind::kPrefixLinearAttention: {
       LinearAttentionOptions o;
       o.dim = c.hidden_size;
       o.heads = c.linear_attention_heads;
       o.feature_dim = c.feature_dim;
       o.eps = c.linear_attention_eps;
+      if (c.mixer(layer) == BasedMixerKind::kPrefixLinearAttention) {
+        TWICE_ASSIGN_OR_RETURN(auto m,
+                               PrefixLinearAttention::Load(w, prefix, o));
+        return std::unique_ptr<Mixer>(std::move(m));
+      }
       TWICE_ASSIGN_OR_RETURN(auto m, BasedLinearAttention::Load(w, prefix, o));
       return std::unique_ptr<Mixer>(std::move(m));
     }
@@ -112,6 +119,12 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
         "config.json: eos_token_id ", desc.eos_token_id,
         " is outside the tokenizer vocabulary of ", desc.vocab_size));
   }
+  if (config.is_jrt() && config.prefix_pad_token_id >= desc.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: prefix_pad_token_id ", config.prefix_pad_token_id,
+        " is outside the tokenizer vocabulary of ", desc.vocab_size));
+  }
+  desc.prefix_length = config.prefix_length;
   desc.training_context = config.training_context;
   desc.num_layers = config.num_layers;
   desc.hidden_size = static_cast<int>(d);
@@ -159,7 +172,8 @@ absl::Status BasedModel::CheckState(const SequenceState& state) const {
 
 absl::Status BasedModel::ForwardChunk(absl::Span<const int32_t> tokens,
                                       SequenceState& state,
-                                      std::vector<float>& x) const {
+                                      std::vector<float>& x,
+                                      const PrefixEncoding* prefix) const {
   const int64_t d = config_.hidden_size;
   const int64_t t = static_cast<int64_t>(tokens.size());
   x.resize(t * d);
@@ -172,8 +186,13 @@ absl::Status BasedModel::ForwardChunk(absl::Span<const int32_t> tokens,
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
     TWICE_RETURN_IF_ERROR(b.norm1.Forward(x, t, absl::MakeSpan(h)));
-    TWICE_RETURN_IF_ERROR(
-        b.mixer->Forward(h, t, start, state.layer(l), absl::MakeSpan(y)));
+    if (prefix != nullptr) {
+      TWICE_RETURN_IF_ERROR(b.mixer->ForwardPrefix(
+          h, t, *prefix, state.layer(l), absl::MakeSpan(y)));
+    } else {
+      TWICE_RETURN_IF_ERROR(
+          b.mixer->Forward(h, t, start, state.layer(l), absl::MakeSpan(y)));
+    }
     for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
     TWICE_RETURN_IF_ERROR(b.norm2.Forward(x, t, absl::MakeSpan(h)));
     TWICE_RETURN_IF_ERROR(b.mlp.Forward(h, t, absl::MakeSpan(y)));
@@ -185,12 +204,26 @@ absl::Status BasedModel::ForwardChunk(absl::Span<const int32_t> tokens,
 
 absl::Status BasedModel::Forward(absl::Span<const int32_t> tokens,
                                  SequenceState& state,
-                                 std::vector<float>& logits) const {
+                                 std::vector<float>& logits,
+                                 const PrefixEncoding* prefix) const {
   const int64_t d = config_.hidden_size;
   std::vector<float> x;
-  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
+  size_t begin = 0;
+  if (prefix != nullptr) {
+    // Every query of the prefix read sees the complete encoder sums, so the
+    // encoder must fit in the first chunk; after it the encoder is part of
+    // the state and the rest is causal.
+    const size_t first = std::min<size_t>(
+        tokens.size(),
+        static_cast<size_t>(std::max(kPrefillChunk, prefix->encoder_tokens)));
+    TWICE_RETURN_IF_ERROR(
+        ForwardChunk(tokens.subspan(0, first), state, x, prefix));
+    begin = first;
+  }
+  for (; begin < tokens.size(); begin += kPrefillChunk) {
     const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
-    TWICE_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(begin, n), state, x));
+    TWICE_RETURN_IF_ERROR(
+        ForwardChunk(tokens.subspan(begin, n), state, x, nullptr));
   }
   // Only the last position is projected to logits.
   const int64_t last = static_cast<int64_t>(x.size()) / d - 1;
@@ -210,7 +243,46 @@ absl::StatusOr<std::vector<float>> BasedModel::Run(
   // Work on a copy so that `state` is untouched unless everything succeeds.
   std::unique_ptr<SequenceState> work = state.Clone();
   std::vector<float> logits;
-  TWICE_RETURN_IF_ERROR(Forward(tokens, *work, logits));
+  TWICE_RETURN_IF_ERROR(Forward(tokens, *work, logits, nullptr));
+  state = std::move(*work);
+  return logits;
+}
+
+absl::StatusOr<std::vector<float>> BasedModel::PrefillPrefix(
+    absl::Span<const int32_t> tokens, SequenceState& state,
+    PrefillMode mode) const {
+  if (config_.prefix_length <= 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this ", description_.architecture,
+        " model has no prefix encoder; prefix encoding needs a JRT-RNN model"));
+  }
+  TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
+  TWICE_RETURN_IF_ERROR(CheckState(state));
+  if (state.token_count() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a prefix prefill needs an empty state, but this one has read ",
+        state.token_count(),
+        " tokens: the non-causal prefix encoder cannot be applied after the "
+        "fact; read the prefix first, then continue causally"));
+  }
+  // The read: [pads] + tokens (+ tokens again for Read-2x).
+  const int64_t m = config_.prefix_length;
+  const int copies = mode == PrefillMode::kPrefixReadTwice ? 2 : 1;
+  const int64_t body = copies * static_cast<int64_t>(tokens.size());
+  const int64_t pads =
+      mode == PrefillMode::kPrefixUnpadded ? 0 : std::max<int64_t>(0, m - body);
+  std::vector<int32_t> input(static_cast<size_t>(pads),
+                             static_cast<int32_t>(config_.prefix_pad_token_id));
+  input.reserve(static_cast<size_t>(pads + body));
+  for (int c = 0; c < copies; ++c) {
+    input.insert(input.end(), tokens.begin(), tokens.end());
+  }
+  PrefixEncoding prefix;
+  prefix.encoder_tokens = std::min<int64_t>(m, pads + body);
+  prefix.masked_tokens = pads;
+  std::unique_ptr<SequenceState> work = state.Clone();
+  std::vector<float> logits;
+  TWICE_RETURN_IF_ERROR(Forward(input, *work, logits, &prefix));
   state = std::move(*work);
   return logits;
 }
@@ -218,10 +290,7 @@ absl::StatusOr<std::vector<float>> BasedModel::Run(
 absl::StatusOr<std::vector<float>> BasedModel::Prefill(
     absl::Span<const int32_t> tokens, SequenceState& state,
     PrefillMode mode) const {
-  if (mode == PrefillMode::kPrefix) {
-    return absl::UnimplementedError(
-        "prefix encoding needs a JRT-RNN model (issue 3)");
-  }
+  if (IsPrefixMode(mode)) return PrefillPrefix(tokens, state, mode);
   return Run(tokens, state);
 }
 

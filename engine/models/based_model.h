@@ -1,8 +1,11 @@
-// BasedModel: the Based architecture (Arora et al. 2024) on CPU in f32.
+// BasedModel: the Based architecture (Arora et al. 2024) on CPU in f32, and
+// JRT-RNN (Arora et al. 2024, "Just read twice"), which is Based with prefix
+// linear attention in place of linear attention (config architecture "jrt").
 //
 //   x = E[tokens]                                  E [V_pad, d]
 //   for each layer l (pre-norm, f32 residual):
 //     x += Mixer_l(RMSNorm1_l(x))   BaseConv | BasedLinearAttention |
+//                                   PrefixLinearAttention (jrt) |
 //                                   SlidingWindowAttention (by config)
 //     x += SwiGluMlp_l(RMSNorm2_l(x))
 //   logits = RMSNorm_f(x_last) · E^T               (tied head, [V_pad])
@@ -15,6 +18,9 @@
 // The state holds one LayerState per layer (conv tail, linear-attention
 // S / z, or window ring). Prefill runs every layer over a chunk of tokens at
 // once; long inputs are cut into chunks, which state passing makes exact.
+// A prefix prefill (jrt) puts the whole encoder (M' tokens, pads included) in
+// its first chunk; at the end of that chunk the encoder is merged into the
+// linear-attention states, so the remaining chunks are ordinary causal reads.
 #ifndef TWICE_ENGINE_MODELS_BASED_MODEL_H_
 #define TWICE_ENGINE_MODELS_BASED_MODEL_H_
 
@@ -66,13 +72,20 @@ class BasedModel final : public Model {
       absl::Span<const int32_t> tokens) const;
   [[nodiscard]] absl::Status CheckState(const SequenceState& state) const;
   // Runs `tokens` through every layer, advancing `state`; writes the logits
-  // of the last token.
+  // of the last token. With `prefix`, `state` is empty and the tokens are a
+  // prefix read (pads included).
   [[nodiscard]] absl::Status Forward(absl::Span<const int32_t> tokens,
                                      SequenceState& state,
-                                     std::vector<float>& logits) const;
+                                     std::vector<float>& logits,
+                                     const PrefixEncoding* prefix) const;
   [[nodiscard]] absl::Status ForwardChunk(absl::Span<const int32_t> tokens,
                                           SequenceState& state,
-                                          std::vector<float>& x) const;
+                                          std::vector<float>& x,
+                                          const PrefixEncoding* prefix) const;
+  // A prefix-mode Prefill: validation, the padding rule, then Forward.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> PrefillPrefix(
+      absl::Span<const int32_t> tokens, SequenceState& state,
+      PrefillMode mode) const;
   [[nodiscard]] absl::StatusOr<std::vector<float>> Run(
       absl::Span<const int32_t> tokens, SequenceState& state) const;
 

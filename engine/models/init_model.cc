@@ -68,11 +68,18 @@ Tensor Ones(Shape shape) {
   return t;
 }
 
-[[nodiscard]] absl::StatusOr<Json> PresetConfig(std::string_view preset,
+// Hydra target of the JRT mixer in upstream configs; LoadModel recognises a
+// JRT config by it even without the "architecture" key.
+constexpr char kPrefixLinearAttentionTarget[] =
+    "based.models.mixers.prefix_linear_attention.PrefixLinearAttention";
+
+[[nodiscard]] absl::StatusOr<Json> PresetConfig(std::string_view architecture,
+                                                std::string_view preset,
                                                 int64_t vocab, int64_t eos) {
+  const bool jrt = architecture == "jrt";
   Json c;
-  c["architecture"] = "based";
-  c["model_type"] = "based";
+  c["architecture"] = std::string(architecture);
+  c["model_type"] = std::string(architecture);
   c["vocab_size"] = vocab;
   c["pad_vocab_size_multiple"] = 8;
   c["layer_norm_epsilon"] = 1e-5;
@@ -88,6 +95,8 @@ Tensor Ones(Shape shape) {
     c["bos_token_id"] = eos;
   }
   if (preset == "tiny") {
+    // JRT tiny: the same shape with M = 64, so tests cover reads shorter
+    // than, equal to and longer than the encoder cheaply.
     c["n_embd"] = 64;
     c["n_layer"] = 4;
     c["n_head"] = 4;
@@ -97,8 +106,10 @@ Tensor Ones(Shape shape) {
     c["alt_mixer_layers"] = {1};
     c["alt_mixer_2_layers"] = {2};
   } else if (preset == "360m-shape") {
+    // based-360m, or JRT-360M: one BaseConv layer fewer (26), the linear
+    // attention and sliding-window indices unchanged.
     c["n_embd"] = 1024;
-    c["n_layer"] = 27;
+    c["n_layer"] = jrt ? 26 : 27;
     c["n_head"] = 16;
     c["n_inner"] = 2048;
     c["alt_mixer"] = {{"feature_dim", 16}, {"num_heads", 16}};
@@ -109,6 +120,10 @@ Tensor Ones(Shape shape) {
     return absl::InvalidArgumentError(
         absl::StrCat("init-model: unknown preset \"", AbslView(preset),
                      "\" (expected \"tiny\" or \"360m-shape\")"));
+  }
+  if (jrt) {
+    c["alt_mixer"]["_target_"] = kPrefixLinearAttentionTarget;
+    c["alt_mixer"]["enc_length"] = preset == "tiny" ? 64 : 1024;
   }
   return c;
 }
@@ -147,6 +162,10 @@ std::map<std::string, Tensor> BasedWeights(const BasedConfig& c,
         normal(p + "mixer.conv.conv.weight", {inner, 1, c.conv_kernel_size},
                0.1);
         break;
+      case BasedMixerKind::kPrefixLinearAttention:
+        normal(p + "mixer.proj_k_enc.weight", {qk, d}, std);
+        normal(p + "mixer.proj_v_enc.weight", {d, d}, std);
+        [[fallthrough]];
       case BasedMixerKind::kLinearAttention:
         normal(p + "mixer.proj_q.weight", {qk, d}, std);
         normal(p + "mixer.proj_k.weight", {qk, d}, std);
@@ -174,10 +193,10 @@ std::map<std::string, Tensor> BasedWeights(const BasedConfig& c,
 }  // namespace
 
 absl::Status WriteRandomModel(const InitModelOptions& options) {
-  if (options.architecture != "based") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("init-model: unknown architecture \"",
-                     options.architecture, "\" (expected \"based\")"));
+  if (options.architecture != "based" && options.architecture != "jrt") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "init-model: unknown architecture \"", options.architecture,
+        "\" (expected \"based\" or \"jrt\")"));
   }
   if (options.out_dir.empty()) {
     return absl::InvalidArgumentError("init-model: out_dir is empty");
@@ -198,9 +217,9 @@ absl::Status WriteRandomModel(const InitModelOptions& options) {
                      tokenizer.status().message()));
   }
   const int64_t eos = (*tokenizer)->TokenToId("<|endoftext|>").value_or(-1);
-  TWICE_ASSIGN_OR_RETURN(
-      Json config_json,
-      PresetConfig(options.preset, (*tokenizer)->vocab_size(), eos));
+  TWICE_ASSIGN_OR_RETURN(Json config_json,
+                         PresetConfig(options.architecture, options.preset,
+                                      (*tokenizer)->vocab_size(), eos));
   const std::string config_text = config_json.dump(2) + "\n";
   // Derive every shape from the parsed config, as LoadModel will.
   TWICE_ASSIGN_OR_RETURN(BasedConfig config, ParseBasedConfig(config_text));

@@ -16,12 +16,14 @@
 namespace twice::engine {
 
 struct InitModelOptions {
-  // Default "based". The only architecture so far.
+  // Default "based"; or "jrt" (JRT-RNN: prefix linear attention in place of
+  // linear attention, with proj_k_enc / proj_v_enc).
   std::string architecture = "based";
   // Default "tiny": d 64, 4 layers (conv, linear attention, sliding window,
-  // conv), 4 heads, F 16, n_inner 128, window_size 64.
+  // conv), 4 heads, F 16, n_inner 128, window_size 64; jrt: enc_length 64.
   // "360m-shape": the based-360m configuration (d 1024, 27 layers, 16 heads,
-  // window_size 256), about 1.45 GB of f32 weights.
+  // window_size 256), about 1.45 GB of f32 weights; jrt: the JRT-360M shape
+  // (26 layers, enc_length 1024).
   std::string preset = "tiny";
   // Required. Created if missing; existing files are replaced.
   std::string out_dir;

@@ -20,10 +20,38 @@
 
 namespace twice::engine {
 
-enum class PrefillMode { kCausal, kPrefix };
+// How Prefill reads its tokens. The prefix modes need a model with a prefix
+// encoder (ModelDescription::prefix_length > 0, JRT-RNN) and an EMPTY state:
+// the first M' = min(M, N) tokens of the read are encoded non-causally and
+// merged into the recurrent state at its end, so they cannot be applied to a
+// state that already holds tokens. After a prefix read, Step and causal
+// Prefill continue as in any model.
+enum class PrefillMode {
+  // Ordinary left-to-right read.
+  kCausal,
+  // JRT-RNN default inference protocol: a read of N < M tokens is left-padded
+  // to exactly M with the model's pad token (GPT-2 " ", 220) and the pads are
+  // masked in the prefix linear-attention layers (only there: the other
+  // layers read them as ordinary tokens at positions 0..M-N-1). The state's
+  // token_count then includes the pads (it is M). N >= M: no padding; the
+  // encoder is the first M tokens, the rest enter causally only.
+  kPrefix,
+  // Read-2x: the tokens are read twice (tokens + tokens), so the document
+  // itself fills the encoder instead of pads; the result is then padded by
+  // the kPrefix rule if still shorter than M. Equals kPrefix on the repeated
+  // tokens.
+  kPrefixReadTwice,
+  // No padding: for N < M the whole read is the encoder (M' = N), as
+  // upstream's generate() without its left-pad mode.
+  kPrefixUnpadded,
+};
+
+inline bool IsPrefixMode(PrefillMode mode) {
+  return mode != PrefillMode::kCausal;
+}
 
 struct ModelDescription {
-  std::string architecture;  // "based"
+  std::string architecture;  // "based" | "jrt"
   std::string fingerprint;   // hex SHA-256 (design §3)
   int32_t vocab_size = 0;    // ids the model accepts (tokenizer vocabulary)
   int32_t padded_vocab_size = 0;  // rows of the embedding / logits width
@@ -31,6 +59,9 @@ struct ModelDescription {
   int64_t training_context = 0;   // default ingest segment size
   int num_layers = 0;
   int hidden_size = 0;
+  // JRT encoder length M: the model supports the prefix PrefillModes when it
+  // is > 0. 0 for models without a prefix encoder (Based).
+  int64_t prefix_length = 0;
 };
 
 class Model {
@@ -45,7 +76,9 @@ class Model {
 
   // Reads `tokens` (at least one) after whatever `state` holds and returns
   // the logits of the last position (padded_vocab_size floats). On error the
-  // state is left unchanged.
+  // state is left unchanged. A prefix mode is UNIMPLEMENTED on a model
+  // without a prefix encoder and FAILED_PRECONDITION on a state that holds
+  // tokens (see PrefillMode).
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Prefill(
       absl::Span<const int32_t> tokens, SequenceState& state,
       PrefillMode mode) const = 0;

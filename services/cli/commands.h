@@ -13,6 +13,10 @@ int RunRemove(const CliContext& cli);     // rm DOC
 int RunModels(const CliContext& cli);     // models
 int RunHealth(const CliContext& cli);     // health
 int RunInitModel(const CliContext& cli);  // init-model (no server)
+int RunStore(const CliContext& cli);      // store stats|verify|compact|gc
+int RunBench(const CliContext& cli);      // bench TARGET (no server)
+int RunBenchStore(const CliContext& cli);  // bench store
+int RunBenchEngine(const CliContext& cli);  // bench engine
 
 }  // namespace twice::cli
 

@@ -9,7 +9,7 @@ namespace twice::cli {
 int RunInitModel(const CliContext& cli) {
   if (cli.out.empty()) {
     return ReportError(cli, absl::InvalidArgumentError(
-                                "usage: twice init-model --arch=based "
+                                "usage: twice init-model --arch=based|jrt "
                                 "--preset=tiny|360m-shape --out=DIR"));
   }
   engine::InitModelOptions options;

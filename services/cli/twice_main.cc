@@ -7,6 +7,10 @@
 //   twice models                 list served models
 //   twice health                 gRPC health of the server
 //   twice init-model --out DIR   write a random-weight model (no server)
+//   twice store stats|verify|compact|gc   administer the server's store
+//   twice bench engine           prefill / decode speed vs measured
+//                                ceilings (no server)
+//   twice bench store            store put/get vs a plain file (no server)
 //
 // Every command takes --server=HOST:PORT and --json (one JSON object on
 // stdout). Exit code 0 on success, 1 on any error.
@@ -37,8 +41,10 @@ ABSL_FLAG(int32_t, top_k, 0, "ask: top-k (0 = off)");
 ABSL_FLAG(float, top_p, 0, "ask: top-p (0 or 1 = off)");
 ABSL_FLAG(uint64_t, seed, 0, "ask: sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "ask: stop strings");
-ABSL_FLAG(std::string, arch, "based", "init-model: architecture");
-ABSL_FLAG(std::string, preset, "tiny", "init-model: tiny | 360m-shape");
+ABSL_FLAG(std::string, arch, "based",
+          "init-model, bench engine: architecture (based or jrt)");
+ABSL_FLAG(std::string, preset, "tiny",
+          "init-model, bench engine: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
 ABSL_FLAG(std::string, tokenizer, "",
           "init-model: tokenizer.json to ship (empty = built-in GPT-2)");
@@ -47,7 +53,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "twice COMMAND [args] [--server=HOST:PORT] [--json]\n"
       "commands: ingest FILE | ask DOC \"question\" [--mode=M] | docs | "
-      "rm DOC | models | health | init-model --out DIR");
+      "rm DOC | models | health | init-model --out DIR | "
+      "store stats|verify|compact|gc | bench engine|store");
   std::vector<std::string> args = twice::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& arg : args) arg_ptrs.push_back(arg.data());
@@ -86,6 +93,8 @@ int main(int argc, char** argv) {
   if (command == "models") return twice::cli::RunModels(cli);
   if (command == "health") return twice::cli::RunHealth(cli);
   if (command == "init-model") return twice::cli::RunInitModel(cli);
+  if (command == "store") return twice::cli::RunStore(cli);
+  if (command == "bench") return twice::cli::RunBench(cli);
   std::fprintf(stderr, "twice: unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;

@@ -60,6 +60,10 @@ v1::ModelInfo ModelRegistry::Describe(const std::string& name) const {
   info.add_modes(v1::ASK_MODE_DEFAULT);
   info.add_modes(v1::ASK_MODE_READ_TWICE);
   info.add_modes(v1::ASK_MODE_READ_TWICE_FULL);
+  if (d.prefix_length > 0) {
+    info.add_modes(v1::ASK_MODE_PREFIX);
+    info.add_modes(v1::ASK_MODE_PREFIX_WITH_QUESTION);
+  }
   return info;
 }
 

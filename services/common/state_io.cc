@@ -18,10 +18,11 @@ absl::StatusOr<std::unique_ptr<engine::SequenceState>> LoadState(
   if (decoded.ok()) return state;
   if (decoded.code() != absl::StatusCode::kDataLoss) return decoded;
   // The envelope was intact but the state inside is not: treat it like any
-  // other corrupt state, so it is recomputed rather than used or kept.
+  // other corrupt state, so it is recomputed rather than used or kept, and
+  // counted as a corruption and a miss.
   Log(LogLevel::kWarning, "state.corrupt",
       absl::StrCat("key=", key.Hex(), " reason=", LogValue(std::string(decoded.message()))));
-  absl::Status deleted = store.DeleteState(key, ephemeral);
+  absl::Status deleted = store.DiscardCorruptState(key, ephemeral);
   if (!deleted.ok()) {
     Log(LogLevel::kError, "state.delete_failed",
         absl::StrCat("key=", key.Hex(), " reason=", LogValue(std::string(deleted.message()))));
@@ -38,7 +39,17 @@ absl::Status SaveState(storage::StateStore& store, const storage::StateKey& key,
 }
 
 std::string_view PrefillModeName(engine::PrefillMode mode) {
-  return mode == engine::PrefillMode::kPrefix ? "prefix" : "causal";
+  switch (mode) {
+    case engine::PrefillMode::kCausal:
+      return "causal";
+    case engine::PrefillMode::kPrefix:
+      return "prefix";
+    case engine::PrefillMode::kPrefixReadTwice:
+      return "prefix_read_twice";
+    case engine::PrefillMode::kPrefixUnpadded:
+      return "prefix_unpadded";
+  }
+  return "causal";
 }
 
 }  // namespace twice::services

@@ -26,7 +26,8 @@ namespace twice::services {
                                      const engine::SequenceState& state,
                                      bool ephemeral);
 
-// The chain-root mode name of a prefill mode.
+// The chain-root mode name of a prefill mode ("causal", "prefix", ...): chains
+// of different modes never share a key, since their states differ.
 std::string_view PrefillModeName(engine::PrefillMode mode);
 
 }  // namespace twice::services

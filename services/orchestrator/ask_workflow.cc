@@ -1,12 +1,16 @@
 // The ask half of the orchestrator: resolving the document state (with
 // recompute when a stored state is lost) and running each mode's recipe.
 #include <chrono>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
+#include "services/common/state_io.h"
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/orchestrator_service.h"
 
@@ -136,6 +140,78 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureDocumentState(
   return last;
 }
 
+absl::Status OrchestratorService::NoPrefixEncoder(const std::string& model_name,
+                                                  const engine::Model& model) {
+  return absl::UnimplementedError(absl::StrCat(
+      "model '", model_name, "' (", model.description().architecture,
+      ") has no prefix encoder; prefix modes need a JRT-RNN model"));
+}
+
+absl::StatusOr<PrefillOutcome> OrchestratorService::PrefillPrefixState(
+    grpc::ServerContext& context, const std::string& model,
+    const std::string& tenant, absl::Span<const int32_t> tokens) {
+  PrefillCall call;
+  call.model = model;
+  call.tenant = tenant;
+  call.mode = v1::PREFILL_MODE_PREFIX;
+  call.checkpoint_tokens = 0;  // one state: see the declaration
+  return CallPrefill(*prefill_, context, call, tokens, nullptr);
+}
+
+absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
+    grpc::ServerContext& context, const storage::DocumentRecord& record,
+    v1::Usage& usage) {
+  const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
+  std::optional<storage::StateKey> recorded;
+  for (const auto& [mode, key] : record.mode_states) {
+    if (mode == name) recorded = key;
+  }
+  if (recorded) {
+    absl::StatusOr<bool> stored = store_->HasState(*recorded, false);
+    if (!stored.ok()) return stored.status();
+    if (*stored) {
+      usage.set_states_reused(usage.states_reused() + 1);
+      usage.set_tokens_reused(usage.tokens_reused() + record.token_count);
+      return *recorded;
+    }
+  }
+  // Lost, or never prepared (a document ingested without it): tokens are the
+  // truth, so encode them again.
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      store_->GetTokens(record.tenant, record.document_id);
+  if (!tokens.ok()) return tokens.status();
+  absl::StatusOr<PrefillOutcome> outcome =
+      PrefillPrefixState(context, record.model, record.tenant, *tokens);
+  if (!outcome.ok()) return outcome.status();
+  usage.set_tokens_prefilled(usage.tokens_prefilled() +
+                             outcome->tokens_computed);
+  if (recorded) {
+    // Chain keys are content addresses: the same tokens from the same root
+    // must land on the recorded key.
+    if (!(outcome->final_state == *recorded)) {
+      return absl::InternalError(absl::StrCat(
+          "recomputed prefix state of document '", record.document_id,
+          "' does not match its recorded key"));
+    }
+    usage.set_states_recomputed(usage.states_recomputed() + 1);
+    store_->RecordRecompute();
+    Log(LogLevel::kInfo, "document.prefix_recomputed",
+        absl::StrCat("doc=", record.document_id));
+    return *recorded;
+  }
+  // Record it so the next question reuses it. The state is durable already;
+  // failing to record it only costs a recompute later.
+  storage::DocumentRecord updated = record;
+  updated.mode_states.emplace_back(name, outcome->final_state);
+  absl::Status saved = store_->UpdateDocument(updated);
+  if (!saved.ok()) {
+    Log(LogLevel::kWarning, "document.prefix_record_failed",
+        absl::StrCat("doc=", record.document_id,
+                     " reason=", LogValue(std::string(saved.message()))));
+  }
+  return outcome->final_state;
+}
+
 absl::Status OrchestratorService::AnswerQuestion(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
     const engine::Model& model, const Question& question,
@@ -194,12 +270,43 @@ absl::Status OrchestratorService::AnswerQuestion(
       ephemeral = true;
       break;
     }
-    case v1::ASK_MODE_PREFIX:
-    case v1::ASK_MODE_PREFIX_WITH_QUESTION:
-      return absl::UnimplementedError(absl::StrCat(
-          "mode ", v1::AskMode_Name(question.mode),
-          " needs a JRT-RNN model with prefix encoding; it arrives with "
-          "issue 3 (JRT-RNN engine) and issue 5 (orchestrator modes)"));
+    case v1::ASK_MODE_PREFIX: {
+      if (model.description().prefix_length <= 0) {
+        return NoPrefixEncoder(record.model, model);
+      }
+      absl::StatusOr<storage::StateKey> key =
+          EnsurePrefixState(context, record, usage);
+      if (!key.ok()) return key.status();
+      start = *key;
+      break;
+    }
+    case v1::ASK_MODE_PREFIX_WITH_QUESTION: {
+      if (model.description().prefix_length <= 0) {
+        return NoPrefixEncoder(record.model, model);
+      }
+      // The question is read inside the non-causal prefix, before the
+      // document, so the encoder knows what to look for; nothing of it is
+      // cacheable.
+      absl::StatusOr<std::vector<int32_t>> preamble = Tokenize(
+          model, FillTemplate(templates_.read_twice_preamble, question.text));
+      if (!preamble.ok()) return preamble.status();
+      absl::StatusOr<std::vector<int32_t>> document =
+          store_->GetTokens(record.tenant, record.document_id);
+      if (!document.ok()) return document.status();
+      PrefillCall call;
+      call.model = record.model;
+      call.tenant = record.tenant;
+      call.mode = v1::PREFILL_MODE_PREFIX;
+      call.ephemeral = true;
+      absl::StatusOr<PrefillOutcome> outcome = CallPrefill(
+          *prefill_, context, call, Concat({*preamble, *document}), nullptr);
+      if (!outcome.ok()) return outcome.status();
+      usage.set_tokens_prefilled(usage.tokens_prefilled() +
+                                 outcome->tokens_computed);
+      start = outcome->final_state;
+      ephemeral = true;
+      break;
+    }
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown ask mode ", static_cast<int>(question.mode)));
@@ -224,7 +331,8 @@ absl::Status OrchestratorService::AnswerQuestion(
   absl::StatusOr<GenerateOutcome> outcome =
       CallGenerate(*decode_, context, generate, forward);
   if (!outcome.ok() && outcome.status().code() == absl::StatusCode::kNotFound &&
-      question.mode == v1::ASK_MODE_DEFAULT) {
+      (question.mode == v1::ASK_MODE_DEFAULT ||
+       question.mode == v1::ASK_MODE_PREFIX)) {
     // The document state vanished or was found corrupt while loading: the
     // decode service deleted it. Recompute once from the tokens and retry.
     Log(LogLevel::kWarning, "ask.state_lost",
@@ -233,7 +341,9 @@ absl::Status OrchestratorService::AnswerQuestion(
     usage.set_states_reused(0);
     usage.set_tokens_reused(0);
     absl::StatusOr<storage::StateKey> key =
-        EnsureDocumentState(context, record, usage);
+        question.mode == v1::ASK_MODE_PREFIX
+            ? EnsurePrefixState(context, record, usage)
+            : EnsureDocumentState(context, record, usage);
     if (!key.ok()) return key.status();
     outcome = CallGenerate(*decode_, context, generate, forward);
   }

@@ -1,13 +1,16 @@
 #include "services/orchestrator/orchestrator_service.h"
 
 #include <chrono>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "services/common/grpc_status.h"
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
+#include "services/common/state_io.h"
 #include "services/common/tenant.h"
 #include "services/orchestrator/document_ids.h"
 #include "services/orchestrator/internal_calls.h"
@@ -66,10 +69,11 @@ grpc::Status OrchestratorService::Ingest(
   if (!found.ok()) return ToGrpcStatus(found.status());
   const engine::Model& model = **found;
   const std::string model_name = models_->Resolve(header.model());
-  if (header.prepare_prefix()) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        "prepare_prefix needs a JRT-RNN model; prefix encoding "
-                        "arrives with issue 3 (JRT-RNN engine)");
+  // A model with a prefix encoder always gets the prefix state too: ask
+  // mode "prefix" is then as cheap as "default".
+  const bool prepare_prefix = model.description().prefix_length > 0;
+  if (header.prepare_prefix() && !prepare_prefix) {
+    return ToGrpcStatus(NoPrefixEncoder(model_name, model));
   }
   if (header.segment_tokens() < 0) {
     return Invalid("segment_tokens must not be negative");
@@ -178,6 +182,20 @@ grpc::Status OrchestratorService::Ingest(
         stream->Write(progress);
       });
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  int64_t tokens_computed = outcome->tokens_computed;
+
+  std::vector<std::pair<std::string, storage::StateKey>> mode_states;
+  if (existing.ok()) mode_states = existing->mode_states;
+  if (prepare_prefix) {
+    absl::StatusOr<PrefillOutcome> prefix =
+        PrefillPrefixState(*context, model_name, tenant, tokens);
+    if (!prefix.ok()) return ToGrpcStatus(prefix.status());
+    tokens_computed += prefix->tokens_computed;
+    const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
+    std::erase_if(mode_states,
+                  [&](const auto& entry) { return entry.first == name; });
+    mode_states.emplace_back(name, prefix->final_state);
+  }
 
   storage::DocumentRecord record;
   record.tenant = tenant;
@@ -188,6 +206,7 @@ grpc::Status OrchestratorService::Ingest(
   record.token_count = total;
   record.segment_tokens = segment;
   record.segments = outcome->checkpoints;
+  record.mode_states = std::move(mode_states);
   record.pinned = pinned;
   record.created_unix_ms = created_ms;
   record.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
@@ -206,14 +225,15 @@ grpc::Status OrchestratorService::Ingest(
   done.set_tokens_done(total);
   done.set_tokens_total(total);
   done.set_tokens_per_second(
-      seconds > 0 ? static_cast<double>(outcome->tokens_computed) / seconds : 0);
+      seconds > 0 ? static_cast<double>(tokens_computed) / seconds : 0);
   done.set_segments_reused(segments_reused);
   *done.mutable_done() = ToDocumentInfo(record);
   stream->Write(done);
   Log(LogLevel::kInfo, "ingest.done",
       absl::StrCat("doc=", document_id, " tokens=", total,
                    " segments=", segments_total, " reused=", segments_reused,
-                   " computed_tokens=", outcome->tokens_computed));
+                   " computed_tokens=", tokens_computed,
+                   " prefix=", prepare_prefix));
   return grpc::Status::OK;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "services/common/model_registry.h"
+#include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/prompt_templates.h"
 #include "storage/state_store.h"
 #include "twice/v1/decode.grpc.pb.h"
@@ -88,6 +89,24 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   absl::StatusOr<storage::StateKey> EnsureDocumentState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
       v1::Usage& usage);
+  // Makes the document's prefix-encoded state (JRT models) available: the
+  // recorded "prefix" mode state when stored, else recomputed from the
+  // document's tokens (and recorded when the document had none). Adds to
+  // `usage` what was reused or recomputed.
+  absl::StatusOr<storage::StateKey> EnsurePrefixState(
+      grpc::ServerContext& context, const storage::DocumentRecord& record,
+      v1::Usage& usage);
+  // Prefills `tokens` (a whole document) in prefix mode from the chain root
+  // into ONE durable state: only the final state is recorded (mode_states),
+  // so checkpoints would be states no document names. A stored state with
+  // the same chain key is reused.
+  absl::StatusOr<PrefillOutcome> PrefillPrefixState(
+      grpc::ServerContext& context, const std::string& model,
+      const std::string& tenant, absl::Span<const int32_t> tokens);
+  // UNIMPLEMENTED naming the model, for prefix requests to a model without
+  // a prefix encoder.
+  static absl::Status NoPrefixEncoder(const std::string& model_name,
+                                      const engine::Model& model);
   absl::StatusOr<storage::DocumentRecord> FindDocument(
       const grpc::ServerContext& context, const std::string& document_id);
   // The loaded model a document was read with; FAILED_PRECONDITION when it

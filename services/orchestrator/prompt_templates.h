@@ -14,7 +14,8 @@ struct PromptTemplates {
   // Default: "\n\nQuestion: {question}\nAnswer:".
   std::string question_prompt = "\n\nQuestion: {question}\nAnswer:";
   // Fed before the second read of the document in read-twice modes, so the
-  // model knows what to look for while it reads again.
+  // model knows what to look for while it reads again; and before the
+  // document inside the prefix of prefix_with_question.
   // Default: "\n\nQuestion: {question}\n\n".
   std::string read_twice_preamble = "\n\nQuestion: {question}\n\n";
   // Between the two copies of the document in read_twice_full.

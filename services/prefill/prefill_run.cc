@@ -20,6 +20,11 @@ PrefillRun::PrefillRun(const engine::Model& model, storage::StateStore& store,
   state_key_ = start_key_;
 }
 
+engine::PrefillMode PrefillRun::ReadMode() const {
+  return state_->token_count() == 0 ? options_.mode
+                                    : engine::PrefillMode::kCausal;
+}
+
 absl::Status PrefillRun::Materialize() {
   if (state_ != nullptr && pending_.empty()) return absl::OkStatus();
   if (!pending_.empty()) {
@@ -57,7 +62,7 @@ absl::Status PrefillRun::Materialize() {
   }
   if (!pending_.empty()) {
     absl::StatusOr<std::vector<float>> logits =
-        model_.Prefill(pending_, *state_, options_.mode);
+        model_.Prefill(pending_, *state_, ReadMode());
     if (!logits.ok()) return logits.status();
     tokens_computed_ += static_cast<int64_t>(pending_.size());
     pending_.clear();
@@ -84,7 +89,7 @@ absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
   absl::Status ready = Materialize();
   if (!ready.ok()) return ready;
   absl::StatusOr<std::vector<float>> logits =
-      model_.Prefill(tokens, *state_, options_.mode);
+      model_.Prefill(tokens, *state_, ReadMode());
   if (!logits.ok()) return logits.status();
   tokens_computed_ += static_cast<int64_t>(tokens.size());
   absl::Status saved = SaveState(store_, next, *state_, options_.ephemeral);

@@ -6,6 +6,14 @@
 // as "pending" so that if a later segment needs the model state and the
 // skipped state turns out to be missing or corrupt, the run recomputes it
 // from the last state it holds. Not thread-safe: one call owns a run.
+//
+// Prefix modes (JRT-RNN): only the tokens read from an EMPTY state are
+// prefix-encoded, so in a run from the chain root the first segment is the
+// prefix and later segments continue causally; a run from a parent is causal
+// throughout. The encoder covers exactly that first read, so the caller makes
+// the first segment of a prefix chain at least the model's prefix_length
+// tokens or all of them (PrefillService does); recomputing skipped segments
+// from the root then yields the same encoder.
 #ifndef TWICE_SERVICES_PREFILL_PREFILL_RUN_H_
 #define TWICE_SERVICES_PREFILL_PREFILL_RUN_H_
 
@@ -52,6 +60,9 @@ class PrefillRun {
  private:
   // Makes state_ hold the state at current_key_.
   [[nodiscard]] absl::Status Materialize();
+  // The mode of a read into state_: the run's mode from an empty state, else
+  // causal.
+  engine::PrefillMode ReadMode() const;
 
   const engine::Model& model_;
   storage::StateStore& store_;

@@ -44,6 +44,14 @@ grpc::Status PrefillService::Prefill(
                      ? engine::PrefillMode::kPrefix
                      : engine::PrefillMode::kCausal;
   options.ephemeral = header.ephemeral();
+  const int64_t prefix_length = (*model)->description().prefix_length;
+  if (options.mode == engine::PrefillMode::kPrefix && prefix_length <= 0) {
+    return grpc::Status(
+        grpc::StatusCode::UNIMPLEMENTED,
+        absl::StrCat("Prefill: model '", models_->Resolve(header.model()),
+                     "' has no prefix encoder; PREFILL_MODE_PREFIX needs a "
+                     "JRT-RNN model"));
+  }
   if (header.has_parent()) {
     absl::StatusOr<storage::StateKey> parent = FromProto(header.parent());
     if (!parent.ok()) return ToGrpcStatus(parent.status());
@@ -55,6 +63,13 @@ grpc::Status PrefillService::Prefill(
       header.checkpoint_tokens() == 0 || header.ephemeral()
           ? total
           : header.checkpoint_tokens();
+  // A prefix chain's encoder is its first segment read from the root: make
+  // it the whole encoder (M tokens) or the whole input, whatever the
+  // checkpoint size, so the same tokens always get the same encoding.
+  const int64_t first_segment =
+      options.mode == engine::PrefillMode::kPrefix && !options.parent
+          ? std::max(segment, prefix_length)
+          : segment;
   PrefillRun run(**model, *store_, options);
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
@@ -67,7 +82,8 @@ grpc::Status PrefillService::Prefill(
   while (true) {
     // Run every whole segment buffered so far; the last one may be short.
     while (true) {
-      const int64_t want = std::min(segment, total - consumed);
+      const int64_t want =
+          std::min(consumed == 0 ? first_segment : segment, total - consumed);
       const int64_t have = static_cast<int64_t>(buffer.size());
       if (want == 0 || have < want) break;
       if (context->IsCancelled()) {

@@ -15,6 +15,7 @@
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
 #include "services/store/remote_state_store.h"
+#include "services/store/store_metrics.h"
 #include "services/store/store_service.h"
 
 namespace twice::services {
@@ -58,6 +59,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     storage::RocksDbStoreOptions store_options;
     store_options.path = options.data_dir;
     store_options.sync_writes = options.sync_writes;
+    store_options.state_budget_bytes = options.state_budget_bytes;
     absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
         storage::OpenRocksDbStore(store_options);
     if (!store.ok()) {
@@ -75,12 +77,26 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   storage::StateStore* store = server->store_.get();
   const ModelRegistry* models = &server->models_;
 
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics =
+        MetricsEndpoint::Start(options.metrics_listen, store);
+    if (!metrics.ok()) return metrics.status();
+    server->metrics_ = *std::move(metrics);
+    Log(LogLevel::kInfo, "metrics.started",
+        absl::StrCat("listen=", options.metrics_listen,
+                     " port=", server->metrics_->port()));
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  if (server->metrics_ != nullptr) {
+    builder.experimental().SetInterceptorCreators(
+        server->metrics_->InterceptorCreators());
+  }
 
   auto add = [&](std::unique_ptr<grpc::Service> service) {
     builder.RegisterService(service.get());
@@ -153,6 +169,7 @@ TwiceServer::~TwiceServer() {
   if (server_ != nullptr) server_->Wait();
   server_.reset();
   services_.clear();
+  metrics_.reset();
   store_.reset();
 }
 

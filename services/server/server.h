@@ -17,6 +17,8 @@
 
 namespace twice::services {
 
+class MetricsEndpoint;  // services/store/store_metrics.h
+
 class TwiceServer {
  public:
   // Loads models, opens the store and starts listening.
@@ -39,6 +41,9 @@ class TwiceServer {
   ServerOptions options_;
   ModelRegistry models_;
   std::unique_ptr<storage::StateStore> store_;
+  // Reads store_ and counts calls of server_: made after the first,
+  // destroyed after the second.
+  std::unique_ptr<MetricsEndpoint> metrics_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

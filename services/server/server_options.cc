@@ -53,6 +53,9 @@ absl::Status ServerOptions::Validate() const {
   if ((role == Role::kStore || store_address.empty()) && data_dir.empty()) {
     return absl::InvalidArgumentError("--data_dir is required");
   }
+  if (state_budget_bytes < 0) {
+    return absl::InvalidArgumentError("--state_budget_bytes must be >= 0");
+  }
   if (shutdown_grace_seconds < 0) {
     return absl::InvalidArgumentError("--shutdown_grace_seconds must be >= 0");
   }

@@ -42,6 +42,13 @@ struct ServerOptions {
   std::string decode_address;
   // Sync the store's WAL on every write. Default: true.
   bool sync_writes = true;
+  // Byte budget of the embedded store's durable states; puts evict the
+  // lowest-scoring unpinned states to stay within it. 0 = unbounded.
+  // Default: 0.
+  int64_t state_budget_bytes = 0;
+  // host:port of the Prometheus endpoint (GET /metrics); port 0 picks one.
+  // Empty = no endpoint. Default: empty.
+  std::string metrics_listen;
   // Seconds to finish in-flight calls on shutdown before cancelling them.
   // Default: 10.
   int shutdown_grace_seconds = 10;

@@ -41,6 +41,12 @@ ABSL_FLAG(std::string, decode_address, "",
           "host:port of the decode role (role orchestrator)");
 ABSL_FLAG(bool, sync_writes, true,
           "Sync the store's write-ahead log on every write");
+ABSL_FLAG(int64_t, state_budget_bytes, 0,
+          "Byte budget of the store's durable states; puts evict the "
+          "least valuable unpinned states to stay within it (0 = unbounded)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port of the Prometheus /metrics endpoint; port 0 picks one "
+          "(empty = off)");
 ABSL_FLAG(int, shutdown_grace_seconds, 10,
           "Seconds in-flight calls may finish after SIGTERM");
 ABSL_FLAG(int64_t, max_document_tokens, int64_t{1} << 22,
@@ -105,6 +111,8 @@ int main(int argc, char** argv) {
   options.prefill_address = absl::GetFlag(FLAGS_prefill_address);
   options.decode_address = absl::GetFlag(FLAGS_decode_address);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  options.state_budget_bytes = absl::GetFlag(FLAGS_state_budget_bytes);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.orchestrator_limits.max_document_tokens =
       absl::GetFlag(FLAGS_max_document_tokens);

@@ -1,9 +1,9 @@
 #include "services/store/remote_state_store.h"
 
+#include <grpcpp/client_context.h>
+
 #include <algorithm>
 #include <string>
-
-#include <grpcpp/client_context.h>
 
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
@@ -19,9 +19,9 @@ void RemoteStateStore::Prepare(grpc::ClientContext& context) const {
   context.set_deadline(std::chrono::system_clock::now() + timeout_);
 }
 
-absl::Status RemoteStateStore::PutState(const storage::StateKey& key,
-                                        std::string_view blob,
-                                        const storage::PutStateOptions& options) {
+absl::Status RemoteStateStore::PutState(
+    const storage::StateKey& key, std::string_view blob,
+    const storage::PutStateOptions& options) {
   grpc::ClientContext context;
   Prepare(context);
   v1::PutStateResponse response;
@@ -32,6 +32,7 @@ absl::Status RemoteStateStore::PutState(const storage::StateKey& key,
   header->set_ephemeral(options.ephemeral);
   header->set_total_bytes(static_cast<int64_t>(blob.size()));
   header->set_recompute_tokens(options.recompute_tokens);
+  header->set_flops_per_token(options.flops_per_token);
   for (size_t offset = 0; offset < blob.size() || offset == 0;
        offset += kStateChunkBytes) {
     request.set_chunk(std::string(blob.substr(offset, kStateChunkBytes)));
@@ -76,15 +77,102 @@ absl::StatusOr<bool> RemoteStateStore::HasState(const storage::StateKey& key,
   return response.exists();
 }
 
-absl::Status RemoteStateStore::DeleteState(const storage::StateKey& key,
-                                           bool ephemeral) {
+absl::Status RemoteStateStore::Delete(const storage::StateKey& key,
+                                      bool ephemeral, bool corrupt) {
   grpc::ClientContext context;
   Prepare(context);
   v1::DeleteStateRequest request;
   *request.mutable_key() = ToProto(key);
   request.set_ephemeral(ephemeral);
+  request.set_corrupt(corrupt);
   v1::DeleteStateResponse response;
   return FromGrpcStatus(stub_->DeleteState(&context, request, &response));
+}
+
+absl::Status RemoteStateStore::DeleteState(const storage::StateKey& key,
+                                           bool ephemeral) {
+  return Delete(key, ephemeral, /*corrupt=*/false);
+}
+
+absl::Status RemoteStateStore::DiscardCorruptState(const storage::StateKey& key,
+                                                   bool ephemeral) {
+  return Delete(key, ephemeral, /*corrupt=*/true);
+}
+
+absl::Status RemoteStateStore::PutStateBlocks(
+    const storage::StateKey& key, const std::optional<storage::StateKey>& base,
+    absl::Span<const std::string_view> new_blocks,
+    const storage::PutStateOptions& options) {
+  if (options.ephemeral) {
+    return absl::InvalidArgumentError("chunked states are durable only");
+  }
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::PutStateResponse response;
+  auto writer = stub_->PutStateBlocks(&context, &response);
+  v1::PutStateBlocksRequest request;
+  v1::PutStateBlocksHeader* header = request.mutable_header();
+  *header->mutable_key() = ToProto(key);
+  if (base.has_value()) *header->mutable_base() = ToProto(*base);
+  for (std::string_view block : new_blocks) {
+    header->add_block_bytes(static_cast<int64_t>(block.size()));
+  }
+  header->set_recompute_tokens(options.recompute_tokens);
+  header->set_flops_per_token(options.flops_per_token);
+  bool open = writer->Write(request);
+  request.clear_header();
+  // The blocks travel as one byte sequence in chunks of kStateChunkBytes.
+  for (std::string_view block : new_blocks) {
+    while (open && !block.empty()) {
+      const size_t room = kStateChunkBytes - request.chunk().size();
+      request.mutable_chunk()->append(block.substr(0, room));
+      block.remove_prefix(std::min(room, block.size()));
+      if (static_cast<int64_t>(request.chunk().size()) == kStateChunkBytes) {
+        open = writer->Write(request);
+        request.clear_chunk();
+      }
+    }
+  }
+  if (open && !request.chunk().empty()) writer->Write(request);
+  writer->WritesDone();
+  return FromGrpcStatus(writer->Finish());
+}
+
+absl::StatusOr<std::vector<std::string>> RemoteStateStore::GetStateBlocks(
+    const storage::StateKey& key) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::GetStateRequest request;
+  *request.mutable_key() = ToProto(key);
+  auto reader = stub_->GetStateBlocks(&context, request);
+  std::vector<int64_t> sizes;
+  std::string bytes;
+  v1::StateChunk chunk;
+  bool first = true;
+  while (reader->Read(&chunk)) {
+    if (first) {
+      sizes.assign(chunk.block_bytes().begin(), chunk.block_bytes().end());
+      if (chunk.total_bytes() > 0) bytes.reserve(chunk.total_bytes());
+      first = false;
+    }
+    bytes.append(chunk.chunk());
+  }
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!status.ok()) return status;
+  std::vector<std::string> blocks;
+  size_t offset = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || offset + size > bytes.size()) {
+      return absl::DataLossError(
+          "GetStateBlocks: block sizes exceed the bytes");
+    }
+    blocks.push_back(bytes.substr(offset, size));
+    offset += size;
+  }
+  if (offset != bytes.size()) {
+    return absl::DataLossError("GetStateBlocks: bytes beyond the blocks");
+  }
+  return blocks;
 }
 
 absl::Status RemoteStateStore::PutDocument(
@@ -195,17 +283,57 @@ storage::StoreStats RemoteStateStore::Stats() {
   v1::StoreStats response;
   storage::StoreStats stats;
   if (stub_->Stats(&context, v1::StoreStatsRequest(), &response).ok()) {
-    stats.state_bytes = response.state_bytes();
-    stats.state_count = response.state_count();
-    stats.document_count = response.document_count();
-    stats.hits = response.hits();
-    stats.misses = response.misses();
-    stats.evictions = response.evictions();
-    stats.corruptions = response.corruptions();
-    stats.recomputes = response.recomputes();
+    stats = StoreStatsFromProto(response);
   }
   stats.recomputes += recomputes_.load();
   return stats;
+}
+
+absl::StatusOr<storage::VerifyReport> RemoteStateStore::Verify(
+    const storage::VerifyOptions& options) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::VerifyStoreRequest request;
+  request.set_repair(options.repair);
+  v1::VerifyStoreResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->Verify(&context, request, &response));
+  if (!status.ok()) return status;
+  storage::VerifyReport report;
+  report.states_checked = response.states_checked();
+  report.documents_checked = response.documents_checked();
+  report.ephemeral_checked = response.ephemeral_checked();
+  report.refs_checked = response.refs_checked();
+  report.bytes_checked = response.bytes_checked();
+  report.repaired = response.repaired();
+  for (const v1::BadStoreValue& bad : response.bad()) {
+    report.bad.push_back({bad.family(), bad.key(), bad.reason()});
+  }
+  return report;
+}
+
+absl::StatusOr<storage::CompactReport> RemoteStateStore::Compact() {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::CompactStoreResponse response;
+  absl::Status status = FromGrpcStatus(
+      stub_->Compact(&context, v1::CompactStoreRequest(), &response));
+  if (!status.ok()) return status;
+  return storage::CompactReport{response.disk_bytes_before(),
+                                response.disk_bytes_after()};
+}
+
+absl::StatusOr<storage::GcReport> RemoteStateStore::CollectGarbage() {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::GcStoreResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->Gc(&context, v1::GcStoreRequest(), &response));
+  if (!status.ok()) return status;
+  return storage::GcReport{response.ephemeral_expired(), response.orphan_refs(),
+                           response.orphan_blocks(),
+                           response.disk_bytes_before(),
+                           response.disk_bytes_after()};
 }
 
 }  // namespace twice::services

@@ -5,11 +5,11 @@
 #ifndef TWICE_SERVICES_STORE_REMOTE_STATE_STORE_H_
 #define TWICE_SERVICES_STORE_REMOTE_STATE_STORE_H_
 
+#include <grpcpp/channel.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
-
-#include <grpcpp/channel.h>
 
 #include "storage/state_store.h"
 #include "twice/v1/store.grpc.pb.h"
@@ -30,6 +30,14 @@ class RemoteStateStore final : public storage::StateStore {
                                 bool ephemeral) override;
   absl::Status DeleteState(const storage::StateKey& key,
                            bool ephemeral) override;
+  absl::Status DiscardCorruptState(const storage::StateKey& key,
+                                   bool ephemeral) override;
+  absl::Status PutStateBlocks(const storage::StateKey& key,
+                              const std::optional<storage::StateKey>& base,
+                              absl::Span<const std::string_view> new_blocks,
+                              const storage::PutStateOptions& options) override;
+  absl::StatusOr<std::vector<std::string>> GetStateBlocks(
+      const storage::StateKey& key) override;
   absl::Status PutDocument(const storage::DocumentRecord& record,
                            absl::Span<const int32_t> tokens) override;
   absl::Status UpdateDocument(const storage::DocumentRecord& record) override;
@@ -44,9 +52,15 @@ class RemoteStateStore final : public storage::StateStore {
                                          std::string_view document_id) override;
   void RecordRecompute() override;
   storage::StoreStats Stats() override;
+  absl::StatusOr<storage::VerifyReport> Verify(
+      const storage::VerifyOptions& options) override;
+  absl::StatusOr<storage::CompactReport> Compact() override;
+  absl::StatusOr<storage::GcReport> CollectGarbage() override;
 
  private:
   void Prepare(grpc::ClientContext& context) const;
+  absl::Status Delete(const storage::StateKey& key, bool ephemeral,
+                      bool corrupt);
   absl::Status PutRecord(const storage::DocumentRecord& record,
                          absl::Span<const int32_t> tokens, bool record_only);
 

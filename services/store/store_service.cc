@@ -1,7 +1,9 @@
 #include "services/store/store_service.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -50,16 +52,20 @@ grpc::Status StoreService::PutState(
     return Invalid(absl::StrCat("PutState: received ", blob.size(),
                                 " bytes, header said ", header.total_bytes()));
   }
-  return ToGrpcStatus(store_->PutState(
-      *key, blob, {header.ephemeral(), header.recompute_tokens()}));
+  return ToGrpcStatus(
+      store_->PutState(*key, blob,
+                       {.ephemeral = header.ephemeral(),
+                        .recompute_tokens = header.recompute_tokens(),
+                        .flops_per_token = header.flops_per_token()}));
 }
 
-grpc::Status StoreService::GetState(grpc::ServerContext* context,
-                                    const v1::GetStateRequest* request,
-                                    grpc::ServerWriter<v1::StateChunk>* writer) {
+grpc::Status StoreService::GetState(
+    grpc::ServerContext* context, const v1::GetStateRequest* request,
+    grpc::ServerWriter<v1::StateChunk>* writer) {
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
-  absl::StatusOr<std::string> blob = store_->GetState(*key, request->ephemeral());
+  absl::StatusOr<std::string> blob =
+      store_->GetState(*key, request->ephemeral());
   if (!blob.ok()) return ToGrpcStatus(blob.status());
   const int64_t total = static_cast<int64_t>(blob->size());
   for (int64_t offset = 0; offset < total; offset += kStateChunkBytes) {
@@ -90,7 +96,10 @@ grpc::Status StoreService::DeleteState(grpc::ServerContext* context,
                                        v1::DeleteStateResponse* response) {
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
-  absl::Status status = store_->DeleteState(*key, request->ephemeral());
+  absl::Status status =
+      request->corrupt()
+          ? store_->DiscardCorruptState(*key, request->ephemeral())
+          : store_->DeleteState(*key, request->ephemeral());
   if (status.ok()) response->set_deleted(1);
   return ToGrpcStatus(status);
 }
@@ -130,9 +139,9 @@ grpc::Status StoreService::GetDocument(
   return grpc::Status::OK;
 }
 
-grpc::Status StoreService::GetTokens(grpc::ServerContext* context,
-                                     const v1::GetTokensRequest* request,
-                                     grpc::ServerWriter<v1::TokenChunk>* writer) {
+grpc::Status StoreService::GetTokens(
+    grpc::ServerContext* context, const v1::GetTokensRequest* request,
+    grpc::ServerWriter<v1::TokenChunk>* writer) {
   absl::StatusOr<std::vector<int32_t>> tokens =
       store_->GetTokens(request->tenant(), request->document_id());
   if (!tokens.ok()) return ToGrpcStatus(tokens.status());
@@ -174,16 +183,183 @@ grpc::Status StoreService::DeleteDocument(
 grpc::Status StoreService::Stats(grpc::ServerContext* context,
                                  const v1::StoreStatsRequest* request,
                                  v1::StoreStats* response) {
-  const storage::StoreStats stats = store_->Stats();
-  response->set_state_bytes(stats.state_bytes);
-  response->set_state_count(stats.state_count);
-  response->set_document_count(stats.document_count);
-  response->set_hits(stats.hits);
-  response->set_misses(stats.misses);
-  response->set_evictions(stats.evictions);
-  response->set_corruptions(stats.corruptions);
-  response->set_recomputes(stats.recomputes);
+  *response = StoreStatsToProto(store_->Stats());
   return grpc::Status::OK;
+}
+
+grpc::Status StoreService::PutStateBlocks(
+    grpc::ServerContext* context,
+    grpc::ServerReader<v1::PutStateBlocksRequest>* reader,
+    v1::PutStateResponse* response) {
+  v1::PutStateBlocksRequest request;
+  if (!reader->Read(&request) || !request.has_header()) {
+    return Invalid("PutStateBlocks: the first message must carry the header");
+  }
+  const v1::PutStateBlocksHeader header = request.header();
+  absl::StatusOr<storage::StateKey> key = FromProto(header.key());
+  if (!key.ok()) return ToGrpcStatus(key.status());
+  std::optional<storage::StateKey> base;
+  if (header.has_base()) {
+    absl::StatusOr<storage::StateKey> parsed = FromProto(header.base());
+    if (!parsed.ok()) return ToGrpcStatus(parsed.status());
+    base = *parsed;
+  }
+  int64_t total = 0;
+  for (int64_t bytes : header.block_bytes()) {
+    if (bytes < 0 || bytes > kMaxStateBytes - total) {
+      return Invalid(
+          "PutStateBlocks: block sizes must be non-negative and "
+          "add up to at most the largest state");
+    }
+    total += bytes;
+  }
+  std::string bytes;
+  bytes.reserve(total);
+  bytes.append(request.chunk());
+  while (reader->Read(&request)) {
+    if (static_cast<int64_t>(bytes.size() + request.chunk().size()) > total) {
+      return Invalid("PutStateBlocks: more bytes than the blocks' sizes");
+    }
+    bytes.append(request.chunk());
+  }
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "PutStateBlocks cancelled");
+  }
+  if (static_cast<int64_t>(bytes.size()) != total) {
+    return Invalid(absl::StrCat("PutStateBlocks: received ", bytes.size(),
+                                " bytes, the blocks add up to ", total));
+  }
+  std::vector<std::string_view> blocks;
+  size_t offset = 0;
+  for (int64_t size : header.block_bytes()) {
+    blocks.push_back(std::string_view(bytes).substr(offset, size));
+    offset += size;
+  }
+  return ToGrpcStatus(
+      store_->PutStateBlocks(*key, base, blocks,
+                             {.ephemeral = false,
+                              .recompute_tokens = header.recompute_tokens(),
+                              .flops_per_token = header.flops_per_token()}));
+}
+
+grpc::Status StoreService::GetStateBlocks(
+    grpc::ServerContext* context, const v1::GetStateRequest* request,
+    grpc::ServerWriter<v1::StateChunk>* writer) {
+  absl::StatusOr<storage::StateKey> key = FromProto(request->key());
+  if (!key.ok()) return ToGrpcStatus(key.status());
+  absl::StatusOr<std::vector<std::string>> blocks =
+      store_->GetStateBlocks(*key);
+  if (!blocks.ok()) return ToGrpcStatus(blocks.status());
+  v1::StateChunk first;
+  int64_t total = 0;
+  for (const std::string& block : *blocks) {
+    first.add_block_bytes(static_cast<int64_t>(block.size()));
+    total += static_cast<int64_t>(block.size());
+  }
+  first.set_total_bytes(total);
+  if (!writer->Write(first)) return grpc::Status::OK;
+  // Blocks are streamed as one byte sequence so a chunk never waits for a
+  // small block to fill it.
+  v1::StateChunk chunk;
+  for (const std::string& block : *blocks) {
+    std::string_view rest = block;
+    while (!rest.empty()) {
+      if (context->IsCancelled()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED,
+                            "GetStateBlocks cancelled");
+      }
+      const size_t room = kStateChunkBytes - chunk.chunk().size();
+      chunk.mutable_chunk()->append(rest.substr(0, room));
+      rest.remove_prefix(std::min(room, rest.size()));
+      if (static_cast<int64_t>(chunk.chunk().size()) == kStateChunkBytes) {
+        if (!writer->Write(chunk)) return grpc::Status::OK;
+        chunk.clear_chunk();
+      }
+    }
+  }
+  if (!chunk.chunk().empty()) writer->Write(chunk);
+  return grpc::Status::OK;
+}
+
+grpc::Status StoreService::Verify(grpc::ServerContext* context,
+                                  const v1::VerifyStoreRequest* request,
+                                  v1::VerifyStoreResponse* response) {
+  absl::StatusOr<storage::VerifyReport> report =
+      store_->Verify({.repair = request->repair()});
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  response->set_states_checked(report->states_checked);
+  response->set_documents_checked(report->documents_checked);
+  response->set_ephemeral_checked(report->ephemeral_checked);
+  response->set_refs_checked(report->refs_checked);
+  response->set_bytes_checked(report->bytes_checked);
+  response->set_repaired(report->repaired);
+  for (const storage::BadValue& bad : report->bad) {
+    v1::BadStoreValue* out = response->add_bad();
+    out->set_family(bad.family);
+    out->set_key(bad.key);
+    out->set_reason(bad.reason);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status StoreService::Compact(grpc::ServerContext* context,
+                                   const v1::CompactStoreRequest* request,
+                                   v1::CompactStoreResponse* response) {
+  absl::StatusOr<storage::CompactReport> report = store_->Compact();
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  response->set_disk_bytes_before(report->disk_bytes_before);
+  response->set_disk_bytes_after(report->disk_bytes_after);
+  return grpc::Status::OK;
+}
+
+grpc::Status StoreService::Gc(grpc::ServerContext* context,
+                              const v1::GcStoreRequest* request,
+                              v1::GcStoreResponse* response) {
+  absl::StatusOr<storage::GcReport> report = store_->CollectGarbage();
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  response->set_ephemeral_expired(report->ephemeral_expired);
+  response->set_orphan_refs(report->orphan_refs);
+  response->set_orphan_blocks(report->orphan_blocks);
+  response->set_disk_bytes_before(report->disk_bytes_before);
+  response->set_disk_bytes_after(report->disk_bytes_after);
+  return grpc::Status::OK;
+}
+
+v1::StoreStats StoreStatsToProto(const storage::StoreStats& stats) {
+  v1::StoreStats proto;
+  proto.set_state_bytes(stats.state_bytes);
+  proto.set_state_count(stats.state_count);
+  proto.set_document_count(stats.document_count);
+  proto.set_hits(stats.hits);
+  proto.set_misses(stats.misses);
+  proto.set_evictions(stats.evictions);
+  proto.set_corruptions(stats.corruptions);
+  proto.set_recomputes(stats.recomputes);
+  proto.set_budget_bytes(stats.budget_bytes);
+  proto.set_evicted_bytes(stats.evicted_bytes);
+  proto.set_block_count(stats.block_count);
+  proto.set_pinned_state_count(stats.pinned_state_count);
+  proto.set_disk_bytes(stats.disk_bytes);
+  return proto;
+}
+
+storage::StoreStats StoreStatsFromProto(const v1::StoreStats& proto) {
+  storage::StoreStats stats;
+  stats.state_bytes = proto.state_bytes();
+  stats.state_count = proto.state_count();
+  stats.document_count = proto.document_count();
+  stats.hits = proto.hits();
+  stats.misses = proto.misses();
+  stats.evictions = proto.evictions();
+  stats.corruptions = proto.corruptions();
+  stats.recomputes = proto.recomputes();
+  stats.budget_bytes = proto.budget_bytes();
+  stats.evicted_bytes = proto.evicted_bytes();
+  stats.block_count = proto.block_count();
+  stats.pinned_state_count = proto.pinned_state_count();
+  stats.disk_bytes = proto.disk_bytes();
+  return stats;
 }
 
 }  // namespace twice::services

@@ -15,6 +15,10 @@ inline constexpr int64_t kTokenChunk = 1 << 16;
 // Largest state blob accepted over the wire.
 inline constexpr int64_t kMaxStateBytes = int64_t{4} << 30;
 
+// The wire form of the store's counters, both ways.
+v1::StoreStats StoreStatsToProto(const storage::StoreStats& stats);
+storage::StoreStats StoreStatsFromProto(const v1::StoreStats& proto);
+
 class StoreService final : public v1::Store::Service {
  public:
   // `store` must outlive the service.
@@ -41,15 +45,32 @@ class StoreService final : public v1::Store::Service {
   grpc::Status GetTokens(grpc::ServerContext* context,
                          const v1::GetTokensRequest* request,
                          grpc::ServerWriter<v1::TokenChunk>* writer) override;
-  grpc::Status ListDocuments(grpc::ServerContext* context,
-                             const v1::ListDocumentRecordsRequest* request,
-                             v1::ListDocumentRecordsResponse* response) override;
+  grpc::Status ListDocuments(
+      grpc::ServerContext* context,
+      const v1::ListDocumentRecordsRequest* request,
+      v1::ListDocumentRecordsResponse* response) override;
   grpc::Status DeleteDocument(grpc::ServerContext* context,
                               const v1::DeleteDocumentRecordRequest* request,
                               v1::DeleteStateResponse* response) override;
   grpc::Status Stats(grpc::ServerContext* context,
                      const v1::StoreStatsRequest* request,
                      v1::StoreStats* response) override;
+  grpc::Status PutStateBlocks(
+      grpc::ServerContext* context,
+      grpc::ServerReader<v1::PutStateBlocksRequest>* reader,
+      v1::PutStateResponse* response) override;
+  grpc::Status GetStateBlocks(
+      grpc::ServerContext* context, const v1::GetStateRequest* request,
+      grpc::ServerWriter<v1::StateChunk>* writer) override;
+  grpc::Status Verify(grpc::ServerContext* context,
+                      const v1::VerifyStoreRequest* request,
+                      v1::VerifyStoreResponse* response) override;
+  grpc::Status Compact(grpc::ServerContext* context,
+                       const v1::CompactStoreRequest* request,
+                       v1::CompactStoreResponse* response) override;
+  grpc::Status Gc(grpc::ServerContext* context,
+                  const v1::GcStoreRequest* request,
+                  v1::GcStoreResponse* response) override;
 
  private:
   storage::StateStore* store_;

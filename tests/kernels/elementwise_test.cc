@@ -1,11 +1,14 @@
 // RmsNorm, SiluMul / SwiGlu, RopeRotateHalf and TaylorFeatureMap against
-// float64 references. Tolerances: 1e-6 absolute + 1e-5 relative (single
-// roundings per element), 1e-5 for rotary at positions up to 10^5.
+// float64 references, serially and split over 1-8 threads, and the FastExp
+// they use. Tolerances: 1e-6 absolute + 1e-5 relative (single roundings per
+// element), 1e-5 for rotary at positions up to 10^5.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/activations.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/taylor_feature_map.h"
@@ -133,6 +136,78 @@ TEST(TaylorFeatureMapTest, LayoutAndKernelIdentity) {
       dot += double{phi[i * d + m]} * phi[(i + 1) * d + m];
     EXPECT_NEAR(dot, 1.0 + s + s * s / 2.0, 1e-4 * (1.0 + s * s));
   }
+}
+
+// FastExp, the exponential behind SiLU and the window softmax: relative
+// error < 2e-7 over the whole unclamped range, finite and ordered outside.
+TEST(FastExpTest, AccurateOverTheRange) {
+  double worst = 0.0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(cpu::FastExp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_GT(cpu::FastExp(-1000.0f), 0.0f);
+  EXPECT_TRUE(std::isfinite(cpu::FastExp(1000.0f)));
+  EXPECT_EQ(cpu::FastExp(0.0f), 1.0f);
+}
+
+// Row counts large enough to be split over the pool, every thread count;
+// SiLU gates far outside [-88, 88] stay exact to rounding (0 and g).
+TEST(ElementwiseTest, ThreadedRowsMatchReference) {
+  const int rows = 97, dim = 1024, heads = 16, hd = 64, f = 16;
+  const auto x = RandomVector(rows * dim, 21, 3.0f);
+  const auto w = RandomVector(dim, 22);
+  auto g = RandomVector(rows * dim, 23, 8.0f);
+  g[5] = -200.0f;
+  g[6] = 200.0f;
+  std::vector<double> norm(rows * dim), silu(rows * dim), rope(rows * dim);
+  for (int i = 0; i < rows; ++i) {
+    double ss = 0.0;
+    for (int j = 0; j < dim; ++j) ss += double{x[i * dim + j]} * x[i * dim + j];
+    const double r = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (int j = 0; j < dim; ++j) {
+      norm[i * dim + j] = x[i * dim + j] * r * w[j];
+      silu[i * dim + j] = Silu(g[i * dim + j]) * x[i * dim + j];
+    }
+    for (int h = 0; h < heads; ++h) {
+      for (int p = 0; p < hd / 2; ++p) {
+        const double angle = (7.0 + i) * std::pow(10000.0, -2.0 * p / hd);
+        const int a = i * dim + h * hd + p, b = a + hd / 2;
+        rope[a] = x[a] * std::cos(angle) - x[b] * std::sin(angle);
+        rope[b] = x[b] * std::cos(angle) + x[a] * std::sin(angle);
+      }
+    }
+  }
+  const int vecs = rows * heads, d = static_cast<int>(TaylorFeatureDim(f));
+  const auto raw = RandomVector(vecs * f, 24, 2.0f);
+  std::vector<double> phi(vecs * d);
+  for (int i = 0; i < vecs; ++i) {
+    phi[i * d] = 1.0;
+    for (int m = 0; m < f; ++m) {
+      phi[i * d + 1 + m] = raw[i * f + m] / 2.0;
+      for (int n = 0; n < f; ++n) {
+        phi[i * d + 1 + f + m * f + n] =
+            double{raw[i * f + m]} * raw[i * f + n] / (std::sqrt(2.0) * 4.0);
+      }
+    }
+  }
+  testing::ForEachThreadCount([&](int) {
+    std::vector<float> y(rows * dim);
+    ASSERT_TRUE(RmsNorm(x, rows, dim, w, 1e-5f, absl::MakeSpan(y)).ok());
+    ExpectClose(y, norm, 1e-6, 1e-5, "rms_norm");
+    ASSERT_TRUE(SiluMul(g, dim, x, dim, rows, dim, absl::MakeSpan(y)).ok());
+    ExpectClose(y, silu, 1e-6, 1e-5, "silu_mul");
+    y = x;
+    ASSERT_TRUE(
+        RopeRotateHalf(absl::MakeSpan(y), rows, dim, heads, hd, 7, 10000.0f)
+            .ok());
+    ExpectClose(y, rope, 1e-5, 1e-5, "rope");
+    std::vector<float> out(vecs * d);
+    ASSERT_TRUE(TaylorFeatureMap(raw, vecs, f, absl::MakeSpan(out)).ok());
+    ExpectClose(out, phi, 1e-6, 1e-5, "taylor");
+  });
 }
 
 }  // namespace

@@ -10,8 +10,25 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/threading.h"
 
 namespace twice::kernels::testing {
+
+// Thread counts the CPU kernels are checked with: 1 (the serial paths),
+// 2 and 3 (uneven splits), 8 (more threads than work on small shapes).
+inline constexpr int kThreadCounts[] = {1, 2, 3, 8};
+
+// Runs `body` once per thread count, with the kernel pool set to it, and
+// leaves the pool at 2 threads.
+template <typename Body>
+void ForEachThreadCount(Body body) {
+  for (int threads : kThreadCounts) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    ASSERT_TRUE(SetCpuThreads(threads).ok());
+    body(threads);
+  }
+  ASSERT_TRUE(SetCpuThreads(2).ok());
+}
 
 inline std::vector<float> RandomVector(size_t n, uint32_t seed,
                                        float scale = 1.0f) {

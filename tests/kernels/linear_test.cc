@@ -1,8 +1,10 @@
 // Linear (BLAS GEMM / GEMV) against a float64 reference, with and without
-// bias, single and multiple rows. Tolerance 1e-5 + 1e-5 relative (k <= 300,
-// inputs in [-1, 1]).
+// bias, single and multiple rows, serial and split over 1-8 threads.
+// Tolerance 1e-5 + 1e-5 relative (k <= 1000, inputs in [-1, 1]).
 #include "kernels/linear.h"
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -40,6 +42,27 @@ TEST(LinearTest, MatchesReference) {
       ExpectClose(y, Reference(x, m, k, w, n, b), 1e-5, 1e-5);
     }
   }
+}
+
+// Shapes that take each way of splitting over the pool: by columns of y
+// (wide n), by rows of x (narrow n), GEMV rows (m = 1, large W), plus
+// slices that end mid-block; every thread count gives the serial result.
+TEST(LinearTest, ParallelSplitsMatchReference) {
+  testing::ForEachThreadCount([](int) {
+    for (auto [m, k, n] : {std::tuple{40, 64, 520}, std::tuple{300, 64, 50},
+                           std::tuple{1, 100, 1000}, std::tuple{1, 1000, 77},
+                           std::tuple{129, 96, 257}}) {
+      for (bool with_bias : {false, true}) {
+        const auto x = RandomVector(m * k, 7);
+        const auto w = RandomVector(n * k, 8);
+        const auto b = with_bias ? RandomVector(n, 9) : std::vector<float>{};
+        std::vector<float> y(m * n, 123.0f);
+        ASSERT_TRUE(Linear(x, m, k, w, n, b, absl::MakeSpan(y)).ok());
+        ExpectClose(y, Reference(x, m, k, w, n, b), 1e-5, 1e-5,
+                    "m " + std::to_string(m) + " n " + std::to_string(n));
+      }
+    }
+  });
 }
 
 TEST(LinearTest, ZeroRowsIsANoOp) {

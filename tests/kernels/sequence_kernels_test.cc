@@ -1,8 +1,10 @@
 // CausalConv1d and WindowAttention against float64 references, including
 // sequences split at every position (the carried tail / cached keys must
-// make the pieces equal the whole). Tolerance 1e-5 absolute + 1e-5 relative.
+// make the pieces equal the whole), serially and split over 1-8 threads.
+// Tolerance 1e-5 absolute + 1e-5 relative.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -51,6 +53,42 @@ TEST(CausalConv1dTest, MatchesReferenceWhenSplitAnywhere) {
       }
     }
   }
+}
+
+// Long reads split over threads, kernel width 4 (a 3-row tail), pieces of
+// 1, 2 and many tokens (pieces shorter than the tail shift it).
+TEST(CausalConv1dTest, ThreadedWideKernelMatchesReference) {
+  const int t = 700, c = 96, k = 4, stride = 100;
+  const auto x = RandomVector(t * stride, 11);
+  const auto w = RandomVector(c * k, 12);
+  std::vector<double> want(t * c, 0.0);
+  for (int i = 0; i < t; ++i) {
+    for (int ch = 0; ch < c; ++ch) {
+      for (int j = 0; j < k; ++j) {
+        const int src = i - (k - 1) + j;
+        if (src >= 0)
+          want[i * c + ch] += double{w[ch * k + j]} * x[src * stride + ch];
+      }
+    }
+  }
+  testing::ForEachThreadCount([&](int) {
+    std::vector<float> tail((k - 1) * c, 0.0f), out(t * c);
+    int begin = 0;
+    for (int n : {1, 2, 1, 300, 2, 394}) {
+      ASSERT_TRUE(CausalConv1d(absl::MakeConstSpan(x).subspan(begin * stride),
+                               n, c, stride, w, k, absl::MakeSpan(tail),
+                               absl::MakeSpan(out).subspan(begin * c, n * c))
+                      .ok());
+      begin += n;
+    }
+    ASSERT_EQ(begin, t);
+    ExpectClose(out, want, 1e-5, 1e-5);
+    for (int r = 0; r < k - 1; ++r) {
+      for (int ch = 0; ch < c; ++ch) {
+        EXPECT_EQ(tail[r * c + ch], x[(t - (k - 1) + r) * stride + ch]);
+      }
+    }
+  });
 }
 
 TEST(CausalConv1dTest, RejectsBadShapes) {
@@ -115,6 +153,45 @@ TEST(WindowAttentionTest, MatchesReferenceWithCachedKeys) {
     ExpectClose(out,
                 std::vector<double>(want.begin() + begin * h * hd, want.end()),
                 1e-5, 1e-5, "begin " + std::to_string(begin));
+  }
+}
+
+// Query blocks (64) split over heads and threads: reads starting at and
+// around block edges, one-token decode reads, a window of 0 (self only) and
+// one wider than the context (full causal attention).
+TEST(WindowAttentionTest, ThreadedBlocksMatchReference) {
+  const int n = 300, h = 4, hd = 32;
+  const double scale = 1.0 / std::sqrt(32.0);
+  const auto q = RandomVector(n * h * hd, 13, 2.0f);
+  const auto k = RandomVector(n * h * hd, 14, 2.0f);
+  const auto v = RandomVector(n * h * hd, 15);
+  for (int window : {0, 100, 1000}) {
+    const auto want = WindowReference(q, k, v, n, h, hd, window, scale);
+    testing::ForEachThreadCount([&](int) {
+      for (int begin : {0, 1, 63, 64, 65, 150, 299}) {
+        const int past = std::min(begin, window);
+        // The whole rest, and a single decode token.
+        for (int t : {n - begin, 1}) {
+          std::vector<float> ck(k.begin() + (begin - past) * h * hd,
+                                k.begin() + (begin + t) * h * hd);
+          std::vector<float> cv(v.begin() + (begin - past) * h * hd,
+                                v.begin() + (begin + t) * h * hd);
+          std::vector<float> qq(q.begin() + begin * h * hd,
+                                q.begin() + (begin + t) * h * hd);
+          std::vector<float> out(t * h * hd);
+          ASSERT_TRUE(
+              WindowAttention(qq, h * hd, ck, cv, {t, past, h, hd, window},
+                              static_cast<float>(scale), absl::MakeSpan(out))
+                  .ok());
+          ExpectClose(out,
+                      std::vector<double>(want.begin() + begin * h * hd,
+                                          want.begin() + (begin + t) * h * hd),
+                      1e-5, 1e-5,
+                      "window " + std::to_string(window) + " begin " +
+                          std::to_string(begin) + " t " + std::to_string(t));
+        }
+      }
+    });
   }
 }
 

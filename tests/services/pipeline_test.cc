@@ -332,7 +332,8 @@ TEST_F(PipelineTest, BadInputGetsPreciseStatusAndServerKeepsServing) {
 
   Answer prefix = Ask(doc.document_id(), kQuestion, v1::ASK_MODE_PREFIX);
   EXPECT_EQ(prefix.status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_NE(prefix.status.error_message().find("issue"), std::string::npos);
+  EXPECT_NE(prefix.status.error_message().find("no prefix encoder"),
+            std::string::npos);
 
   v1::AskRequest bad_question;
   bad_question.set_document_id(doc.document_id());

@@ -80,6 +80,7 @@ class ServerProcess {
   bool Start(const std::vector<std::string>& extra_args,
              const std::string& log_path) {
     log_path_ = log_path;
+    // Later flags win, so `extra_args` may name another role.
     std::vector<std::string> args = {ServerBinary(), "--role=all",
                                      "--listen=127.0.0.1:0"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
@@ -124,6 +125,13 @@ class ServerProcess {
     kill(pid_, SIGTERM);
     exit_code_ = Wait();
     return exit_code_;
+  }
+
+  // Sends SIGKILL (no drain, no flush: a crash) and reaps the process.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    exit_code_ = Wait();
   }
 
   const std::string& address() const { return address_; }

@@ -5,6 +5,8 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "storage/blob_envelope.h"
+#include "storage/block_manifest.h"
+#include "storage/state_ref.h"
 #include "storage/state_value.h"
 #include "storage/token_codec.h"
 
@@ -66,6 +68,97 @@ TEST(StateValueTest, OtherKindsAreDataLoss) {
                 .code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(DecodeStateIndex(EncodeStateValue("x", 1, 2)).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(StateValueTest, EdgesAndCopyingDecoderMatchTheWholeValue) {
+  const std::string blob(300000, 'q');
+  const std::string whole = EncodeStateValue(blob, 77, 1234);
+  const StateValueEdges edges = EncodeStateValueEdges(blob, 77, 1234);
+  EXPECT_EQ(edges.head + blob + edges.tail, whole);
+  EXPECT_EQ(edges.stored_bytes, static_cast<int64_t>(whole.size()));
+
+  std::string copy;
+  absl::StatusOr<StateValue> value = DecodeStateValueCopy(whole, &copy);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(copy, blob);
+  EXPECT_EQ(value->recompute_tokens, 77);
+  EXPECT_EQ(value->written_unix_ms, 1234);
+
+  std::string bad = whole;
+  bad[bad.size() / 2] ^= 0x01;
+  EXPECT_EQ(DecodeStateValueCopy(bad, &copy).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(copy.empty());
+  EXPECT_EQ(DecodeStateValueCopy(whole.substr(0, whole.size() - 1), &copy)
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(StateIndexTest, FormAndFlopsRoundTripAndOldLayoutDecodes) {
+  const StateIndexEntry entry{.stored_bytes = 5,
+                              .recompute_tokens = 6,
+                              .written_unix_ms = 7,
+                              .flops_per_token = 2.5e9,
+                              .form = StateForm::kManifest};
+  absl::StatusOr<StateIndexEntry> decoded =
+      DecodeStateIndex(EncodeStateIndex(entry));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->flops_per_token, 2.5e9);
+  EXPECT_EQ(decoded->form, StateForm::kManifest);
+
+  // The first layout: three fields, no FLOPs or form.
+  std::string v1;
+  for (int64_t field : {int64_t{5}, int64_t{6}, int64_t{7}}) {
+    for (int i = 0; i < 8; ++i)
+      v1.push_back(static_cast<char>(field >> (8 * i)));
+  }
+  const std::string_view parts[] = {v1};
+  decoded = DecodeStateIndex(SealEnvelope(BlobKind::kStateIndex, parts));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->form, StateForm::kWhole);
+  EXPECT_EQ(decoded->flops_per_token, 0);
+  EXPECT_EQ(decoded->stored_bytes, 5);
+}
+
+TEST(BlockManifestTest, RoundTripAndMalformedCounts) {
+  BlockManifest manifest;
+  manifest.recompute_tokens = 9;
+  manifest.written_unix_ms = 10;
+  const StateKey root = RootKey("fp", "chunked", "t");
+  manifest.blocks = {{BlockKey(root, 0), 100, BlockChecksum("a")},
+                     {BlockKey(root, 1), 0, BlockChecksum("")}};
+  absl::StatusOr<BlockManifest> decoded =
+      DecodeManifest(EncodeManifest(manifest));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->blocks.size(), 2u);
+  EXPECT_EQ(decoded->blocks[1].key, BlockKey(root, 1));
+  EXPECT_EQ(decoded->blocks[0].checksum, BlockChecksum("a"));
+  EXPECT_NE(BlockKey(root, 0), BlockKey(root, 1));
+
+  // A count that disagrees with the bytes is DATA_LOSS, not an allocation.
+  std::string payload(20, '\0');
+  payload[16] = '\xff';
+  payload[17] = '\xff';
+  const std::string_view parts[] = {payload};
+  EXPECT_EQ(DecodeManifest(SealEnvelope(BlobKind::kBlockManifest, parts))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(StateRefTest, KeysAndValuesRoundTrip) {
+  const StateKey state = RootKey("fp", "causal", "t");
+  const std::string key = RefKey(state, std::string("t\0doc", 5));
+  absl::StatusOr<RefKeyParts> parts = ParseRefKey(key);
+  ASSERT_TRUE(parts.ok());
+  EXPECT_EQ(parts->state, state);
+  EXPECT_EQ(parts->document_key, std::string_view("t\0doc", 5));
+  EXPECT_EQ(ParseRefKey("short").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(*DecodeRef(EncodeRef(true)));
+  EXPECT_FALSE(*DecodeRef(EncodeRef(false)));
+  EXPECT_EQ(DecodeRef(EncodeTokens(std::vector<int32_t>{1})).status().code(),
             absl::StatusCode::kDataLoss);
 }
 

@@ -1,0 +1,103 @@
+// EngineBench: prefill and decode speed of a random-weight model on CPU,
+// each next to a ceiling measured in the same run (`twice bench engine`).
+//
+// For each prompt length T, one row:
+//   prefill   best wall time of Prefill(T tokens) into a fresh state
+//             (JRT: a prefix read); tokens/s = T / time; GFLOP/s = the
+//             analytic FLOPs of EngineCost / time
+//   sgemm     GFLOP/s of one 2048^3 GEMM through kernels::Linear (the
+//             engine's own GEMM path: pool + single-threaded BLAS), the
+//             better of a run just before and just after the prefill
+//   decode    Step() tokens/s continuing the prefilled state
+//   bound     decode ceiling = measured memory bandwidth / bytes of weights
+//             one step reads; the bandwidth is a multi-threaded streaming
+//             read of a 512 MiB buffer, measured right after the decode
+//   state     SequenceState::ByteSize after the prefill
+//   peak RSS  the prefill phase's high-water mark: VmHWM is reset (write
+//             "5" to /proc/self/clear_refs) before the first prefill of the
+//             row and read after the last; so model writing and earlier
+//             rows do not count, and touched weight pages (mmapped f32
+//             views) do. Where the reset is refused the row says so and the
+//             value is the process's lifetime peak.
+// Rates are best-of-repetitions (repeat until `min_seconds`, at most 10):
+// on a shared machine compare the ratios within a row, not rows across runs.
+#ifndef TWICE_BENCH_ENGINE_BENCH_RUNNER_H_
+#define TWICE_BENCH_ENGINE_BENCH_RUNNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
+namespace twice::bench {
+
+struct EngineBenchOptions {
+  // "based" or "jrt" (needs WriteRandomModel support). Default "based".
+  std::string arch = "based";
+  // "tiny" or "360m-shape". Default "tiny".
+  std::string preset = "tiny";
+  // Prompt lengths, one row each, each >= 1. Default 512, 2048, 8192.
+  std::vector<int64_t> tokens = {512, 2048, 8192};
+  // Kernel threads (kernels::SetCpuThreads); 0 keeps the kernels' default.
+  // Default 0.
+  int threads = 0;
+  // Decode steps timed per row (at least; more while under min_seconds).
+  // Default 8.
+  int decode_steps = 8;
+  // Seconds each timed measurement repeats for, at least one repetition.
+  // Default 1.
+  double min_seconds = 1.0;
+  // tokenizer.json the random model ships. Required.
+  std::string tokenizer_json;
+  // Directory for the random model; empty = a fresh directory under the
+  // system temp dir, removed at the end. Default empty.
+  std::string model_dir;
+  // Random weight seed. Default 0.
+  uint64_t seed = 0;
+};
+
+struct EngineBenchRow {
+  std::string arch;
+  std::string preset;
+  int threads = 0;
+  int64_t tokens = 0;       // prompt length T
+  int64_t read_tokens = 0;  // tokens the prefill read (JRT pads to M)
+  double prefill_seconds = 0;
+  double prefill_tokens_per_s = 0;
+  double prefill_flops = 0;
+  double prefill_gflops = 0;
+  double sgemm_gflops = 0;
+  double decode_tokens_per_s = 0;
+  double decode_bound_tokens_per_s = 0;
+  double memory_gbps = 0;
+  int64_t weight_bytes = 0;         // all weights, f32 in memory
+  int64_t decode_weight_bytes = 0;  // weights one decode step reads
+  int64_t state_bytes = 0;
+  int64_t peak_rss_bytes = 0;
+  bool peak_rss_reset = false;  // false: lifetime peak, see above
+  double load_average = 0;      // 1-minute load average at the row's end
+};
+
+// Writes the model, then measures each prompt length and calls `on_row` as
+// soon as its row is complete. INVALID_ARGUMENT for bad options or an
+// unknown arch / preset; errors of the engine otherwise.
+[[nodiscard]] absl::Status RunEngineBench(
+    const EngineBenchOptions& options,
+    absl::FunctionRef<void(const EngineBenchRow&)> on_row);
+
+// Table output: a header (column names and units), then one line per row.
+std::string EngineBenchTableHeader();
+std::string EngineBenchTableRow(const EngineBenchRow& row);
+// One JSON object, no trailing newline.
+std::string EngineBenchRowJson(const EngineBenchRow& row);
+
+// RunEngineBench printing to stdout as rows complete: the table (header,
+// rows, a legend) or, with `json`, one JSON object per line.
+[[nodiscard]] absl::Status PrintEngineBench(const EngineBenchOptions& options,
+                                            bool json);
+
+}  // namespace twice::bench
+
+#endif  // TWICE_BENCH_ENGINE_BENCH_RUNNER_H_

@@ -1,0 +1,116 @@
+#include "bench/engine_cost.h"
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include "kernels/status_macros.h"
+#include "kernels/taylor_feature_map.h"
+#include "nlohmann/json.hpp"
+
+namespace twice::bench {
+
+absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
+    absl::string_view config_json) {
+  const std::string_view text(config_json.data(), config_json.size());
+  EngineCost cost;
+  TWICE_ASSIGN_OR_RETURN(cost.config_, engine::ParseBasedConfig(text));
+  const engine::BasedConfig& c = cost.config_;
+  cost.jrt_ = c.architecture == "jrt";
+  if (cost.jrt_) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    cost.encoder_length_ = 1024;
+    if (j.is_object()) {
+      if (j.contains("alt_mixer") && j["alt_mixer"].is_object() &&
+          j["alt_mixer"].contains("enc_length")) {
+        cost.encoder_length_ = j["alt_mixer"]["enc_length"].get<int64_t>();
+      }
+      if (j.contains("enc_length")) {
+        cost.encoder_length_ = j["enc_length"].get<int64_t>();
+      }
+    }
+  }
+  const int64_t d = c.hidden_size;
+  const int64_t vocab = c.padded_vocab_size();
+  const int64_t hf = c.linear_attention_heads * c.feature_dim;
+  const int64_t hidden = c.mlp_hidden();
+  const int64_t inner = c.conv_inner();
+  int64_t params = vocab * d + d;  // embedding, ln_f
+  int64_t encoder_params = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    params += 2 * d + 3 * hidden * d;  // norms, fc1 [2h, d], fc2 [d, h]
+    switch (c.mixer(l)) {
+      case engine::BasedMixerKind::kBaseConv:
+        params += 2 * inner * d + 2 * inner + d * inner + d +
+                  inner * c.conv_kernel_size;
+        break;
+      case engine::BasedMixerKind::kSlidingWindow:
+        params += 4 * d * d;
+        break;
+      default:  // Based linear attention, or JRT prefix linear attention
+        params += 2 * hf * d + 2 * d * d;
+        if (cost.jrt_) encoder_params += hf * d + d * d;
+        break;
+    }
+  }
+  if (!c.tie_word_embeddings) params += vocab * d;
+  cost.params_ = params + encoder_params;
+  // Decode reads one embedding row; the LM head (tied or not) reads V x d.
+  cost.decode_params_ = params - (c.tie_word_embeddings ? 0 : vocab * d - d);
+  return cost;
+}
+
+int64_t EngineCost::ReadTokens(int64_t prompt) const {
+  return jrt_ ? std::max(prompt, encoder_length_) : prompt;
+}
+
+double EngineCost::PrefillFlops(int64_t prompt) const {
+  const engine::BasedConfig& c = config_;
+  const double t = static_cast<double>(ReadTokens(prompt));
+  const double e =
+      jrt_ ? static_cast<double>(std::min(encoder_length_, ReadTokens(prompt)))
+           : 0.0;
+  const double d = static_cast<double>(c.hidden_size);
+  const double f = static_cast<double>(c.feature_dim);
+  const double la_heads = c.linear_attention_heads;
+  const double hf = la_heads * f;
+  const double la_hd = d / la_heads;
+  const double feat =
+      static_cast<double>(kernels::TaylorFeatureDim(c.feature_dim));
+  const double feature_map = 2.0 * f * f + f;  // per featurized vector
+  const double hidden = static_cast<double>(c.mlp_hidden());
+  const double inner = static_cast<double>(c.conv_inner());
+  const double window = static_cast<double>(c.window_left());
+  // Visible keys summed over the queries of one read from position 0:
+  // query i sees min(i, W) + 1 keys.
+  const double n = t, w = std::min(window, n - 1.0);
+  const double visible_keys =
+      (w + 1.0) * (w + 2.0) / 2.0 + (n - w - 1.0) * (window + 1.0);
+  double flops = 0.0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    flops += 2.0 * t * d * (2.0 * hidden) + 2.0 * t * hidden * d;  // MLP
+    switch (c.mixer(l)) {
+      case engine::BasedMixerKind::kBaseConv:
+        flops += 2.0 * t * d * 2.0 * inner + 2.0 * t * inner * d +
+                 2.0 * static_cast<double>(c.conv_kernel_size) * inner * t;
+        break;
+      case engine::BasedMixerKind::kSlidingWindow:
+        flops += 2.0 * t * d * 3.0 * d + 2.0 * t * d * d +
+                 4.0 * d * visible_keys;  // 4·hd per key and head = 4·d
+        break;
+      default: {  // (prefix) linear attention
+        flops += 2.0 * t * d * (2.0 * hf + 2.0 * d);  // q, k, v, out
+        flops += 2.0 * t * la_heads * feature_map;    // phi(q), phi(k)
+        flops += t * la_heads * (4.0 * la_hd * feat + 4.0 * feat);
+        if (jrt_) {
+          flops += 2.0 * e * d * (hf + d) + e * la_heads * feature_map +
+                   e * la_heads * (2.0 * la_hd * feat + feat);
+        }
+        break;
+      }
+    }
+  }
+  return flops + 2.0 * d * static_cast<double>(c.padded_vocab_size());
+}
+
+}  // namespace twice::bench

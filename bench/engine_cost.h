@@ -1,0 +1,69 @@
+// EngineCost: analytic work of a Based / JRT-RNN model, from its config,
+// for benchmarks that print achieved rates next to measured ceilings.
+//
+// FLOPs count multiply-adds as 2 and only the useful work:
+//   projections and MLP        2·m·n·k per GEMM (m = tokens read)
+//   BaseConv                   + 2·K·C per token (depthwise taps)
+//   Taylor feature map         (2F^2 + F) per featurized vector (q and k)
+//   linear attention           the state form per token and head: 4·hd·D
+//                              (S read and update) + 4·D (z, denominator).
+//                              The chunked kernel also computes a C x C
+//                              block (~1.6x this); that extra is not counted.
+//   sliding-window attention   4·hd per (query, visible key) and head, over
+//                              the causal band only (no masked corners)
+//   JRT encoder (prefix read)  k_enc / v_enc projections, feature map and
+//                              state fold 2·hd·D + D per encoder token, head
+//   LM head                    2·d·V for the last position only
+// Norms, SiLU, rotary and residual adds are not counted (< 1 %).
+//
+// Bytes: every weight is f32 in memory (bf16 checkpoints are converted at
+// load). A decode step reads every weight once except the embedding rows
+// (one row; the tied LM head reads the whole matrix) and, for JRT, the
+// encoder projections.
+#ifndef TWICE_BENCH_ENGINE_COST_H_
+#define TWICE_BENCH_ENGINE_COST_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/config/based_config.h"
+
+namespace twice::bench {
+
+class EngineCost {
+ public:
+  // `config_json` is the model's config.json (for the JRT encoder length,
+  // enc_length, default 1024, which BasedConfig may not carry).
+  [[nodiscard]] static absl::StatusOr<EngineCost> FromConfigJson(
+      absl::string_view config_json);
+
+  bool is_jrt() const { return jrt_; }
+  // JRT encoder length M (0 for Based).
+  int64_t encoder_length() const { return encoder_length_; }
+
+  // Tokens a prefill of `prompt` tokens reads: a JRT prefix read left-pads a
+  // prompt shorter than M to M.
+  int64_t ReadTokens(int64_t prompt) const;
+  // FLOPs of one prefill of `prompt` tokens into an empty state (JRT: a
+  // prefix read), LM head of the last position included.
+  double PrefillFlops(int64_t prompt) const;
+
+  // All weights as held in memory.
+  int64_t weight_bytes() const { return 4 * params_; }
+  // Weights one decode step reads.
+  int64_t decode_weight_bytes() const { return 4 * decode_params_; }
+
+ private:
+  EngineCost() = default;
+
+  engine::BasedConfig config_;
+  bool jrt_ = false;
+  int64_t encoder_length_ = 0;
+  int64_t params_ = 0;
+  int64_t decode_params_ = 0;
+};
+
+}  // namespace twice::bench
+
+#endif  // TWICE_BENCH_ENGINE_COST_H_

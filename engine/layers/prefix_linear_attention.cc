@@ -1,0 +1,143 @@
+#include "engine/layers/prefix_linear_attention.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/linear.h"
+#include "kernels/linear_attention.h"
+#include "kernels/prefix_linear_attention.h"
+#include "kernels/status_macros.h"
+#include "kernels/taylor_feature_map.h"
+
+namespace twice::engine {
+
+absl::StatusOr<std::unique_ptr<PrefixLinearAttention>>
+PrefixLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
+                            const LinearAttentionOptions& options) {
+  if (options.dim < 1 || options.heads < 1 ||
+      options.dim % options.heads != 0 || options.feature_dim < 1) {
+    return absl::InvalidArgumentError(
+        "PrefixLinearAttention: heads must divide the model width");
+  }
+  std::unique_ptr<PrefixLinearAttention> m(new PrefixLinearAttention());
+  m->options_ = options;
+  m->head_dim_ = options.dim / options.heads;
+  m->feature_size_ = kernels::TaylorFeatureDim(options.feature_dim);
+  const int64_t d = options.dim;
+  const int64_t qk = options.heads * options.feature_dim;
+  const std::string p = prefix + "mixer.";
+  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.Get(p + "proj_q.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.Get(p + "proj_k.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.Get(p + "proj_v.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wk_enc_,
+                         weights.Get(p + "proj_k_enc.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wv_enc_,
+                         weights.Get(p + "proj_v_enc.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.Get(p + "out_proj.weight", {d, d}));
+  return m;
+}
+
+std::unique_ptr<LayerState> PrefixLinearAttention::NewState() const {
+  return std::make_unique<LinearAttentionState>(options_.heads, head_dim_,
+                                                feature_size_);
+}
+
+absl::StatusOr<LinearAttentionState*> PrefixLinearAttention::CheckState(
+    LayerState& state) const {
+  auto* la = dynamic_cast<LinearAttentionState*>(&state);
+  if (la == nullptr || la->heads() != options_.heads ||
+      la->head_dim() != head_dim_ || la->feature_size() != feature_size_) {
+    return absl::FailedPreconditionError(
+        "PrefixLinearAttention: layer state is not a matching "
+        "linear_attention state");
+  }
+  return la;
+}
+
+absl::Status PrefixLinearAttention::KeysValues(
+    absl::Span<const float> x, int64_t rows, int64_t masked, const Tensor& wk,
+    const Tensor& wv, std::vector<float>& phi_k, std::vector<float>& v) const {
+  const int64_t d = options_.dim;
+  const int64_t hf = options_.heads * options_.feature_dim;
+  const absl::Span<const float> xr = x.subspan(0, rows * d);
+  std::vector<float> k(rows * hf);
+  v.resize(rows * d);
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(xr, rows, d, wk.span(), hf, {}, absl::MakeSpan(k)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(xr, rows, d, wv.span(), d, {}, absl::MakeSpan(v)));
+  // The released mask zeroes the raw 16-wide keys of pads; their values stay.
+  std::fill(k.begin(), k.begin() + masked * hf, 0.0f);
+  phi_k.resize(rows * options_.heads * feature_size_);
+  return kernels::TaylorFeatureMap(k, rows * options_.heads,
+                                   options_.feature_dim, absl::MakeSpan(phi_k));
+}
+
+absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
+                                            int64_t tokens,
+                                            int64_t /*start_pos*/,
+                                            LayerState& state,
+                                            absl::Span<float> out) const {
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, CheckState(state));
+  const int64_t d = options_.dim;
+  const int64_t h = options_.heads;
+  const int64_t f = options_.feature_dim;
+  std::vector<float> q(tokens * h * f), phi_q(tokens * h * feature_size_);
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, d, wq_.span(), h * f, {}, absl::MakeSpan(q)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
+  std::vector<float> phi_k, v;
+  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, 0, wk_, wv_, phi_k, v));
+  std::vector<float> y(tokens * d);  // [T, H, hd]
+  const kernels::LinearAttentionDims dims{h, head_dim_, feature_size_};
+  // After the prefix prefill the encoder lives in the state, so a causal
+  // read is exactly Based's (linear attention has no positions): the
+  // recurrent step for one token, else the chunked kernel with no encoder,
+  // which normalises like the prefix read it continues.
+  if (tokens == 1) {
+    TWICE_RETURN_IF_ERROR(
+        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, options_.eps,
+                                     la->kv(), la->k_sum(), absl::MakeSpan(y)));
+  } else {
+    TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
+        phi_q, phi_k, v, tokens, {}, {}, /*encoder_tokens=*/0, dims,
+        options_.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
+  }
+  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+}
+
+absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
+                                                  int64_t tokens,
+                                                  const PrefixEncoding& prefix,
+                                                  LayerState& state,
+                                                  absl::Span<float> out) const {
+  const int64_t e = prefix.encoder_tokens;
+  const int64_t p = prefix.masked_tokens;
+  if (!(0 <= p && p <= e && e <= tokens)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PrefixLinearAttention: need 0 <= masked (", p,
+                     ") <= encoder (", e, ") <= tokens (", tokens, ")"));
+  }
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, CheckState(state));
+  const int64_t d = options_.dim;
+  const int64_t h = options_.heads;
+  const int64_t f = options_.feature_dim;
+  std::vector<float> q(tokens * h * f), phi_q(tokens * h * feature_size_);
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, d, wq_.span(), h * f, {}, absl::MakeSpan(q)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
+  std::vector<float> phi_kd, vd, phi_ke, ve;
+  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, p, wk_, wv_, phi_kd, vd));
+  TWICE_RETURN_IF_ERROR(KeysValues(x, e, p, wk_enc_, wv_enc_, phi_ke, ve));
+  std::vector<float> y(tokens * d);  // [T, H, hd]
+  const kernels::LinearAttentionDims dims{h, head_dim_, feature_size_};
+  TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
+      phi_q, phi_kd, vd, tokens, phi_ke, ve, e, dims, options_.eps, la->kv(),
+      la->k_sum(), absl::MakeSpan(y)));
+  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,56 @@
+// twice bench engine: prefill / decode speed of a random-weight model on this
+// machine, next to ceilings measured in the same run (bench/
+// engine_bench_runner.h). No server.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "bench/engine_bench_runner.h"
+#include "services/cli/commands.h"
+#include "services/server/default_model.h"
+
+ABSL_FLAG(std::vector<std::string>, tokens,
+          (std::vector<std::string>{"512", "2048", "8192"}),
+          "bench: prompt lengths, comma-separated, one row each");
+ABSL_FLAG(int32_t, threads, 0,
+          "bench: kernel threads (0 = TWICE_CPU_THREADS or all CPUs)");
+ABSL_FLAG(int32_t, decode_steps, 8, "bench: decode steps timed per row");
+
+namespace twice::cli {
+
+int RunBenchEngine(const CliContext& cli) {
+  if (cli.args.size() != 1 || cli.args[0] != "engine") {
+    return ReportError(
+        cli, absl::InvalidArgumentError(
+                 "usage: twice bench engine [--arch=based|jrt] "
+                 "[--preset=tiny|360m-shape] [--tokens=512,2048,8192] "
+                 "[--threads=N] [--json]"));
+  }
+  bench::EngineBenchOptions options;
+  options.arch = cli.arch;
+  options.preset = cli.preset;
+  options.tokenizer_json =
+      cli.tokenizer.empty() ? services::BuiltinTokenizerPath() : cli.tokenizer;
+  options.seed = cli.seed;
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.decode_steps = absl::GetFlag(FLAGS_decode_steps);
+  options.tokens.clear();
+  for (const std::string& t : absl::GetFlag(FLAGS_tokens)) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(t, &n) || n < 1) {
+      return ReportError(
+          cli, absl::InvalidArgumentError(absl::StrCat(
+                   "bench: --tokens: \"", t, "\" is not a positive integer")));
+    }
+    options.tokens.push_back(n);
+  }
+  if (absl::Status s = bench::PrintEngineBench(options, cli.json); !s.ok()) {
+    return ReportError(cli, s);
+  }
+  return 0;
+}
+
+}  // namespace twice::cli

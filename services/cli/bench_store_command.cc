@@ -1,0 +1,77 @@
+// twice bench store: verified state store put/get latency beside a plain
+// fsynced file write and a whole-file read of the same bytes, measured in
+// the same run (storage/store_benchmark.h).
+//
+//   twice bench store [--store_sizes_mb=1,16,64] [--store_iterations=20]
+//                     [--store_dir=DIR] [--json]
+//
+// --json prints one object per state size.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "services/cli/commands.h"
+#include "storage/store_benchmark.h"
+
+ABSL_FLAG(std::vector<std::string>, store_sizes_mb,
+          (std::vector<std::string>{"1", "16", "64"}),
+          "bench store: state sizes in MiB");
+ABSL_FLAG(int, store_iterations, 20,
+          "bench store: timed operations per size and kind");
+ABSL_FLAG(std::string, store_dir, "",
+          "bench store: directory for scratch files (empty = system temp)");
+
+namespace twice::cli {
+
+int RunBenchStore(const CliContext& cli) {
+  storage::StoreBenchOptions options;
+  options.dir = absl::GetFlag(FLAGS_store_dir);
+  options.iterations = absl::GetFlag(FLAGS_store_iterations);
+  options.sizes_bytes.clear();
+  for (const std::string& mb : absl::GetFlag(FLAGS_store_sizes_mb)) {
+    char* end = nullptr;
+    const double value = std::strtod(mb.c_str(), &end);
+    if (end == mb.c_str() || *end != '\0' || !(value > 0)) {
+      return ReportError(cli, absl::InvalidArgumentError(
+                                  "--store_sizes_mb takes positive numbers"));
+    }
+    options.sizes_bytes.push_back(static_cast<int64_t>(value * (1 << 20)));
+  }
+  absl::StatusOr<std::vector<storage::StoreBenchRow>> rows =
+      storage::RunStoreBenchmark(options);
+  if (!rows.ok()) return ReportError(cli, rows.status());
+  if (!cli.json) {
+    std::printf("%10s %9s %9s %11s %8s %9s %9s %9s %8s %9s %9s\n", "bytes",
+                "put_p50", "put_p99", "file_w+sync", "put/file", "get_p50",
+                "get_p99", "file_read", "get/file", "put_MB/s", "get_MB/s");
+  }
+  for (const storage::StoreBenchRow& r : *rows) {
+    if (cli.json) {
+      PrintJson({{"bytes", r.bytes},
+                 {"iterations", r.iterations},
+                 {"put_p50_ms", r.put_p50_ms},
+                 {"put_p99_ms", r.put_p99_ms},
+                 {"get_p50_ms", r.get_p50_ms},
+                 {"get_p99_ms", r.get_p99_ms},
+                 {"put_mb_per_s", r.put_mb_per_s},
+                 {"get_mb_per_s", r.get_mb_per_s},
+                 {"file_write_fsync_ms", r.file_write_fsync_ms},
+                 {"file_read_ms", r.file_read_ms},
+                 {"put_vs_file", r.put_p50_ms / r.file_write_fsync_ms},
+                 {"get_vs_file", r.get_p50_ms / r.file_read_ms}});
+      continue;
+    }
+    std::printf(
+        "%10lld %9.2f %9.2f %11.2f %7.2fx %9.2f %9.2f %9.2f %7.2fx %9.0f "
+        "%9.0f\n",
+        static_cast<long long>(r.bytes), r.put_p50_ms, r.put_p99_ms,
+        r.file_write_fsync_ms, r.put_p50_ms / r.file_write_fsync_ms,
+        r.get_p50_ms, r.get_p99_ms, r.file_read_ms,
+        r.get_p50_ms / r.file_read_ms, r.put_mb_per_s, r.get_mb_per_s);
+  }
+  return 0;
+}
+
+}  // namespace twice::cli

@@ -1,0 +1,146 @@
+// The engine benchmark's analytic cost model against the model files it
+// describes, and one quick end-to-end run of the runner on the tiny preset
+// (every reported number present and plausible, JSON keys as documented).
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/engine_bench_runner.h"
+#include "bench/engine_cost.h"
+#include "engine/models/init_model.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace twice::bench {
+namespace {
+
+constexpr char kTokenizer[] = "models/tokenizers/gpt2/tokenizer.json";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return std::move(buf).str();
+}
+
+// Bytes of tensor data in a safetensors file: size - 8 - header length.
+int64_t SafetensorsDataBytes(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) {
+    header = (header << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  return static_cast<int64_t>(bytes.size()) - 8 - static_cast<int64_t>(header);
+}
+
+class EngineCostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("twice-engine-cost-test-" + std::to_string(::getpid())))
+               .string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+};
+
+TEST_F(EngineCostTest, WeightBytesMatchTheWrittenTinyModel) {
+  engine::InitModelOptions init;
+  init.preset = "tiny";
+  init.out_dir = dir_;
+  init.tokenizer_json = kTokenizer;
+  ASSERT_TRUE(engine::WriteRandomModel(init).ok());
+  absl::StatusOr<EngineCost> cost =
+      EngineCost::FromConfigJson(ReadFile(dir_ + "/config.json"));
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  EXPECT_FALSE(cost->is_jrt());
+  EXPECT_EQ(cost->weight_bytes(),
+            SafetensorsDataBytes(dir_ + "/model.safetensors"));
+  // Tied head: a step reads every weight (the embedding as the LM head).
+  EXPECT_EQ(cost->decode_weight_bytes(), cost->weight_bytes());
+  EXPECT_EQ(cost->ReadTokens(100), 100);
+  // Work grows at least linearly with the prompt; the LM head is a fixed
+  // 2·d·V on top.
+  const double one = cost->PrefillFlops(1), many = cost->PrefillFlops(1000);
+  EXPECT_GT(one, 2.0 * 64 * 50264);
+  EXPECT_GT(many, 500.0 * (one - 2.0 * 64 * 50264));
+}
+
+TEST_F(EngineCostTest, BasedTinyFlopsByHand) {
+  // d 64, 4 layers: conv, linear attention (4 heads, F 16), window (32 left),
+  // conv; MLP hidden 256 (n_inner 128 rounded up); conv inner 128, K 3;
+  // vocab padded 50264.
+  engine::InitModelOptions init;
+  init.preset = "tiny";
+  init.out_dir = dir_;
+  init.tokenizer_json = kTokenizer;
+  ASSERT_TRUE(engine::WriteRandomModel(init).ok());
+  absl::StatusOr<EngineCost> cost =
+      EngineCost::FromConfigJson(ReadFile(dir_ + "/config.json"));
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  const double t = 10, d = 64, h = 256, c = 128, heads = 4, f = 16;
+  const double feat = 1 + f + f * f, hd = d / heads;
+  const double mlp = 4 * (2 * t * d * 2 * h + 2 * t * h * d);
+  const double conv = 2 * (2 * t * d * 2 * c + 2 * t * c * d + 2 * 3 * c * t);
+  const double la = 2 * t * d * (2 * heads * f + 2 * d) +
+                    2 * t * heads * (2 * f * f + f) +
+                    t * heads * (4 * hd * feat + 4 * feat);
+  // Query i sees min(i, 32) + 1 keys: 1 + 2 + ... + 10 = 55 for 10 tokens.
+  const double swa = 2 * t * d * 3 * d + 2 * t * d * d + 4 * d * 55;
+  const double head = 2 * d * 50264;
+  EXPECT_DOUBLE_EQ(cost->PrefillFlops(10), mlp + conv + la + swa + head);
+}
+
+TEST(EngineBenchTest, TinyRunReportsEveryColumn) {
+  EngineBenchOptions options;
+  options.preset = "tiny";
+  options.tokens = {8, 70};
+  options.decode_steps = 2;
+  options.min_seconds = 0.01;
+  options.tokenizer_json = kTokenizer;
+  std::vector<EngineBenchRow> rows;
+  const absl::Status status = RunEngineBench(
+      options, [&](const EngineBenchRow& r) { rows.push_back(r); });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(rows.size(), 2u);
+  for (const EngineBenchRow& r : rows) {
+    EXPECT_GT(r.prefill_tokens_per_s, 0);
+    EXPECT_GT(r.prefill_gflops, 0);
+    EXPECT_GT(r.sgemm_gflops, 0);
+    EXPECT_GT(r.decode_tokens_per_s, 0);
+    EXPECT_GT(r.decode_bound_tokens_per_s, 0);
+    EXPECT_GT(r.state_bytes, 0);
+    EXPECT_GT(r.peak_rss_bytes, r.weight_bytes / 2);
+    const nlohmann::json j = nlohmann::json::parse(EngineBenchRowJson(r));
+    for (const char* key :
+         {"arch", "preset", "tokens", "prefill_tokens_per_s", "prefill_gflops",
+          "sgemm_gflops", "decode_tokens_per_s", "decode_bound_tokens_per_s",
+          "state_bytes", "peak_rss_bytes"}) {
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+    EXPECT_EQ(j["arch"], "based");
+  }
+  EXPECT_EQ(rows[1].tokens, 70);
+  EXPECT_FALSE(EngineBenchTableRow(rows[0]).empty());
+}
+
+TEST(EngineBenchTest, RejectsBadOptions) {
+  EngineBenchOptions options;
+  options.tokenizer_json = kTokenizer;
+  options.tokens = {0};
+  EXPECT_EQ(RunEngineBench(options, [](const EngineBenchRow&) {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  options.tokens = {4};
+  options.arch = "no-such-arch";
+  EXPECT_EQ(RunEngineBench(options, [](const EngineBenchRow&) {}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace twice::bench

@@ -1,0 +1,361 @@
+// End to end with a JRT-RNN model (`twice init-model --arch=jrt
+// --preset=tiny`: encoder length M = 64) beside a Based one, twice-server as
+// a separate process on 127.0.0.1:0 with a real RocksDB store:
+//   - ingest also prepares the document's prefix-encoded state, which ask
+//     mode "prefix" then reuses (and recomputes when it is lost), also after
+//     a restart;
+//   - "prefix_with_question" encodes question + document as the prefix;
+//   - the prefill service makes a prefix chain's first segment the whole
+//     encoder, whatever the checkpoint size;
+//   - a Based model answers prefix requests with a precise UNIMPLEMENTED.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
+#include "storage/state_store.h"
+#include "tests/services/server_process.h"
+#include "twice/v1/orchestrator.grpc.pb.h"
+#include "twice/v1/prefill.grpc.pb.h"
+
+namespace twice {
+namespace {
+
+using testing::CliBinary;
+using testing::RunCommand;
+using testing::ServerProcess;
+using testing::TempDir;
+
+// About 90 GPT-2 tokens: longer than the encoder (64).
+constexpr char kDocument[] =
+    "The harbour town of Kelloway sits at the mouth of a cold green river. "
+    "Its lighthouse stands on the northern breakwater, a white tower with a "
+    "red lamp room. The keeper of the lighthouse is Marta Vell, who climbs "
+    "the one hundred and twelve steps every evening to light the lamp. The "
+    "town has three bakeries, a fish market and a library that was once a "
+    "customs house.";
+// Shorter than the encoder: read left-padded.
+constexpr char kShortDocument[] =
+    "Marta Vell keeps the lighthouse of Kelloway.";
+constexpr char kQuestion[] = "Who keeps the lighthouse?";
+constexpr int64_t kSegmentTokens = 32;
+constexpr int kMaxTokens = 8;
+
+struct Answer {
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  v1::Usage usage;
+};
+
+class JrtPipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    models_ = new TempDir();
+    for (const char* arch : {"jrt", "based"}) {
+      const testing::CommandResult made = RunCommand(
+          {CliBinary(), "init-model", std::string("--arch=") + arch,
+           "--preset=tiny", "--out=" + models_->path() + "/" + arch, "--json"});
+      ASSERT_EQ(made.exit_code, 0) << made.out;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete models_;
+    models_ = nullptr;
+  }
+
+  std::string StoreDir() const { return data_.path() + "/store"; }
+
+  void StartServer() {
+    server_ = std::make_unique<ServerProcess>();
+    // One list flag: the first model (jrt) is the default.
+    ASSERT_TRUE(server_->Start({"--model=jrt=" + models_->path() + "/jrt," +
+                                    "based=" + models_->path() + "/based",
+                                "--data-dir=" + StoreDir()},
+                               data_.path() + "/server.log"))
+        << server_->stderr_text();
+    auto channel = grpc::CreateChannel(server_->address(),
+                                       grpc::InsecureChannelCredentials());
+    stub_ = v1::Orchestrator::NewStub(channel);
+    prefill_ = v1::Prefill::NewStub(channel);
+  }
+
+  int StopServer() {
+    stub_.reset();
+    prefill_.reset();
+    return server_->Stop();
+  }
+
+  grpc::Status Ingest(const std::string& text, const std::string& model,
+                      v1::DocumentInfo* info, bool prepare_prefix = false) {
+    grpc::ClientContext context;
+    auto stream = stub_->Ingest(&context);
+    v1::IngestRequest request;
+    request.mutable_header()->set_model(model);
+    request.mutable_header()->set_segment_tokens(kSegmentTokens);
+    request.mutable_header()->set_prepare_prefix(prepare_prefix);
+    request.set_text(text);
+    stream->Write(request);
+    stream->WritesDone();
+    v1::IngestResponse response;
+    while (stream->Read(&response)) {
+      if (response.has_done()) *info = response.done();
+    }
+    return stream->Finish();
+  }
+
+  v1::DocumentInfo IngestOk(const std::string& text,
+                            const std::string& model = "jrt") {
+    v1::DocumentInfo info;
+    grpc::Status status = Ingest(text, model, &info);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return info;
+  }
+
+  Answer Ask(const std::string& doc, v1::AskMode mode) {
+    v1::AskRequest request;
+    request.set_document_id(doc);
+    request.set_question(kQuestion);
+    request.set_mode(mode);
+    request.mutable_sampling()->set_max_tokens(kMaxTokens);
+    request.mutable_sampling()->set_ignore_eos(true);
+    grpc::ClientContext context;
+    auto reader = stub_->Ask(&context, request);
+    Answer answer;
+    v1::AskResponse response;
+    while (reader->Read(&response)) {
+      answer.tokens.insert(answer.tokens.end(), response.tokens().begin(),
+                           response.tokens().end());
+      if (response.finished()) answer.usage = response.usage();
+    }
+    answer.status = reader->Finish();
+    return answer;
+  }
+
+  int64_t CountTokens(const std::string& text) {
+    auto tokenizer =
+        engine::Tokenizer::FromFile(models_->path() + "/jrt/tokenizer.json");
+    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    auto ids = (*tokenizer)->Encode(text);
+    EXPECT_TRUE(ids.ok());
+    return static_cast<int64_t>(ids->size());
+  }
+
+  int64_t PromptTokens() {
+    return CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\nAnswer:");
+  }
+
+  // The recorded key of the document's prefix state (server stopped).
+  storage::StateKey PrefixKey(const std::string& doc) {
+    storage::RocksDbStoreOptions options;
+    options.path = StoreDir();
+    auto store = storage::OpenRocksDbStore(options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    auto record = (*store)->GetDocument("default", doc);
+    EXPECT_TRUE(record.ok()) << record.status();
+    for (const auto& [mode, key] : record->mode_states) {
+      if (mode == "prefix") return key;
+    }
+    ADD_FAILURE() << "no prefix state recorded";
+    return {};
+  }
+
+  static TempDir* models_;
+  TempDir data_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<v1::Orchestrator::Stub> stub_;
+  std::unique_ptr<v1::Prefill::Stub> prefill_;
+};
+
+TempDir* JrtPipelineTest::models_ = nullptr;
+
+bool HasPrefixMode(const v1::DocumentInfo& info) {
+  return std::count(info.prepared_modes().begin(), info.prepared_modes().end(),
+                    v1::PREFILL_MODE_PREFIX) == 1;
+}
+
+TEST_F(JrtPipelineTest, ModelsDescribeTheirModes) {
+  StartServer();
+  grpc::ClientContext context;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(stub_->ListModels(&context, {}, &models).ok());
+  ASSERT_EQ(models.models_size(), 2);
+  for (const v1::ModelInfo& model : models.models()) {
+    const bool jrt = model.name() == "jrt";
+    EXPECT_EQ(model.architecture(), jrt ? "jrt" : "based");
+    const auto& modes = model.modes();
+    for (v1::AskMode mode :
+         {v1::ASK_MODE_PREFIX, v1::ASK_MODE_PREFIX_WITH_QUESTION}) {
+      EXPECT_EQ(std::count(modes.begin(), modes.end(), mode), jrt ? 1 : 0)
+          << model.name() << " " << v1::AskMode_Name(mode);
+    }
+  }
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
+  StartServer();
+  const int64_t doc_tokens = CountTokens(kDocument);
+  ASSERT_GT(doc_tokens, 64);
+  const v1::DocumentInfo doc = IngestOk(kDocument);
+  EXPECT_EQ(doc.tokens(), doc_tokens);
+  EXPECT_TRUE(HasPrefixMode(doc));
+  EXPECT_EQ(doc.segments_size(),
+            (doc_tokens + kSegmentTokens - 1) / kSegmentTokens);
+
+  const Answer first = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(first.tokens.size(), static_cast<size_t>(kMaxTokens));
+  EXPECT_EQ(first.usage.states_reused(), 1);
+  EXPECT_EQ(first.usage.states_recomputed(), 0);
+  EXPECT_EQ(first.usage.tokens_prefilled(), PromptTokens());
+  EXPECT_EQ(first.usage.tokens_reused(), doc_tokens);
+  // The causal document state is still there for the default mode.
+  const Answer causal = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
+  ASSERT_TRUE(causal.status.ok()) << causal.status.error_message();
+  EXPECT_EQ(causal.usage.states_reused(), 1);
+
+  ASSERT_EQ(StopServer(), 0);
+  StartServer();
+  const Answer after_restart = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
+  ASSERT_TRUE(after_restart.status.ok())
+      << after_restart.status.error_message();
+  EXPECT_EQ(after_restart.tokens, first.tokens);
+  EXPECT_EQ(after_restart.usage.states_reused(), 1);
+  EXPECT_EQ(after_restart.usage.tokens_prefilled(), PromptTokens());
+  {
+    grpc::ClientContext context;
+    v1::GetDocumentRequest get;
+    get.set_document_id(doc.document_id());
+    v1::DocumentInfo info;
+    ASSERT_TRUE(stub_->GetDocument(&context, get, &info).ok());
+    EXPECT_TRUE(HasPrefixMode(info));
+  }
+  // A repeated ingest keeps (and reuses) the prefix state.
+  const v1::DocumentInfo again = IngestOk(kDocument);
+  EXPECT_EQ(again.document_id(), doc.document_id());
+  EXPECT_TRUE(HasPrefixMode(again));
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(JrtPipelineTest, ShortDocumentsAreEncodedLeftPadded) {
+  StartServer();
+  const int64_t doc_tokens = CountTokens(kShortDocument);
+  ASSERT_LT(doc_tokens, 64);
+  const v1::DocumentInfo doc = IngestOk(kShortDocument);
+  EXPECT_TRUE(HasPrefixMode(doc));
+  const Answer answer = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
+  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  EXPECT_EQ(answer.usage.states_reused(), 1);
+  EXPECT_EQ(answer.usage.tokens_reused(), doc_tokens);  // pads not counted
+  EXPECT_EQ(answer.usage.tokens_prefilled(), PromptTokens());
+  EXPECT_EQ(answer.tokens.size(), static_cast<size_t>(kMaxTokens));
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
+  StartServer();
+  const v1::DocumentInfo doc = IngestOk(kDocument);
+  const Answer before = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
+  ASSERT_TRUE(before.status.ok()) << before.status.error_message();
+  ASSERT_EQ(StopServer(), 0);
+  {
+    const storage::StateKey key = PrefixKey(doc.document_id());
+    storage::RocksDbStoreOptions options;
+    options.path = StoreDir();
+    auto store = storage::OpenRocksDbStore(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->DeleteState(key, false).ok());
+  }
+  StartServer();
+  const Answer recovered = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
+  ASSERT_TRUE(recovered.status.ok()) << recovered.status.error_message();
+  EXPECT_EQ(recovered.tokens, before.tokens);
+  EXPECT_EQ(recovered.usage.states_recomputed(), 1);
+  EXPECT_EQ(recovered.usage.states_reused(), 0);
+  EXPECT_EQ(recovered.usage.tokens_prefilled(), doc.tokens() + PromptTokens());
+  const Answer next = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
+  ASSERT_TRUE(next.status.ok());
+  EXPECT_EQ(next.tokens, before.tokens);
+  EXPECT_EQ(next.usage.states_reused(), 1);
+  EXPECT_EQ(next.usage.states_recomputed(), 0);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
+  StartServer();
+  const v1::DocumentInfo doc = IngestOk(kDocument);
+  const Answer answer =
+      Ask(doc.document_id(), v1::ASK_MODE_PREFIX_WITH_QUESTION);
+  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  const int64_t preamble =
+      CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\n\n");
+  EXPECT_EQ(answer.usage.states_reused(), 0);
+  EXPECT_EQ(answer.usage.tokens_prefilled(),
+            preamble + doc.tokens() + PromptTokens());
+  EXPECT_EQ(answer.tokens.size(), static_cast<size_t>(kMaxTokens));
+  // Deterministic: the same ephemeral read gives the same answer.
+  const Answer again =
+      Ask(doc.document_id(), v1::ASK_MODE_PREFIX_WITH_QUESTION);
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_EQ(again.tokens, answer.tokens);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(JrtPipelineTest, PrefixChainsStartWithTheWholeEncoder) {
+  StartServer();
+  std::vector<int32_t> tokens(100);
+  for (int i = 0; i < 100; ++i) tokens[i] = 1000 + i;
+  grpc::ClientContext context;
+  auto stream = prefill_->Prefill(&context);
+  v1::PrefillRequest request;
+  v1::PrefillHeader* header = request.mutable_header();
+  header->set_model("jrt");
+  header->set_tenant("default");
+  header->set_mode(v1::PREFILL_MODE_PREFIX);
+  header->set_checkpoint_tokens(16);
+  header->set_total_tokens(100);
+  request.mutable_tokens()->Add(tokens.begin(), tokens.end());
+  stream->Write(request);
+  stream->WritesDone();
+  std::vector<int64_t> ends;
+  v1::PrefillResponse response;
+  while (stream->Read(&response)) {
+    for (const v1::SegmentBoundary& b : response.checkpoints()) {
+      ends.push_back(b.end_token());
+    }
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(ends, (std::vector<int64_t>{64, 80, 96, 100}));
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_F(JrtPipelineTest, BasedModelsAnswerPrefixModesPrecisely) {
+  StartServer();
+  const v1::DocumentInfo doc = IngestOk(kDocument, "based");
+  EXPECT_FALSE(HasPrefixMode(doc));
+  for (v1::AskMode mode :
+       {v1::ASK_MODE_PREFIX, v1::ASK_MODE_PREFIX_WITH_QUESTION}) {
+    const Answer answer = Ask(doc.document_id(), mode);
+    EXPECT_EQ(answer.status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_NE(answer.status.error_message().find(
+                  "model 'based' (based) has no prefix encoder"),
+              std::string::npos)
+        << answer.status.error_message();
+    EXPECT_NE(answer.status.error_message().find("JRT-RNN"), std::string::npos);
+  }
+  v1::DocumentInfo ignored;
+  grpc::Status prepared = Ingest(kDocument, "based", &ignored, true);
+  EXPECT_EQ(prepared.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(prepared.error_message().find("no prefix encoder"),
+            std::string::npos);
+  // The default mode still answers.
+  EXPECT_TRUE(Ask(doc.document_id(), v1::ASK_MODE_DEFAULT).status.ok());
+  EXPECT_EQ(StopServer(), 0);
+}
+
+}  // namespace
+}  // namespace twice
