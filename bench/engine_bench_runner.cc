@@ -1,6 +1,7 @@
 #include "bench/engine_bench_runner.h"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +32,24 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+// CPU seconds used by every thread of this process so far.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) +
+         1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Best wall time and least CPU time over the repetitions of one measurement.
+struct Timing {
+  double wall = 1e30;
+  double cpu = 1e30;
+  void Add(double wall_s, double cpu_s) {
+    wall = std::min(wall, wall_s);
+    cpu = std::min(cpu, cpu_s);
+  }
+};
 
 // Removes a directory the benchmark created, on every exit path.
 class TempDir {
@@ -99,25 +118,28 @@ double LoadAverage() {
   return load;
 }
 
-// GFLOP/s of y = x W^T with m = n = k = 2048 through kernels::Linear, best
-// of repetitions filling `seconds`.
-[[nodiscard]] absl::StatusOr<double> MeasureSgemm(double seconds) {
+// Times y = x W^T with m = n = k = 2048 through kernels::Linear over
+// repetitions filling `seconds` (the first, a warm-up, not counted).
+constexpr double kSgemmFlops = 2.0 * 2048 * 2048 * 2048;
+[[nodiscard]] absl::StatusOr<Timing> MeasureSgemm(double seconds) {
   constexpr int64_t kN = 2048;
   std::vector<float> x(kN * kN), w(kN * kN), y(kN * kN);
   for (int64_t i = 0; i < kN * kN; ++i) {
     x[i] = static_cast<float>((i * 7) % 13) * 0.01f;
     w[i] = static_cast<float>((i * 5) % 11) * 0.01f;
   }
-  double best = 1e30, total = 0;
+  Timing timing;
+  double total = 0;
   for (int rep = 0; rep < 20 && (rep < 3 || total < seconds); ++rep) {
     const auto t0 = Clock::now();
+    const double c0 = ProcessCpuSeconds();
     TWICE_RETURN_IF_ERROR(
         kernels::Linear(x, kN, kN, w, kN, {}, absl::MakeSpan(y)));
     const double s = SecondsSince(t0);
-    if (rep > 0) best = std::min(best, s);  // rep 0 warms up
+    if (rep > 0) timing.Add(s, ProcessCpuSeconds() - c0);
     total += s;
   }
-  return 2.0 * kN * kN * kN / best * 1e-9;
+  return timing;
 }
 
 // Streaming read bandwidth (GB/s) of a 512 MiB buffer (far beyond the
@@ -177,26 +199,28 @@ std::vector<int32_t> PromptTokens(int64_t n) {
   const engine::PrefillMode mode = cost.is_jrt() ? engine::PrefillMode::kPrefix
                                                  : engine::PrefillMode::kCausal;
   const std::vector<int32_t> tokens = PromptTokens(prompt);
-  TWICE_ASSIGN_OR_RETURN(const double sgemm_before,
+  TWICE_ASSIGN_OR_RETURN(const Timing sgemm_before,
                          MeasureSgemm(options.min_seconds / 2));
 
   row.peak_rss_reset = ResetPeakRss();
   std::unique_ptr<engine::SequenceState> state;
-  double best = 1e30, total = 0;
+  Timing prefill;
+  double total = 0;
   for (int rep = 0; rep < 10 && (rep == 0 || total < options.min_seconds);
        ++rep) {
     state.reset();  // the previous state does not count towards this peak
     std::unique_ptr<engine::SequenceState> fresh = model.NewState();
     const auto t0 = Clock::now();
+    const double c0 = ProcessCpuSeconds();
     TWICE_RETURN_IF_ERROR(model.Prefill(tokens, *fresh, mode).status());
     const double s = SecondsSince(t0);
-    best = std::min(best, s);
+    prefill.Add(s, ProcessCpuSeconds() - c0);
     total += s;
     state = std::move(fresh);
   }
   row.peak_rss_bytes = PeakRssBytes();
   row.state_bytes = state->ByteSize();
-  TWICE_ASSIGN_OR_RETURN(const double sgemm_after,
+  TWICE_ASSIGN_OR_RETURN(const Timing sgemm_after,
                          MeasureSgemm(options.min_seconds / 2));
 
   // Decode: median step time (robust to a neighbour's burst either way).
@@ -218,11 +242,16 @@ std::vector<int32_t> PromptTokens(int64_t n) {
   row.memory_gbps = MeasureBandwidth();
   row.tokens = prompt;
   row.read_tokens = cost.ReadTokens(prompt);
-  row.prefill_seconds = best;
-  row.prefill_tokens_per_s = static_cast<double>(prompt) / best;
+  row.prefill_seconds = prefill.wall;
+  row.prefill_tokens_per_s = static_cast<double>(prompt) / prefill.wall;
   row.prefill_flops = cost.PrefillFlops(prompt);
-  row.prefill_gflops = row.prefill_flops / best * 1e-9;
-  row.sgemm_gflops = std::max(sgemm_before, sgemm_after);
+  row.prefill_gflops = row.prefill_flops / prefill.wall * 1e-9;
+  row.sgemm_gflops =
+      kSgemmFlops / std::min(sgemm_before.wall, sgemm_after.wall) * 1e-9;
+  row.prefill_cpu_seconds = prefill.cpu;
+  row.cpu_efficiency =
+      (row.prefill_flops / prefill.cpu) /
+      (kSgemmFlops / std::min(sgemm_before.cpu, sgemm_after.cpu));
   row.decode_tokens_per_s = 1.0 / step_seconds;
   row.weight_bytes = cost.weight_bytes();
   row.decode_weight_bytes = cost.decode_weight_bytes();
@@ -283,23 +312,25 @@ absl::Status RunEngineBench(
 
 std::string EngineBenchTableHeader() {
   return absl::StrFormat(
-      "%-6s %-10s %3s %6s | %9s %8s %8s %5s | %8s %8s %5s | %8s %9s %5s | %5s\n"
-      "%-6s %-10s %3s %6s | %9s %8s %8s %5s | %8s %8s %5s | %8s %9s %5s | %5s",
+      "%-6s %-10s %3s %6s | %9s %8s %8s %5s %5s | %8s %8s %5s | %8s %9s %5s "
+      "| %5s\n"
+      "%-6s %-10s %3s %6s | %9s %8s %8s %5s %5s | %8s %8s %5s | %8s %9s %5s "
+      "| %5s",
       "arch", "preset", "thr", "tokens", "prefill", "prefill", "sgemm", "ratio",
-      "decode", "bound", "ratio", "state", "peak RSS", "/wts", "load", "", "",
-      "", "", "tok/s", "GFLOP/s", "GFLOP/s", "%", "tok/s", "tok/s", "%", "MiB",
-      "MiB", "x", "1m");
+      "(cpu)", "decode", "bound", "ratio", "state", "peak RSS", "/wts", "load",
+      "", "", "", "", "tok/s", "GFLOP/s", "GFLOP/s", "%", "%", "tok/s", "tok/s",
+      "%", "MiB", "MiB", "x", "1m");
 }
 
 std::string EngineBenchTableRow(const EngineBenchRow& r) {
   constexpr double kMiB = 1024.0 * 1024.0;
   return absl::StrFormat(
-      "%-6s %-10s %3d %6d | %9.1f %8.1f %8.1f %5.0f | %8.2f %8.2f %5.0f | "
-      "%8.2f %8.0f%s %5.2f | %5.2f",
+      "%-6s %-10s %3d %6d | %9.1f %8.1f %8.1f %5.0f %5.0f | %8.2f %8.2f %5.0f "
+      "| %8.2f %8.0f%s %5.2f | %5.2f",
       r.arch, r.preset, r.threads, r.tokens, r.prefill_tokens_per_s,
       r.prefill_gflops, r.sgemm_gflops,
-      100.0 * r.prefill_gflops / r.sgemm_gflops, r.decode_tokens_per_s,
-      r.decode_bound_tokens_per_s,
+      100.0 * r.prefill_gflops / r.sgemm_gflops, 100.0 * r.cpu_efficiency,
+      r.decode_tokens_per_s, r.decode_bound_tokens_per_s,
       100.0 * r.decode_tokens_per_s / r.decode_bound_tokens_per_s,
       static_cast<double>(r.state_bytes) / kMiB,
       static_cast<double>(r.peak_rss_bytes) / kMiB,
@@ -321,6 +352,8 @@ std::string EngineBenchRowJson(const EngineBenchRow& r) {
   j["prefill_flops"] = r.prefill_flops;
   j["prefill_gflops"] = r.prefill_gflops;
   j["sgemm_gflops"] = r.sgemm_gflops;
+  j["prefill_cpu_seconds"] = r.prefill_cpu_seconds;
+  j["cpu_efficiency"] = r.cpu_efficiency;
   j["decode_tokens_per_s"] = r.decode_tokens_per_s;
   j["decode_bound_tokens_per_s"] = r.decode_bound_tokens_per_s;
   j["memory_gbps"] = r.memory_gbps;
@@ -347,6 +380,8 @@ absl::Status PrintEngineBench(const EngineBenchOptions& options, bool json) {
     std::printf(
         "prefill: best of repetitions, GFLOP/s from the config's analytic "
         "FLOPs; sgemm: 2048^3 through kernels::Linear, same run;\n"
+        "(cpu): the prefill / sgemm ratio in FLOPs per process CPU second "
+        "(ignores time slices other processes took);\n"
         "decode: median step; bound = streaming-read bandwidth / weight bytes "
         "one step reads (weights that fit in cache, e.g. tiny, beat it);\n"
         "peak RSS: VmHWM over the prefill phase (* = not resettable: process "

@@ -8,6 +8,8 @@
 //   sgemm     GFLOP/s of one 2048^3 GEMM through kernels::Linear (the
 //             engine's own GEMM path: pool + single-threaded BLAS), the
 //             better of a run just before and just after the prefill
+//   cpu eff.  the same ratio in FLOPs per process CPU second: robust to
+//             other processes taking time slices on a shared machine
 //   decode    Step() tokens/s continuing the prefilled state
 //   bound     decode ceiling = measured memory bandwidth / bytes of weights
 //             one step reads; the bandwidth is a multi-threaded streaming
@@ -69,6 +71,12 @@ struct EngineBenchRow {
   double prefill_flops = 0;
   double prefill_gflops = 0;
   double sgemm_gflops = 0;
+  // CPU seconds of the prefill (all threads; least over repetitions) and
+  // the prefill's FLOPs per CPU second over the sgemm's: the ratio of the
+  // two rates with time slices lost to other processes taken out (spinning
+  // and stalls still count), for machines shared with other work.
+  double prefill_cpu_seconds = 0;
+  double cpu_efficiency = 0;
   double decode_tokens_per_s = 0;
   double decode_bound_tokens_per_s = 0;
   double memory_gbps = 0;

@@ -14,6 +14,21 @@ absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
     absl::string_view config_json) {
   const std::string_view text(config_json.data(), config_json.size());
   EngineCost cost;
+  if (engine::IsMamba2ConfigJson(text)) {
+    TWICE_ASSIGN_OR_RETURN(const engine::Mamba2Config m,
+                           engine::ParseMamba2Config(text));
+    const int64_t d = m.hidden_size;
+    const int64_t vocab = m.padded_vocab_size();
+    const int64_t per_layer = d + m.d_in_proj() * d +
+                              m.conv_dim() * (m.d_conv + 1) +
+                              3 * m.num_heads() + m.d_inner() + d * m.d_inner();
+    cost.params_ = vocab * d + d + m.num_layers * per_layer +
+                   (m.tie_word_embeddings ? 0 : vocab * d);
+    cost.decode_params_ =
+        cost.params_ - (m.tie_word_embeddings ? 0 : vocab * d - d);
+    cost.mamba2_ = m;
+    return cost;
+  }
   TWICE_ASSIGN_OR_RETURN(cost.config_, engine::ParseBasedConfig(text));
   const engine::BasedConfig& c = cost.config_;
   cost.jrt_ = c.architecture == "jrt";
@@ -65,6 +80,28 @@ int64_t EngineCost::ReadTokens(int64_t prompt) const {
 }
 
 double EngineCost::PrefillFlops(int64_t prompt) const {
+  if (mamba2_.has_value()) {
+    const engine::Mamba2Config& m = *mamba2_;
+    const double t = static_cast<double>(prompt);
+    const double d = static_cast<double>(m.hidden_size);
+    const double e = static_cast<double>(m.d_inner());
+    const double h = static_cast<double>(m.num_heads());
+    const double p = static_cast<double>(m.head_dim);
+    const double n = static_cast<double>(m.d_state);
+    const double g = static_cast<double>(m.n_groups);
+    // Σ over chunks of q(q+1): full chunks of Q plus the remainder.
+    const int64_t q = m.chunk_size;
+    const double full = static_cast<double>(prompt / q);
+    const double rest = static_cast<double>(prompt % q);
+    const double tri =
+        full * static_cast<double>(q * (q + 1)) + rest * (rest + 1.0);
+    const double per_layer =
+        2.0 * t * d * static_cast<double>(m.d_in_proj()) + 2.0 * t * e * d +
+        2.0 * static_cast<double>(m.d_conv * m.conv_dim()) * t + g * n * tri +
+        h * p * tri + 4.0 * t * h * p * n;
+    return static_cast<double>(m.num_layers) * per_layer +
+           2.0 * d * static_cast<double>(m.padded_vocab_size());
+  }
   const engine::BasedConfig& c = config_;
   const double t = static_cast<double>(ReadTokens(prompt));
   const double e =

@@ -15,6 +15,13 @@
 //                              state fold 2·hd·D + D per encoder token, head
 //   LM head                    2·d·V for the last position only
 // Norms, SiLU, rotary and residual adds are not counted (< 1 %).
+// Mamba-2 (config recognised by engine::IsMamba2ConfigJson), per layer:
+//   in_proj / out_proj         2·T·D·(2E + 2GN + H) + 2·T·E·D
+//   conv                       2·K·(E + 2GN) per token
+//   SSD, chunked (Q = chunk)   per chunk of q tokens: C·B^T causal
+//                              G·N·q(q+1), L·X causal H·P·q(q+1); per token
+//                              and head 2·P·N (state -> output) + 2·P·N
+//                              (chunk state update)
 //
 // Bytes: every weight is f32 in memory (bf16 checkpoints are converted at
 // load). A decode step reads every weight once except the embedding rows
@@ -24,10 +31,12 @@
 #define TWICE_BENCH_ENGINE_COST_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/config/based_config.h"
+#include "engine/config/mamba2_config.h"
 
 namespace twice::bench {
 
@@ -58,6 +67,7 @@ class EngineCost {
   EngineCost() = default;
 
   engine::BasedConfig config_;
+  std::optional<engine::Mamba2Config> mamba2_;  // set for a Mamba-2 model
   bool jrt_ = false;
   int64_t encoder_length_ = 0;
   int64_t params_ = 0;

@@ -103,11 +103,13 @@ absl::Status RocksDbStateStore::OpenDb() {
   states.min_blob_size = kStateMinBlobBytes;
   states.enable_blob_garbage_collection = true;
   if (options_.state_cache_bytes > 0) {
-    // Shards of at least 64 MiB, so one large state fits a shard (an entry
-    // larger than its shard would be dropped as soon as it is read).
+    // Shards of at least 512 MiB (one shard below that), so a shard holds
+    // several of the largest states: an entry larger than its shard would
+    // be dropped as soon as it is read, and one mutex per read of megabytes
+    // is no contention.
     int shard_bits = 0;
     while (shard_bits < 6 && (options_.state_cache_bytes >> (shard_bits + 1)) >=
-                                 (int64_t{64} << 20)) {
+                                 (int64_t{512} << 20)) {
       ++shard_bits;
     }
     states.blob_cache = rocksdb::NewLRUCache(

@@ -34,15 +34,20 @@ std::unique_ptr<LayerState> BaseConv::NewState() const {
   return std::make_unique<ShortConvState>(kernel_size_, inner_);
 }
 
-absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
-                               int64_t start_pos, LayerState& state,
-                               absl::Span<float> out) const {
+absl::StatusOr<ShortConvState*> BaseConv::CheckState(LayerState& state) const {
   auto* conv_state = dynamic_cast<ShortConvState*>(&state);
   if (conv_state == nullptr || conv_state->channels() != inner_ ||
       conv_state->kernel_size() != kernel_size_) {
     return absl::FailedPreconditionError(
         "BaseConv: layer state is not a matching short_conv state");
   }
+  return conv_state;
+}
+
+absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
+                               int64_t start_pos, LayerState& state,
+                               absl::Span<float> out) const {
+  TWICE_ASSIGN_OR_RETURN(ShortConvState * conv_state, CheckState(state));
   const int64_t c = inner_;
   std::vector<float> u(tokens * 2 * c);  // [T, 2C] = u1 | u2
   std::vector<float> conv(tokens * c);   // [T, C]
@@ -56,6 +61,34 @@ absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
       kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c,
                        tokens, c, absl::MakeSpan(gated)));
   return kernels::Linear(gated, tokens, c, out_proj_.span(), dim_,
+                         out_bias_.span(), out);
+}
+
+absl::Status BaseConv::StepBatch(absl::Span<const float> x,
+                                 absl::Span<LayerState* const> states,
+                                 absl::Span<const int64_t> /*positions*/,
+                                 absl::Span<float> out) const {
+  const int64_t rows = static_cast<int64_t>(states.size());
+  const int64_t c = inner_;
+  std::vector<ShortConvState*> conv_states(states.size());
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_ASSIGN_OR_RETURN(conv_states[b], CheckState(*states[b]));
+  }
+  std::vector<float> u(rows * 2 * c);  // [B, 2C] = u1 | u2
+  std::vector<float> conv(rows * c);   // [B, C]
+  std::vector<float> gated(rows * c);  // [B, C]
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_.span(), 2 * c,
+                                        in_bias_.span(), absl::MakeSpan(u)));
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_RETURN_IF_ERROR(kernels::CausalConv1d(
+        absl::MakeConstSpan(u).subspan(b * 2 * c, 2 * c), 1, c, 2 * c,
+        conv_.span(), kernel_size_, conv_states[b]->tail(),
+        absl::MakeSpan(conv).subspan(b * c, c)));
+  }
+  TWICE_RETURN_IF_ERROR(
+      kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c, rows,
+                       c, absl::MakeSpan(gated)));
+  return kernels::Linear(gated, rows, c, out_proj_.span(), dim_,
                          out_bias_.span(), out);
 }
 

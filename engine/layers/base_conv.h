@@ -25,6 +25,8 @@
 
 namespace twice::engine {
 
+class ShortConvState;
+
 class BaseConv final : public Mixer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<BaseConv>> Load(
@@ -35,9 +37,19 @@ class BaseConv final : public Mixer {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;
+  // One GEMM per projection for the whole batch; the 1-token convolution
+  // runs per sequence against its own tail.
+  [[nodiscard]] absl::Status StepBatch(absl::Span<const float> x,
+                                       absl::Span<LayerState* const> states,
+                                       absl::Span<const int64_t> positions,
+                                       absl::Span<float> out) const override;
 
  private:
   BaseConv() = default;
+
+  // The matching ShortConvState, or FAILED_PRECONDITION.
+  [[nodiscard]] absl::StatusOr<ShortConvState*> CheckState(
+      LayerState& state) const;
 
   Tensor in_proj_, in_bias_, out_proj_, out_bias_, conv_;
   int64_t dim_ = 0;

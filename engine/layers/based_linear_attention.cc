@@ -37,10 +37,8 @@ std::unique_ptr<LayerState> BasedLinearAttention::NewState() const {
                                                 feature_size_);
 }
 
-absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
-                                           int64_t tokens, int64_t start_pos,
-                                           LayerState& state,
-                                           absl::Span<float> out) const {
+absl::StatusOr<LinearAttentionState*> BasedLinearAttention::CheckState(
+    LayerState& state) const {
   auto* la = dynamic_cast<LinearAttentionState*>(&state);
   if (la == nullptr || la->heads() != options_.heads ||
       la->head_dim() != head_dim_ || la->feature_size() != feature_size_) {
@@ -48,6 +46,14 @@ absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
         "BasedLinearAttention: layer state is not a matching linear_attention "
         "state");
   }
+  return la;
+}
+
+absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
+                                           int64_t tokens, int64_t start_pos,
+                                           LayerState& state,
+                                           absl::Span<float> out) const {
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, CheckState(state));
   const int64_t d = options_.dim;
   const int64_t h = options_.heads;
   const int64_t f = options_.feature_dim;
@@ -77,6 +83,51 @@ absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
         absl::MakeSpan(y)));
   }
   return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+}
+
+absl::Status BasedLinearAttention::StepBatch(
+    absl::Span<const float> x, absl::Span<LayerState* const> states,
+    absl::Span<const int64_t> /*positions*/, absl::Span<float> out) const {
+  std::vector<LinearAttentionState*> la(states.size());
+  for (size_t b = 0; b < states.size(); ++b) {
+    TWICE_ASSIGN_OR_RETURN(la[b], CheckState(*states[b]));
+  }
+  return LinearAttentionStepBatch(x, options_, {&wq_, &wk_, &wv_, &wo_}, la,
+                                  out);
+}
+
+absl::Status LinearAttentionStepBatch(
+    absl::Span<const float> x, const LinearAttentionOptions& options,
+    const LinearAttentionWeights& weights,
+    absl::Span<LinearAttentionState* const> states, absl::Span<float> out) {
+  const int64_t rows = static_cast<int64_t>(states.size());
+  const int64_t d = options.dim;
+  const int64_t h = options.heads;
+  const int64_t f = options.feature_dim;
+  const int64_t hd = d / h;
+  const int64_t fs = kernels::TaylorFeatureDim(f);
+  std::vector<float> q(rows * h * f), k(rows * h * f), v(rows * d);
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, weights.wq->span(), h * f,
+                                        {}, absl::MakeSpan(q)));
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, weights.wk->span(), h * f,
+                                        {}, absl::MakeSpan(k)));
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, weights.wv->span(), d, {},
+                                        absl::MakeSpan(v)));
+  std::vector<float> phi_q(rows * h * fs), phi_k(rows * h * fs);
+  TWICE_RETURN_IF_ERROR(
+      kernels::TaylorFeatureMap(q, rows * h, f, absl::MakeSpan(phi_q)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::TaylorFeatureMap(k, rows * h, f, absl::MakeSpan(phi_k)));
+  std::vector<float> y(rows * d);  // [B, H, hd]
+  const kernels::LinearAttentionDims dims{h, hd, fs};
+  const absl::Span<const float> pq = phi_q, pk = phi_k, pv = v;
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_RETURN_IF_ERROR(kernels::LinearAttentionStep(
+        pq.subspan(b * h * fs, h * fs), pk.subspan(b * h * fs, h * fs),
+        pv.subspan(b * d, d), dims, options.eps, states[b]->kv(),
+        states[b]->k_sum(), absl::MakeSpan(y).subspan(b * d, d)));
+  }
+  return kernels::Linear(y, rows, d, weights.wo->span(), d, {}, out);
 }
 
 }  // namespace twice::engine

@@ -33,6 +33,25 @@ struct LinearAttentionOptions {
   float eps = 1e-12f;
 };
 
+class LinearAttentionState;
+
+// The projections of a causal read (Based, and the decoder side of JRT's
+// prefix linear attention). Not owned.
+struct LinearAttentionWeights {
+  const Tensor* wq = nullptr;  // [H·F, d]
+  const Tensor* wk = nullptr;  // [H·F, d]
+  const Tensor* wv = nullptr;  // [d, d]
+  const Tensor* wo = nullptr;  // [d, d]
+};
+
+// One token for each of B = states.size() sequences (x, out [B, d]): q, k, v
+// and the output projection run as one GEMM each with m = B; the recurrent
+// step runs per sequence on its own (already checked) state.
+[[nodiscard]] absl::Status LinearAttentionStepBatch(
+    absl::Span<const float> x, const LinearAttentionOptions& options,
+    const LinearAttentionWeights& weights,
+    absl::Span<LinearAttentionState* const> states, absl::Span<float> out);
+
 class BasedLinearAttention final : public Mixer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<BasedLinearAttention>>
@@ -43,9 +62,16 @@ class BasedLinearAttention final : public Mixer {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;
+  [[nodiscard]] absl::Status StepBatch(absl::Span<const float> x,
+                                       absl::Span<LayerState* const> states,
+                                       absl::Span<const int64_t> positions,
+                                       absl::Span<float> out) const override;
 
  private:
   BasedLinearAttention() = default;
+
+  [[nodiscard]] absl::StatusOr<LinearAttentionState*> CheckState(
+      LayerState& state) const;
 
   LinearAttentionOptions options_;
   int64_t head_dim_ = 0;

@@ -54,6 +54,18 @@ class Mixer {
       absl::Span<float> out) const {
     return Forward(x, tokens, /*start_pos=*/0, state, out);
   }
+
+  // Reads ONE token for each of B = states.size() independent sequences:
+  // row b of x ([B, d], normalised) follows positions[b] earlier tokens of
+  // the sequence whose state is states[b]; writes out [B, d]. Equal to B
+  // calls of Forward with tokens = 1 (up to float summation order). Mixers
+  // override it to run their projections as one GEMM with m = B, so the B
+  // sequences share each pass over the weights, and only the recurrence is
+  // per sequence. The default reads the rows one by one. Same state rules
+  // as Forward.
+  [[nodiscard]] virtual absl::Status StepBatch(
+      absl::Span<const float> x, absl::Span<LayerState* const> states,
+      absl::Span<const int64_t> positions, absl::Span<float> out) const;
 };
 
 }  // namespace twice::engine

@@ -108,6 +108,18 @@ absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
   return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
 }
 
+absl::Status PrefixLinearAttention::StepBatch(
+    absl::Span<const float> x, absl::Span<LayerState* const> states,
+    absl::Span<const int64_t> /*positions*/, absl::Span<float> out) const {
+  std::vector<LinearAttentionState*> la(states.size());
+  for (size_t b = 0; b < states.size(); ++b) {
+    TWICE_ASSIGN_OR_RETURN(la[b], CheckState(*states[b]));
+  }
+  // JRT decode is Based decode: the encoder already lives in the state.
+  return LinearAttentionStepBatch(x, options_, {&wq_, &wk_, &wv_, &wo_}, la,
+                                  out);
+}
+
 absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
                                                   int64_t tokens,
                                                   const PrefixEncoding& prefix,

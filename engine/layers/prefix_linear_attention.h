@@ -52,6 +52,11 @@ class PrefixLinearAttention final : public Mixer {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;
+  // Causal reads of one token per sequence: as Based (decoder projections).
+  [[nodiscard]] absl::Status StepBatch(absl::Span<const float> x,
+                                       absl::Span<LayerState* const> states,
+                                       absl::Span<const int64_t> positions,
+                                       absl::Span<float> out) const override;
   // Prefix read. INVALID_ARGUMENT unless P <= M' <= tokens.
   [[nodiscard]] absl::Status ForwardPrefix(
       absl::Span<const float> x, int64_t tokens, const PrefixEncoding& prefix,

@@ -39,10 +39,8 @@ std::unique_ptr<LayerState> SlidingWindowAttention::NewState() const {
                                          head_dim_);
 }
 
-absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
-                                             int64_t tokens, int64_t start_pos,
-                                             LayerState& state,
-                                             absl::Span<float> out) const {
+absl::StatusOr<WindowKvState*> SlidingWindowAttention::CheckState(
+    LayerState& state, int64_t start_pos) const {
   auto* ring = dynamic_cast<WindowKvState*>(&state);
   if (ring == nullptr || ring->capacity() != options_.window ||
       ring->heads() != options_.heads || ring->head_dim() != head_dim_) {
@@ -55,18 +53,61 @@ absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
         "SlidingWindowAttention: window state has read ", ring->count(),
         " tokens but the sequence has read ", start_pos));
   }
-  const int64_t d = options_.dim;
-  const int64_t h = options_.heads;
-  const int64_t cap = options_.window;
+  return ring;
+}
 
+absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
+                                             int64_t tokens, int64_t start_pos,
+                                             LayerState& state,
+                                             absl::Span<float> out) const {
+  TWICE_ASSIGN_OR_RETURN(WindowKvState * ring, CheckState(state, start_pos));
+  const int64_t d = options_.dim;
   std::vector<float> qkv(tokens * 3 * d);  // [T, 3d] = q | k | v
   TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, d, wqkv_.span(), 3 * d, {},
                                         absl::MakeSpan(qkv)));
-  absl::Span<float> qkv_span = absl::MakeSpan(qkv);
+  std::vector<float> y(tokens * d);
+  TWICE_RETURN_IF_ERROR(
+      Attend(absl::MakeSpan(qkv), tokens, start_pos, *ring, absl::MakeSpan(y)));
+  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+}
+
+absl::Status SlidingWindowAttention::StepBatch(
+    absl::Span<const float> x, absl::Span<LayerState* const> states,
+    absl::Span<const int64_t> positions, absl::Span<float> out) const {
+  const int64_t rows = static_cast<int64_t>(states.size());
+  if (positions.size() != states.size()) {
+    return absl::InvalidArgumentError(
+        "SlidingWindowAttention::StepBatch: one position per state");
+  }
+  std::vector<WindowKvState*> rings(states.size());
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_ASSIGN_OR_RETURN(rings[b], CheckState(*states[b], positions[b]));
+  }
+  const int64_t d = options_.dim;
+  std::vector<float> qkv(rows * 3 * d);  // [B, 3d]
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, wqkv_.span(), 3 * d, {},
+                                        absl::MakeSpan(qkv)));
+  std::vector<float> y(rows * d);
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_RETURN_IF_ERROR(Attend(absl::MakeSpan(qkv).subspan(b * 3 * d, 3 * d),
+                                 1, positions[b], *rings[b],
+                                 absl::MakeSpan(y).subspan(b * d, d)));
+  }
+  return kernels::Linear(y, rows, d, wo_.span(), d, {}, out);
+}
+
+absl::Status SlidingWindowAttention::Attend(absl::Span<float> qkv,
+                                            int64_t tokens, int64_t start_pos,
+                                            WindowKvState& state,
+                                            absl::Span<float> y) const {
+  WindowKvState* ring = &state;
+  const int64_t d = options_.dim;
+  const int64_t h = options_.heads;
+  const int64_t cap = options_.window;
   TWICE_RETURN_IF_ERROR(kernels::RopeRotateHalf(
-      qkv_span, tokens, 3 * d, h, head_dim_, start_pos, options_.rotary_base));
-  TWICE_RETURN_IF_ERROR(kernels::RopeRotateHalf(qkv_span.subspan(d), tokens,
-                                                3 * d, h, head_dim_, start_pos,
+      qkv, tokens, 3 * d, h, head_dim_, start_pos, options_.rotary_base));
+  TWICE_RETURN_IF_ERROR(kernels::RopeRotateHalf(qkv.subspan(d), tokens, 3 * d,
+                                                h, head_dim_, start_pos,
                                                 options_.rotary_base));
 
   // Context = the cached tokens still inside the window, oldest first, then
@@ -84,11 +125,10 @@ absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
     std::copy(row + 2 * d, row + 3 * d, ctx_v.begin() + (past + i) * d);
   }
 
-  std::vector<float> y(tokens * d);
   const kernels::WindowAttentionDims dims{tokens, past, h, head_dim_, cap};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  TWICE_RETURN_IF_ERROR(kernels::WindowAttention(qkv, 3 * d, ctx_k, ctx_v, dims,
-                                                 scale, absl::MakeSpan(y)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::WindowAttention(qkv, 3 * d, ctx_k, ctx_v, dims, scale, y));
 
   // Only the last `cap` new tokens can still be seen by later queries.
   for (int64_t i = std::max<int64_t>(0, tokens - cap); i < tokens; ++i) {
@@ -98,7 +138,7 @@ absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
     std::copy(row + 2 * d, row + 3 * d, ring->value(slot));
   }
   ring->set_count(start_pos + tokens);
-  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+  return absl::OkStatus();
 }
 
 }  // namespace twice::engine

@@ -25,6 +25,8 @@
 
 namespace twice::engine {
 
+class WindowKvState;
+
 struct SlidingWindowOptions {
   int64_t dim = 0;     // d
   int64_t heads = 0;   // H; d / H must be even
@@ -42,9 +44,24 @@ class SlidingWindowAttention final : public Mixer {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;
+  // One GEMM per projection for the whole batch; rotary, attention over the
+  // window and the ring update per sequence, at its own position.
+  [[nodiscard]] absl::Status StepBatch(absl::Span<const float> x,
+                                       absl::Span<LayerState* const> states,
+                                       absl::Span<const int64_t> positions,
+                                       absl::Span<float> out) const override;
 
  private:
   SlidingWindowAttention() = default;
+
+  // The matching ring that has read exactly `start_pos` tokens.
+  [[nodiscard]] absl::StatusOr<WindowKvState*> CheckState(
+      LayerState& state, int64_t start_pos) const;
+  // Everything between the projections for `tokens` rows of one sequence:
+  // qkv [T, 3d] (rotated in place), y [T, d]; advances `ring`.
+  [[nodiscard]] absl::Status Attend(absl::Span<float> qkv, int64_t tokens,
+                                    int64_t start_pos, WindowKvState& ring,
+                                    absl::Span<float> y) const;
 
   SlidingWindowOptions options_;
   int64_t head_dim_ = 0;

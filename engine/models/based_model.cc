@@ -296,7 +296,56 @@ absl::StatusOr<std::vector<float>> BasedModel::Prefill(
 
 absl::StatusOr<std::vector<float>> BasedModel::Step(
     int32_t token, SequenceState& state) const {
-  return Run(absl::MakeConstSpan(&token, 1), state);
+  SequenceState* states[] = {&state};
+  return StepBatch(absl::MakeConstSpan(&token, 1), states);
+}
+
+absl::StatusOr<std::vector<float>> BasedModel::StepBatch(
+    absl::Span<const int32_t> tokens,
+    absl::Span<SequenceState* const> states) const {
+  TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));
+  TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
+  for (const SequenceState* state : states) {
+    TWICE_RETURN_IF_ERROR(CheckState(*state));
+  }
+  const int64_t d = config_.hidden_size;
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  // Work on copies so that no state changes unless every row succeeds.
+  std::vector<std::unique_ptr<SequenceState>> work;
+  std::vector<int64_t> positions;
+  for (const SequenceState* state : states) {
+    work.push_back(state->Clone());
+    positions.push_back(state->token_count());
+  }
+  std::vector<float> x(rows * d), h(rows * d), y(rows * d);
+  for (int64_t b = 0; b < rows; ++b) {
+    const float* row = embedding_.data() + int64_t{tokens[b]} * d;
+    std::copy(row, row + d, x.begin() + b * d);
+  }
+  std::vector<LayerState*> layer_states(rows);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& blk = blocks_[l];
+    for (int64_t b = 0; b < rows; ++b) {
+      layer_states[b] = &work[b]->layer(static_cast<int>(l));
+    }
+    TWICE_RETURN_IF_ERROR(blk.norm1.Forward(x, rows, absl::MakeSpan(h)));
+    TWICE_RETURN_IF_ERROR(
+        blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+    TWICE_RETURN_IF_ERROR(blk.norm2.Forward(x, rows, absl::MakeSpan(h)));
+    TWICE_RETURN_IF_ERROR(blk.mlp.Forward(h, rows, absl::MakeSpan(y)));
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+  }
+  TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
+  std::vector<float> logits(rows * description_.padded_vocab_size);
+  TWICE_RETURN_IF_ERROR(kernels::Linear(h, rows, d, lm_head_.span(),
+                                        description_.padded_vocab_size, {},
+                                        absl::MakeSpan(logits)));
+  for (int64_t b = 0; b < rows; ++b) {
+    work[b]->set_token_count(positions[b] + 1);
+    *states[b] = std::move(*work[b]);
+  }
+  return logits;
 }
 
 }  // namespace twice::engine

@@ -53,8 +53,14 @@ class BasedModel final : public Model {
   [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
       absl::Span<const int32_t> tokens, SequenceState& state,
       PrefillMode mode) const override;
+  // The batch of one.
   [[nodiscard]] absl::StatusOr<std::vector<float>> Step(
       int32_t token, SequenceState& state) const override;
+  // Every layer's norms, MLP, mixer projections and the head run over the B
+  // rows at once; only the mixers' recurrences are per sequence.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> StepBatch(
+      absl::Span<const int32_t> tokens,
+      absl::Span<SequenceState* const> states) const override;
 
   const BasedConfig& config() const { return config_; }
 

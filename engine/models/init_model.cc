@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/config/based_config.h"
+#include "engine/models/init_llama_rat.h"
+#include "engine/models/init_mamba2.h"
 #include "engine/tensor/tensor.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/absl_view.h"
@@ -193,6 +195,9 @@ std::map<std::string, Tensor> BasedWeights(const BasedConfig& c,
 }  // namespace
 
 absl::Status WriteRandomModel(const InitModelOptions& options) {
+  if (options.architecture == "mamba2") return WriteRandomMamba2Model(options);
+  if (options.architecture == "llama") return WriteRandomLlamaModel(options);
+  if (options.architecture == "rat") return WriteRandomRatModel(options);
   if (options.architecture != "based" && options.architecture != "jrt") {
     return absl::InvalidArgumentError(absl::StrCat(
         "init-model: unknown architecture \"", options.architecture,

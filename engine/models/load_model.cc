@@ -9,8 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "engine/config/based_config.h"
+#include "engine/config/mamba2_config.h"
 #include "engine/models/based_model.h"
 #include "engine/models/fingerprint.h"
+#include "engine/models/load_llama_rat.h"
+#include "engine/models/mamba2_model.h"
 #include "engine/models/model.h"
 #include "engine/util/absl_view.h"
 #include "engine/weights/weight_map.h"
@@ -53,6 +56,8 @@ std::string BasedWeightName(std::string_view stored) {
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   TWICE_ASSIGN_OR_RETURN(std::string config_json, ReadFile(config_path));
+  if (IsMamba2ConfigJson(config_json)) return LoadMamba2Model(dir, config_json);
+  if (IsLlamaOrRatConfig(config_json)) return LoadLlamaOrRat(dir, config_json);
   absl::StatusOr<BasedConfig> config = ParseBasedConfig(config_json);
   if (!config.ok()) return Annotate(config.status(), dir);
 

@@ -85,7 +85,23 @@ class Model {
   // Reads one token; returns its logits.
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Step(
       int32_t token, SequenceState& state) const = 0;
+
+  // Reads tokens[b] into *states[b] for every b (B = tokens.size() distinct
+  // states, B >= 1) and returns the B rows of logits ([B, padded_vocab_size]
+  // row-major). Equal to B calls of Step up to float summation order; a
+  // model overrides it so that the B sequences share each pass over the
+  // weights (one GEMM with m = B per projection): this is what lets a decode
+  // loop serve concurrent sequences for about the cost of one. All or
+  // nothing: on error no state is changed. The default calls Step per row.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<float>> StepBatch(
+      absl::Span<const int32_t> tokens,
+      absl::Span<SequenceState* const> states) const;
 };
+
+// INVALID_ARGUMENT unless tokens and states have the same size >= 1 and the
+// states are distinct and non-null (for StepBatch implementations).
+[[nodiscard]] absl::Status CheckStepBatchShape(
+    absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states);
 
 // Loads config.json, *.safetensors and tokenizer.json from `dir`. Errors name
 // the file and, for weights, the tensor that is missing or mis-shaped.

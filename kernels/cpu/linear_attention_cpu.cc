@@ -125,6 +125,8 @@ void LinearAttentionPrefill(const float* phi_q, const float* phi_k,
     PrefillHead(phi_q, phi_k, v, tokens, heads, h, hd, d, eps,
                 kv_state + h * hd * d, k_state + h * d, y);
   };
+  // Serial when all heads' first chunks together are a small job (single
+  // tokens of a small model: the hand-off would cost more than the work).
   if (heads * hd * d * std::min(tokens, kChunk) < kMinParallelState * 8) {
     for (int64_t h = 0; h < heads; ++h) head(h);
   } else {

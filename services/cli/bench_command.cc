@@ -1,8 +1,11 @@
-// twice bench TARGET: benchmarks the CLI runs in-process (no server).
+// twice bench TARGET: the CLI's benchmarks (in-process, no server, except
+// pipeline, which measures a running deployment).
 //
 //   twice bench engine    prefill / decode speed (bench_engine_command.cc)
 //   twice bench store     state store put/get beside a plain file
 //                         (bench_store_command.cc)
+//   twice bench pipeline  ask modes' TTFT and prefill against a running
+//                         server (bench_pipeline_command.cc)
 //
 // Each target lives in its own file as RunBench<Target>; this only
 // dispatches.
@@ -16,8 +19,10 @@ int RunBench(const CliContext& cli) {
   const std::string target = cli.args.empty() ? "" : cli.args[0];
   if (target == "engine") return RunBenchEngine(cli);
   if (target == "store" && cli.args.size() == 1) return RunBenchStore(cli);
-  return ReportError(cli, absl::InvalidArgumentError(
-                              "usage: twice bench engine|store [--json]"));
+  if (target == "pipeline") return RunBenchPipeline(cli);
+  return ReportError(cli,
+                     absl::InvalidArgumentError(
+                         "usage: twice bench engine|store|pipeline [--json]"));
 }
 
 }  // namespace twice::cli

@@ -17,6 +17,7 @@ int RunStore(const CliContext& cli);      // store stats|verify|compact|gc
 int RunBench(const CliContext& cli);      // bench TARGET (no server)
 int RunBenchStore(const CliContext& cli);  // bench store
 int RunBenchEngine(const CliContext& cli);  // bench engine
+int RunBenchPipeline(const CliContext& cli);  // bench pipeline (a server)
 
 }  // namespace twice::cli
 

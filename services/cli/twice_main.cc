@@ -11,6 +11,8 @@
 //   twice bench engine           prefill / decode speed vs measured
 //                                ceilings (no server)
 //   twice bench store            store put/get vs a plain file (no server)
+//   twice bench pipeline         ask modes' TTFT and prefill, cold vs cached,
+//                                against a running server
 //
 // Every command takes --server=HOST:PORT and --json (one JSON object on
 // stdout). Exit code 0 on success, 1 on any error.
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
       "twice COMMAND [args] [--server=HOST:PORT] [--json]\n"
       "commands: ingest FILE | ask DOC \"question\" [--mode=M] | docs | "
       "rm DOC | models | health | init-model --out DIR | "
-      "store stats|verify|compact|gc | bench engine|store");
+      "store stats|verify|compact|gc | bench engine|store|pipeline");
   std::vector<std::string> args = twice::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& arg : args) arg_ptrs.push_back(arg.data());

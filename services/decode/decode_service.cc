@@ -1,10 +1,10 @@
 #include "services/decode/decode_service.h"
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/runtime/generator.h"
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
 #include "services/common/state_io.h"
@@ -18,21 +18,43 @@ grpc::Status Invalid(std::string message) {
 
 }  // namespace
 
+DecodeService::DecodeService(const ModelRegistry* models,
+                             storage::StateStore* store, DecodeLimits limits)
+    : models_(models),
+      store_(store),
+      limits_(limits),
+      cache_(limits.state_cache_bytes) {
+  engine::DecodeLoopOptions options;
+  options.max_batch = limits_.max_batch;
+  for (const std::string& name : models_->names()) {
+    absl::StatusOr<const engine::Model*> model = models_->Find(name);
+    if (model.ok()) {
+      loops_.emplace(name,
+                     std::make_unique<engine::DecodeLoop>(**model, options));
+    }
+  }
+}
+
+DecodeService::~DecodeService() = default;
+
 grpc::Status DecodeService::Generate(
     grpc::ServerContext* context, const v1::GenerateRequest* request,
     grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<const engine::Model*> model = models_->Find(request->model());
   if (!model.ok()) return ToGrpcStatus(model.status());
+  auto loop = loops_.find(models_->Resolve(request->model()));
+  if (loop == loops_.end()) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "no decode loop for model");
+  }
   if (request->tenant().empty()) return Invalid("Generate: tenant is required");
   if (request->prompt_tokens_size() == 0) {
     return Invalid("Generate: the prompt must hold at least one token");
   }
   if (request->prompt_tokens_size() > limits_.max_prompt_tokens) {
-    return Invalid(absl::StrCat("Generate: prompt has ",
-                                request->prompt_tokens_size(),
-                                " tokens; the limit is ",
-                                limits_.max_prompt_tokens));
+    return Invalid(
+        absl::StrCat("Generate: prompt has ", request->prompt_tokens_size(),
+                     " tokens; the limit is ", limits_.max_prompt_tokens));
   }
 
   const v1::SamplingOptions& sampling = request->sampling();
@@ -41,9 +63,8 @@ grpc::Status DecodeService::Generate(
   options.sampling.top_k = sampling.top_k();
   options.sampling.top_p = sampling.top_p() == 0.0f ? 1.0f : sampling.top_p();
   options.sampling.seed = sampling.seed();
-  absl::Status valid = options.sampling.Validate();
-  if (!valid.ok()) return ToGrpcStatus(valid);
-  if (sampling.max_tokens() < 0 || sampling.max_tokens() > limits_.max_new_tokens) {
+  if (sampling.max_tokens() < 0 ||
+      sampling.max_tokens() > limits_.max_new_tokens) {
     return Invalid(absl::StrCat("max_tokens must be in [0, ",
                                 limits_.max_new_tokens, "], got ",
                                 sampling.max_tokens()));
@@ -52,52 +73,91 @@ grpc::Status DecodeService::Generate(
                                                   : sampling.max_tokens();
   options.stop_at_eos = !sampling.ignore_eos();
   options.stop.assign(sampling.stop().begin(), sampling.stop().end());
+  absl::Status valid = engine::ValidateGenerateOptions(options);
+  if (!valid.ok()) return ToGrpcStatus(valid);
 
   std::unique_ptr<engine::SequenceState> state;
   if (request->has_state()) {
     absl::StatusOr<storage::StateKey> key = FromProto(request->state());
     if (!key.ok()) return ToGrpcStatus(key.status());
+    // Durable document states go through the cache: concurrent questions
+    // on one document share one load. Ephemeral ones are read once.
     absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
-        LoadState(*store_, **model, *key, request->ephemeral());
+        request->ephemeral() ? LoadState(*store_, **model, *key, true)
+                             : cache_.Load(*store_, **model, *key);
     if (!loaded.ok()) return ToGrpcStatus(loaded.status());
     state = *std::move(loaded);
   } else {
     state = (*model)->NewState();
   }
 
+  // The prompt is read here, on the handler thread, so a long prompt never
+  // holds up the other sequences' next tokens in the loop.
   const std::vector<int32_t> prompt(request->prompt_tokens().begin(),
                                     request->prompt_tokens().end());
+  absl::StatusOr<std::vector<float>> logits =
+      (*model)->Prefill(prompt, *state, engine::PrefillMode::kCausal);
+  if (!logits.ok()) return ToGrpcStatus(logits.status());
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "Generate cancelled");
+  }
+  absl::StatusOr<std::shared_ptr<engine::DecodeStream>> stream =
+      loop->second->Submit(std::move(state), *std::move(logits), options,
+                           [context] { return context->IsCancelled(); });
+  if (!stream.ok()) return ToGrpcStatus(stream.status());
+
   double ttft_ms = -1;
-  bool client_gone = false;
-  absl::StatusOr<engine::GenerateResult> result = engine::Generate(
-      **model, *state, prompt, options,
-      [&](const engine::GeneratedPiece& piece) {
-        if (context->IsCancelled()) return false;
-        if (ttft_ms < 0) {
-          ttft_ms = std::chrono::duration<double, std::milli>(
-                        std::chrono::steady_clock::now() - started)
-                        .count();
-        }
-        v1::GenerateResponse response;
-        response.mutable_tokens()->Add(piece.tokens.begin(), piece.tokens.end());
-        response.set_text(piece.text);
-        if (!writer->Write(response)) {
-          client_gone = true;
-          return false;
-        }
-        return true;
-      });
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  if (client_gone || context->IsCancelled()) {
+  engine::DecodeEvent event;
+  while ((*stream)->Next(&event)) {
+    if (event.finished) break;
+    if (ttft_ms < 0) {
+      ttft_ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - started)
+                    .count();
+    }
+    v1::GenerateResponse response;
+    response.mutable_tokens()->Add(event.piece.tokens.begin(),
+                                   event.piece.tokens.end());
+    response.set_text(event.piece.text);
+    // A failed write means the caller is gone: stop decoding, but keep
+    // draining so the loop's last event is consumed.
+    if (!writer->Write(response)) (*stream)->Cancel();
+  }
+  if (!event.status.ok()) return ToGrpcStatus(event.status);
+  if (event.result.finish_reason == "cancelled" || context->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "Generate cancelled");
   }
   v1::GenerateResponse done;
+  // The final piece (text flushed at the end) rides on the finished message.
+  done.mutable_tokens()->Add(event.piece.tokens.begin(),
+                             event.piece.tokens.end());
+  done.set_text(event.piece.text);
   done.set_finished(true);
-  done.set_finish_reason(result->finish_reason);
-  done.set_tokens_prefilled(result->tokens_prefilled);
-  done.set_tokens_decoded(result->tokens_decoded);
+  done.set_finish_reason(event.result.finish_reason);
+  done.set_tokens_prefilled(static_cast<int64_t>(prompt.size()));
+  done.set_tokens_decoded(event.result.tokens_decoded);
   done.set_ttft_ms(ttft_ms < 0 ? 0 : ttft_ms);
   writer->Write(done);
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::Stats(grpc::ServerContext* /*context*/,
+                                  const v1::DecodeStatsRequest* /*request*/,
+                                  v1::DecodeStats* response) {
+  for (const auto& [name, loop] : loops_) {
+    const engine::DecodeLoopStats stats = loop->stats();
+    response->set_steps(response->steps() + stats.steps);
+    response->set_tokens_decoded(response->tokens_decoded() +
+                                 stats.tokens_decoded);
+    response->set_sequences_started(response->sequences_started() +
+                                    stats.sequences_started);
+    response->set_sequences_cancelled(response->sequences_cancelled() +
+                                      stats.sequences_cancelled);
+    response->set_active_sequences(response->active_sequences() + stats.active);
+    response->set_max_batch(std::max(response->max_batch(), stats.max_batch));
+  }
+  response->set_state_cache_hits(cache_.hits());
+  response->set_state_cache_misses(cache_.misses());
   return grpc::Status::OK;
 }
 

@@ -1,12 +1,27 @@
-// DecodeService: the Decode gRPC API. Resumes from a stored state, reads the
-// prompt and streams generated tokens. Each call runs on its own gRPC thread
-// against the shared read-only model; a cancelled call stops generating at
-// the next token. (Batching concurrent sequences step by step into one
-// engine loop comes with the orchestrator issue.)
+// DecodeService: the Decode gRPC API, a thin adapter over one engine
+// DecodeLoop per model (engine/runtime/decode_loop.h):
+//
+//   Generate handler: load the state (through the shared StateCache, so
+//   concurrent questions on one document load it once), prefill the prompt
+//   on the handler thread, submit the sequence to the model's loop, then
+//   stream the loop's events back.
+//   Loop thread: samples every active sequence's next token and reads them
+//   all in one batched model step, so concurrent calls share each pass over
+//   the weights.
+//
+// A cancelled call (client gone, deadline, or the orchestrator's public call
+// cancelled) is seen by the loop before the sequence's next token and
+// decodes nothing more.
 #ifndef TWICE_SERVICES_DECODE_DECODE_SERVICE_H_
 #define TWICE_SERVICES_DECODE_DECODE_SERVICE_H_
 
+#include <map>
+#include <memory>
+#include <string>
+
+#include "engine/runtime/decode_loop.h"
 #include "services/common/model_registry.h"
+#include "services/common/state_cache.h"
 #include "storage/state_store.h"
 #include "twice/v1/decode.grpc.pb.h"
 
@@ -19,23 +34,36 @@ struct DecodeLimits {
   int32_t max_new_tokens = 4096;
   // Largest prompt. Default: 65536 tokens.
   int64_t max_prompt_tokens = 65536;
+  // Most sequences one batched decode step reads. Default: 64.
+  int max_batch = 64;
+  // Bytes of decoded document states kept in memory for reuse by later and
+  // concurrent questions. Default: 256 MiB.
+  int64_t state_cache_bytes = int64_t{256} << 20;
 };
 
 class DecodeService final : public v1::Decode::Service {
  public:
-  // `models` and `store` must outlive the service.
+  // `models` (already loaded) and `store` must outlive the service. Starts
+  // one decode loop per model.
   DecodeService(const ModelRegistry* models, storage::StateStore* store,
-                DecodeLimits limits)
-      : models_(models), store_(store), limits_(limits) {}
+                DecodeLimits limits);
+  ~DecodeService() override;
 
   grpc::Status Generate(
       grpc::ServerContext* context, const v1::GenerateRequest* request,
       grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::Status Stats(grpc::ServerContext* context,
+                     const v1::DecodeStatsRequest* request,
+                     v1::DecodeStats* response) override;
 
  private:
   const ModelRegistry* models_;
   storage::StateStore* store_;
   DecodeLimits limits_;
+  StateCache cache_;
+  // By model name; filled in the constructor, then read-only.
+  std::map<std::string, std::unique_ptr<engine::DecodeLoop>, std::less<>>
+      loops_;
 };
 
 }  // namespace twice::services

@@ -12,7 +12,9 @@
 
 namespace twice::services {
 
-absl::StatusOr<PrefillOutcome> CallPrefill(
+namespace {
+
+absl::StatusOr<PrefillOutcome> PrefillAttempt(
     v1::Prefill::StubInterface& stub, const grpc::ServerContext& parent,
     const PrefillCall& call, absl::Span<const int32_t> tokens,
     const std::function<void(const v1::PrefillResponse&)>& on_progress) {
@@ -30,6 +32,8 @@ absl::StatusOr<PrefillOutcome> CallPrefill(
     if (call.parent) *header->mutable_parent() = ToProto(*call.parent);
     header->set_mode(call.mode);
     header->set_checkpoint_tokens(call.checkpoint_tokens);
+    header->mutable_checkpoint_at()->Add(call.checkpoint_at.begin(),
+                                         call.checkpoint_at.end());
     header->set_ephemeral(call.ephemeral);
     header->set_total_tokens(static_cast<int64_t>(tokens.size()));
     const int64_t total = static_cast<int64_t>(tokens.size());
@@ -70,10 +74,11 @@ absl::StatusOr<PrefillOutcome> CallPrefill(
   return outcome;
 }
 
-absl::StatusOr<GenerateOutcome> CallGenerate(
+absl::StatusOr<GenerateOutcome> GenerateAttempt(
     v1::Decode::StubInterface& stub, const grpc::ServerContext& parent,
     const v1::GenerateRequest& request,
-    const std::function<bool(const v1::GenerateResponse&)>& on_piece) {
+    const std::function<bool(const v1::GenerateResponse&)>& on_piece,
+    bool& committed) {
   std::unique_ptr<grpc::ClientContext> context =
       grpc::ClientContext::FromServerContext(parent);
   auto reader = stub.Generate(context.get(), request);
@@ -85,6 +90,7 @@ absl::StatusOr<GenerateOutcome> CallGenerate(
       continue;
     }
     outcome.produced_output = true;
+    committed = true;
     if (!on_piece(response)) {
       context->TryCancel();
       break;
@@ -96,6 +102,31 @@ absl::StatusOr<GenerateOutcome> CallGenerate(
     return absl::CancelledError("generation cancelled");
   }
   return outcome;
+}
+
+}  // namespace
+
+absl::StatusOr<PrefillOutcome> CallPrefill(
+    PrefillPool& pool, const grpc::ServerContext& parent,
+    const PrefillCall& call, absl::Span<const int32_t> tokens,
+    const std::function<void(const v1::PrefillResponse&)>& on_progress) {
+  return pool.RunWithRetry<PrefillOutcome>(
+      "prefill", [&](v1::Prefill::StubInterface& stub, bool& /*committed*/) {
+        return PrefillAttempt(stub, parent, call, tokens, on_progress);
+      });
+}
+
+absl::StatusOr<GenerateOutcome> CallGenerate(
+    DecodePool& pool, const grpc::ServerContext& parent,
+    const v1::GenerateRequest& request,
+    const std::function<bool(const v1::GenerateResponse&)>& on_piece,
+    std::optional<size_t> preferred) {
+  return pool.RunWithRetry<GenerateOutcome>(
+      "decode",
+      [&](v1::Decode::StubInterface& stub, bool& committed) {
+        return GenerateAttempt(stub, parent, request, on_piece, committed);
+      },
+      preferred);
 }
 
 }  // namespace twice::services

@@ -1,19 +1,22 @@
 // Client side of the orchestrator's calls to the prefill and decode
 // services. In role `all` the stubs run over an in-process channel; in a
-// disaggregated deployment over the network. Deadline and cancellation of
-// the public call propagate to the internal one.
+// disaggregated deployment over the network, spread over the endpoints of a
+// pool and retried on another endpoint when one is unavailable
+// (endpoint_pool.h). Deadline and cancellation of the public call propagate
+// to every internal attempt.
 #ifndef TWICE_SERVICES_ORCHESTRATOR_INTERNAL_CALLS_H_
 #define TWICE_SERVICES_ORCHESTRATOR_INTERNAL_CALLS_H_
+
+#include <grpcpp/server_context.h>
 
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <grpcpp/server_context.h>
-
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "services/orchestrator/endpoint_pool.h"
 #include "storage/document_record.h"
 #include "storage/state_key.h"
 #include "twice/v1/decode.grpc.pb.h"
@@ -27,8 +30,14 @@ struct PrefillCall {
   std::optional<storage::StateKey> parent;
   v1::PrefillMode mode = v1::PREFILL_MODE_CAUSAL;
   int64_t checkpoint_tokens = 0;
+  // Explicit checkpoints (tokens of this call), instead of
+  // checkpoint_tokens; see PrefillHeader.checkpoint_at.
+  std::vector<int64_t> checkpoint_at;
   bool ephemeral = false;
 };
+
+using PrefillPool = EndpointPool<v1::Prefill::StubInterface>;
+using DecodePool = EndpointPool<v1::Decode::StubInterface>;
 
 struct PrefillOutcome {
   std::vector<storage::SegmentBoundary> checkpoints;  // end_token of this call
@@ -38,9 +47,10 @@ struct PrefillOutcome {
   int64_t states_recomputed = 0;
 };
 
-// Streams `tokens` to the prefill service; `on_progress` sees every response.
+// Streams `tokens` to a prefill endpoint of `pool`; `on_progress` sees every
+// response (of the attempt that runs; a retried call starts over).
 [[nodiscard]] absl::StatusOr<PrefillOutcome> CallPrefill(
-    v1::Prefill::StubInterface& stub, const grpc::ServerContext& parent,
+    PrefillPool& pool, const grpc::ServerContext& parent,
     const PrefillCall& call, absl::Span<const int32_t> tokens,
     const std::function<void(const v1::PrefillResponse&)>& on_progress);
 
@@ -49,12 +59,14 @@ struct GenerateOutcome {
   bool produced_output = false;
 };
 
-// Runs a generation; `on_piece` sees every non-final message and returns
-// false when the public caller is gone.
+// Runs a generation on a decode endpoint of `pool` (`preferred` first when
+// given); `on_piece` sees every non-final message and returns false when the
+// public caller is gone. Retried elsewhere only before the first piece.
 [[nodiscard]] absl::StatusOr<GenerateOutcome> CallGenerate(
-    v1::Decode::StubInterface& stub, const grpc::ServerContext& parent,
+    DecodePool& pool, const grpc::ServerContext& parent,
     const v1::GenerateRequest& request,
-    const std::function<bool(const v1::GenerateResponse&)>& on_piece);
+    const std::function<bool(const v1::GenerateResponse&)>& on_piece,
+    std::optional<size_t> preferred = std::nullopt);
 
 }  // namespace twice::services
 

@@ -1,15 +1,25 @@
 // OrchestratorService: the public Twice API. Tokenizes, plans segments and
 // modes, and drives the prefill and decode services; reads and writes the
 // document catalog through the StateStore. Holds no model state itself.
+//
+// Source files: orchestrator_service.cc (binding, catalog calls),
+// ingest_workflow.cc (Ingest, Append), document_state.cc (resolving and
+// recomputing stored states), ask_calls.cc (Ask, BatchAsk) and
+// ask_workflow.cc (each mode's recipe).
 #ifndef TWICE_SERVICES_ORCHESTRATOR_ORCHESTRATOR_SERVICE_H_
 #define TWICE_SERVICES_ORCHESTRATOR_ORCHESTRATOR_SERVICE_H_
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "services/common/model_registry.h"
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/prompt_templates.h"
@@ -34,26 +44,36 @@ struct OrchestratorLimits {
 
 class OrchestratorService final : public v1::Orchestrator::Service {
  public:
-  // `models` and `store` must outlive the service.
+  // `models` and `store` must outlive the service. `templates` apply to
+  // every model that configures none of its own (LoadModelTemplates).
   OrchestratorService(const ModelRegistry* models, storage::StateStore* store,
                       OrchestratorLimits limits, PromptTemplates templates);
 
-  // Binds the prefill and decode services. Until then, calls that need them
-  // answer UNAVAILABLE. Call once.
-  void BindInternalServices(std::shared_ptr<v1::Prefill::StubInterface> prefill,
-                            std::shared_ptr<v1::Decode::StubInterface> decode);
+  // Reads the prompt templates of model `name` from its directory's
+  // config.json (prompt_templates.h). Call before serving.
+  [[nodiscard]] absl::Status LoadModelTemplates(const std::string& name,
+                                                const std::string& dir);
 
-  grpc::Status Ingest(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::IngestResponse,
-                                               v1::IngestRequest>* stream) override;
-  grpc::Status Append(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::IngestResponse,
-                                               v1::AppendRequest>* stream) override;
+  // Binds the prefill and decode endpoints (one or more each; calls are
+  // spread over them and retried elsewhere when one is unavailable). Until
+  // then, calls that need them answer UNAVAILABLE. Call once.
+  void BindInternalServices(
+      std::vector<Endpoint<v1::Prefill::StubInterface>> prefill,
+      std::vector<Endpoint<v1::Decode::StubInterface>> decode);
+
+  grpc::Status Ingest(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::IngestResponse, v1::IngestRequest>* stream)
+      override;
+  grpc::Status Append(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::IngestResponse, v1::AppendRequest>* stream)
+      override;
   grpc::Status Ask(grpc::ServerContext* context, const v1::AskRequest* request,
                    grpc::ServerWriter<v1::AskResponse>* writer) override;
-  grpc::Status BatchAsk(grpc::ServerContext* context,
-                        const v1::BatchAskRequest* request,
-                        grpc::ServerWriter<v1::BatchAskResponse>* writer) override;
+  grpc::Status BatchAsk(
+      grpc::ServerContext* context, const v1::BatchAskRequest* request,
+      grpc::ServerWriter<v1::BatchAskResponse>* writer) override;
   grpc::Status GetDocument(grpc::ServerContext* context,
                            const v1::GetDocumentRequest* request,
                            v1::DocumentInfo* response) override;
@@ -76,16 +96,50 @@ class OrchestratorService final : public v1::Orchestrator::Service {
     std::string text;  // decoded text of the question tokens
     v1::AskMode mode = v1::ASK_MODE_DEFAULT;
     v1::SamplingOptions sampling;
+    // Document tokens the answer reads: the whole document or as_of_tokens.
+    int64_t document_tokens = 0;
+  };
+  // What the questions of one call share, resolved once before they run
+  // (BatchAsk) or on demand (Ask). Read-only while questions run
+  // concurrently. A cost (a recompute) is reported in the usage of the
+  // first question that needs the resolved value.
+  struct SharedInputs {
+    std::shared_ptr<const std::vector<int32_t>> tokens;
+    std::optional<storage::StateKey> document_state;
+    v1::Usage document_state_usage;
+    size_t document_state_owner = 0;
+    std::optional<storage::StateKey> prefix_state;
+    v1::Usage prefix_state_usage;
+    size_t prefix_state_owner = 0;
+    // Decode endpoint all questions go to, where they share one state load
+    // and batched decode steps.
+    std::optional<size_t> decode_endpoint;
   };
   using AskSink = std::function<bool(const v1::AskResponse&)>;
 
-  // Answers one question over `record`, streaming through `sink`.
+  // Answers one question (number `index` of the call) over `record`,
+  // streaming through `sink`.
   absl::Status AnswerQuestion(grpc::ServerContext& context,
                               const storage::DocumentRecord& record,
                               const engine::Model& model,
-                              const Question& question, const AskSink& sink);
-  // Makes the document's final state available, recomputing missing segment
-  // states from its tokens. Adds to `usage` what was reused or recomputed.
+                              const Question& question, size_t index,
+                              const SharedInputs& shared, const AskSink& sink);
+  // Resolves in `shared` what `questions` need: tokens, document state,
+  // prefix state.
+  absl::Status PrepareShared(grpc::ServerContext& context,
+                             const storage::DocumentRecord& record,
+                             const engine::Model& model,
+                             const std::vector<Question>& questions,
+                             SharedInputs& shared);
+  // Makes the state at boundary `index` of the document available,
+  // recomputing missing states from the tokens along the RECORDED
+  // boundaries (after an Append they are not a uniform grid), and checks
+  // that the recomputed key is the recorded one. Adds to `usage` what was
+  // reused or recomputed.
+  absl::StatusOr<storage::StateKey> EnsureBoundaryState(
+      grpc::ServerContext& context, const storage::DocumentRecord& record,
+      size_t index, v1::Usage& usage);
+  // The state after the whole document.
   absl::StatusOr<storage::StateKey> EnsureDocumentState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
       v1::Usage& usage);
@@ -113,23 +167,32 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // is not served or its fingerprint changed.
   absl::StatusOr<const engine::Model*> ModelOfDocument(
       const storage::DocumentRecord& record) const;
-  absl::StatusOr<Question> ParseQuestion(const engine::Model& model,
-                                         const std::string& text,
-                                         absl::Span<const int32_t> ids,
-                                         v1::AskMode mode,
-                                         const v1::SamplingOptions& sampling);
+  absl::StatusOr<Question> ParseQuestion(
+      const engine::Model& model, const storage::DocumentRecord& record,
+      const std::string& text, absl::Span<const int32_t> ids, v1::AskMode mode,
+      const v1::SamplingOptions& sampling, int64_t as_of_tokens);
   grpc::Status CheckBound() const;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const engine::Model& model,
                                                 const std::string& text);
+  const PromptTemplates& TemplatesFor(const std::string& model_name) const;
+  // Serializes appends to one document (this process): an append reads the
+  // record, prefills and writes a new record, so two at once would lose
+  // one. Released by the returned guard.
+  std::shared_ptr<void> LockDocument(const std::string& key);
 
   const ModelRegistry* models_;
   storage::StateStore* store_;
   // Written once by BindInternalServices before `bound_` is released.
-  std::shared_ptr<v1::Prefill::StubInterface> prefill_;
-  std::shared_ptr<v1::Decode::StubInterface> decode_;
+  std::unique_ptr<PrefillPool> prefill_;
+  std::unique_ptr<DecodePool> decode_;
   std::atomic<bool> bound_{false};
   OrchestratorLimits limits_;
   PromptTemplates templates_;
+  // By model name; filled before serving, then read-only.
+  std::map<std::string, PromptTemplates> model_templates_;
+  absl::Mutex locks_mu_;
+  absl::CondVar lock_released_;
+  std::set<std::string> locked_documents_ ABSL_GUARDED_BY(locks_mu_);
 };
 
 }  // namespace twice::services

@@ -1,5 +1,6 @@
 #include "services/prefill/prefill_run.h"
 
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,10 @@ PrefillRun::PrefillRun(const engine::Model& model, storage::StateStore& store,
                    : *options_.parent;
   current_key_ = start_key_;
   state_key_ = start_key_;
+  if (options_.ephemeral) {
+    std::random_device random;
+    for (int i = 0; i < 4; ++i) salt_.push_back(static_cast<int32_t>(random()));
+  }
 }
 
 engine::PrefillMode PrefillRun::ReadMode() const {
@@ -51,7 +56,9 @@ absl::Status PrefillRun::Materialize() {
       // A parent is always a durable state (a document boundary), even for
       // an ephemeral run such as the second read of read-twice.
       absl::StatusOr<std::unique_ptr<engine::SequenceState>> parent =
-          LoadState(store_, model_, start_key_, /*ephemeral=*/false);
+          options_.cache != nullptr
+              ? options_.cache->Load(store_, model_, start_key_)
+              : LoadState(store_, model_, start_key_, /*ephemeral=*/false);
       if (!parent.ok()) {
         return absl::Status(parent.status().code(),
                             absl::StrCat("parent state: ",
@@ -76,7 +83,8 @@ absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
   if (tokens.empty()) {
     return absl::InvalidArgumentError("a prefill segment needs tokens");
   }
-  const storage::StateKey next = storage::ChainKey(current_key_, tokens);
+  storage::StateKey next = storage::ChainKey(current_key_, tokens);
+  if (options_.ephemeral) next = storage::ChainKey(next, salt_);
   if (!options_.ephemeral) {
     absl::StatusOr<bool> stored = store_.HasState(next, /*ephemeral=*/false);
     if (!stored.ok()) return stored.status();

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/models/model.h"
+#include "services/common/state_cache.h"
 #include "storage/state_store.h"
 
 namespace twice::services {
@@ -35,8 +36,12 @@ struct PrefillRunOptions {
   engine::PrefillMode mode = engine::PrefillMode::kCausal;
   // Start from this stored state; unset = the empty state at the chain root.
   std::optional<storage::StateKey> parent;
-  // Store the states as ephemeral (never reused by key lookup).
+  // Store the states as ephemeral (never reused by key lookup), under
+  // keys salted with a nonce of this run, so that identical concurrent
+  // requests never share an ephemeral state.
   bool ephemeral = false;
+  // Loads the parent through this cache when set (not owned).
+  StateCache* cache = nullptr;
 };
 
 struct SegmentResult {
@@ -75,6 +80,8 @@ class PrefillRun {
   std::unique_ptr<engine::SequenceState> state_;
   storage::StateKey state_key_;
   std::vector<int32_t> pending_;
+  // Appended to every ephemeral chain key (see PrefillRunOptions).
+  std::vector<int32_t> salt_;
   int64_t tokens_computed_ = 0;
   int64_t states_recomputed_ = 0;
 };

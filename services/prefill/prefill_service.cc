@@ -57,8 +57,28 @@ grpc::Status PrefillService::Prefill(
     if (!parent.ok()) return ToGrpcStatus(parent.status());
     options.parent = *parent;
   }
-  // Ephemeral states are consumed whole by one request: one segment.
   const int64_t total = header.total_tokens();
+  const std::vector<int64_t> checkpoint_at(header.checkpoint_at().begin(),
+                                           header.checkpoint_at().end());
+  if (!checkpoint_at.empty()) {
+    if (header.ephemeral()) {
+      return Invalid("Prefill: checkpoint_at needs a durable prefill");
+    }
+    for (size_t i = 0; i < checkpoint_at.size(); ++i) {
+      const int64_t previous = i == 0 ? 0 : checkpoint_at[i - 1];
+      if (checkpoint_at[i] <= previous) {
+        return Invalid(
+            "Prefill: checkpoint_at must be strictly increasing "
+            "and positive");
+      }
+    }
+    if (checkpoint_at.back() != total) {
+      return Invalid(absl::StrCat("Prefill: the last checkpoint_at (",
+                                  checkpoint_at.back(),
+                                  ") must equal total_tokens (", total, ")"));
+    }
+  }
+  // Ephemeral states are consumed whole by one request: one segment.
   const int64_t segment =
       header.checkpoint_tokens() == 0 || header.ephemeral()
           ? total
@@ -70,6 +90,22 @@ grpc::Status PrefillService::Prefill(
       options.mode == engine::PrefillMode::kPrefix && !options.parent
           ? std::max(segment, prefix_length)
           : segment;
+  // The end of the segment that starts after `consumed` tokens.
+  size_t next_checkpoint = 0;
+  auto segment_end = [&](int64_t consumed) -> int64_t {
+    if (!checkpoint_at.empty()) {
+      while (next_checkpoint < checkpoint_at.size() &&
+             checkpoint_at[next_checkpoint] <= consumed) {
+        ++next_checkpoint;
+      }
+      return next_checkpoint < checkpoint_at.size()
+                 ? checkpoint_at[next_checkpoint]
+                 : total;
+    }
+    return std::min(total,
+                    consumed + (consumed == 0 ? first_segment : segment));
+  };
+  options.cache = &cache_;
   PrefillRun run(**model, *store_, options);
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
@@ -82,8 +118,7 @@ grpc::Status PrefillService::Prefill(
   while (true) {
     // Run every whole segment buffered so far; the last one may be short.
     while (true) {
-      const int64_t want =
-          std::min(consumed == 0 ? first_segment : segment, total - consumed);
+      const int64_t want = segment_end(consumed) - consumed;
       const int64_t have = static_cast<int64_t>(buffer.size());
       if (want == 0 || have < want) break;
       if (context->IsCancelled()) {

@@ -5,6 +5,7 @@
 #define TWICE_SERVICES_PREFILL_PREFILL_SERVICE_H_
 
 #include "services/common/model_registry.h"
+#include "services/common/state_cache.h"
 #include "storage/state_store.h"
 #include "twice/v1/prefill.grpc.pb.h"
 
@@ -12,9 +13,13 @@ namespace twice::services {
 
 class PrefillService final : public v1::Prefill::Service {
  public:
-  // `models` and `store` must outlive the service.
-  PrefillService(const ModelRegistry* models, storage::StateStore* store)
-      : models_(models), store_(store) {}
+  // `models` and `store` must outlive the service. Parent states (document
+  // boundaries that second reads, appends and as-of tails start from) are
+  // kept decoded in a cache of `state_cache_bytes`, so the questions of a
+  // batch load their document state once. Default: 256 MiB.
+  PrefillService(const ModelRegistry* models, storage::StateStore* store,
+                 int64_t state_cache_bytes = int64_t{256} << 20)
+      : models_(models), store_(store), cache_(state_cache_bytes) {}
 
   grpc::Status Prefill(
       grpc::ServerContext* context,
@@ -24,6 +29,7 @@ class PrefillService final : public v1::Prefill::Service {
  private:
   const ModelRegistry* models_;
   storage::StateStore* store_;
+  StateCache cache_;
 };
 
 }  // namespace twice::services

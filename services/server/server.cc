@@ -1,7 +1,5 @@
 #include "services/server/server.h"
 
-#include <chrono>
-
 #include <grpcpp/create_channel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -9,7 +7,10 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "services/common/log.h"
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
@@ -114,6 +115,10 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   if (all || role == Role::kOrchestrator) {
     auto service = std::make_unique<OrchestratorService>(
         models, store, options.orchestrator_limits, options.templates);
+    for (const ModelSpec& spec : options.models) {
+      absl::Status templates = service->LoadModelTemplates(spec.name, spec.dir);
+      if (!templates.ok()) return templates;
+    }
     orchestrator = service.get();
     add(std::move(service));
   }
@@ -127,19 +132,30 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     // In role all the orchestrator reaches prefill and decode through the
     // same gRPC interfaces, over this server's in-process channel; that
     // channel exists only once the server runs, hence the late binding.
-    std::shared_ptr<grpc::Channel> prefill_channel;
-    std::shared_ptr<grpc::Channel> decode_channel;
+    // Otherwise each address list (comma-separated) names the endpoints
+    // the orchestrator spreads its calls over.
+    std::vector<Endpoint<v1::Prefill::StubInterface>> prefill;
+    std::vector<Endpoint<v1::Decode::StubInterface>> decode;
     if (all) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-      prefill_channel = server->server_->InProcessChannel(args);
-      decode_channel = prefill_channel;
+      std::shared_ptr<grpc::Channel> channel =
+          server->server_->InProcessChannel(args);
+      prefill.push_back({"in-process", v1::Prefill::NewStub(channel)});
+      decode.push_back({"in-process", v1::Decode::NewStub(channel)});
     } else {
-      prefill_channel = Connect(options.prefill_address);
-      decode_channel = Connect(options.decode_address);
+      for (absl::string_view address :
+           absl::StrSplit(options.prefill_address, ',', absl::SkipEmpty())) {
+        prefill.push_back({std::string(address), v1::Prefill::NewStub(Connect(
+                                                     std::string(address)))});
+      }
+      for (absl::string_view address :
+           absl::StrSplit(options.decode_address, ',', absl::SkipEmpty())) {
+        decode.push_back({std::string(address),
+                          v1::Decode::NewStub(Connect(std::string(address)))});
+      }
     }
-    orchestrator->BindInternalServices(v1::Prefill::NewStub(prefill_channel),
-                                       v1::Decode::NewStub(decode_channel));
+    orchestrator->BindInternalServices(std::move(prefill), std::move(decode));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "server.started",

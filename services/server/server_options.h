@@ -36,8 +36,10 @@ struct ServerOptions {
   // Remote store (role store) to use instead of an embedded one. Default:
   // empty (embedded).
   std::string store_address;
-  // Prefill and decode services the orchestrator role calls. Required for
-  // role orchestrator; ignored otherwise (role all calls in-process).
+  // Prefill and decode services the orchestrator role calls, each one
+  // host:port or several, comma-separated (calls are spread over them and
+  // retried on another when one is unavailable). Required for role
+  // orchestrator; ignored otherwise (role all calls in-process).
   std::string prefill_address;
   std::string decode_address;
   // Sync the store's WAL on every write. Default: true.

@@ -36,9 +36,11 @@ ABSL_FLAG(std::vector<std::string>, model, {},
 ABSL_FLAG(std::string, store_address, "",
           "host:port of a store role to use instead of an embedded store");
 ABSL_FLAG(std::string, prefill_address, "",
-          "host:port of the prefill role (role orchestrator)");
+          "host:port of the prefill role, or several comma-separated "
+          "(role orchestrator)");
 ABSL_FLAG(std::string, decode_address, "",
-          "host:port of the decode role (role orchestrator)");
+          "host:port of the decode role, or several comma-separated "
+          "(role orchestrator)");
 ABSL_FLAG(bool, sync_writes, true,
           "Sync the store's write-ahead log on every write");
 ABSL_FLAG(int64_t, state_budget_bytes, 0,

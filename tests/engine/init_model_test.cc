@@ -128,7 +128,7 @@ TEST(InitModelTest, RejectsBadOptions) {
   options.preset = "huge";
   EXPECT_THAT(WriteRandomModel(options).message(), HasSubstr("huge"));
   options.preset = "tiny";
-  options.architecture = "mamba2";
+  options.architecture = "mamba3";
   EXPECT_EQ(WriteRandomModel(options).code(),
             absl::StatusCode::kInvalidArgument);
   options.architecture = "based";

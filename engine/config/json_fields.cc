@@ -1,0 +1,87 @@
+#include "engine/config/json_fields.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/util/absl_view.h"
+
+namespace twice::engine::config {
+
+absl::Status Invalid(std::string_view key, std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: \"", AbslView(key), "\" ", AbslView(what)));
+}
+
+absl::StatusOr<int64_t> GetInt(const Json& obj,
+                               std::initializer_list<std::string_view> keys,
+                               std::optional<int64_t> fallback, int64_t lo,
+                               int64_t hi) {
+  for (std::string_view key : keys) {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) continue;
+    if (!it->is_number_integer()) return Invalid(key, "must be an integer");
+    const int64_t x = it->get<int64_t>();
+    if (x < lo || x > hi) {
+      return Invalid(
+          key, absl::StrCat("is ", x, ", must be in [", lo, ", ", hi, "]"));
+    }
+    return x;
+  }
+  if (fallback.has_value()) return *fallback;
+  return Invalid(*keys.begin(), "is required");
+}
+
+absl::StatusOr<double> GetNumber(const Json& obj, std::string_view key,
+                                 double fallback, double lo, double hi) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return Invalid(key, "must be a number");
+  const double x = it->get<double>();
+  if (!(x >= lo && x <= hi)) {
+    return Invalid(key,
+                   absl::StrCat("is ", x, ", must be in [", lo, ", ", hi, "]"));
+  }
+  return x;
+}
+
+absl::StatusOr<bool> GetBool(const Json& obj, std::string_view key,
+                             bool fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return Invalid(key, "must be true or false");
+  return it->get<bool>();
+}
+
+absl::StatusOr<std::string> GetString(const Json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return Invalid(key, "must be a string");
+  return it->get<std::string>();
+}
+
+absl::StatusOr<Json> ParseObject(std::string_view text) {
+  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return absl::InvalidArgumentError("config.json is not a JSON object");
+  }
+  return root;
+}
+
+std::string ConfigArchitecture(std::string_view text) {
+  const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) return "";
+  for (const char* key : {"architecture", "model_type"}) {
+    auto it = root.find(key);
+    if (it != root.end() && it->is_string()) return it->get<std::string>();
+  }
+  auto it = root.find("architectures");
+  if (it != root.end() && it->is_array() && !it->empty() &&
+      (*it)[0].is_string()) {
+    const std::string a = (*it)[0].get<std::string>();
+    if (a == "LlamaForCausalLM") return "llama";
+    return a;
+  }
+  return "";
+}
+
+}  // namespace twice::engine::config

@@ -1,0 +1,47 @@
+// Typed, bounds-checked reads of config.json fields, shared by the Llama and
+// RAT config parsers. Every failure is INVALID_ARGUMENT naming the key, so a
+// bad config never turns into a bad allocation.
+#ifndef TWICE_ENGINE_CONFIG_JSON_FIELDS_H_
+#define TWICE_ENGINE_CONFIG_JSON_FIELDS_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace twice::engine::config {
+
+using Json = nlohmann::json;
+
+[[nodiscard]] absl::Status Invalid(std::string_view key, std::string_view what);
+
+// Integer in [lo, hi] under the first present alias of `keys`; `fallback`
+// when none is present (nullopt: required).
+[[nodiscard]] absl::StatusOr<int64_t> GetInt(
+    const Json& obj, std::initializer_list<std::string_view> keys,
+    std::optional<int64_t> fallback, int64_t lo, int64_t hi);
+// Number in [lo, hi]; `fallback` when absent.
+[[nodiscard]] absl::StatusOr<double> GetNumber(const Json& obj,
+                                               std::string_view key,
+                                               double fallback, double lo,
+                                               double hi);
+[[nodiscard]] absl::StatusOr<bool> GetBool(const Json& obj,
+                                           std::string_view key, bool fallback);
+// The string under `key`, "" when absent; INVALID_ARGUMENT when not a string.
+[[nodiscard]] absl::StatusOr<std::string> GetString(const Json& obj,
+                                                    std::string_view key);
+// Parses `text` as a JSON object.
+[[nodiscard]] absl::StatusOr<Json> ParseObject(std::string_view text);
+
+// The architecture a config names: "architecture", else "model_type", else
+// HF "architectures"[0] mapped (LlamaForCausalLM -> llama). "" when none;
+// never fails (callers that need a valid file parse it themselves).
+std::string ConfigArchitecture(std::string_view text);
+
+}  // namespace twice::engine::config
+
+#endif  // TWICE_ENGINE_CONFIG_JSON_FIELDS_H_

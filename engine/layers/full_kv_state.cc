@@ -1,0 +1,74 @@
+#include "engine/layers/full_kv_state.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/state/state_io.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+
+int64_t FullKvState::ByteSize() const {
+  return CountBytes([this](StateWriter& w) { Serialize(w); });
+}
+
+std::unique_ptr<LayerState> FullKvState::Clone() const {
+  return std::make_unique<FullKvState>(*this);
+}
+
+void FullKvState::Append(const float* k, const float* v, int64_t tokens,
+                         int64_t stride) {
+  // Plain insert: the vectors grow geometrically, so a decode step does not
+  // reallocate (and copy) the whole cache.
+  const int64_t r = row();
+  for (int64_t i = 0; i < tokens; ++i) {
+    keys_.insert(keys_.end(), k + i * stride, k + i * stride + r);
+    values_.insert(values_.end(), v + i * stride, v + i * stride + r);
+  }
+  count_ += tokens;
+}
+
+namespace {
+struct RowCount final : StateSnapshot {
+  explicit RowCount(int64_t n) : count(n) {}
+  int64_t count;
+};
+}  // namespace
+
+std::unique_ptr<StateSnapshot> FullKvState::TakeSnapshot() const {
+  return std::make_unique<RowCount>(count_);
+}
+
+void FullKvState::RestoreSnapshot(const StateSnapshot& snapshot) {
+  count_ = static_cast<const RowCount&>(snapshot).count;
+  keys_.resize(count_ * row());
+  values_.resize(count_ * row());
+}
+
+void FullKvState::Serialize(StateWriter& writer) const {
+  writer.WriteI64(count_);
+  writer.WriteTensor({count_, kv_heads_, head_dim_}, keys_);
+  writer.WriteTensor({count_, kv_heads_, head_dim_}, values_);
+}
+
+absl::Status FullKvState::Deserialize(StateReader& reader) {
+  TWICE_ASSIGN_OR_RETURN(int64_t count, reader.ReadI64());
+  // Two tensors of count rows must fit in what is left; checked before any
+  // allocation, and in a form that cannot overflow.
+  const uint64_t row_bytes = static_cast<uint64_t>(row()) * sizeof(float);
+  if (count < 0 ||
+      static_cast<uint64_t>(count) > reader.remaining() / (2 * row_bytes)) {
+    return absl::DataLossError(absl::StrCat("full_kv token count ", count,
+                                            " does not fit the ",
+                                            reader.remaining(), " bytes left"));
+  }
+  std::vector<float> keys(count * row()), values(count * row());
+  TWICE_RETURN_IF_ERROR(reader.ReadTensor(
+      {count, kv_heads_, head_dim_}, absl::MakeSpan(keys), "full_kv keys"));
+  TWICE_RETURN_IF_ERROR(reader.ReadTensor(
+      {count, kv_heads_, head_dim_}, absl::MakeSpan(values), "full_kv values"));
+  count_ = count;
+  keys_ = std::move(keys);
+  values_ = std::move(values);
+  return absl::OkStatus();
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,63 @@
+// FullKvState: the memory of a softmax attention layer with a full KV cache
+// (the Llama baseline) — the post-rotary keys and the values of EVERY token
+// read so far. Unlike the fixed-size recurrent states its size grows with
+// the sequence: 2 · T · H_kv · hd floats per layer.
+//
+//   k, v [T, H_kv, hd]   row p is the token at absolute position p
+//
+// Serialized (kind "full_kv"): i64 T, then f32 tensors k [T, H_kv, hd] and
+// v [T, H_kv, hd]. Deserialize checks T against the bytes left BEFORE
+// allocating, so a corrupt length is DATA_LOSS, not a huge allocation.
+#ifndef TWICE_ENGINE_LAYERS_FULL_KV_STATE_H_
+#define TWICE_ENGINE_LAYERS_FULL_KV_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/layers/snapshot_state.h"
+#include "engine/state/layer_state.h"
+
+namespace twice::engine {
+
+class FullKvState final : public LayerState, public SnapshotState {
+ public:
+  static constexpr std::string_view kKind = "full_kv";
+
+  FullKvState(int64_t kv_heads, int64_t head_dim)
+      : kv_heads_(kv_heads), head_dim_(head_dim) {}
+
+  std::string_view kind() const override { return kKind; }
+  int64_t ByteSize() const override;
+  std::unique_ptr<LayerState> Clone() const override;
+  void Serialize(StateWriter& writer) const override;
+  [[nodiscard]] absl::Status Deserialize(StateReader& reader) override;
+  // The snapshot is the row count; restoring drops the rows added since.
+  std::unique_ptr<StateSnapshot> TakeSnapshot() const override;
+  void RestoreSnapshot(const StateSnapshot& snapshot) override;
+
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  int64_t row() const { return kv_heads_ * head_dim_; }
+  int64_t count() const { return count_; }
+  // Floats the cache holds: 2 · T · H_kv · hd (the formula of design §3).
+  int64_t elements() const { return 2 * count_ * row(); }
+  absl::Span<const float> keys() const { return keys_; }
+  absl::Span<const float> values() const { return values_; }
+  // Appends `tokens` rows of keys / values ([tokens, H_kv, hd] each, row
+  // stride `stride`).
+  void Append(const float* k, const float* v, int64_t tokens, int64_t stride);
+
+ private:
+  int64_t kv_heads_;
+  int64_t head_dim_;
+  int64_t count_ = 0;
+  std::vector<float> keys_;    // [T, H_kv, hd]
+  std::vector<float> values_;  // [T, H_kv, hd]
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_LAYERS_FULL_KV_STATE_H_

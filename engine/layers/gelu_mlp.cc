@@ -1,0 +1,37 @@
+#include "engine/layers/gelu_mlp.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+
+absl::StatusOr<std::unique_ptr<GeluMlp>> GeluMlp::Load(
+    const WeightMap& weights, const std::string& prefix, int64_t dim,
+    int64_t hidden) {
+  auto m = std::make_unique<GeluMlp>();
+  TWICE_ASSIGN_OR_RETURN(m->fc1_,
+                         weights.Get(prefix + "fc1.weight", {hidden, dim}));
+  TWICE_ASSIGN_OR_RETURN(m->fc2_,
+                         weights.Get(prefix + "fc2.weight", {dim, hidden}));
+  m->dim_ = dim;
+  m->hidden_ = hidden;
+  return m;
+}
+
+absl::Status GeluMlp::Forward(absl::Span<const float> x, int64_t tokens,
+                              absl::Span<float> out) const {
+  std::vector<float> u(tokens * hidden_);
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, fc1_.span(), hidden_,
+                                        {}, absl::MakeSpan(u)));
+  // The erf form, not the tanh approximation: upstream uses nn.GELU().
+  // Elementwise and cheap next to the two GEMMs, so it stays here rather
+  // than in a kernel file.
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (float& v : u) v = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
+  return kernels::Linear(u, tokens, hidden_, fc2_.span(), dim_, {}, out);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,193 @@
+#include "engine/layers/mamba2_mixer.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/activations.h"
+#include "kernels/causal_conv1d.h"
+#include "kernels/linear.h"
+#include "kernels/ssd_chunk_scan.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+namespace {
+
+// Upstream's gated RMSNorm hard-codes its epsilon (mamba2.py), independent
+// of the block norms' norm_epsilon.
+constexpr double kGatedNormEps = 1e-5;
+// softplus(v) = v above this, as upstream's kernels (no overflow in exp).
+constexpr float kSoftplusThreshold = 20.0f;
+
+float Softplus(float v) {
+  return v > kSoftplusThreshold ? v : std::log1p(std::exp(v));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
+    const WeightMap& weights, const std::string& prefix,
+    const Mamba2Config& config) {
+  std::unique_ptr<Mamba2Mixer> m(new Mamba2Mixer());
+  const std::string p = prefix + "mixer.";
+  const int64_t d = config.hidden_size;
+  const int64_t e = config.d_inner();
+  const int64_t h = config.num_heads();
+  const int64_t conv_dim = config.conv_dim();
+  TWICE_ASSIGN_OR_RETURN(
+      m->in_proj_, weights.Get(p + "in_proj.weight", {config.d_in_proj(), d}));
+  TWICE_ASSIGN_OR_RETURN(m->conv_w_, weights.Get(p + "conv1d.weight",
+                                                 {conv_dim, 1, config.d_conv}));
+  TWICE_ASSIGN_OR_RETURN(m->conv_b_,
+                         weights.Get(p + "conv1d.bias", {conv_dim}));
+  TWICE_ASSIGN_OR_RETURN(m->dt_bias_, weights.Get(p + "dt_bias", {h}));
+  TWICE_ASSIGN_OR_RETURN(Tensor a_log, weights.Get(p + "A_log", {h}));
+  TWICE_ASSIGN_OR_RETURN(m->d_, weights.Get(p + "D", {h}));
+  TWICE_ASSIGN_OR_RETURN(m->norm_w_, weights.Get(p + "norm.weight", {e}));
+  TWICE_ASSIGN_OR_RETURN(m->out_proj_,
+                         weights.Get(p + "out_proj.weight", {d, e}));
+  m->a_.resize(h);
+  for (int64_t i = 0; i < h; ++i) m->a_[i] = -std::exp(a_log.data()[i]);
+  m->dim_ = d;
+  m->inner_ = e;
+  m->groups_ = config.n_groups;
+  m->chunk_ = config.chunk_size;
+  m->in_proj_dim_ = config.d_in_proj();
+  m->shape_ = Mamba2StateShape{config.d_conv, conv_dim, h, config.head_dim,
+                               config.d_state};
+  return m;
+}
+
+std::unique_ptr<LayerState> Mamba2Mixer::NewState() const {
+  return std::make_unique<Mamba2State>(shape_);
+}
+
+absl::StatusOr<Mamba2State*> Mamba2Mixer::CheckState(LayerState& state) const {
+  auto* s = dynamic_cast<Mamba2State*>(&state);
+  if (s == nullptr || !(s->shape() == shape_)) {
+    return absl::FailedPreconditionError(
+        "Mamba2Mixer: layer state is not a matching mamba2 state");
+  }
+  return s;
+}
+
+void Mamba2Mixer::Discretize(absl::Span<const float> zxbcdt, int64_t rows,
+                             absl::Span<float> delta) const {
+  const int64_t h = shape_.heads;
+  const int64_t offset = inner_ + shape_.conv_dim;
+  const float* bias = dt_bias_.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* raw = zxbcdt.data() + r * in_proj_dim_ + offset;
+    for (int64_t i = 0; i < h; ++i) {
+      delta[r * h + i] = Softplus(raw[i] + bias[i]);
+    }
+  }
+}
+
+void Mamba2Mixer::BiasSilu(absl::Span<float> conv, int64_t rows) const {
+  const int64_t c = shape_.conv_dim;
+  const float* bias = conv_b_.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = conv.data() + r * c;
+    for (int64_t i = 0; i < c; ++i) {
+      const float v = row[i] + bias[i];
+      row[i] = v / (1.0f + std::exp(-v));
+    }
+  }
+}
+
+absl::Status Mamba2Mixer::GateNormOut(absl::Span<const float> zxbcdt,
+                                      std::vector<float>& y, int64_t rows,
+                                      absl::Span<float> out) const {
+  const int64_t e = inner_;
+  // v = y ⊙ SiLU(z), z = the first E columns of zxbcdt.
+  std::vector<float> v(rows * e);
+  TWICE_RETURN_IF_ERROR(
+      kernels::SiluMul(zxbcdt, in_proj_dim_, y, e, rows, e, absl::MakeSpan(v)));
+  const int64_t group = e / groups_;
+  const float* w = norm_w_.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups_; ++g) {
+      float* vg = v.data() + r * e + g * group;
+      double ss = 0.0;
+      for (int64_t i = 0; i < group; ++i) ss += double{vg[i]} * vg[i];
+      const float rstd = static_cast<float>(
+          1.0 / std::sqrt(ss / static_cast<double>(group) + kGatedNormEps));
+      const float* wg = w + g * group;
+      for (int64_t i = 0; i < group; ++i) vg[i] = vg[i] * rstd * wg[i];
+    }
+  }
+  return kernels::Linear(v, rows, e, out_proj_.span(), dim_, {}, out);
+}
+
+absl::Status Mamba2Mixer::Forward(absl::Span<const float> x, int64_t tokens,
+                                  int64_t /*start_pos*/, LayerState& state,
+                                  absl::Span<float> out) const {
+  TWICE_ASSIGN_OR_RETURN(Mamba2State * s, CheckState(state));
+  const int64_t c = shape_.conv_dim;
+  const int64_t gn = groups_ * shape_.state_dim;
+  std::vector<float> zxbcdt(tokens * in_proj_dim_);
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_.span(),
+                                        in_proj_dim_, {},
+                                        absl::MakeSpan(zxbcdt)));
+  std::vector<float> conv(tokens * c);  // [T, conv_dim] = x | B | C
+  TWICE_RETURN_IF_ERROR(
+      kernels::CausalConv1d(absl::MakeConstSpan(zxbcdt).subspan(inner_), tokens,
+                            c, in_proj_dim_, conv_w_.span(), shape_.conv_kernel,
+                            s->conv_tail(), absl::MakeSpan(conv)));
+  BiasSilu(absl::MakeSpan(conv), tokens);
+  std::vector<float> delta(tokens * shape_.heads);
+  Discretize(zxbcdt, tokens, absl::MakeSpan(delta));
+  std::vector<float> y(tokens * inner_);
+  const kernels::SsdShape ssd{shape_.heads, shape_.head_dim, groups_,
+                              shape_.state_dim};
+  const absl::Span<const float> conv_view = conv;
+  TWICE_RETURN_IF_ERROR(kernels::SsdChunkScan(
+      ssd, tokens, chunk_, conv_view, c, conv_view.subspan(inner_),
+      conv_view.subspan(inner_ + gn), c, delta, a_, d_.span(), s->ssm(),
+      absl::MakeSpan(y)));
+  return GateNormOut(zxbcdt, y, tokens, out);
+}
+
+absl::Status Mamba2Mixer::StepBatch(absl::Span<const float> x,
+                                    absl::Span<LayerState* const> states,
+                                    absl::Span<const int64_t> /*positions*/,
+                                    absl::Span<float> out) const {
+  const int64_t rows = static_cast<int64_t>(states.size());
+  std::vector<Mamba2State*> ss(states.size());
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_ASSIGN_OR_RETURN(ss[b], CheckState(*states[b]));
+  }
+  const int64_t c = shape_.conv_dim;
+  const int64_t gn = groups_ * shape_.state_dim;
+  std::vector<float> zxbcdt(rows * in_proj_dim_);
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_.span(),
+                                        in_proj_dim_, {},
+                                        absl::MakeSpan(zxbcdt)));
+  std::vector<float> conv(rows * c);
+  for (int64_t b = 0; b < rows; ++b) {
+    TWICE_RETURN_IF_ERROR(kernels::CausalConv1d(
+        absl::MakeConstSpan(zxbcdt).subspan(b * in_proj_dim_ + inner_, c), 1, c,
+        in_proj_dim_, conv_w_.span(), shape_.conv_kernel, ss[b]->conv_tail(),
+        absl::MakeSpan(conv).subspan(b * c, c)));
+  }
+  BiasSilu(absl::MakeSpan(conv), rows);
+  std::vector<float> delta(rows * shape_.heads);
+  Discretize(zxbcdt, rows, absl::MakeSpan(delta));
+  std::vector<float> y(rows * inner_);
+  const kernels::SsdShape ssd{shape_.heads, shape_.head_dim, groups_,
+                              shape_.state_dim};
+  const absl::Span<const float> conv_view = conv;
+  for (int64_t b = 0; b < rows; ++b) {
+    const absl::Span<const float> row = conv_view.subspan(b * c, c);
+    TWICE_RETURN_IF_ERROR(kernels::SsdStep(
+        ssd, row.subspan(0, inner_), row.subspan(inner_, gn),
+        row.subspan(inner_ + gn, gn),
+        absl::MakeConstSpan(delta).subspan(b * shape_.heads, shape_.heads), a_,
+        d_.span(), ss[b]->ssm(),
+        absl::MakeSpan(y).subspan(b * inner_, inner_)));
+  }
+  return GateNormOut(zxbcdt, y, rows, out);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,89 @@
+// Mamba2Mixer: the Mamba-2 (SSD) mixer of state-spaces/mamba `Mamba2`
+// with the checkpoints' options (rmsnorm, norm_before_gate false, no
+// projection biases, conv bias, D per head).
+//
+// Per token, input u [D] (already RMS-normalised by the block):
+//   zxbcdt = W_in u                 W_in [2E + 2GN + H, D]
+//   split  z [E] | xBC [E + 2GN] | dt_raw [H]
+//   xBC'   = SiLU(conv_bias + causal depthwise conv_K(xBC))  (taps W_conv
+//            [E + 2GN, 1, K]; the K-1 earlier raw rows come from the state)
+//   split  x [H, P] | B [G, N] | C [G, N]          head h reads group
+//                                                  h / (H / G)
+//   Δ      = softplus(dt_raw + dt_bias), softplus(v) = v for v > 20
+//   A      = -exp(A_log)            [H]
+//   S, y   = SSD(x, Δ, A, B, C, D)  (kernels/ssd_chunk_scan.h)
+//   v      = y ⊙ SiLU(z); per group of E/G channels v_g /= rms(v_g) (eps
+//            1e-5); v ⊙= norm_w
+//   out    = W_out v                W_out [D, E]
+// E = expand·D, H = E / P.
+//
+// Tensors under <prefix>mixer.: in_proj.weight, conv1d.weight, conv1d.bias,
+// dt_bias, A_log, D, norm.weight, out_proj.weight.
+// State: Mamba2State. Forward (prefill) runs the chunked SSD form with the
+// carried state as its initial state; StepBatch runs the recurrent form.
+#ifndef TWICE_ENGINE_LAYERS_MAMBA2_MIXER_H_
+#define TWICE_ENGINE_LAYERS_MAMBA2_MIXER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/config/mamba2_config.h"
+#include "engine/layers/mamba2_state.h"
+#include "engine/layers/mixer.h"
+#include "engine/tensor/tensor.h"
+#include "engine/weights/weight_map.h"
+
+namespace twice::engine {
+
+class Mamba2Mixer final : public Mixer {
+ public:
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Load(
+      const WeightMap& weights, const std::string& prefix,
+      const Mamba2Config& config);
+
+  std::unique_ptr<LayerState> NewState() const override;
+  [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
+                                     int64_t start_pos, LayerState& state,
+                                     absl::Span<float> out) const override;
+  // One GEMM per projection for the batch; conv and SSD step per sequence.
+  [[nodiscard]] absl::Status StepBatch(absl::Span<const float> x,
+                                       absl::Span<LayerState* const> states,
+                                       absl::Span<const int64_t> positions,
+                                       absl::Span<float> out) const override;
+
+  const Mamba2StateShape& state_shape() const { return shape_; }
+
+ private:
+  Mamba2Mixer() = default;
+
+  [[nodiscard]] absl::StatusOr<Mamba2State*> CheckState(
+      LayerState& state) const;
+  // zxbcdt [rows, d_in_proj] (conv part already replaced by the conv
+  // output, see Forward) -> Δ [rows, H].
+  void Discretize(absl::Span<const float> zxbcdt, int64_t rows,
+                  absl::Span<float> delta) const;
+  // conv [rows, conv_dim] raw conv output -> SiLU(conv + bias) in place.
+  void BiasSilu(absl::Span<float> conv, int64_t rows) const;
+  // y [rows, E] -> out [rows, D]: gate with SiLU(z), grouped RMSNorm,
+  // out_proj.
+  [[nodiscard]] absl::Status GateNormOut(absl::Span<const float> zxbcdt,
+                                         std::vector<float>& y, int64_t rows,
+                                         absl::Span<float> out) const;
+
+  Tensor in_proj_, conv_w_, conv_b_, dt_bias_, d_, norm_w_, out_proj_;
+  std::vector<float> a_;  // -exp(A_log) [H]
+  int64_t dim_ = 0;       // D
+  int64_t inner_ = 0;     // E
+  int64_t groups_ = 0;    // G
+  int64_t chunk_ = 0;     // Q
+  int64_t in_proj_dim_ = 0;
+  float norm_eps_ = 1e-5f;
+  Mamba2StateShape shape_;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_LAYERS_MAMBA2_MIXER_H_

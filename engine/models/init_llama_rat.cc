@@ -1,0 +1,266 @@
+#include "engine/models/init_llama_rat.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/config/llama_config.h"
+#include "engine/config/rat_config.h"
+#include "engine/tensor/tensor.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/weights/safetensors_writer.h"
+#include "kernels/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace twice::engine {
+namespace {
+
+using Json = nlohmann::json;
+
+// splitmix64 streams seeded by the tensor name (FNV-1a): a tensor's values
+// depend only on the seed and its name, identically on every platform.
+uint64_t SplitMix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t NameSeed(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  uint64_t s = seed ^ h;
+  return SplitMix64(s);
+}
+
+double Uniform(uint64_t& s) {  // in (0, 1]
+  return (static_cast<double>(SplitMix64(s) >> 11) + 1.0) * 0x1p-53;
+}
+
+class WeightSet {
+ public:
+  explicit WeightSet(uint64_t seed) : seed_(seed) {}
+  void Normal(const std::string& name, Shape shape, double std) {
+    Tensor t = Tensor::Zeros(std::move(shape));
+    uint64_t s = NameSeed(seed_, name);
+    float* out = t.mutable_data();
+    for (int64_t i = 0; i < t.size(); i += 2) {
+      const double r = std * std::sqrt(-2.0 * std::log(Uniform(s)));
+      const double a = 2.0 * std::numbers::pi * Uniform(s);
+      out[i] = static_cast<float>(r * std::cos(a));
+      if (i + 1 < t.size()) out[i + 1] = static_cast<float>(r * std::sin(a));
+    }
+    w_.emplace(name, std::move(t));
+  }
+  void Ones(const std::string& name, int64_t n) {
+    Tensor t = Tensor::Zeros({n});
+    for (float& v : t.mutable_span()) v = 1.0f;
+    w_.emplace(name, std::move(t));
+  }
+  // RAT forget-gate bias: log(U[1, L - 1]) per channel (upstream init).
+  void GateBias(const std::string& name, int64_t n, int64_t chunk) {
+    Tensor t = Tensor::Zeros({n});
+    uint64_t s = NameSeed(seed_, name);
+    const double hi = std::max<double>(1.0, static_cast<double>(chunk - 1));
+    for (float& v : t.mutable_span()) {
+      v = static_cast<float>(std::log(1.0 + (hi - 1.0) * Uniform(s)));
+    }
+    w_.emplace(name, std::move(t));
+  }
+  const std::map<std::string, Tensor>& tensors() const { return w_; }
+
+ private:
+  uint64_t seed_;
+  std::map<std::string, Tensor> w_;
+};
+
+[[nodiscard]] absl::Status WriteText(const std::string& path,
+                                     std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+struct TokenizerInfo {
+  std::string json;
+  int64_t vocab = 0;
+  int64_t eos = -1;
+};
+
+[[nodiscard]] absl::StatusOr<TokenizerInfo> ReadTokenizer(
+    const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("init-model: cannot read ", path));
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  TokenizerInfo info;
+  info.json = std::move(buf).str();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
+      Tokenizer::FromJson(info.json);
+  if (!tok.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init-model: ", path, ": ", tok.status().message()));
+  }
+  info.vocab = (*tok)->vocab_size();
+  info.eos = (*tok)
+                 ->TokenToId("<|endoftext|>")
+                 .value_or((*tok)->TokenToId("</s>").value_or(-1));
+  return info;
+}
+
+[[nodiscard]] absl::Status WriteDir(const InitModelOptions& options,
+                                    const TokenizerInfo& tok,
+                                    const std::string& config_text,
+                                    const WeightSet& weights) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.out_dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat(
+        "init-model: cannot create ", options.out_dir, ": ", ec.message()));
+  }
+  std::vector<NamedTensor> named;
+  for (const auto& [name, tensor] : weights.tensors()) {
+    named.push_back({name, &tensor});
+  }
+  TWICE_RETURN_IF_ERROR(WriteSafetensors(options.out_dir + "/model.safetensors",
+                                         std::move(named), {{"format", "pt"}}));
+  TWICE_RETURN_IF_ERROR(
+      WriteText(options.out_dir + "/tokenizer.json", tok.json));
+  return WriteText(options.out_dir + "/config.json", config_text);
+}
+
+[[nodiscard]] absl::Status UnknownPreset(std::string_view arch,
+                                         const std::string& preset,
+                                         std::string_view expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("init-model: unknown ", std::string(arch), " preset \"",
+                   preset, "\" (expected ", std::string(expected), ")"));
+}
+
+}  // namespace
+
+absl::Status WriteRandomLlamaModel(const InitModelOptions& options) {
+  if (options.out_dir.empty()) {
+    return absl::InvalidArgumentError("init-model: out_dir is empty");
+  }
+  TWICE_ASSIGN_OR_RETURN(TokenizerInfo tok,
+                         ReadTokenizer(options.tokenizer_json));
+  Json c;
+  c["architectures"] = {"LlamaForCausalLM"};
+  c["model_type"] = "llama";
+  c["vocab_size"] = tok.vocab;
+  c["rms_norm_eps"] = 1e-5;
+  c["tie_word_embeddings"] = true;
+  c["max_position_embeddings"] = 2048;
+  c["rope_scaling"] = nullptr;
+  if (tok.eos >= 0) c["eos_token_id"] = tok.eos;
+  if (options.preset == "tiny") {
+    c["hidden_size"] = 64;
+    c["num_hidden_layers"] = 2;
+    c["num_attention_heads"] = 4;
+    c["num_key_value_heads"] = 2;
+    c["intermediate_size"] = 128;
+    c["rope_theta"] = 10000.0;
+  } else if (options.preset == "llama-360m-shape") {
+    c["hidden_size"] = 960;
+    c["num_hidden_layers"] = 32;
+    c["num_attention_heads"] = 15;
+    c["num_key_value_heads"] = 5;
+    c["intermediate_size"] = 2560;
+    c["rope_theta"] = 100000.0;
+  } else {
+    return UnknownPreset("llama", options.preset,
+                         "\"tiny\" or \"llama-360m-shape\"");
+  }
+  const std::string text = c.dump(2) + "\n";
+  TWICE_ASSIGN_OR_RETURN(LlamaConfig cfg, ParseLlamaConfig(text));
+  WeightSet w(options.seed);
+  const int64_t d = cfg.hidden_size;
+  const double std = 0.02, out_std = std / std::sqrt(2.0 * cfg.num_layers);
+  w.Normal("model.embed_tokens.weight", {cfg.vocab_size, d}, std);
+  w.Ones("model.norm.weight", d);
+  for (int i = 0; i < cfg.num_layers; ++i) {
+    const std::string p = absl::StrCat("model.layers.", i, ".");
+    w.Ones(p + "input_layernorm.weight", d);
+    w.Ones(p + "post_attention_layernorm.weight", d);
+    w.Normal(p + "self_attn.q_proj.weight", {cfg.q_width(), d}, std);
+    w.Normal(p + "self_attn.k_proj.weight", {cfg.kv_width(), d}, std);
+    w.Normal(p + "self_attn.v_proj.weight", {cfg.kv_width(), d}, std);
+    w.Normal(p + "self_attn.o_proj.weight", {d, cfg.q_width()}, out_std);
+    w.Normal(p + "mlp.gate_proj.weight", {cfg.intermediate_size, d}, std);
+    w.Normal(p + "mlp.up_proj.weight", {cfg.intermediate_size, d}, std);
+    w.Normal(p + "mlp.down_proj.weight", {d, cfg.intermediate_size}, out_std);
+  }
+  return WriteDir(options, tok, text, w);
+}
+
+absl::Status WriteRandomRatModel(const InitModelOptions& options) {
+  if (options.out_dir.empty()) {
+    return absl::InvalidArgumentError("init-model: out_dir is empty");
+  }
+  TWICE_ASSIGN_OR_RETURN(TokenizerInfo tok,
+                         ReadTokenizer(options.tokenizer_json));
+  Json c;
+  c["architecture"] = "rat";
+  c["model_type"] = "rat";
+  c["vocab_size"] = tok.vocab;
+  c["norm_eps"] = 1e-6;
+  c["rope_base"] = 10000.0;
+  c["tie_embedding"] = true;
+  c["training_context"] = 4096;
+  c["chunk_size"] = 16;
+  c["ngroups"] = 2;
+  if (tok.eos >= 0) c["eos_token_id"] = tok.eos;
+  if (options.preset == "tiny" || options.preset == "tiny-swa") {
+    c["d_model"] = 64;
+    c["num_layers"] = 2;
+    c["num_heads"] = 4;
+    c["ffn_hidden"] = 256;
+    c["interleave_step"] = options.preset == "tiny-swa" ? 2 : 0;
+    c["window"] = 32;
+  } else if (options.preset == "rat-xl-shape") {
+    c["d_model"] = 2048;
+    c["num_layers"] = 6;
+    c["num_heads"] = 16;
+    c["ffn_hidden"] = 8192;
+    c["interleave_step"] = 0;
+    c["window"] = 1024;
+  } else {
+    return UnknownPreset("rat", options.preset,
+                         "\"tiny\", \"tiny-swa\" or \"rat-xl-shape\"");
+  }
+  const std::string text = c.dump(2) + "\n";
+  TWICE_ASSIGN_OR_RETURN(RatConfig cfg, ParseRatConfig(text));
+  WeightSet w(options.seed);
+  const int64_t d = cfg.hidden_size;
+  const double std = 0.02, out_std = std / std::sqrt(2.0 * cfg.num_layers);
+  w.Normal("embedding.wte.weight", {cfg.vocab_size, d}, std);
+  w.Ones("backbone.ln.weight", d);
+  for (int i = 0; i < cfg.num_layers; ++i) {
+    const std::string p = absl::StrCat("backbone.layers.", i, ".");
+    w.Ones(p + "seq_layer.input_norm.weight", d);
+    if (cfg.is_swa(i)) {
+      w.Normal(p + "seq_layer.in_proj.weight", {3 * d, d}, std);
+    } else {
+      w.Normal(p + "seq_layer.in_proj.weight", {cfg.in_proj_rows(), d}, std);
+      w.GateBias(p + "seq_layer.gate_bias", d, cfg.chunk_size);
+    }
+    w.Normal(p + "seq_layer.out_proj.weight", {d, d}, out_std);
+    w.Ones(p + "hidden_layer.ln.weight", d);
+    w.Normal(p + "hidden_layer.fc1.weight", {cfg.ffn_hidden, d}, std);
+    w.Normal(p + "hidden_layer.fc2.weight", {d, cfg.ffn_hidden}, out_std);
+  }
+  return WriteDir(options, tok, text, w);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,48 @@
+#include "engine/models/model.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace twice::engine {
+
+absl::Status CheckStepBatchShape(absl::Span<const int32_t> tokens,
+                                 absl::Span<SequenceState* const> states) {
+  if (tokens.empty() || tokens.size() != states.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StepBatch needs one token per state and at least one "
+                     "of each, got ",
+                     tokens.size(), " tokens and ", states.size(), " states"));
+  }
+  std::set<const SequenceState*> seen;
+  for (const SequenceState* state : states) {
+    if (state == nullptr || !seen.insert(state).second) {
+      return absl::InvalidArgumentError(
+          "StepBatch: every row needs its own non-null state");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> Model::StepBatch(
+    absl::Span<const int32_t> tokens,
+    absl::Span<SequenceState* const> states) const {
+  if (absl::Status shape = CheckStepBatchShape(tokens, states); !shape.ok()) {
+    return shape;
+  }
+  // Step each row on a copy so that a failure in a later row leaves the
+  // earlier states untouched too.
+  std::vector<std::unique_ptr<SequenceState>> work;
+  std::vector<float> logits;
+  for (size_t b = 0; b < tokens.size(); ++b) {
+    work.push_back(states[b]->Clone());
+    absl::StatusOr<std::vector<float>> row = Step(tokens[b], *work.back());
+    if (!row.ok()) return row.status();
+    logits.insert(logits.end(), row->begin(), row->end());
+  }
+  for (size_t b = 0; b < tokens.size(); ++b) *states[b] = std::move(*work[b]);
+  return logits;
+}
+
+}  // namespace twice::engine

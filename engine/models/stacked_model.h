@@ -1,0 +1,100 @@
+// StackedModel: the pre-norm residual stack shared by the Llama baseline and
+// RAT, on CPU in f32.
+//
+//   x = E[tokens]                                 E [V, d]
+//   for each block l:
+//     x += Mixer_l(Norm1_l(x))      LlamaAttention | RatAttention | window
+//     x += FeedForward_l(Norm2_l(x))              SwiGLU | GELU
+//   logits = NormF(x_last) · W_head^T             W_head [V, d] (or E tied)
+//
+// (RAT's "the layer adds its own residual" is the first line: its output
+// projection plus the un-normalised input.) Prefill runs every block over a
+// chunk of tokens at once; long inputs are cut into chunks, which exact
+// state passing makes invisible in the results. There is no prefix encoder:
+// prefix PrefillModes are UNIMPLEMENTED. The state is one LayerState per
+// block, owned by its mixer. A failed read restores the state from a
+// snapshot (cheap for the growing KV states) rather than working on a copy.
+#ifndef TWICE_ENGINE_MODELS_STACKED_MODEL_H_
+#define TWICE_ENGINE_MODELS_STACKED_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/layers/feed_forward.h"
+#include "engine/layers/mixer.h"
+#include "engine/layers/rms_norm.h"
+#include "engine/models/model.h"
+#include "engine/tensor/tensor.h"
+#include "engine/weights/weight_map.h"
+
+namespace twice::engine {
+
+class StackedModel : public Model {
+ public:
+  struct Block {
+    RmsNormLayer norm1;
+    std::unique_ptr<Mixer> mixer;
+    RmsNormLayer norm2;
+    std::unique_ptr<FeedForward> ffn;
+  };
+
+  const ModelDescription& description() const override { return description_; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  std::unique_ptr<SequenceState> NewState() const override;
+
+  [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
+      absl::Span<const int32_t> tokens, SequenceState& state,
+      PrefillMode mode) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<float>> Step(
+      int32_t token, SequenceState& state) const override;
+  // Norms, FFNs, mixer projections and the head run over the B rows at once
+  // (one GEMM each, so B sequences share each pass over the weights); only
+  // attention and recurrences are per sequence.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> StepBatch(
+      absl::Span<const int32_t> tokens,
+      absl::Span<SequenceState* const> states) const override;
+
+ protected:
+  // What a subclass's Create fills in before calling Finish.
+  struct Parts {
+    WeightMap weights;
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::string architecture;
+    std::string fingerprint;
+    int64_t hidden_size = 0;
+    int64_t vocab_rows = 0;  // rows of the embedding / logits width
+    int64_t eos_token_id = -1;
+    int64_t training_context = 0;
+    Tensor embedding;  // [V, d]
+    Tensor lm_head;    // [V, d]; a view of `embedding` when tied
+    std::vector<Block> blocks;
+    RmsNormLayer final_norm;
+  };
+
+  StackedModel() = default;
+  // Validates the vocabulary and takes ownership of the parts.
+  [[nodiscard]] absl::Status Finish(Parts parts);
+
+ private:
+  [[nodiscard]] absl::Status CheckTokens(
+      absl::Span<const int32_t> tokens) const;
+  [[nodiscard]] absl::Status CheckState(const SequenceState& state) const;
+  [[nodiscard]] absl::Status ForwardChunk(absl::Span<const int32_t> tokens,
+                                          SequenceState& state,
+                                          std::vector<float>& x) const;
+
+  ModelDescription description_;
+  WeightMap weights_;  // owns the mappings the tensors view
+  std::unique_ptr<Tokenizer> tokenizer_;
+  int64_t d_ = 0;
+  Tensor embedding_;
+  Tensor lm_head_;
+  std::vector<Block> blocks_;
+  RmsNormLayer final_norm_;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_MODELS_STACKED_MODEL_H_

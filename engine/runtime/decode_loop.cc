@@ -1,0 +1,191 @@
+#include "engine/runtime/decode_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace twice::engine {
+
+bool DecodeStream::Next(DecodeEvent* event) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return false;
+  ready_.wait(lock, [&] { return !events_.empty(); });
+  *event = std::move(events_.front());
+  events_.pop_front();
+  if (event->finished) done_ = true;
+  return true;
+}
+
+void DecodeStream::Push(DecodeEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  ready_.notify_one();
+}
+
+DecodeLoop::DecodeLoop(const Model& model, DecodeLoopOptions options)
+    : model_(model), options_(options) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+DecodeLoop::~DecodeLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+absl::StatusOr<std::shared_ptr<DecodeStream>> DecodeLoop::Submit(
+    std::unique_ptr<SequenceState> state, std::vector<float> logits,
+    const GenerateOptions& options, std::function<bool()> cancelled) {
+  absl::StatusOr<std::unique_ptr<SequenceDecoder>> decoder =
+      SequenceDecoder::Create(model_, options);
+  if (!decoder.ok()) return decoder.status();
+  if (state == nullptr) {
+    return absl::InvalidArgumentError("DecodeLoop::Submit: no state");
+  }
+  auto sequence = std::make_unique<Sequence>();
+  sequence->stream = std::make_shared<DecodeStream>();
+  sequence->state = std::move(state);
+  sequence->decoder = *std::move(decoder);
+  sequence->cancelled = std::move(cancelled);
+  sequence->logits = std::move(logits);
+  std::shared_ptr<DecodeStream> stream = sequence->stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      return absl::UnavailableError("the decode loop is shutting down");
+    }
+    pending_.push_back(std::move(sequence));
+    ++stats_.sequences_started;
+    ++stats_.active;
+  }
+  wake_.notify_one();
+  return stream;
+}
+
+DecodeLoopStats DecodeLoop::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void DecodeLoop::Finish(Sequence& sequence, absl::Status status) {
+  DecodeEvent event;
+  event.finished = true;
+  event.status = std::move(status);
+  event.result = sequence.decoder->result();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --stats_.active;
+    if (event.result.finish_reason == "cancelled") ++stats_.sequences_cancelled;
+  }
+  sequence.stream->Push(std::move(event));
+}
+
+void DecodeLoop::Run() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !pending_.empty() || !active_.empty();
+      });
+      for (std::unique_ptr<Sequence>& sequence : pending_) {
+        active_.push_back(std::move(sequence));
+      }
+      pending_.clear();
+      if (stopping_) break;
+    }
+    SampleRound();
+    StepRound();
+  }
+  for (std::unique_ptr<Sequence>& sequence : active_) {
+    sequence->decoder->Cancel();
+    Finish(*sequence, absl::CancelledError("the decode loop is shutting down"));
+  }
+  active_.clear();
+}
+
+void DecodeLoop::SampleRound() {
+  for (std::unique_ptr<Sequence>& sequence : active_) {
+    Sequence& seq = *sequence;
+    // Checked before every token: a cancelled sequence is never stepped
+    // again.
+    if (seq.stream->cancel_.load(std::memory_order_relaxed) ||
+        (seq.cancelled && seq.cancelled())) {
+      seq.decoder->Cancel();
+      Finish(seq, absl::OkStatus());
+      sequence.reset();
+      continue;
+    }
+    absl::StatusOr<DecodeAdvance> advance = seq.decoder->Advance(seq.logits);
+    if (!advance.ok()) {
+      Finish(seq, advance.status());
+      sequence.reset();
+      continue;
+    }
+    if (!advance->piece.tokens.empty()) {
+      // Counted before the event is pushed, so a consumer that has seen
+      // the token also sees it counted.
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.tokens_decoded;
+    }
+    if (!advance->piece.tokens.empty() || !advance->piece.text.empty()) {
+      DecodeEvent event;
+      event.piece = std::move(advance->piece);
+      seq.stream->Push(std::move(event));
+    }
+    if (advance->finished) {
+      Finish(seq, absl::OkStatus());
+      sequence.reset();
+      continue;
+    }
+    seq.next_token = advance->next_token;
+  }
+  std::erase(active_, nullptr);
+}
+
+void DecodeLoop::StepRound() {
+  const size_t batch = static_cast<size_t>(std::max(options_.max_batch, 1));
+  const size_t width =
+      static_cast<size_t>(model_.description().padded_vocab_size);
+  for (size_t begin = 0; begin < active_.size(); begin += batch) {
+    const size_t end = std::min(active_.size(), begin + batch);
+    std::vector<int32_t> tokens;
+    std::vector<SequenceState*> states;
+    for (size_t i = begin; i < end; ++i) {
+      tokens.push_back(active_[i]->next_token);
+      states.push_back(active_[i]->state.get());
+    }
+    absl::StatusOr<std::vector<float>> logits =
+        model_.StepBatch(tokens, states);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.steps;
+      stats_.max_batch =
+          std::max(stats_.max_batch, static_cast<int64_t>(tokens.size()));
+    }
+    if (logits.ok() && logits->size() != tokens.size() * width) {
+      logits = absl::InternalError(
+          absl::StrCat("StepBatch returned ", logits->size(), " logits for ",
+                       tokens.size(), " rows of ", width));
+    }
+    for (size_t i = begin; i < end; ++i) {
+      Sequence& seq = *active_[i];
+      if (!logits.ok()) {
+        // A failed batch fails its sequences, not the loop.
+        Finish(seq, logits.status());
+        active_[i].reset();
+        continue;
+      }
+      const auto row = logits->begin() + static_cast<long>((i - begin) * width);
+      seq.logits.assign(row, row + static_cast<long>(width));
+    }
+  }
+  std::erase(active_, nullptr);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,194 @@
+// Resolving a document's stored states. Document tokens are the truth and
+// states a cache: a state that was evicted, lost or found corrupt is
+// recomputed from the tokens, starting from the latest stored boundary
+// before it and following the record's boundaries exactly, so the
+// recomputed chain keys are the recorded ones (checked).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/log.h"
+#include "services/common/state_io.h"
+#include "services/orchestrator/internal_calls.h"
+#include "services/orchestrator/orchestrator_service.h"
+
+namespace twice::services {
+
+absl::StatusOr<storage::StateKey> OrchestratorService::EnsureDocumentState(
+    grpc::ServerContext& context, const storage::DocumentRecord& record,
+    v1::Usage& usage) {
+  if (record.segments.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        "document '", record.document_id, "' has no segment states recorded"));
+  }
+  return EnsureBoundaryState(context, record, record.segments.size() - 1,
+                             usage);
+}
+
+absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
+    grpc::ServerContext& context, const storage::DocumentRecord& record,
+    size_t index, v1::Usage& usage) {
+  if (index >= record.segments.size()) {
+    return absl::InternalError("boundary index out of range");
+  }
+  const storage::SegmentBoundary& target = record.segments[index];
+  absl::StatusOr<bool> stored =
+      store_->HasState(target.state_key, /*ephemeral=*/false);
+  if (!stored.ok()) return stored.status();
+  if (*stored) {
+    usage.set_states_reused(usage.states_reused() + 1);
+    usage.set_tokens_reused(usage.tokens_reused() + target.end_token);
+    return target.state_key;
+  }
+  // Walk back to the latest boundary whose state is still stored and read
+  // the document's tokens from there.
+  int resume = static_cast<int>(index) - 1;
+  while (resume >= 0) {
+    absl::StatusOr<bool> has =
+        store_->HasState(record.segments[resume].state_key, false);
+    if (!has.ok()) return has.status();
+    if (*has) break;
+    --resume;
+  }
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      store_->GetTokens(record.tenant, record.document_id);
+  if (!tokens.ok()) return tokens.status();
+  if (static_cast<int64_t>(tokens->size()) < target.end_token) {
+    return absl::DataLossError(
+        absl::StrCat("document '", record.document_id, "' has ", tokens->size(),
+                     " stored tokens but a boundary at ", target.end_token));
+  }
+  PrefillCall call;
+  call.model = record.model;
+  call.tenant = record.tenant;
+  int64_t start = 0;
+  if (resume >= 0) {
+    call.parent = record.segments[resume].state_key;
+    start = record.segments[resume].end_token;
+    usage.set_states_reused(usage.states_reused() + 1);
+    usage.set_tokens_reused(usage.tokens_reused() + start);
+  }
+  // One checkpoint per recorded boundary, relative to this call.
+  for (size_t i = static_cast<size_t>(resume + 1); i <= index; ++i) {
+    call.checkpoint_at.push_back(record.segments[i].end_token - start);
+  }
+  absl::StatusOr<PrefillOutcome> outcome =
+      CallPrefill(*prefill_, context, call,
+                  absl::MakeConstSpan(*tokens).subspan(
+                      static_cast<size_t>(start),
+                      static_cast<size_t>(target.end_token - start)),
+                  nullptr);
+  if (!outcome.ok()) return outcome.status();
+  // Chain keys are content addresses: recomputing the same tokens from the
+  // same boundary along the same boundaries must land on the recorded keys.
+  if (outcome->checkpoints.size() !=
+          index - static_cast<size_t>(resume + 1) + 1 ||
+      !(outcome->final_state == target.state_key)) {
+    return absl::InternalError(absl::StrCat(
+        "recomputed state of document '", record.document_id, "' at token ",
+        target.end_token, " does not match its recorded key"));
+  }
+  for (size_t i = 0; i < outcome->checkpoints.size(); ++i) {
+    if (!(outcome->checkpoints[i].state_key ==
+          record.segments[resume + 1 + i].state_key)) {
+      return absl::InternalError(absl::StrCat(
+          "recomputed boundary ", resume + 1 + i, " of document '",
+          record.document_id, "' does not match its recorded key"));
+    }
+  }
+  const int64_t recomputed = static_cast<int64_t>(outcome->checkpoints.size()) -
+                             outcome->checkpoints_reused +
+                             outcome->states_recomputed;
+  usage.set_states_recomputed(usage.states_recomputed() + recomputed);
+  usage.set_tokens_prefilled(usage.tokens_prefilled() +
+                             outcome->tokens_computed);
+  for (int64_t i = 0; i < recomputed; ++i) store_->RecordRecompute();
+  Log(LogLevel::kInfo, "document.recomputed",
+      absl::StrCat("doc=", record.document_id, " from_token=", start,
+                   " to_token=", target.end_token, " states=", recomputed));
+  return target.state_key;
+}
+
+absl::Status OrchestratorService::NoPrefixEncoder(const std::string& model_name,
+                                                  const engine::Model& model) {
+  return absl::UnimplementedError(absl::StrCat(
+      "model '", model_name, "' (", model.description().architecture,
+      ") has no prefix encoder; prefix modes need a JRT-RNN model"));
+}
+
+absl::StatusOr<PrefillOutcome> OrchestratorService::PrefillPrefixState(
+    grpc::ServerContext& context, const std::string& model,
+    const std::string& tenant, absl::Span<const int32_t> tokens) {
+  PrefillCall call;
+  call.model = model;
+  call.tenant = tenant;
+  call.mode = v1::PREFILL_MODE_PREFIX;
+  call.checkpoint_tokens = 0;  // one state: see the declaration
+  return CallPrefill(*prefill_, context, call, tokens, nullptr);
+}
+
+absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
+    grpc::ServerContext& context, const storage::DocumentRecord& record,
+    v1::Usage& usage) {
+  const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
+  std::optional<storage::StateKey> recorded;
+  for (const auto& [mode, key] : record.mode_states) {
+    if (mode == name) recorded = key;
+  }
+  if (recorded) {
+    absl::StatusOr<bool> stored = store_->HasState(*recorded, false);
+    if (!stored.ok()) return stored.status();
+    if (*stored) {
+      usage.set_states_reused(usage.states_reused() + 1);
+      usage.set_tokens_reused(usage.tokens_reused() + record.token_count);
+      return *recorded;
+    }
+  }
+  // Lost, or never prepared (a document ingested without it, or appended
+  // to since): tokens are the truth, so encode them again.
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      store_->GetTokens(record.tenant, record.document_id);
+  if (!tokens.ok()) return tokens.status();
+  absl::StatusOr<PrefillOutcome> outcome =
+      PrefillPrefixState(context, record.model, record.tenant, *tokens);
+  if (!outcome.ok()) return outcome.status();
+  usage.set_tokens_prefilled(usage.tokens_prefilled() +
+                             outcome->tokens_computed);
+  if (recorded) {
+    // Chain keys are content addresses: the same tokens from the same root
+    // must land on the recorded key.
+    if (!(outcome->final_state == *recorded)) {
+      return absl::InternalError(absl::StrCat(
+          "recomputed prefix state of document '", record.document_id,
+          "' does not match its recorded key"));
+    }
+    usage.set_states_recomputed(usage.states_recomputed() + 1);
+    store_->RecordRecompute();
+    Log(LogLevel::kInfo, "document.prefix_recomputed",
+        absl::StrCat("doc=", record.document_id));
+    return *recorded;
+  }
+  // Record it so the next question reuses it, unless the document changed
+  // meanwhile (an append): then only this answer uses it. The state is
+  // durable already; failing to record it only costs a recompute later.
+  std::shared_ptr<void> lock =
+      LockDocument(record.tenant + "/" + record.document_id);
+  absl::StatusOr<storage::DocumentRecord> current =
+      store_->GetDocument(record.tenant, record.document_id);
+  if (current.ok() && current->token_count == record.token_count &&
+      current->segments.size() == record.segments.size()) {
+    std::erase_if(current->mode_states,
+                  [&](const auto& entry) { return entry.first == name; });
+    current->mode_states.emplace_back(name, outcome->final_state);
+    absl::Status saved = store_->UpdateDocument(*current);
+    if (!saved.ok()) {
+      Log(LogLevel::kWarning, "document.prefix_record_failed",
+          absl::StrCat("doc=", record.document_id,
+                       " reason=", LogValue(std::string(saved.message()))));
+    }
+  }
+  return outcome->final_state;
+}
+
+}  // namespace twice::services

@@ -1,0 +1,391 @@
+// The write half of the orchestrator: Ingest (a new document, segment by
+// segment) and Append (new tokens after a stored document's last state).
+//
+// Both prefill through the prefill service, which stores a state at every
+// segment boundary and reuses any boundary whose chain key is already stored;
+// so a repeated or interrupted call resumes where the stored states end, and
+// documents sharing a prefix share its states. The document record is
+// written last, in one atomic store write, after the states it names are
+// durable.
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "services/common/grpc_status.h"
+#include "services/common/log.h"
+#include "services/common/proto_convert.h"
+#include "services/common/state_io.h"
+#include "services/common/tenant.h"
+#include "services/orchestrator/document_ids.h"
+#include "services/orchestrator/internal_calls.h"
+#include "services/orchestrator/orchestrator_service.h"
+
+namespace twice::services {
+namespace {
+
+grpc::Status Invalid(std::string message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
+}
+
+// Segment size when neither the request nor the model names one.
+constexpr int64_t kFallbackSegmentTokens = 2048;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The document text or token ids a stream carries, within the byte limit.
+struct Collected {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+template <typename Request>
+absl::StatusOr<Collected> Collect(
+    Request& request, const std::function<bool(Request*)>& read_next,
+    int64_t max_bytes) {
+  Collected out;
+  int64_t bytes = 0;
+  do {
+    bytes += static_cast<int64_t>(request.text().size()) +
+             4 * static_cast<int64_t>(request.tokens_size());
+    if (bytes > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("document exceeds the limit of ", max_bytes,
+                       " bytes (max_document_bytes)"));
+    }
+    out.text.append(request.text());
+    out.tokens.insert(out.tokens.end(), request.tokens().begin(),
+                      request.tokens().end());
+  } while (read_next(&request));
+  if (!out.text.empty() && !out.tokens.empty()) {
+    return absl::InvalidArgumentError(
+        "send the document as text or as token ids, not both");
+  }
+  return out;
+}
+
+// Token ids from `collected` (text tokenized on its own), each checked
+// against the vocabulary; positions in errors count from `offset`.
+absl::StatusOr<std::vector<int32_t>> DocumentTokens(const engine::Model& model,
+                                                    Collected collected,
+                                                    int64_t offset) {
+  std::vector<int32_t> tokens = std::move(collected.tokens);
+  if (!collected.text.empty()) {
+    absl::StatusOr<std::vector<int32_t>> encoded =
+        model.tokenizer().Encode(collected.text);
+    if (!encoded.ok()) return encoded.status();
+    tokens = *std::move(encoded);
+  }
+  const int32_t vocab = model.description().vocab_size;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", tokens[i], " at position ", offset + i,
+                       " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return tokens;
+}
+
+}  // namespace
+
+grpc::Status OrchestratorService::Ingest(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::IngestResponse, v1::IngestRequest>* stream) {
+  const auto started = std::chrono::steady_clock::now();
+  if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
+  const std::string tenant = TenantOf(*context);
+  v1::IngestRequest request;
+  if (!stream->Read(&request) || !request.has_header()) {
+    return Invalid("Ingest: the first message must carry the header");
+  }
+  const v1::IngestHeader header = request.header();
+  absl::StatusOr<const engine::Model*> found = models_->Find(header.model());
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  const engine::Model& model = **found;
+  const std::string model_name = models_->Resolve(header.model());
+  // A model with a prefix encoder always gets the prefix state too: ask
+  // mode "prefix" is then as cheap as "default".
+  const bool prepare_prefix = model.description().prefix_length > 0;
+  if (header.prepare_prefix() && !prepare_prefix) {
+    return ToGrpcStatus(NoPrefixEncoder(model_name, model));
+  }
+  if (header.segment_tokens() < 0) {
+    return Invalid("segment_tokens must not be negative");
+  }
+  if (!header.document_id().empty()) {
+    absl::Status valid = ValidateDocumentId(header.document_id());
+    if (!valid.ok()) return ToGrpcStatus(valid);
+  }
+
+  // Collect the document; limits apply to what arrives, before tokenizing.
+  absl::StatusOr<Collected> collected = Collect<v1::IngestRequest>(
+      request, [&](v1::IngestRequest* next) { return stream->Read(next); },
+      limits_.max_document_bytes);
+  if (!collected.ok()) return ToGrpcStatus(collected.status());
+  const bool from_text = !collected->text.empty();
+  const std::string text_sha256 = from_text ? TextSha256(collected->text) : "";
+  absl::StatusOr<std::vector<int32_t>> document =
+      DocumentTokens(model, *std::move(collected), 0);
+  if (!document.ok()) return ToGrpcStatus(document.status());
+  const std::vector<int32_t>& tokens = *document;
+  if (tokens.empty()) return Invalid("the document is empty");
+  if (static_cast<int64_t>(tokens.size()) > limits_.max_document_tokens) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("document has ", tokens.size(), " tokens; the limit is ",
+                     limits_.max_document_tokens, " (max_document_tokens)"));
+  }
+  int64_t segment = header.segment_tokens();
+  if (segment == 0) segment = model.description().training_context;
+  if (segment <= 0) segment = kFallbackSegmentTokens;
+
+  const std::string fingerprint = model.description().fingerprint;
+  const std::string document_id =
+      header.document_id().empty()
+          ? DeriveDocumentId(fingerprint, tenant, tokens)
+          : header.document_id();
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  const int64_t segments_total = (total + segment - 1) / segment;
+  // An append to the same document must not interleave with this write.
+  std::shared_ptr<void> lock = LockDocument(tenant + "/" + document_id);
+
+  absl::StatusOr<storage::DocumentRecord> existing =
+      store_->GetDocument(tenant, document_id);
+  int64_t created_ms = absl::ToUnixMillis(absl::Now());
+  bool pinned = header.pin();
+  if (existing.ok()) {
+    absl::StatusOr<std::vector<int32_t>> stored_tokens =
+        store_->GetTokens(tenant, document_id);
+    if (!stored_tokens.ok()) return ToGrpcStatus(stored_tokens.status());
+    if (*stored_tokens != tokens ||
+        existing->model_fingerprint != fingerprint) {
+      return grpc::Status(
+          grpc::StatusCode::ALREADY_EXISTS,
+          absl::StrCat("document '", document_id,
+                       "' exists with different content or model; delete it "
+                       "first or choose another id"));
+    }
+    created_ms = existing->created_unix_ms;
+    pinned = pinned || existing->pinned;
+  } else if (existing.status().code() != absl::StatusCode::kNotFound) {
+    return ToGrpcStatus(existing.status());
+  }
+
+  // Prefill segment by segment; segments already stored (a repeated or an
+  // interrupted ingest, or a prefix shared with another document) are
+  // reused by chain key, not recomputed.
+  PrefillCall call;
+  call.model = model_name;
+  call.tenant = tenant;
+  call.checkpoint_tokens = segment;
+  int64_t segments_reused = 0;
+  int64_t segments_done = 0;
+  int64_t last_tokens_done = 0;
+  absl::StatusOr<PrefillOutcome> outcome = CallPrefill(
+      *prefill_, *context, call, tokens, [&](const v1::PrefillResponse& r) {
+        if (r.done()) return;
+        // A retried call (another prefill endpoint) starts over.
+        if (r.tokens_done() <= last_tokens_done) {
+          segments_reused = segments_done = 0;
+        }
+        last_tokens_done = r.tokens_done();
+        segments_reused += r.checkpoints_reused();
+        segments_done += r.checkpoints_size();
+        v1::IngestResponse progress;
+        progress.set_document_id(document_id);
+        progress.set_segments_done(segments_done);
+        progress.set_segments_total(segments_total);
+        progress.set_tokens_done(r.tokens_done());
+        progress.set_tokens_total(total);
+        progress.set_tokens_per_second(r.tokens_per_second());
+        progress.set_segments_reused(segments_reused);
+        stream->Write(progress);
+      });
+  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  segments_reused = outcome->checkpoints_reused;
+  int64_t tokens_computed = outcome->tokens_computed;
+
+  std::vector<std::pair<std::string, storage::StateKey>> mode_states;
+  if (existing.ok()) mode_states = existing->mode_states;
+  if (prepare_prefix) {
+    absl::StatusOr<PrefillOutcome> prefix =
+        PrefillPrefixState(*context, model_name, tenant, tokens);
+    if (!prefix.ok()) return ToGrpcStatus(prefix.status());
+    tokens_computed += prefix->tokens_computed;
+    const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
+    std::erase_if(mode_states,
+                  [&](const auto& entry) { return entry.first == name; });
+    mode_states.emplace_back(name, prefix->final_state);
+  }
+
+  storage::DocumentRecord record;
+  record.tenant = tenant;
+  record.document_id = document_id;
+  record.model = model_name;
+  record.model_fingerprint = fingerprint;
+  record.text_sha256 = text_sha256;
+  record.token_count = total;
+  record.segment_tokens = segment;
+  record.segments = outcome->checkpoints;
+  record.mode_states = std::move(mode_states);
+  record.pinned = pinned;
+  record.created_unix_ms = created_ms;
+  record.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
+  // The states the record names are durable (the prefill stored them before
+  // answering), so the record may now point at them.
+  absl::Status put = store_->PutDocument(record, tokens);
+  if (!put.ok()) return ToGrpcStatus(put);
+
+  const double seconds = SecondsSince(started);
+  v1::IngestResponse done;
+  done.set_document_id(document_id);
+  done.set_segments_done(static_cast<int64_t>(record.segments.size()));
+  done.set_segments_total(static_cast<int64_t>(record.segments.size()));
+  done.set_tokens_done(total);
+  done.set_tokens_total(total);
+  done.set_tokens_per_second(
+      seconds > 0 ? static_cast<double>(tokens_computed) / seconds : 0);
+  done.set_segments_reused(segments_reused);
+  *done.mutable_done() = ToDocumentInfo(record);
+  stream->Write(done);
+  Log(LogLevel::kInfo, "ingest.done",
+      absl::StrCat("doc=", document_id, " tokens=", total,
+                   " segments=", segments_total, " reused=", segments_reused,
+                   " computed_tokens=", tokens_computed,
+                   " prefix=", prepare_prefix));
+  return grpc::Status::OK;
+}
+
+grpc::Status OrchestratorService::Append(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::IngestResponse, v1::AppendRequest>* stream) {
+  const auto started = std::chrono::steady_clock::now();
+  if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
+  v1::AppendRequest request;
+  if (!stream->Read(&request) || request.document_id().empty()) {
+    return Invalid("Append: the first message must name the document");
+  }
+  if (request.segment_tokens() < 0) {
+    return Invalid("segment_tokens must not be negative");
+  }
+  const std::string document_id = request.document_id();
+  const int64_t requested_segment = request.segment_tokens();
+  absl::StatusOr<storage::DocumentRecord> found =
+      FindDocument(*context, document_id);
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  // Held from reading the record to writing the new one.
+  std::shared_ptr<void> lock =
+      LockDocument(found->tenant + "/" + found->document_id);
+  // Re-read under the lock: another append may have just finished.
+  absl::StatusOr<storage::DocumentRecord> record =
+      FindDocument(*context, document_id);
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  absl::StatusOr<const engine::Model*> model = ModelOfDocument(*record);
+  if (!model.ok()) return ToGrpcStatus(model.status());
+
+  absl::StatusOr<Collected> collected = Collect<v1::AppendRequest>(
+      request, [&](v1::AppendRequest* next) { return stream->Read(next); },
+      limits_.max_document_bytes);
+  if (!collected.ok()) return ToGrpcStatus(collected.status());
+  // Appended text is tokenized on its own (see AppendRequest).
+  absl::StatusOr<std::vector<int32_t>> appended =
+      DocumentTokens(**model, *std::move(collected), record->token_count);
+  if (!appended.ok()) return ToGrpcStatus(appended.status());
+  if (appended->empty()) return Invalid("Append: nothing to append");
+  const int64_t old_total = record->token_count;
+  const int64_t total = old_total + static_cast<int64_t>(appended->size());
+  if (total > limits_.max_document_tokens) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("the document would have ", total,
+                     " tokens; the limit is ", limits_.max_document_tokens,
+                     " (max_document_tokens)"));
+  }
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      store_->GetTokens(record->tenant, record->document_id);
+  if (!tokens.ok()) return ToGrpcStatus(tokens.status());
+  int64_t segment = requested_segment;
+  if (segment == 0) segment = record->segment_tokens;
+  if (segment <= 0) segment = kFallbackSegmentTokens;
+
+  // Start from the document's last state (recomputed if it was lost); only
+  // the new tokens are read.
+  v1::Usage usage;
+  absl::StatusOr<storage::StateKey> last =
+      EnsureDocumentState(*context, *record, usage);
+  if (!last.ok()) return ToGrpcStatus(last.status());
+  const int64_t old_segments = static_cast<int64_t>(record->segments.size());
+  const int64_t new_tokens = static_cast<int64_t>(appended->size());
+  const int64_t segments_total =
+      old_segments + (new_tokens + segment - 1) / segment;
+  PrefillCall call;
+  call.model = record->model;
+  call.tenant = record->tenant;
+  call.parent = *last;
+  call.checkpoint_tokens = segment;
+  int64_t segments_done = old_segments;
+  int64_t last_tokens_done = 0;
+  absl::StatusOr<PrefillOutcome> outcome = CallPrefill(
+      *prefill_, *context, call, *appended, [&](const v1::PrefillResponse& r) {
+        if (r.done()) return;
+        if (r.tokens_done() <= last_tokens_done) {
+          segments_done = old_segments;  // a retried call starts over
+        }
+        last_tokens_done = r.tokens_done();
+        segments_done += r.checkpoints_size();
+        v1::IngestResponse progress;
+        progress.set_document_id(record->document_id);
+        progress.set_segments_done(segments_done);
+        progress.set_segments_total(segments_total);
+        progress.set_tokens_done(old_total + r.tokens_done());
+        progress.set_tokens_total(total);
+        progress.set_tokens_per_second(r.tokens_per_second());
+        stream->Write(progress);
+      });
+  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+
+  storage::DocumentRecord updated = *record;
+  for (const storage::SegmentBoundary& checkpoint : outcome->checkpoints) {
+    updated.segments.push_back(
+        {old_total + checkpoint.end_token, checkpoint.state_key});
+  }
+  updated.token_count = total;
+  // The whole text is no longer known here (only its tokens are stored).
+  updated.text_sha256.clear();
+  // Whole-document mode states (the JRT prefix encoding) describe the old
+  // document: dropped, and re-encoded by the next question that needs one.
+  updated.mode_states.clear();
+  updated.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
+  tokens->insert(tokens->end(), appended->begin(), appended->end());
+  // The new states are durable; the record, its tokens and its references
+  // change in one atomic write.
+  absl::Status put = store_->PutDocument(updated, *tokens);
+  if (!put.ok()) return ToGrpcStatus(put);
+
+  const double seconds = SecondsSince(started);
+  const int64_t computed = outcome->tokens_computed + usage.tokens_prefilled();
+  v1::IngestResponse done;
+  done.set_document_id(updated.document_id);
+  done.set_segments_done(static_cast<int64_t>(updated.segments.size()));
+  done.set_segments_total(static_cast<int64_t>(updated.segments.size()));
+  done.set_tokens_done(total);
+  done.set_tokens_total(total);
+  done.set_tokens_per_second(
+      seconds > 0 ? static_cast<double>(computed) / seconds : 0);
+  done.set_segments_reused(outcome->checkpoints_reused);
+  *done.mutable_done() = ToDocumentInfo(updated);
+  stream->Write(done);
+  Log(LogLevel::kInfo, "append.done",
+      absl::StrCat("doc=", updated.document_id, " from=", old_total,
+                   " tokens=", total, " computed_tokens=", computed,
+                   " reused=", outcome->checkpoints_reused));
+  return grpc::Status::OK;
+}
+
+}  // namespace twice::services

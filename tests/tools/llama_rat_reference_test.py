@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Tests of the float64 Llama and RAT references (tools/reference/llama.py,
+rat.py) and their golden data.
+
+- The committed tests/data/golden/{llama,rat}* is what
+  tools/reference/make_golden_llama_rat.py writes: model files byte for
+  byte, manifests equal, arrays within float32 rounding (the script also
+  re-checks prefill vs steps, segments vs whole, and continuations while
+  regenerating).
+- RAT with chunk length L = 1 is softmax attention over all previous tokens
+  (each chunk holds one token, so the EMA is the key itself scaled by
+  1 - g), and the training-form merge of §2.4 step 7 equals one softmax over
+  the closed-chunk keys plus the own key (the decode form).
+
+Exits 77 (ctest: skipped) when Debian's python3-torch is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+except ImportError:
+    print("skipped: python3-torch is not installed (scripts/setup.sh --tools)")
+    sys.exit(77)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+
+from reference import make_golden_llama_rat as mg  # noqa: E402
+from reference import rat  # noqa: E402
+from reference.safetensors_io import read_safetensors  # noqa: E402
+
+GOLDEN = os.path.join(REPO, "tests", "data", "golden")
+
+
+class GoldenDataTest(unittest.TestCase):
+    def test_committed_golden_data_is_what_the_script_writes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertEqual(mg.main(["make_golden_llama_rat.py", tmp]), 0)
+            for arch in ("llama", "rat"):
+                for name in ("config.json", "tokenizer.json", "model.safetensors"):
+                    with open(os.path.join(tmp, arch, name), "rb") as a, open(
+                        os.path.join(GOLDEN, arch, name), "rb"
+                    ) as b:
+                        self.assertEqual(a.read(), b.read(), f"{arch}/{name}")
+                manifests = []
+                for d in (tmp, GOLDEN):
+                    with open(os.path.join(d, f"{arch}_golden.json")) as f:
+                        m = json.load(f)
+                    for case in m["cases"]:
+                        case.pop("greedy_min_margin")
+                    manifests.append(m)
+                self.assertEqual(manifests[0], manifests[1], arch)
+                got, _ = read_safetensors(os.path.join(tmp, f"{arch}_golden.safetensors"))
+                want, _ = read_safetensors(os.path.join(GOLDEN, f"{arch}_golden.safetensors"))
+                self.assertEqual(sorted(got), sorted(want))
+                for name in want:
+                    if want[name].numel() == 0:
+                        continue
+                    scale = max(want[name].abs().max().item(), 1e-30)
+                    err = (got[name] - want[name]).abs().max().item() / scale
+                    self.assertLess(err, 1e-6, name)
+
+
+class RatTest(unittest.TestCase):
+    def model(self, chunk: int) -> rat.RatReference:
+        cfg = mg.model_config("rat")
+        cfg.update(chunk_size=chunk, interleave_step=0, num_layers=1)
+        c = rat.parse(cfg)
+        w = {k: v.to(torch.float64) for k, v in mg.random_weights(rat.shapes(c), 5).items()}
+        return rat.RatReference(c, w)
+
+    def test_chunk_one_is_causal_softmax_attention(self):
+        m = self.model(1)
+        c, p = m.cfg, "backbone.layers.0.seq_layer."
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(9, c.d, generator=g, dtype=torch.float64)
+        got = m._rat_parallel(x, p, m.new_state().layers[0])
+        z, v, gate, q, k = m._project(x, p)
+        kb, vb = (1 - gate) * k, (1 - gate) * v
+        pos = torch.arange(9)
+        qr, kr = m._rot(q, pos), m._rot(kb, pos)
+        s = torch.einsum("thd,jhd->htj", qr, kr) * c.hd ** -0.5
+        s = s.masked_fill(pos[None, :] > pos[:, None], float("-inf"))
+        o = torch.einsum("htj,jhd->thd", torch.softmax(s, -1), vb.view(9, c.heads, c.hd))
+        want = (z * o.reshape(9, -1)) @ m.w[p + "out_proj.weight"].T
+        self.assertLess((got - want).abs().max().item(), 1e-12)
+
+    def test_training_form_equals_decode_form(self):
+        m = self.model(4)
+        tokens = list(range(1, 23))  # 5 closed chunks and a partial one
+        a, b = m.new_state(), m.new_state()
+        par = m.prefill(tokens, a)
+        rec = torch.stack([m.step(t, b) for t in tokens])
+        self.assertLess((par - rec).abs().max().item() / par.abs().max().item(), 1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
