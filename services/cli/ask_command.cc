@@ -1,11 +1,15 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "services/cli/commands.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
+
+ABSL_FLAG(int64_t, as_of_tokens, 0,
+          "ask: answer over the document's first N tokens (0 = all of it)");
 
 namespace twice::cli {
 namespace {
@@ -37,6 +41,7 @@ int RunAsk(const CliContext& cli) {
     return ReportError(cli, parsed);
   }
   request.set_mode(mode);
+  request.set_as_of_tokens(absl::GetFlag(FLAGS_as_of_tokens));
   v1::SamplingOptions* sampling = request.mutable_sampling();
   sampling->set_max_tokens(cli.max_tokens);
   sampling->set_temperature(cli.temperature);

@@ -8,6 +8,7 @@ namespace twice::cli {
 
 int RunIngest(const CliContext& cli);     // ingest FILE
 int RunAsk(const CliContext& cli);        // ask DOC "question"
+int RunAppend(const CliContext& cli);     // append DOC FILE
 int RunDocs(const CliContext& cli);       // docs
 int RunRemove(const CliContext& cli);     // rm DOC
 int RunModels(const CliContext& cli);     // models

@@ -2,6 +2,7 @@
 //
 //   twice ingest FILE            read a document into stored states
 //   twice ask DOC "question"     ask a question (--mode=default|read_twice|...)
+//   twice append DOC FILE        append text to a document (new tokens only)
 //   twice docs                   list documents
 //   twice rm DOC                 delete a document
 //   twice models                 list served models
@@ -44,7 +45,7 @@ ABSL_FLAG(float, top_p, 0, "ask: top-p (0 or 1 = off)");
 ABSL_FLAG(uint64_t, seed, 0, "ask: sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "ask: stop strings");
 ABSL_FLAG(std::string, arch, "based",
-          "init-model, bench engine: architecture (based or jrt)");
+          "init-model, bench engine: architecture (based, jrt, mamba2, llama, rat)");
 ABSL_FLAG(std::string, preset, "tiny",
           "init-model, bench engine: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
@@ -54,7 +55,8 @@ ABSL_FLAG(std::string, tokenizer, "",
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "twice COMMAND [args] [--server=HOST:PORT] [--json]\n"
-      "commands: ingest FILE | ask DOC \"question\" [--mode=M] | docs | "
+      "commands: ingest FILE | ask DOC \"question\" [--mode=M] | "
+      "append DOC FILE | docs | "
       "rm DOC | models | health | init-model --out DIR | "
       "store stats|verify|compact|gc | bench engine|store|pipeline");
   std::vector<std::string> args = twice::services::NormalizeFlagNames(argc, argv);
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
   const std::string command = positional[1];
   if (command == "ingest") return twice::cli::RunIngest(cli);
   if (command == "ask") return twice::cli::RunAsk(cli);
+  if (command == "append") return twice::cli::RunAppend(cli);
   if (command == "docs") return twice::cli::RunDocs(cli);
   if (command == "rm") return twice::cli::RunRemove(cli);
   if (command == "models") return twice::cli::RunModels(cli);

@@ -8,6 +8,7 @@
 // written last, in one atomic store write, after the states it names are
 // durable.
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>

@@ -77,6 +77,13 @@ grpc::Status PrefillService::Prefill(
                                   checkpoint_at.back(),
                                   ") must equal total_tokens (", total, ")"));
     }
+    // A prefix chain's encoder is its whole first segment (see below).
+    if (options.mode == engine::PrefillMode::kPrefix && !options.parent &&
+        checkpoint_at.front() < std::min(total, prefix_length)) {
+      return Invalid(absl::StrCat(
+          "Prefill: a prefix read's first checkpoint must cover the encoder (",
+          prefix_length, " tokens) or all tokens"));
+    }
   }
   // Ephemeral states are consumed whole by one request: one segment.
   const int64_t segment =

@@ -1,6 +1,6 @@
 // Model::StepBatch (one batched weight pass for B sequences) against B
-// single steps, for every architecture (based, jrt), and the engine's
-// DecodeLoop against Generate:
+// single steps, for every architecture (based, jrt, mamba2, rat, llama),
+// and the engine's DecodeLoop against Generate:
 //   - batched logits equal single-step logits within float tolerance
 //     (2e-5 absolute + 1e-4 relative: the GEMM with m = B may sum in another
 //     order than m = 1), and the states they leave continue alike;
@@ -48,7 +48,7 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    for (const char* arch : {"based", "jrt"}) {
+    for (const char* arch : {"based", "jrt", "mamba2", "rat", "llama"}) {
       const std::string out = dir_->Sub(arch);
       std::filesystem::create_directories(out);
       const std::string tok = out + ".tokenizer.json";
@@ -220,7 +220,8 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, StepBatchTest,
-                         ::testing::Values("based", "jrt"));
+                         ::testing::Values("based", "jrt", "mamba2", "rat",
+                                           "llama"));
 
 }  // namespace
 }  // namespace twice::engine

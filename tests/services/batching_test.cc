@@ -3,7 +3,7 @@
 // random-weight models), with the engine loaded in the test as the oracle:
 //   - segmented ingest leaves the same final state (float tolerance) and
 //     gives the same greedy answers as a one-shot ingest, for every
-//     architecture (based, jrt);
+//     architecture (based, jrt, mamba2, rat, llama);
 //   - read_twice from the cached first read gives the logits and greedy
 //     tokens of reading the same token sequence from scratch, and its usage
 //     shows the document prefilled once per question;
@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/layers/linear_attention_state.h"
 #include "engine/layers/short_conv_state.h"
 #include "engine/layers/window_kv_state.h"
@@ -42,6 +43,9 @@ constexpr char kDocument[] =
     "red lamp room. The keeper of the lighthouse is Marta Vell, who climbs "
     "the one hundred and twelve steps every evening to light the lamp.";
 constexpr char kQuestion[] = "Who keeps the lighthouse?";
+// Every architecture the engine serves.
+constexpr const char* kArchitectures[] = {"based", "jrt", "mamba2", "rat",
+                                          "llama"};
 
 std::vector<int32_t> Tokens(int n, uint64_t seed) {
   std::vector<int32_t> out(n);
@@ -87,7 +91,7 @@ class BatchingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     models_ = new TempDir();
-    for (const char* arch : {"based", "jrt"}) {
+    for (const char* arch : kArchitectures) {
       const testing::CommandResult made = RunCommand(
           {CliBinary(), "init-model", std::string("--arch=") + arch,
            "--preset=tiny", "--out=" + models_->path() + "/" + arch, "--json"});
@@ -103,12 +107,17 @@ class BatchingTest : public ::testing::Test {
     return models_->path() + "/" + arch;
   }
 
-  void SetUp() override {
+  // Serves the models of `archs` under their architecture's name.
+  void StartServer(const std::vector<std::string>& archs = {"based"}) {
     server_ = std::make_unique<ServerProcess>();
-    ASSERT_TRUE(server_->Start(
-        {"--model=based=" + ModelDir("based") + ",jrt=" + ModelDir("jrt"),
-         "--data-dir=" + data_.path() + "/store"},
-        data_.path() + "/server.log"))
+    std::string models = "--model=";
+    for (const std::string& arch : archs) {
+      absl::StrAppend(&models, models.size() > 8 ? "," : "", arch, "=",
+                      ModelDir(arch));
+    }
+    ASSERT_TRUE(
+        server_->Start({models, "--data-dir=" + data_.path() + "/store"},
+                       data_.path() + "/server.log"))
         << server_->stderr_text();
     client_ = std::make_unique<WorkflowClient>(server_->address());
     store_ = std::make_unique<services::RemoteStateStore>(
@@ -149,7 +158,9 @@ class BatchingTest : public ::testing::Test {
 TempDir* BatchingTest::models_ = nullptr;
 
 TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
-  for (const std::string arch : {"based", "jrt"}) {
+  StartServer(std::vector<std::string>(std::begin(kArchitectures),
+                                       std::end(kArchitectures)));
+  for (const std::string arch : kArchitectures) {
     SCOPED_TRACE(arch);
     std::unique_ptr<engine::Model> model = LoadModel(arch);
     ASSERT_NE(model, nullptr);
@@ -166,10 +177,17 @@ TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
     EXPECT_EQ(a->token_count(), b->token_count());
+    // The layer states themselves where the test knows their layout (Based
+    // and JRT layers)...
     const std::vector<float> fa = StateFloats(*a), fb = StateFloats(*b);
     ASSERT_EQ(fa.size(), fb.size());
-    ASSERT_FALSE(fa.empty());
     EXPECT_LE(MaxError(fa, fb), 1e-4);
+    // ... and for every architecture, what the states do next.
+    const std::vector<int32_t> more = Tokens(20, 8);
+    auto la = model->Prefill(more, *a, engine::PrefillMode::kCausal);
+    auto lb = model->Prefill(more, *b, engine::PrefillMode::kCausal);
+    ASSERT_TRUE(la.ok() && lb.ok());
+    EXPECT_LE(MaxError(*la, *lb), 1e-4);
 
     for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE}) {
       const auto x = client_->Ask("seg-" + arch, kQuestion, mode, 12);
@@ -179,9 +197,35 @@ TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
       EXPECT_EQ(x.tokens, y.tokens) << "mode " << mode;
     }
   }
+  // JRT: the prefix encoding of a document prefix (as_of_tokens), and of a
+  // document grown by Append (re-encoded on the next prefix question), are
+  // those of the same tokens ingested whole.
+  const std::vector<int32_t> doc = Tokens(300, 7);
+  const std::vector<int32_t> head(doc.begin(), doc.begin() + 150);
+  ASSERT_TRUE(client_->Ingest(head, 16, "head-jrt", "jrt").status.ok());
+  const auto as_of =
+      client_->Ask("seg-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12, 150);
+  ASSERT_TRUE(as_of.status.ok()) << as_of.status.error_message();
+  EXPECT_EQ(
+      as_of.tokens,
+      client_->Ask("head-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12).tokens);
+  ASSERT_TRUE(client_
+                  ->Append("head-jrt",
+                           std::vector<int32_t>(doc.begin() + 150, doc.end()),
+                           16)
+                  .status.ok());
+  const auto grown =
+      client_->Ask("head-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12);
+  ASSERT_TRUE(grown.status.ok()) << grown.status.error_message();
+  EXPECT_EQ(grown.tokens,
+            client_->Ask("one-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12).tokens);
+  EXPECT_EQ(client_->Ask("head-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12)
+                .usage.states_reused(),
+            1);
 }
 
 TEST_F(BatchingTest, ReadTwiceFromTheCachedFirstReadEqualsReadingFromScratch) {
+  StartServer();
   std::unique_ptr<engine::Model> model = LoadModel("based");
   ASSERT_NE(model, nullptr);
   const auto ingested = client_->Ingest({}, 32, "doc", "based", kDocument);
@@ -230,6 +274,7 @@ TEST_F(BatchingTest, ReadTwiceFromTheCachedFirstReadEqualsReadingFromScratch) {
 }
 
 TEST_F(BatchingTest, ConcurrentQuestionsShareDecodeStepsAndAnswerAsAlone) {
+  StartServer();
   ASSERT_TRUE(client_->Ingest({}, 32, "doc", "based", kDocument).status.ok());
   const std::vector<std::string> questions = {
       "Who keeps the lighthouse?", "Where is the town?",
@@ -296,6 +341,7 @@ TEST_F(BatchingTest, ConcurrentQuestionsShareDecodeStepsAndAnswerAsAlone) {
 }
 
 TEST_F(BatchingTest, CancellingAnAskStopsItsDecoding) {
+  StartServer();
   ASSERT_TRUE(client_->Ingest({}, 32, "doc", "based", kDocument).status.ok());
   const v1::DecodeStats before = client_->DecodeStats();
   {
