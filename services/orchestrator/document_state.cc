@@ -41,6 +41,33 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
     usage.set_tokens_reused(usage.tokens_reused() + target.end_token);
     return target.state_key;
   }
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      store_->GetTokens(record.tenant, record.document_id);
+  if (!tokens.ok()) return tokens.status();
+  if (static_cast<int64_t>(tokens->size()) < target.end_token) {
+    return absl::DataLossError(
+        absl::StrCat("document '", record.document_id, "' has ", tokens->size(),
+                     " stored tokens but a boundary at ", target.end_token));
+  }
+  // HasState does not verify, so the boundary we resume from may itself turn
+  // out corrupt when the prefill service loads it; it is deleted then, and
+  // the next walk back skips it. Each retry removes at least one bad state.
+  absl::StatusOr<storage::StateKey> recomputed =
+      absl::NotFoundError("no attempt");
+  for (size_t attempt = 0; attempt <= index + 1; ++attempt) {
+    recomputed = RecomputeBoundaryState(context, record, index, *tokens, usage);
+    if (recomputed.status().code() != absl::StatusCode::kNotFound) break;
+    Log(LogLevel::kWarning, "document.resume_state_lost",
+        absl::StrCat("doc=", record.document_id, " reason=",
+                     LogValue(std::string(recomputed.status().message()))));
+  }
+  return recomputed;
+}
+
+absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
+    grpc::ServerContext& context, const storage::DocumentRecord& record,
+    size_t index, const std::vector<int32_t>& all_tokens, v1::Usage& usage) {
+  const storage::SegmentBoundary& target = record.segments[index];
   // Walk back to the latest boundary whose state is still stored and read
   // the document's tokens from there.
   int resume = static_cast<int>(index) - 1;
@@ -51,14 +78,6 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
     if (*has) break;
     --resume;
   }
-  absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(record.tenant, record.document_id);
-  if (!tokens.ok()) return tokens.status();
-  if (static_cast<int64_t>(tokens->size()) < target.end_token) {
-    return absl::DataLossError(
-        absl::StrCat("document '", record.document_id, "' has ", tokens->size(),
-                     " stored tokens but a boundary at ", target.end_token));
-  }
   PrefillCall call;
   call.model = record.model;
   call.tenant = record.tenant;
@@ -66,8 +85,6 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   if (resume >= 0) {
     call.parent = record.segments[resume].state_key;
     start = record.segments[resume].end_token;
-    usage.set_states_reused(usage.states_reused() + 1);
-    usage.set_tokens_reused(usage.tokens_reused() + start);
   }
   // One checkpoint per recorded boundary, relative to this call.
   for (size_t i = static_cast<size_t>(resume + 1); i <= index; ++i) {
@@ -75,11 +92,15 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   }
   absl::StatusOr<PrefillOutcome> outcome =
       CallPrefill(*prefill_, context, call,
-                  absl::MakeConstSpan(*tokens).subspan(
-                      static_cast<size_t>(start),
-                      static_cast<size_t>(target.end_token - start)),
+                  absl::MakeConstSpan(all_tokens)
+                      .subspan(static_cast<size_t>(start),
+                               static_cast<size_t>(target.end_token - start)),
                   nullptr);
   if (!outcome.ok()) return outcome.status();
+  if (resume >= 0) {
+    usage.set_states_reused(usage.states_reused() + 1);
+    usage.set_tokens_reused(usage.tokens_reused() + start);
+  }
   // Chain keys are content addresses: recomputing the same tokens from the
   // same boundary along the same boundaries must land on the recorded keys.
   if (outcome->checkpoints.size() !=

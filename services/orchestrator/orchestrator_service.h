@@ -139,6 +139,11 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   absl::StatusOr<storage::StateKey> EnsureBoundaryState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
       size_t index, v1::Usage& usage);
+  // One recompute attempt of EnsureBoundaryState: resume from the latest
+  // stored boundary before `index`, prefill along the recorded boundaries.
+  absl::StatusOr<storage::StateKey> RecomputeBoundaryState(
+      grpc::ServerContext& context, const storage::DocumentRecord& record,
+      size_t index, const std::vector<int32_t>& all_tokens, v1::Usage& usage);
   // The state after the whole document.
   absl::StatusOr<storage::StateKey> EnsureDocumentState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,

@@ -252,28 +252,32 @@ TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
   ASSERT_TRUE(before.status.ok());
   ASSERT_EQ(StopServer(), 0);
 
-  // Overwrite the final document state with bytes that are a well-formed
-  // store value but not a valid engine state.
+  // Overwrite the last two document states with bytes that are well-formed
+  // store values but not valid engine states: the ask must walk back past
+  // both (the earlier one is only found bad when the prefill loads it).
+  ASSERT_GE(doc.segments_size(), 3);
   {
     storage::RocksDbStoreOptions options;
     options.path = StoreDir();
     auto store = storage::OpenRocksDbStore(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    auto key = storage::StateKey::FromBytes(
-        doc.segments(doc.segments_size() - 1).state_key().digest());
-    ASSERT_TRUE(key.ok());
-    auto blob = (*store)->GetState(*key, false);
-    ASSERT_TRUE(blob.ok());
-    std::string corrupt = *blob;
-    corrupt[corrupt.size() / 2] ^= 0x5a;
-    ASSERT_TRUE((*store)->PutState(*key, corrupt, {}).ok());
+    for (int back = 1; back <= 2; ++back) {
+      auto key = storage::StateKey::FromBytes(
+          doc.segments(doc.segments_size() - back).state_key().digest());
+      ASSERT_TRUE(key.ok());
+      auto blob = (*store)->GetState(*key, false);
+      ASSERT_TRUE(blob.ok());
+      std::string corrupt = *blob;
+      corrupt[corrupt.size() / 2] ^= 0x5a;
+      ASSERT_TRUE((*store)->PutState(*key, corrupt, {}).ok());
+    }
   }
 
   StartServer();
   const Answer recovered = Ask(doc.document_id(), kQuestion);
   ASSERT_TRUE(recovered.status.ok()) << recovered.status.error_message();
   EXPECT_EQ(recovered.tokens, before.tokens);
-  EXPECT_GE(recovered.usage.states_recomputed(), 1);
+  EXPECT_GE(recovered.usage.states_recomputed(), 2);
   const Answer next = Ask(doc.document_id(), kQuestion);
   ASSERT_TRUE(next.status.ok());
   EXPECT_EQ(next.tokens, before.tokens);
