@@ -26,7 +26,8 @@ const Model& LoadPreset(const std::string& preset) {
   auto it = models.find(preset);
   if (it != models.end()) return *it->second;
   const std::string dir =
-      (std::filesystem::temp_directory_path() / ("twice-bench-" + preset)).string();
+      (std::filesystem::temp_directory_path() / ("twice-bench-" + preset))
+          .string();
   twice::engine::InitModelOptions options;
   options.preset = preset;
   options.out_dir = dir;
@@ -39,7 +40,8 @@ const Model& LoadPreset(const std::string& preset) {
 
 std::vector<int32_t> Tokens(int64_t n) {
   std::vector<int32_t> tokens(n);
-  for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>((i * 7919) % 50000);
+  for (int64_t i = 0; i < n; ++i)
+    tokens[i] = static_cast<int32_t>((i * 7919) % 50000);
   return tokens;
 }
 
@@ -53,12 +55,17 @@ void BM_TinyPrefill(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
-BENCHMARK(BM_TinyPrefill)->Arg(128)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TinyPrefill)
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_TinyStep(benchmark::State& state) {
   const Model& model = LoadPreset("tiny");
   auto seq = model.NewState();
-  if (!model.Prefill(Tokens(256), *seq, twice::engine::PrefillMode::kCausal).ok()) {
+  if (!model.Prefill(Tokens(256), *seq, twice::engine::PrefillMode::kCausal)
+           .ok()) {
     std::abort();
   }
   int32_t token = 11;
@@ -73,7 +80,8 @@ BENCHMARK(BM_TinyStep)->Unit(benchmark::kMicrosecond);
 void BM_StateEncode(benchmark::State& state) {
   const Model& model = LoadPreset("tiny");
   auto seq = model.NewState();
-  if (!model.Prefill(Tokens(256), *seq, twice::engine::PrefillMode::kCausal).ok()) {
+  if (!model.Prefill(Tokens(256), *seq, twice::engine::PrefillMode::kCausal)
+           .ok()) {
     std::abort();
   }
   int64_t bytes = 0;
@@ -89,7 +97,8 @@ BENCHMARK(BM_StateEncode);
 void BM_StateDecode(benchmark::State& state) {
   const Model& model = LoadPreset("tiny");
   auto seq = model.NewState();
-  if (!model.Prefill(Tokens(256), *seq, twice::engine::PrefillMode::kCausal).ok()) {
+  if (!model.Prefill(Tokens(256), *seq, twice::engine::PrefillMode::kCausal)
+           .ok()) {
     std::abort();
   }
   const std::string blob = twice::engine::EncodeState(*seq);
@@ -97,7 +106,8 @@ void BM_StateDecode(benchmark::State& state) {
     auto target = model.NewState();
     benchmark::DoNotOptimize(twice::engine::DecodeStateInto(blob, *target));
   }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(blob.size()));
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<int64_t>(blob.size()));
 }
 BENCHMARK(BM_StateDecode);
 

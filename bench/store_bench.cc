@@ -14,7 +14,8 @@ using twice::storage::StateStore;
 
 std::unique_ptr<StateStore> OpenStore(bool sync, const std::string& name) {
   const std::string dir =
-      (std::filesystem::temp_directory_path() / ("twice-store-bench-" + name)).string();
+      (std::filesystem::temp_directory_path() / ("twice-store-bench-" + name))
+          .string();
   std::filesystem::remove_all(dir);
   twice::storage::RocksDbStoreOptions options;
   options.path = dir;
@@ -56,7 +57,11 @@ void BM_GetState(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
 }
-BENCHMARK(BM_GetState)->Arg(64 << 10)->Arg(4 << 20)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GetState)
+    ->Arg(64 << 10)
+    ->Arg(4 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -30,8 +30,9 @@ absl::Status ParseMode(const std::string& text, v1::AskMode* mode) {
 
 int RunAsk(const CliContext& cli) {
   if (cli.args.size() != 2) {
-    return ReportError(cli, absl::InvalidArgumentError(
-                                "usage: twice ask DOC \"question\" [--mode=M]"));
+    return ReportError(cli,
+                       absl::InvalidArgumentError(
+                           "usage: twice ask DOC \"question\" [--mode=M]"));
   }
   v1::AskRequest request;
   request.set_document_id(cli.args[0]);
@@ -90,16 +91,17 @@ int RunAsk(const CliContext& cli) {
   } else {
     std::printf("\n");
     std::fflush(stdout);
-    std::fprintf(stderr,
-                 "[%s] prefilled=%lld decoded=%lld reused_states=%lld "
-                 "reused_tokens=%lld recomputed=%lld ttft=%.1fms total=%.1fms\n",
-                 final.finish_reason().c_str(),
-                 static_cast<long long>(usage.tokens_prefilled()),
-                 static_cast<long long>(usage.tokens_decoded()),
-                 static_cast<long long>(usage.states_reused()),
-                 static_cast<long long>(usage.tokens_reused()),
-                 static_cast<long long>(usage.states_recomputed()),
-                 usage.ttft_ms(), usage.total_ms());
+    std::fprintf(
+        stderr,
+        "[%s] prefilled=%lld decoded=%lld reused_states=%lld "
+        "reused_tokens=%lld recomputed=%lld ttft=%.1fms total=%.1fms\n",
+        final.finish_reason().c_str(),
+        static_cast<long long>(usage.tokens_prefilled()),
+        static_cast<long long>(usage.tokens_decoded()),
+        static_cast<long long>(usage.states_reused()),
+        static_cast<long long>(usage.tokens_reused()),
+        static_cast<long long>(usage.states_recomputed()), usage.ttft_ms(),
+        usage.total_ms());
   }
   return 0;
 }

@@ -98,7 +98,8 @@ int RunModels(const CliContext& cli) {
     }
   }
   if (cli.json) {
-    PrintJson({{"models", models}, {"default_model", response.default_model()}});
+    PrintJson(
+        {{"models", models}, {"default_model", response.default_model()}});
   }
   return 0;
 }

@@ -1,10 +1,10 @@
 #include "services/cli/cli_context.h"
 
-#include <cstdio>
-#include <iostream>
-
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+
+#include <cstdio>
+#include <iostream>
 
 #include "absl/status/status.h"
 
@@ -36,7 +36,8 @@ int ReportError(const CliContext& cli, const absl::Status& status) {
 
 void PrintJson(const nlohmann::json& value) {
   // Invalid UTF-8 (a model may emit it) is replaced, never a crash.
-  std::cout << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+  std::cout << value.dump(-1, ' ', false,
+                          nlohmann::json::error_handler_t::replace)
             << std::endl;
 }
 

@@ -3,14 +3,14 @@
 #ifndef TWICE_SERVICES_CLI_CLI_CONTEXT_H_
 #define TWICE_SERVICES_CLI_CLI_CONTEXT_H_
 
-#include <chrono>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+
+#include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -23,8 +23,8 @@ struct CliContext {
   std::vector<std::string> args;  // positional arguments after the command
 
   // ingest
-  std::string model;          // empty = server default
-  std::string document_id;    // empty = derived from content
+  std::string model;           // empty = server default
+  std::string document_id;     // empty = derived from content
   int64_t segment_tokens = 0;  // 0 = model's training context
   bool pin = false;
   // ask

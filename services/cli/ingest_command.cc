@@ -74,15 +74,15 @@ int RunIngest(const CliContext& cli) {
     }
     // On a terminal the progress line rewrites itself; in a log it is one
     // line per update.
-    std::fprintf(stderr,
-                 "%singest %s: segments %lld/%lld, tokens %lld/%lld, %.0f tok/s%s",
-                 tty ? "\r" : "",
-                 response.document_id().c_str(),
-                 static_cast<long long>(response.segments_done()),
-                 static_cast<long long>(response.segments_total()),
-                 static_cast<long long>(response.tokens_done()),
-                 static_cast<long long>(response.tokens_total()),
-                 response.tokens_per_second(), tty ? "" : "\n");
+    std::fprintf(
+        stderr,
+        "%singest %s: segments %lld/%lld, tokens %lld/%lld, %.0f tok/s%s",
+        tty ? "\r" : "", response.document_id().c_str(),
+        static_cast<long long>(response.segments_done()),
+        static_cast<long long>(response.segments_total()),
+        static_cast<long long>(response.tokens_done()),
+        static_cast<long long>(response.tokens_total()),
+        response.tokens_per_second(), tty ? "" : "\n");
     std::fflush(stderr);
     progress_shown = true;
   }
@@ -101,8 +101,8 @@ int RunIngest(const CliContext& cli) {
                {"model", doc.model()}});
   } else {
     std::printf("%s\ttokens=%lld segments=%d reused=%lld\n",
-                doc.document_id().c_str(),
-                static_cast<long long>(doc.tokens()), doc.segments_size(),
+                doc.document_id().c_str(), static_cast<long long>(doc.tokens()),
+                doc.segments_size(),
                 static_cast<long long>(last.segments_reused()));
   }
   return 0;

@@ -8,10 +8,10 @@ namespace twice::cli {
 
 int RunInitModel(const CliContext& cli) {
   if (cli.out.empty()) {
-    return ReportError(cli, absl::InvalidArgumentError(
-                                "usage: twice init-model "
-                                "--arch=based|jrt|mamba2|llama|rat "
-                                "--preset=PRESET --out=DIR"));
+    return ReportError(
+        cli, absl::InvalidArgumentError("usage: twice init-model "
+                                        "--arch=based|jrt|mamba2|llama|rat "
+                                        "--preset=PRESET --out=DIR"));
   }
   engine::InitModelOptions options;
   options.architecture = cli.arch;

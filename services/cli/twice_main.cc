@@ -44,8 +44,9 @@ ABSL_FLAG(int32_t, top_k, 0, "ask: top-k (0 = off)");
 ABSL_FLAG(float, top_p, 0, "ask: top-p (0 or 1 = off)");
 ABSL_FLAG(uint64_t, seed, 0, "ask: sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "ask: stop strings");
-ABSL_FLAG(std::string, arch, "based",
-          "init-model, bench engine: architecture (based, jrt, mamba2, llama, rat)");
+ABSL_FLAG(
+    std::string, arch, "based",
+    "init-model, bench engine: architecture (based, jrt, mamba2, llama, rat)");
 ABSL_FLAG(std::string, preset, "tiny",
           "init-model, bench engine: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
@@ -59,11 +60,12 @@ int main(int argc, char** argv) {
       "append DOC FILE | docs | "
       "rm DOC | models | health | init-model --out DIR | "
       "store stats|verify|compact|gc | bench engine|store|pipeline");
-  std::vector<std::string> args = twice::services::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> args =
+      twice::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& arg : args) arg_ptrs.push_back(arg.data());
-  std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  std::vector<char*> positional = absl::ParseCommandLine(
+      static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
     return 2;

@@ -46,11 +46,11 @@ std::string LogValue(std::string_view value) {
       !value.empty()) {
     return std::string(value);
   }
-  return absl::StrCat("\"",
-                      absl::StrReplaceAll(std::string(value), {{"\\", "\\\\"},
-                                                               {"\"", "\\\""},
-                                                               {"\n", "\\n"}}),
-                      "\"");
+  return absl::StrCat(
+      "\"",
+      absl::StrReplaceAll(std::string(value),
+                          {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}}),
+      "\"");
 }
 
 }  // namespace twice::services

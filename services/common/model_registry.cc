@@ -29,9 +29,9 @@ absl::StatusOr<const engine::Model*> ModelRegistry::Find(
     std::string_view name) const {
   auto it = models_.find(name.empty() ? std::string_view(default_name_) : name);
   if (it == models_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown model '", std::string(name),
-                                            "'; served models: ",
-                                            absl::StrJoin(names(), ", ")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown model '", std::string(name),
+                     "'; served models: ", absl::StrJoin(names(), ", ")));
   }
   return it->second.get();
 }

@@ -39,7 +39,8 @@ v1::DocumentInfo ToDocumentInfo(const storage::DocumentRecord& record) {
   info.set_text_sha256(record.text_sha256);
   info.add_prepared_modes(v1::PREFILL_MODE_CAUSAL);
   for (const auto& [mode, key] : record.mode_states) {
-    if (mode == kPrefixModeName) info.add_prepared_modes(v1::PREFILL_MODE_PREFIX);
+    if (mode == kPrefixModeName)
+      info.add_prepared_modes(v1::PREFILL_MODE_PREFIX);
   }
   return info;
 }
@@ -75,9 +76,9 @@ absl::StatusOr<storage::DocumentRecord> FromProto(
   for (const v1::SegmentBoundary& segment : info.segments()) {
     absl::StatusOr<storage::StateKey> key = FromProto(segment.state_key());
     if (!key.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("segment ending at token ", segment.end_token(),
-                       ": ", key.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("segment ending at token ",
+                                                     segment.end_token(), ": ",
+                                                     key.status().message()));
     }
     out.segments.push_back({segment.end_token(), *key});
   }

@@ -12,7 +12,8 @@ namespace twice::services {
 
 v1::StateKey ToProto(const storage::StateKey& key);
 // INVALID_ARGUMENT unless the digest has exactly 32 bytes.
-[[nodiscard]] absl::StatusOr<storage::StateKey> FromProto(const v1::StateKey& key);
+[[nodiscard]] absl::StatusOr<storage::StateKey> FromProto(
+    const v1::StateKey& key);
 
 // The public view of a record (no tenant, no fingerprint chain details).
 v1::DocumentInfo ToDocumentInfo(const storage::DocumentRecord& record);

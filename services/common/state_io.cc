@@ -21,15 +21,17 @@ absl::StatusOr<std::unique_ptr<engine::SequenceState>> LoadState(
   // other corrupt state, so it is recomputed rather than used or kept, and
   // counted as a corruption and a miss.
   Log(LogLevel::kWarning, "state.corrupt",
-      absl::StrCat("key=", key.Hex(), " reason=", LogValue(std::string(decoded.message()))));
+      absl::StrCat("key=", key.Hex(),
+                   " reason=", LogValue(std::string(decoded.message()))));
   absl::Status deleted = store.DiscardCorruptState(key, ephemeral);
   if (!deleted.ok()) {
     Log(LogLevel::kError, "state.delete_failed",
-        absl::StrCat("key=", key.Hex(), " reason=", LogValue(std::string(deleted.message()))));
+        absl::StrCat("key=", key.Hex(),
+                     " reason=", LogValue(std::string(deleted.message()))));
   }
-  return absl::NotFoundError(absl::StrCat("state ", key.Hex(),
-                                          " was corrupt and was deleted: ",
-                                          decoded.message()));
+  return absl::NotFoundError(
+      absl::StrCat("state ", key.Hex(),
+                   " was corrupt and was deleted: ", decoded.message()));
 }
 
 absl::Status SaveState(storage::StateStore& store, const storage::StateKey& key,

@@ -4,9 +4,9 @@
 #ifndef TWICE_SERVICES_COMMON_TENANT_H_
 #define TWICE_SERVICES_COMMON_TENANT_H_
 
-#include <string>
-
 #include <grpcpp/server_context.h>
+
+#include <string>
 
 namespace twice::services {
 

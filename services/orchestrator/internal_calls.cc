@@ -1,10 +1,10 @@
 #include "services/orchestrator/internal_calls.h"
 
+#include <grpcpp/client_context.h>
+
 #include <algorithm>
 #include <memory>
 #include <thread>
-
-#include <grpcpp/client_context.h>
 
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
@@ -55,7 +55,8 @@ absl::StatusOr<PrefillOutcome> PrefillAttempt(
   while (stream->Read(&response)) {
     for (const v1::SegmentBoundary& checkpoint : response.checkpoints()) {
       absl::StatusOr<storage::StateKey> key = FromProto(checkpoint.state_key());
-      if (key.ok()) outcome.checkpoints.push_back({checkpoint.end_token(), *key});
+      if (key.ok())
+        outcome.checkpoints.push_back({checkpoint.end_token(), *key});
     }
     outcome.checkpoints_reused += response.checkpoints_reused();
     outcome.tokens_computed = response.tokens_computed();

@@ -12,11 +12,11 @@ PrefillRun::PrefillRun(const engine::Model& model, storage::StateStore& store,
                        PrefillRunOptions options)
     : model_(model), store_(store), options_(std::move(options)) {
   start_is_root_ = !options_.parent.has_value();
-  start_key_ = start_is_root_
-                   ? storage::RootKey(model_.description().fingerprint,
-                                      PrefillModeName(options_.mode),
-                                      options_.tenant)
-                   : *options_.parent;
+  start_key_ =
+      start_is_root_
+          ? storage::RootKey(model_.description().fingerprint,
+                             PrefillModeName(options_.mode), options_.tenant)
+          : *options_.parent;
   current_key_ = start_key_;
   state_key_ = start_key_;
   if (options_.ephemeral) {
@@ -60,9 +60,9 @@ absl::Status PrefillRun::Materialize() {
               ? options_.cache->Load(store_, model_, start_key_)
               : LoadState(store_, model_, start_key_, /*ephemeral=*/false);
       if (!parent.ok()) {
-        return absl::Status(parent.status().code(),
-                            absl::StrCat("parent state: ",
-                                         parent.status().message()));
+        return absl::Status(
+            parent.status().code(),
+            absl::StrCat("parent state: ", parent.status().message()));
       }
       state_ = *std::move(parent);
     }

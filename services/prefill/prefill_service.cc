@@ -86,10 +86,9 @@ grpc::Status PrefillService::Prefill(
     }
   }
   // Ephemeral states are consumed whole by one request: one segment.
-  const int64_t segment =
-      header.checkpoint_tokens() == 0 || header.ephemeral()
-          ? total
-          : header.checkpoint_tokens();
+  const int64_t segment = header.checkpoint_tokens() == 0 || header.ephemeral()
+                              ? total
+                              : header.checkpoint_tokens();
   // A prefix chain's encoder is its first segment read from the root: make
   // it the whole encoder (M tokens) or the whole input, whatever the
   // checkpoint size, so the same tokens always get the same encoding.
@@ -117,8 +116,8 @@ grpc::Status PrefillService::Prefill(
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
   if (static_cast<int64_t>(buffer.size()) > total) {
-    return Invalid(absl::StrCat("Prefill: stream carries more than ", total,
-                                " tokens"));
+    return Invalid(
+        absl::StrCat("Prefill: stream carries more than ", total, " tokens"));
   }
   int64_t consumed = 0;  // tokens of this call already run as segments
   bool more = true;
@@ -160,11 +159,10 @@ grpc::Status PrefillService::Prefill(
       more = false;
       continue;
     }
-    if (consumed + static_cast<int64_t>(buffer.size()) +
-            request.tokens_size() >
+    if (consumed + static_cast<int64_t>(buffer.size()) + request.tokens_size() >
         total) {
-      return Invalid(absl::StrCat("Prefill: stream carries more than ",
-                                  total, " tokens"));
+      return Invalid(
+          absl::StrCat("Prefill: stream carries more than ", total, " tokens"));
     }
     buffer.insert(buffer.end(), request.tokens().begin(),
                   request.tokens().end());
@@ -183,9 +181,8 @@ grpc::Status PrefillService::Prefill(
   stream->Write(done);
   Log(LogLevel::kInfo, "prefill.done",
       absl::StrCat("tenant=", LogValue(header.tenant()), " tokens=", consumed,
-                   " computed=", run.tokens_computed(),
-                   " recomputed_states=", run.states_recomputed(),
-                   " ephemeral=", header.ephemeral()));
+                   " computed=", run.tokens_computed(), " recomputed_states=",
+                   run.states_recomputed(), " ephemeral=", header.ephemeral()));
   return grpc::Status::OK;
 }
 

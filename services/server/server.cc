@@ -64,10 +64,10 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
         storage::OpenRocksDbStore(store_options);
     if (!store.ok()) {
-      return absl::Status(store.status().code(),
-                          absl::StrCat("opening the store in ",
-                                       options.data_dir, ": ",
-                                       store.status().message()));
+      return absl::Status(
+          store.status().code(),
+          absl::StrCat("opening the store in ", options.data_dir, ": ",
+                       store.status().message()));
     }
     server->store_ = *std::move(store);
   } else {
@@ -159,8 +159,8 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "server.started",
-      absl::StrCat("role=", std::string(RoleName(role)), " listen=", options.listen,
-                   " port=", server->port_));
+      absl::StrCat("role=", std::string(RoleName(role)),
+                   " listen=", options.listen, " port=", server->port_));
   return server;
 }
 

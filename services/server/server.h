@@ -4,11 +4,11 @@
 #ifndef TWICE_SERVICES_SERVER_SERVER_H_
 #define TWICE_SERVICES_SERVER_SERVER_H_
 
+#include <grpcpp/server.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "services/common/model_registry.h"

@@ -16,9 +16,9 @@ absl::Status ParseRole(std::string_view text, Role* role) {
   } else if (text == "store") {
     *role = Role::kStore;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown role '", std::string(text),
-                     "'; expected all, orchestrator, prefill, decode or store"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown role '", std::string(text),
+        "'; expected all, orchestrator, prefill, decode or store"));
   }
   return absl::OkStatus();
 }

@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
       "Twice server: serves recurrent language models over long documents.\n"
       "  twice-server [--role=all] [--listen=127.0.0.1:50051] "
       "[--data-dir=DIR] [--model=DIR]");
-  std::vector<std::string> args = twice::services::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> args =
+      twice::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& arg : args) arg_ptrs.push_back(arg.data());
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
@@ -102,8 +103,8 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &action, nullptr);
 
   twice::services::ServerOptions options;
-  if (absl::Status role = twice::services::ParseRole(absl::GetFlag(FLAGS_role),
-                                                      &options.role);
+  if (absl::Status role =
+          twice::services::ParseRole(absl::GetFlag(FLAGS_role), &options.role);
       !role.ok()) {
     return Fail(role);
   }
@@ -126,7 +127,8 @@ int main(int argc, char** argv) {
   options.decode_limits.default_max_tokens =
       absl::GetFlag(FLAGS_default_max_tokens);
   for (const std::string& spec : absl::GetFlag(FLAGS_model)) {
-    std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits('=', 1));
+    std::vector<std::string> parts =
+        absl::StrSplit(spec, absl::MaxSplits('=', 1));
     if (parts.size() == 2) {
       options.models.push_back({parts[0], parts[1]});
     } else {

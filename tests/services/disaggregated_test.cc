@@ -30,13 +30,15 @@ using testing::TempDir;
 TEST(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
   TempDir dir;
   const std::string model = "--model=" + dir.path() + "/model";
-  ASSERT_EQ(RunCommand({CliBinary(), "init-model", "--out=" + dir.path() + "/model"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunCommand({CliBinary(), "init-model", "--out=" + dir.path() + "/model"})
+          .exit_code,
+      0);
 
   ServerProcess store;
-  ASSERT_TRUE(store.Start({"--role=store", "--data-dir=" + dir.path() + "/store"},
-                          dir.path() + "/store.log"))
+  ASSERT_TRUE(
+      store.Start({"--role=store", "--data-dir=" + dir.path() + "/store"},
+                  dir.path() + "/store.log"))
       << store.stderr_text();
   const std::string use_store = "--store-address=" + store.address();
   ServerProcess prefill;
@@ -48,11 +50,10 @@ TEST(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
                            dir.path() + "/decode.log"))
       << decode.stderr_text();
   ServerProcess orchestrator;
-  ASSERT_TRUE(orchestrator.Start(
-      {"--role=orchestrator", model, use_store,
-       "--prefill-address=" + prefill.address(),
-       "--decode-address=" + decode.address()},
-      dir.path() + "/orchestrator.log"))
+  ASSERT_TRUE(orchestrator.Start({"--role=orchestrator", model, use_store,
+                                  "--prefill-address=" + prefill.address(),
+                                  "--decode-address=" + decode.address()},
+                                 dir.path() + "/orchestrator.log"))
       << orchestrator.stderr_text();
 
   auto stub = v1::Orchestrator::NewStub(grpc::CreateChannel(

@@ -7,9 +7,9 @@ namespace twice::services {
 namespace {
 
 TEST(FlagNamesTest, DashesBecomeUnderscoresInNamesOnly) {
-  std::vector<std::string> in = {"twice-server", "--data-dir=/a-b",
-                                 "--max-new-tokens", "5", "pos-arg", "--",
-                                 "--not-a-flag"};
+  std::vector<std::string> in = {
+      "twice-server", "--data-dir=/a-b", "--max-new-tokens", "5", "pos-arg",
+      "--",           "--not-a-flag"};
   std::vector<char*> argv;
   for (std::string& s : in) argv.push_back(s.data());
   const std::vector<std::string> out =

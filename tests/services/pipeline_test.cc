@@ -143,7 +143,8 @@ class PipelineTest : public ::testing::Test {
   }
 
   int64_t CountTokens(const std::string& text) {
-    auto tokenizer = engine::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
+    auto tokenizer =
+        engine::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
     EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
     auto ids = (*tokenizer)->Encode(text);
     EXPECT_TRUE(ids.ok());
@@ -199,7 +200,8 @@ TEST_F(PipelineTest, AskResumesFromStoredStateAcrossRestart) {
   ASSERT_EQ(StopServer(), 0);
   StartServer();
   const Answer after_restart = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(after_restart.status.ok()) << after_restart.status.error_message();
+  ASSERT_TRUE(after_restart.status.ok())
+      << after_restart.status.error_message();
   EXPECT_EQ(after_restart.tokens, first.tokens);
   EXPECT_EQ(after_restart.text, first.text);
   EXPECT_EQ(after_restart.usage.states_reused(), 1);
@@ -482,9 +484,9 @@ TEST_F(PipelineTest, BrokenModelDirectoryFailsStartupWithTheTensorNamed) {
   std::ofstream(broken.path() + "/model/config.json") << config.dump();
 
   ServerProcess server;
-  EXPECT_FALSE(server.Start({"--model=" + broken.path() + "/model",
-                             "--data-dir=" + StoreDir()},
-                            data_.path() + "/broken.log"));
+  EXPECT_FALSE(server.Start(
+      {"--model=" + broken.path() + "/model", "--data-dir=" + StoreDir()},
+      data_.path() + "/broken.log"));
   EXPECT_NE(server.exit_code(), 0);
   EXPECT_NE(server.stderr_text().find("transformer."), std::string::npos)
       << server.stderr_text();

@@ -90,7 +90,8 @@ TEST_F(RemoteStoreTest, DocumentsRoundTripWithManyTokens) {
   record.segments = {{100000, storage::ChainKey(root, {1})},
                      {200000, storage::ChainKey(root, {2})}};
   std::vector<int32_t> tokens(record.token_count);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i % 50000);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>(i % 50000);
   ASSERT_TRUE(remote_->PutDocument(record, tokens).ok());
 
   auto got = remote_->GetDocument("t1", "doc-1");
@@ -122,7 +123,8 @@ TEST_F(RemoteStoreTest, UnreachableStoreIsUnavailable) {
       grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()),
       std::chrono::seconds(2));
   const storage::StateKey key = storage::RootKey("fp", "causal", "t");
-  const absl::StatusCode code = unreachable.GetState(key, false).status().code();
+  const absl::StatusCode code =
+      unreachable.GetState(key, false).status().code();
   EXPECT_TRUE(code == absl::StatusCode::kUnavailable ||
               code == absl::StatusCode::kDeadlineExceeded)
       << code;

@@ -25,7 +25,9 @@ inline std::string BinaryDir() {
   const char* dir = std::getenv("TWICE_BINARY_DIR");
   return dir != nullptr ? dir : "build";
 }
-inline std::string ServerBinary() { return BinaryDir() + "/services/twice-server"; }
+inline std::string ServerBinary() {
+  return BinaryDir() + "/services/twice-server";
+}
 inline std::string CliBinary() { return BinaryDir() + "/services/twice"; }
 
 // A fresh directory under the system temp dir, removed on destruction.
@@ -53,7 +55,8 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv) {
   std::string command;
   for (const std::string& arg : argv) {
     command += "'";
-    for (char c : arg) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    for (char c : arg)
+      command += c == '\'' ? std::string("'\\''") : std::string(1, c);
     command += "' ";
   }
   command += "2>/dev/null";
@@ -96,8 +99,8 @@ class ServerProcess {
     posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);
-    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr,
-                                    argv.data(), environ);
+    const int spawned =
+        posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     close(out_pipe[1]);
     if (spawned != 0) {
