@@ -10,7 +10,8 @@
 //             better of a run just before and just after the prefill
 //   cpu eff.  the same ratio in FLOPs per process CPU second: robust to
 //             other processes taking time slices on a shared machine
-//   decode    Step() tokens/s continuing the prefilled state
+//   decode    Step() tokens/s continuing the prefilled state (best step;
+//             the median is in the JSON)
 //   bound     decode ceiling = measured memory bandwidth / bytes of weights
 //             one step reads; the bandwidth is a multi-threaded streaming
 //             read of a 512 MiB buffer, measured right after the decode
@@ -21,8 +22,9 @@
 //             rows do not count, and touched weight pages (mmapped f32
 //             views) do. Where the reset is refused the row says so and the
 //             value is the process's lifetime peak.
-// Rates are best-of-repetitions (repeat until `min_seconds`, at most 10):
-// on a shared machine compare the ratios within a row, not rows across runs.
+// Rates are best-of-repetitions (repeat until `min_seconds`; prefill at
+// most 10): on a shared machine compare the ratios within a row, not rows
+// across runs.
 #ifndef TWICE_BENCH_ENGINE_BENCH_RUNNER_H_
 #define TWICE_BENCH_ENGINE_BENCH_RUNNER_H_
 
@@ -77,7 +79,8 @@ struct EngineBenchRow {
   // and stalls still count), for machines shared with other work.
   double prefill_cpu_seconds = 0;
   double cpu_efficiency = 0;
-  double decode_tokens_per_s = 0;
+  double decode_tokens_per_s = 0;         // best step
+  double decode_median_tokens_per_s = 0;  // median step
   double decode_bound_tokens_per_s = 0;
   double memory_gbps = 0;
   int64_t weight_bytes = 0;         // all weights, f32 in memory

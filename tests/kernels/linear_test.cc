@@ -31,8 +31,9 @@ std::vector<double> Reference(const std::vector<float>& x, int m, int k,
 }
 
 TEST(LinearTest, MatchesReference) {
-  for (auto [m, k, n] : {std::tuple{1, 64, 48}, std::tuple{7, 33, 5},
-                         std::tuple{64, 300, 129}, std::tuple{2, 1, 1}}) {
+  for (auto [m, k, n] :
+       {std::tuple{1, 64, 48}, std::tuple{7, 33, 5}, std::tuple{64, 300, 129},
+        std::tuple{2, 1, 1}, std::tuple{3, 17, 9}}) {
     for (bool with_bias : {false, true}) {
       const auto x = RandomVector(m * k, 1);
       const auto w = RandomVector(n * k, 2);
@@ -45,13 +46,18 @@ TEST(LinearTest, MatchesReference) {
 }
 
 // Shapes that take each way of splitting over the pool: by columns of y
-// (wide n), by rows of x (narrow n), GEMV rows (m = 1, large W), plus
-// slices that end mid-block; every thread count gives the serial result.
+// (wide n), by rows of x (narrow n), GEMV rows (m = 1, large W), the
+// few-rows kernel (m = 2..16, odd m and row counts not a multiple of its
+// blocks), the first SGEMM size after it (m = 17), plus slices that end
+// mid-block; every thread count gives the serial result.
 TEST(LinearTest, ParallelSplitsMatchReference) {
   testing::ForEachThreadCount([](int) {
-    for (auto [m, k, n] : {std::tuple{40, 64, 520}, std::tuple{300, 64, 50},
-                           std::tuple{1, 100, 1000}, std::tuple{1, 1000, 77},
-                           std::tuple{129, 96, 257}}) {
+    for (auto [m, k, n] :
+         {std::tuple{40, 64, 520}, std::tuple{300, 64, 50},
+          std::tuple{1, 100, 1000}, std::tuple{1, 1000, 77},
+          std::tuple{2, 100, 1000}, std::tuple{5, 333, 203},
+          std::tuple{8, 1000, 77}, std::tuple{16, 200, 600},
+          std::tuple{17, 200, 600}, std::tuple{129, 96, 257}}) {
       for (bool with_bias : {false, true}) {
         const auto x = RandomVector(m * k, 7);
         const auto w = RandomVector(n * k, 8);
