@@ -16,7 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/engine_cost.h"
+#include "bench/synthetic_state.h"
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
 #include "kernels/linear.h"
@@ -184,21 +186,59 @@ double MeasureBandwidth() {
   return static_cast<double>(kFloats) * sizeof(float) / best * 1e-9;
 }
 
-std::vector<int32_t> PromptTokens(int64_t n) {
+// Times Step() continuing `state` (best step; the median goes to JSON) and
+// fills the decode columns of `row`, including the bound: one step reads
+// the weights it needs and the whole state.
+[[nodiscard]] absl::Status MeasureDecode(const engine::Model& model,
+                                         const EngineCost& cost,
+                                         const EngineBenchOptions& options,
+                                         engine::SequenceState& state,
+                                         EngineBenchRow& row) {
+  row.decode_position = state.token_count();
+  row.state_bytes = state.ByteSize();
+  std::vector<double> steps;
+  int32_t token = 11;
+  const int32_t vocab = model.description().vocab_size;
+  const auto decode_start = Clock::now();
+  while (static_cast<int>(steps.size()) < options.decode_steps ||
+         (SecondsSince(decode_start) < options.min_seconds &&
+          steps.size() < 1000)) {
+    const auto t0 = Clock::now();
+    TWICE_RETURN_IF_ERROR(model.Step(token, state).status());
+    steps.push_back(SecondsSince(t0));
+    token = (token + 101) % vocab;
+  }
+  std::sort(steps.begin(), steps.end());
+  row.decode_tokens_per_s = 1.0 / steps.front();
+  row.decode_median_tokens_per_s = 1.0 / steps[steps.size() / 2];
+  row.memory_gbps = MeasureBandwidth();
+  row.weight_bytes = cost.weight_bytes();
+  row.decode_weight_bytes = cost.decode_weight_bytes();
+  row.decode_bound_tokens_per_s =
+      row.memory_gbps * 1e9 /
+      static_cast<double>(row.decode_weight_bytes + row.state_bytes);
+  row.load_average = LoadAverage();
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> PromptTokens(int64_t n, int32_t vocab) {
   std::vector<int32_t> tokens(n);
   for (int64_t i = 0; i < n; ++i) {
-    tokens[i] = static_cast<int32_t>((i * 7919) % 50000);
+    tokens[i] = static_cast<int32_t>((i * 7919) % vocab);
   }
   return tokens;
 }
 
-[[nodiscard]] absl::Status MeasureRow(const engine::Model& model,
-                                      const EngineCost& cost,
-                                      const EngineBenchOptions& options,
-                                      int64_t prompt, EngineBenchRow& row) {
+// A prefill row: Prefill(T tokens) into a fresh state, then decode from it.
+[[nodiscard]] absl::Status MeasurePrefillRow(const engine::Model& model,
+                                             const EngineCost& cost,
+                                             const EngineBenchOptions& options,
+                                             int64_t prompt,
+                                             EngineBenchRow& row) {
   const engine::PrefillMode mode = cost.is_jrt() ? engine::PrefillMode::kPrefix
                                                  : engine::PrefillMode::kCausal;
-  const std::vector<int32_t> tokens = PromptTokens(prompt);
+  const std::vector<int32_t> tokens =
+      PromptTokens(prompt, model.description().vocab_size);
   TWICE_ASSIGN_OR_RETURN(const Timing sgemm_before,
                          MeasureSgemm(options.min_seconds / 2));
 
@@ -219,28 +259,9 @@ std::vector<int32_t> PromptTokens(int64_t n) {
     state = std::move(fresh);
   }
   row.peak_rss_bytes = PeakRssBytes();
-  row.state_bytes = state->ByteSize();
   TWICE_ASSIGN_OR_RETURN(const Timing sgemm_after,
                          MeasureSgemm(options.min_seconds / 2));
 
-  // Decode: best step, like the prefill and the bandwidth it is compared
-  // with (each the best of its repetitions); the median goes to JSON.
-  std::vector<double> steps;
-  int32_t token = 11;
-  const auto decode_start = Clock::now();
-  while (static_cast<int>(steps.size()) < options.decode_steps ||
-         (SecondsSince(decode_start) < options.min_seconds &&
-          steps.size() < 1000)) {
-    const auto t0 = Clock::now();
-    TWICE_RETURN_IF_ERROR(model.Step(token, *state).status());
-    steps.push_back(SecondsSince(t0));
-    token = (token + 101) % 50000;
-  }
-  std::sort(steps.begin(), steps.end());
-  const double step_seconds = steps.front();
-  row.decode_median_tokens_per_s = 1.0 / steps[steps.size() / 2];
-
-  row.memory_gbps = MeasureBandwidth();
   row.tokens = prompt;
   row.read_tokens = cost.ReadTokens(prompt);
   row.prefill_seconds = prefill.wall;
@@ -253,32 +274,47 @@ std::vector<int32_t> PromptTokens(int64_t n) {
   row.cpu_efficiency =
       (row.prefill_flops / prefill.cpu) /
       (kSgemmFlops / std::min(sgemm_before.cpu, sgemm_after.cpu));
-  row.decode_tokens_per_s = 1.0 / step_seconds;
-  row.weight_bytes = cost.weight_bytes();
-  row.decode_weight_bytes = cost.decode_weight_bytes();
-  row.decode_bound_tokens_per_s =
-      row.memory_gbps * 1e9 / static_cast<double>(row.decode_weight_bytes);
-  row.load_average = LoadAverage();
-  return absl::OkStatus();
+  return MeasureDecode(model, cost, options, *state, row);
 }
 
-}  // namespace
+// A decode row: a short real read, the state grown to `position`
+// (synthetic_state.h), then decode from there.
+[[nodiscard]] absl::Status MeasureDecodeRow(const engine::Model& model,
+                                            const EngineCost& cost,
+                                            const EngineBenchOptions& options,
+                                            int64_t position,
+                                            EngineBenchRow& row) {
+  const int64_t read = std::min<int64_t>(position, 64);
+  row.peak_rss_reset = ResetPeakRss();
+  std::unique_ptr<engine::SequenceState> state = model.NewState();
+  TWICE_RETURN_IF_ERROR(
+      model
+          .Prefill(PromptTokens(read, model.description().vocab_size), *state,
+                   engine::PrefillMode::kCausal)
+          .status());
+  TWICE_RETURN_IF_ERROR(GrowStateTo(*state, position, options.seed));
+  row.kind = "decode";
+  row.peak_rss_bytes = PeakRssBytes();
+  return MeasureDecode(model, cost, options, *state, row);
+}
 
-absl::Status RunEngineBench(
-    const EngineBenchOptions& options,
+// The preset `preset` names for `arch`: "realistic" is each architecture's
+// realistic shape; "width-2048" pairs rat-xl-shape with the Llama of the
+// same width, depth and heads (llama-2048-width).
+std::string PresetFor(std::string_view arch, const std::string& preset) {
+  if (preset == "width-2048") {
+    return arch == "llama" ? "llama-2048-width" : "rat-xl-shape";
+  }
+  if (preset != "realistic") return preset;
+  if (arch == "mamba2") return "mamba2-130m-shape";
+  if (arch == "llama") return "llama-360m-shape";
+  if (arch == "rat") return "rat-xl-shape";
+  return "360m-shape";
+}
+
+[[nodiscard]] absl::Status RunOneArchitecture(
+    const EngineBenchOptions& options, const std::string& arch,
     absl::FunctionRef<void(const EngineBenchRow&)> on_row) {
-  if (options.tokens.empty()) {
-    return absl::InvalidArgumentError("bench: no prompt lengths");
-  }
-  for (int64_t t : options.tokens) {
-    if (t < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bench: prompt length ", t, " is not positive"));
-    }
-  }
-  if (options.threads != 0) {
-    TWICE_RETURN_IF_ERROR(kernels::SetCpuThreads(options.threads));
-  }
   TempDir cleanup;
   std::string dir = options.model_dir;
   if (dir.empty()) {
@@ -286,8 +322,8 @@ absl::Status RunEngineBench(
     cleanup = TempDir(dir);
   }
   engine::InitModelOptions init;
-  init.architecture = options.arch;
-  init.preset = options.preset;
+  init.architecture = arch;
+  init.preset = PresetFor(arch, options.preset);
   init.out_dir = dir;
   init.tokenizer_json = options.tokenizer_json;
   init.seed = options.seed;
@@ -300,37 +336,89 @@ absl::Status RunEngineBench(
                          EngineCost::FromConfigJson(config_json));
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
                          engine::LoadModel(dir));
-  for (int64_t prompt : options.tokens) {
+  auto new_row = [&](std::string kind) {
     EngineBenchRow row;
-    row.arch = options.arch;
-    row.preset = options.preset;
+    row.kind = std::move(kind);
+    row.arch = arch;
+    row.preset = init.preset;
     row.threads = kernels::CpuThreads();
-    TWICE_RETURN_IF_ERROR(MeasureRow(*model, cost, options, prompt, row));
+    return row;
+  };
+  for (int64_t prompt : options.tokens) {
+    EngineBenchRow row = new_row("prefill");
+    TWICE_RETURN_IF_ERROR(
+        MeasurePrefillRow(*model, cost, options, prompt, row));
     on_row(row);
+  }
+  for (int64_t position : options.decode_positions) {
+    EngineBenchRow row = new_row("decode");
+    TWICE_RETURN_IF_ERROR(
+        MeasureDecodeRow(*model, cost, options, position, row));
+    on_row(row);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunEngineBench(
+    const EngineBenchOptions& options,
+    absl::FunctionRef<void(const EngineBenchRow&)> on_row) {
+  if (options.tokens.empty() && options.decode_positions.empty()) {
+    return absl::InvalidArgumentError(
+        "bench: no prompt lengths and no decode positions");
+  }
+  for (int64_t t : options.tokens) {
+    if (t < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bench: prompt length ", t, " is not positive"));
+    }
+  }
+  for (int64_t p : options.decode_positions) {
+    if (p < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bench: decode position ", p, " is not positive"));
+    }
+  }
+  const std::vector<std::string> archs =
+      absl::StrSplit(options.arch, ',', absl::SkipEmpty());
+  if (archs.empty()) return absl::InvalidArgumentError("bench: no arch");
+  if (options.threads != 0) {
+    TWICE_RETURN_IF_ERROR(kernels::SetCpuThreads(options.threads));
+  }
+  for (const std::string& arch : archs) {
+    TWICE_RETURN_IF_ERROR(RunOneArchitecture(options, arch, on_row));
   }
   return absl::OkStatus();
 }
 
 std::string EngineBenchTableHeader() {
   return absl::StrFormat(
-      "%-6s %-10s %3s %6s | %9s %8s %8s %5s %5s | %8s %8s %5s | %8s %9s %5s "
-      "| %5s\n"
-      "%-6s %-10s %3s %6s | %9s %8s %8s %5s %5s | %8s %8s %5s | %8s %9s %5s "
-      "| %5s",
+      "%-6s %-17s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s %9s "
+      "%5s | %5s\n"
+      "%-6s %-17s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s %9s "
+      "%5s | %5s",
       "arch", "preset", "thr", "tokens", "prefill", "prefill", "sgemm", "ratio",
-      "(cpu)", "decode", "bound", "ratio", "state", "peak RSS", "/wts", "load",
-      "", "", "", "", "tok/s", "GFLOP/s", "GFLOP/s", "%", "%", "tok/s", "tok/s",
-      "%", "MiB", "MiB", "x", "1m");
+      "(cpu)", "pos", "decode", "bound", "ratio", "state", "peak RSS", "/wts",
+      "load", "", "", "", "", "tok/s", "GFLOP/s", "GFLOP/s", "%", "%", "",
+      "tok/s", "tok/s", "%", "MiB", "MiB", "x", "1m");
 }
 
 std::string EngineBenchTableRow(const EngineBenchRow& r) {
   constexpr double kMiB = 1024.0 * 1024.0;
+  const std::string prefill =
+      r.kind == "prefill"
+          ? absl::StrFormat("%6d %9.1f %8.1f %8.1f %5.0f %5.0f", r.tokens,
+                            r.prefill_tokens_per_s, r.prefill_gflops,
+                            r.sgemm_gflops,
+                            100.0 * r.prefill_gflops / r.sgemm_gflops,
+                            100.0 * r.cpu_efficiency)
+          : absl::StrFormat("%6s %9s %8s %8s %5s %5s", "-", "-", "-", "-", "-",
+                            "-");
   return absl::StrFormat(
-      "%-6s %-10s %3d %6d | %9.1f %8.1f %8.1f %5.0f %5.0f | %8.2f %8.2f %5.0f "
-      "| %8.2f %8.0f%s %5.2f | %5.2f",
-      r.arch, r.preset, r.threads, r.tokens, r.prefill_tokens_per_s,
-      r.prefill_gflops, r.sgemm_gflops,
-      100.0 * r.prefill_gflops / r.sgemm_gflops, 100.0 * r.cpu_efficiency,
+      "%-6s %-17s %3d | %s | %6d %8.2f %8.2f %5.0f | %9.2f %8.0f%s %5.2f | "
+      "%5.2f",
+      r.arch, r.preset, r.threads, prefill, r.decode_position,
       r.decode_tokens_per_s, r.decode_bound_tokens_per_s,
       100.0 * r.decode_tokens_per_s / r.decode_bound_tokens_per_s,
       static_cast<double>(r.state_bytes) / kMiB,
@@ -343,6 +431,7 @@ std::string EngineBenchTableRow(const EngineBenchRow& r) {
 
 std::string EngineBenchRowJson(const EngineBenchRow& r) {
   nlohmann::json j;
+  j["kind"] = r.kind;
   j["arch"] = r.arch;
   j["preset"] = r.preset;
   j["threads"] = r.threads;
@@ -355,6 +444,7 @@ std::string EngineBenchRowJson(const EngineBenchRow& r) {
   j["sgemm_gflops"] = r.sgemm_gflops;
   j["prefill_cpu_seconds"] = r.prefill_cpu_seconds;
   j["cpu_efficiency"] = r.cpu_efficiency;
+  j["decode_position"] = r.decode_position;
   j["decode_tokens_per_s"] = r.decode_tokens_per_s;
   j["decode_median_tokens_per_s"] = r.decode_median_tokens_per_s;
   j["decode_bound_tokens_per_s"] = r.decode_bound_tokens_per_s;
@@ -384,8 +474,12 @@ absl::Status PrintEngineBench(const EngineBenchOptions& options, bool json) {
         "FLOPs; sgemm: 2048^3 through kernels::Linear, same run;\n"
         "(cpu): the prefill / sgemm ratio in FLOPs per process CPU second "
         "(ignores time slices other processes took);\n"
-        "decode: best step; bound = streaming-read bandwidth / weight bytes "
-        "one step reads (weights that fit in cache, e.g. tiny, beat it);\n"
+        "decode: best step at position pos; bound = streaming-read bandwidth "
+        "/ (weight bytes one step reads + state bytes) (weights that fit in "
+        "cache, e.g. tiny, beat it);\n"
+        "rows with prefill \"-\": decode only, from a state grown to pos "
+        "without reading (bench/synthetic_state.h); state = its bytes there;"
+        "\n"
         "peak RSS: VmHWM over the prefill phase (* = not resettable: process "
         "peak); /wts = peak RSS / weight bytes.\n");
   }

@@ -1,7 +1,7 @@
 // EngineBench: prefill and decode speed of a random-weight model on CPU,
 // each next to a ceiling measured in the same run (`twice bench engine`).
 //
-// For each prompt length T, one row:
+// Rows of kind "prefill", one per prompt length T:
 //   prefill   best wall time of Prefill(T tokens) into a fresh state
 //             (JRT: a prefix read); tokens/s = T / time; GFLOP/s = the
 //             analytic FLOPs of EngineCost / time
@@ -11,10 +11,11 @@
 //   cpu eff.  the same ratio in FLOPs per process CPU second: robust to
 //             other processes taking time slices on a shared machine
 //   decode    Step() tokens/s continuing the prefilled state (best step;
-//             the median is in the JSON)
-//   bound     decode ceiling = measured memory bandwidth / bytes of weights
-//             one step reads; the bandwidth is a multi-threaded streaming
-//             read of a 512 MiB buffer, measured right after the decode
+//             the median is in the JSON), at position `decode_position`
+//   bound     decode ceiling = measured memory bandwidth / (bytes of weights
+//             one step reads + the state's bytes); the bandwidth is a
+//             multi-threaded streaming read of a 512 MiB buffer, measured
+//             right after the decode
 //   state     SequenceState::ByteSize after the prefill
 //   peak RSS  the prefill phase's high-water mark: VmHWM is reset (write
 //             "5" to /proc/self/clear_refs) before the first prefill of the
@@ -22,6 +23,9 @@
 //             rows do not count, and touched weight pages (mmapped f32
 //             views) do. Where the reset is refused the row says so and the
 //             value is the process's lifetime peak.
+// Rows of kind "decode", one per decode position P: the decode and state
+// columns only, from a state grown to P without reading (synthetic_state.h)
+// — how a 32k-token KV cache costs a step, without a quadratic prefill.
 // Rates are best-of-repetitions (repeat until `min_seconds`; prefill at
 // most 10): on a shared machine compare the ratios within a row, not rows
 // across runs.
@@ -38,12 +42,19 @@
 namespace twice::bench {
 
 struct EngineBenchOptions {
-  // "based" or "jrt" (needs WriteRandomModel support). Default "based".
+  // Architectures, comma-separated: based, jrt, mamba2, llama, rat (rows of
+  // each in turn). Default "based".
   std::string arch = "based";
-  // "tiny" or "360m-shape". Default "tiny".
+  // A WriteRandomModel preset every listed architecture has ("tiny"), or
+  // "realistic": each one's realistic shape (360m-shape, mamba2-130m-shape,
+  // llama-360m-shape, rat-xl-shape), or "width-2048": rat-xl-shape and
+  // llama-2048-width, the RAT-vs-Transformer decode pair. Default "tiny".
   std::string preset = "tiny";
   // Prompt lengths, one row each, each >= 1. Default 512, 2048, 8192.
   std::vector<int64_t> tokens = {512, 2048, 8192};
+  // Decode-only rows at these positions, each >= 1. Default 2048, 8192,
+  // 32768.
+  std::vector<int64_t> decode_positions = {2048, 8192, 32768};
   // Kernel threads (kernels::SetCpuThreads); 0 keeps the kernels' default.
   // Default 0.
   int threads = 0;
@@ -63,6 +74,7 @@ struct EngineBenchOptions {
 };
 
 struct EngineBenchRow {
+  std::string kind;  // "prefill" or "decode" (decode columns only)
   std::string arch;
   std::string preset;
   int threads = 0;
@@ -79,13 +91,14 @@ struct EngineBenchRow {
   // and stalls still count), for machines shared with other work.
   double prefill_cpu_seconds = 0;
   double cpu_efficiency = 0;
+  int64_t decode_position = 0;            // tokens read before the steps
   double decode_tokens_per_s = 0;         // best step
   double decode_median_tokens_per_s = 0;  // median step
   double decode_bound_tokens_per_s = 0;
   double memory_gbps = 0;
   int64_t weight_bytes = 0;         // all weights, f32 in memory
   int64_t decode_weight_bytes = 0;  // weights one decode step reads
-  int64_t state_bytes = 0;
+  int64_t state_bytes = 0;          // at decode_position
   int64_t peak_rss_bytes = 0;
   bool peak_rss_reset = false;  // false: lifetime peak, see above
   double load_average = 0;      // 1-minute load average at the row's end

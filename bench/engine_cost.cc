@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "engine/config/json_fields.h"
+#include "engine/models/load_llama_rat.h"
 #include "kernels/status_macros.h"
 #include "kernels/taylor_feature_map.h"
 #include "nlohmann/json.hpp"
@@ -14,6 +16,26 @@ absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
     absl::string_view config_json) {
   const std::string_view text(config_json.data(), config_json.size());
   EngineCost cost;
+  if (engine::IsLlamaOrRatConfig(text)) {
+    if (engine::config::ConfigArchitecture(text) == "llama") {
+      TWICE_ASSIGN_OR_RETURN(engine::LlamaConfig llama,
+                             engine::ParseLlamaConfig(text));
+      cost.params_ = LlamaParams(llama);
+      const int64_t table = llama.vocab_size * llama.hidden_size;
+      cost.decode_params_ =
+          cost.params_ -
+          (llama.tie_word_embeddings ? 0 : table - llama.hidden_size);
+      cost.llama_ = std::move(llama);
+      return cost;
+    }
+    TWICE_ASSIGN_OR_RETURN(engine::RatConfig rat, engine::ParseRatConfig(text));
+    cost.params_ = RatParams(rat);
+    const int64_t table = rat.vocab_size * rat.hidden_size;
+    cost.decode_params_ =
+        cost.params_ - (rat.tie_embedding ? 0 : table - rat.hidden_size);
+    cost.rat_ = std::move(rat);
+    return cost;
+  }
   if (engine::IsMamba2ConfigJson(text)) {
     TWICE_ASSIGN_OR_RETURN(const engine::Mamba2Config m,
                            engine::ParseMamba2Config(text));
@@ -79,7 +101,68 @@ int64_t EngineCost::ReadTokens(int64_t prompt) const {
   return jrt_ ? std::max(prompt, encoder_length_) : prompt;
 }
 
+int64_t EngineCost::LlamaParams(const engine::LlamaConfig& c) {
+  const int64_t d = c.hidden_size;
+  const int64_t per_layer = 2 * d + c.q_width() * d + 2 * c.kv_width() * d +
+                            d * c.q_width() + 3 * c.intermediate_size * d;
+  const int64_t table = c.vocab_size * d;
+  return table + d + c.num_layers * per_layer +
+         (c.tie_word_embeddings ? 0 : table);
+}
+
+int64_t EngineCost::RatParams(const engine::RatConfig& c) {
+  const int64_t d = c.hidden_size;
+  int64_t params = c.vocab_size * d + d;  // embedding, final norm
+  for (int l = 0; l < c.num_layers; ++l) {
+    params += 2 * d + d * d + 2 * c.ffn_hidden * d;  // norms, out, FFN
+    params += c.is_swa(l) ? 3 * d * d : c.in_proj_rows() * d + d;  // + bias
+  }
+  return params + (c.tie_embedding ? 0 : c.vocab_size * d);
+}
+
+double EngineCost::LlamaPrefillFlops(const engine::LlamaConfig& c, double t) {
+  const double d = static_cast<double>(c.hidden_size);
+  const double q = static_cast<double>(c.q_width());
+  const double kv = static_cast<double>(c.kv_width());
+  const double per_layer =
+      2.0 * t * d * (q + 2.0 * kv) + 2.0 * t * q * d + 2.0 * q * t * (t + 1.0) +
+      6.0 * t * d * static_cast<double>(c.intermediate_size);
+  return static_cast<double>(c.num_layers) * per_layer +
+         2.0 * d * static_cast<double>(c.vocab_size);
+}
+
+double EngineCost::RatPrefillFlops(const engine::RatConfig& c, int64_t prompt) {
+  const double t = static_cast<double>(prompt);
+  const double d = static_cast<double>(c.hidden_size);
+  // Σ_t (⌊t/L⌋ + 1) over t = 0..T-1: keys the chunk attention visits.
+  const int64_t l = c.chunk_size, full = prompt / l, rest = prompt % l;
+  const double chunk_keys =
+      static_cast<double>(l) * static_cast<double>(full) *
+          static_cast<double>(full - 1) / 2.0 +
+      static_cast<double>(rest) * static_cast<double>(full) + t;
+  // SWA: query i sees min(i, W) + 1 keys.
+  const double window = static_cast<double>(c.window);
+  const double w = std::min(window, t - 1.0);
+  const double window_keys =
+      (w + 1.0) * (w + 2.0) / 2.0 + (t - w - 1.0) * (window + 1.0);
+  double flops = 0.0;
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    flops += 2.0 * t * d * d + 4.0 * t * d * static_cast<double>(c.ffn_hidden);
+    if (c.is_swa(layer)) {
+      flops += 2.0 * t * d * 3.0 * d + 4.0 * d * window_keys;
+    } else {
+      flops += 2.0 * t * d * static_cast<double>(c.in_proj_rows()) +
+               4.0 * d * chunk_keys;
+    }
+  }
+  return flops + 2.0 * d * static_cast<double>(c.vocab_size);
+}
+
 double EngineCost::PrefillFlops(int64_t prompt) const {
+  if (llama_.has_value()) {
+    return LlamaPrefillFlops(*llama_, static_cast<double>(prompt));
+  }
+  if (rat_.has_value()) return RatPrefillFlops(*rat_, prompt);
   if (mamba2_.has_value()) {
     const engine::Mamba2Config& m = *mamba2_;
     const double t = static_cast<double>(prompt);

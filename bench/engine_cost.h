@@ -22,6 +22,19 @@
 //                              G·N·q(q+1), L·X causal H·P·q(q+1); per token
 //                              and head 2·P·N (state -> output) + 2·P·N
 //                              (chunk state update)
+// Llama (HF LlamaForCausalLM), per layer:
+//   q / k / v / o projections  2·T·D·(Hq·hd + 2·Hkv·hd) + 2·T·Hq·hd·D
+//   causal attention           4·hd per (query, visible key) and query head:
+//                              2·Hq·hd·T(T+1) for a read from position 0
+//   SwiGLU MLP                 6·T·D·I
+// RAT (CLAIRE-Labo layout), per RAT layer:
+//   in_proj / out_proj         2·T·D·(3D + 2·G·hd) + 2·T·D·D
+//   chunk attention            4·D per (token, key): token t sees its
+//                              ⌊t/L⌋ closed chunks and its own open chunk
+//   GELU FFN                   4·T·D·F
+//   per SWA layer (RAT-SWA)    in_proj 2·T·D·3D, out 2·T·D·D, 4·D per
+//                              (query, key in the window band)
+//   The intra-chunk EMA, gates and RoPE are O(T·D) and not counted.
 //
 // Bytes: every weight is f32 in memory (bf16 checkpoints are converted at
 // load). A decode step reads every weight once except the embedding rows
@@ -36,7 +49,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/config/based_config.h"
+#include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
+#include "engine/config/rat_config.h"
 
 namespace twice::bench {
 
@@ -66,8 +81,15 @@ class EngineCost {
  private:
   EngineCost() = default;
 
+  static int64_t LlamaParams(const engine::LlamaConfig& c);
+  static int64_t RatParams(const engine::RatConfig& c);
+  static double LlamaPrefillFlops(const engine::LlamaConfig& c, double t);
+  static double RatPrefillFlops(const engine::RatConfig& c, int64_t prompt);
+
   engine::BasedConfig config_;
   std::optional<engine::Mamba2Config> mamba2_;  // set for a Mamba-2 model
+  std::optional<engine::LlamaConfig> llama_;    // set for a Llama model
+  std::optional<engine::RatConfig> rat_;        // set for a RAT model
   bool jrt_ = false;
   int64_t encoder_length_ = 0;
   int64_t params_ = 0;

@@ -178,9 +178,21 @@ absl::Status WriteRandomLlamaModel(const InitModelOptions& options) {
     c["num_key_value_heads"] = 5;
     c["intermediate_size"] = 2560;
     c["rope_theta"] = 100000.0;
+  } else if (options.preset == "llama-2048-width") {
+    // The width, depth and heads of rat-xl-shape with full multi-head KV,
+    // SwiGLU sized to the same FFN parameters (3·I ≈ 2·8192): the
+    // Transformer that RAT's decode is compared with, layer for layer.
+    c["hidden_size"] = 2048;
+    c["num_hidden_layers"] = 6;
+    c["num_attention_heads"] = 16;
+    c["num_key_value_heads"] = 16;
+    c["intermediate_size"] = 5504;
+    c["rope_theta"] = 10000.0;
+    c["max_position_embeddings"] = 4096;
   } else {
-    return UnknownPreset("llama", options.preset,
-                         "\"tiny\" or \"llama-360m-shape\"");
+    return UnknownPreset(
+        "llama", options.preset,
+        "\"tiny\", \"llama-360m-shape\" or \"llama-2048-width\"");
   }
   const std::string text = c.dump(2) + "\n";
   TWICE_ASSIGN_OR_RETURN(LlamaConfig cfg, ParseLlamaConfig(text));

@@ -15,6 +15,10 @@
 ABSL_FLAG(std::vector<std::string>, tokens,
           (std::vector<std::string>{"512", "2048", "8192"}),
           "bench: prompt lengths, comma-separated, one row each");
+ABSL_FLAG(std::vector<std::string>, decode_positions,
+          (std::vector<std::string>{"2048", "8192", "32768"}),
+          "bench: decode-only rows at these positions (state grown without "
+          "reading), comma-separated; empty for none");
 ABSL_FLAG(int32_t, threads, 0,
           "bench: kernel threads (0 = TWICE_CPU_THREADS or all CPUs)");
 ABSL_FLAG(int32_t, decode_steps, 8, "bench: decode steps timed per row");
@@ -25,9 +29,11 @@ int RunBenchEngine(const CliContext& cli) {
   if (cli.args.size() != 1 || cli.args[0] != "engine") {
     return ReportError(
         cli, absl::InvalidArgumentError(
-                 "usage: twice bench engine [--arch=based|jrt] "
-                 "[--preset=tiny|360m-shape] [--tokens=512,2048,8192] "
-                 "[--threads=N] [--json]"));
+                 "usage: twice bench engine "
+                 "[--arch=based,jrt,mamba2,llama,rat] "
+                 "[--preset=tiny|realistic|<preset>] [--tokens=512,2048,8192] "
+                 "[--decode-positions=2048,8192,32768] [--threads=N] "
+                 "[--json]"));
   }
   bench::EngineBenchOptions options;
   options.arch = cli.arch;
@@ -37,15 +43,28 @@ int RunBenchEngine(const CliContext& cli) {
   options.seed = cli.seed;
   options.threads = absl::GetFlag(FLAGS_threads);
   options.decode_steps = absl::GetFlag(FLAGS_decode_steps);
-  options.tokens.clear();
-  for (const std::string& t : absl::GetFlag(FLAGS_tokens)) {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(t, &n) || n < 1) {
-      return ReportError(
-          cli, absl::InvalidArgumentError(absl::StrCat(
-                   "bench: --tokens: \"", t, "\" is not a positive integer")));
+  auto parse_list = [&](const std::vector<std::string>& texts, const char* flag,
+                        std::vector<int64_t>& out) -> absl::Status {
+    out.clear();
+    for (const std::string& t : texts) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(t, &n) || n < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bench: --", flag, ": \"", t, "\" is not a positive integer"));
+      }
+      out.push_back(n);
     }
-    options.tokens.push_back(n);
+    return absl::OkStatus();
+  };
+  if (absl::Status s =
+          parse_list(absl::GetFlag(FLAGS_tokens), "tokens", options.tokens);
+      !s.ok()) {
+    return ReportError(cli, s);
+  }
+  if (absl::Status s = parse_list(absl::GetFlag(FLAGS_decode_positions),
+                                  "decode-positions", options.decode_positions);
+      !s.ok()) {
+    return ReportError(cli, s);
   }
   if (absl::Status s = bench::PrintEngineBench(options, cli.json); !s.ok()) {
     return ReportError(cli, s);

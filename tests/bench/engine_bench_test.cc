@@ -97,10 +97,101 @@ TEST_F(EngineCostTest, BasedTinyFlopsByHand) {
   EXPECT_DOUBLE_EQ(cost->PrefillFlops(10), mlp + conv + la + swa + head);
 }
 
+TEST_F(EngineCostTest, LlamaAndRatWeightBytesMatchTheWrittenModels) {
+  for (const char* arch : {"llama", "rat"}) {
+    engine::InitModelOptions init;
+    init.architecture = arch;
+    init.preset = "tiny";
+    init.out_dir = dir_ + "/" + arch;
+    init.tokenizer_json = kTokenizer;
+    ASSERT_TRUE(engine::WriteRandomModel(init).ok()) << arch;
+    absl::StatusOr<EngineCost> cost =
+        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    EXPECT_EQ(cost->weight_bytes(),
+              SafetensorsDataBytes(init.out_dir + "/model.safetensors"))
+        << arch;
+    EXPECT_EQ(cost->decode_weight_bytes(), cost->weight_bytes()) << arch;
+  }
+}
+
+TEST_F(EngineCostTest, LlamaAndRatTinyFlopsByHand) {
+  const double vocab = 50257, t = 40;
+  {
+    engine::InitModelOptions init;
+    init.architecture = "llama";
+    init.preset = "tiny";
+    init.out_dir = dir_ + "/llama";
+    init.tokenizer_json = kTokenizer;
+    ASSERT_TRUE(engine::WriteRandomModel(init).ok());
+    absl::StatusOr<EngineCost> cost =
+        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    // d 64, 2 layers, 4 query heads and 2 KV heads of 16, SwiGLU 128.
+    const double d = 64, q = 64, kv = 32, inter = 128;
+    const double layer = 2 * t * d * (q + 2 * kv) + 2 * t * q * d +
+                         4 * 16 * 4 * (t * (t + 1) / 2) + 6 * t * d * inter;
+    EXPECT_DOUBLE_EQ(cost->PrefillFlops(40), 2 * layer + 2 * d * vocab);
+  }
+  {
+    engine::InitModelOptions init;
+    init.architecture = "rat";
+    init.preset = "tiny";
+    init.out_dir = dir_ + "/rat";
+    init.tokenizer_json = kTokenizer;
+    ASSERT_TRUE(engine::WriteRandomModel(init).ok());
+    absl::StatusOr<EngineCost> cost =
+        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    // D 64, 2 RAT layers, 2 q/k groups of head dim 16, L 16, FFN 256. Token
+    // t sees floor(t/16) closed chunks + its own: 16·0 + 16·1 + 8·2 + 40.
+    const double d = 64, keys = 0 + 16 + 16 + 40;
+    const double layer = 2 * t * d * (3 * d + 2 * 2 * 16) + 2 * t * d * d +
+                         4 * d * keys + 4 * t * d * 256;
+    EXPECT_DOUBLE_EQ(cost->PrefillFlops(40), 2 * layer + 2 * d * vocab);
+  }
+}
+
+TEST(EngineBenchTest, DecodeRowsShowFixedAndGrowingStates) {
+  EngineBenchOptions options;
+  options.arch = "mamba2,llama,rat";
+  options.tokens = {};
+  options.decode_positions = {100, 1000};
+  options.decode_steps = 2;
+  options.min_seconds = 0.01;
+  options.tokenizer_json = kTokenizer;
+  std::vector<EngineBenchRow> rows;
+  const absl::Status status = RunEngineBench(
+      options, [&](const EngineBenchRow& r) { rows.push_back(r); });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(rows.size(), 6u);
+  for (const EngineBenchRow& r : rows) {
+    EXPECT_EQ(r.kind, "decode");
+    EXPECT_GT(r.decode_tokens_per_s, 0);
+    EXPECT_GT(r.decode_bound_tokens_per_s, 0);
+    const nlohmann::json j = nlohmann::json::parse(EngineBenchRowJson(r));
+    EXPECT_EQ(j["decode_position"], r.decode_position);
+    EXPECT_EQ(j["kind"], "decode");
+    EXPECT_FALSE(EngineBenchTableRow(r).empty());
+  }
+  EXPECT_EQ(rows[0].arch, "mamba2");
+  EXPECT_EQ(rows[0].decode_position, 100);
+  EXPECT_EQ(rows[1].decode_position, 1000);
+  // Mamba-2: a fixed-size state.
+  EXPECT_EQ(rows[1].state_bytes, rows[0].state_bytes);
+  // Llama tiny: 2 layers x (K + V) x 900 more rows x 2 KV heads x 16 x f32.
+  EXPECT_EQ(rows[3].arch, "llama");
+  EXPECT_EQ(rows[3].state_bytes - rows[2].state_bytes, 2 * 2 * 900 * 32 * 4);
+  // RAT tiny (L 16): 2 layers x (k̄ + v̄) x (62 - 6) more closed chunks x 64.
+  EXPECT_EQ(rows[5].arch, "rat");
+  EXPECT_EQ(rows[5].state_bytes - rows[4].state_bytes, 2 * 2 * 56 * 64 * 4);
+}
+
 TEST(EngineBenchTest, TinyRunReportsEveryColumn) {
   EngineBenchOptions options;
   options.preset = "tiny";
   options.tokens = {8, 70};
+  options.decode_positions = {};
   options.decode_steps = 2;
   options.min_seconds = 0.01;
   options.tokenizer_json = kTokenizer;
@@ -125,6 +216,7 @@ TEST(EngineBenchTest, TinyRunReportsEveryColumn) {
       EXPECT_TRUE(j.contains(key)) << key;
     }
     EXPECT_EQ(j["arch"], "based");
+    EXPECT_EQ(j["decode_position"], r.tokens);
   }
   EXPECT_EQ(rows[1].tokens, 70);
   EXPECT_FALSE(EngineBenchTableRow(rows[0]).empty());
