@@ -47,6 +47,21 @@ class EngineCostTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // Writes the tiny preset of `arch` under dir_/arch; its cost model.
+  EngineCost WriteTiny(const std::string& arch) {
+    engine::InitModelOptions init;
+    init.architecture = arch;
+    init.preset = "tiny";
+    init.out_dir = dir_ + "/" + arch;
+    init.tokenizer_json = kTokenizer;
+    const absl::Status written = engine::WriteRandomModel(init);
+    EXPECT_TRUE(written.ok()) << written;
+    absl::StatusOr<EngineCost> cost =
+        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
+    EXPECT_TRUE(cost.ok()) << cost.status();
+    return *std::move(cost);
+  }
+
   std::string dir_;
 };
 
@@ -99,57 +114,30 @@ TEST_F(EngineCostTest, BasedTinyFlopsByHand) {
 
 TEST_F(EngineCostTest, LlamaAndRatWeightBytesMatchTheWrittenModels) {
   for (const char* arch : {"llama", "rat"}) {
-    engine::InitModelOptions init;
-    init.architecture = arch;
-    init.preset = "tiny";
-    init.out_dir = dir_ + "/" + arch;
-    init.tokenizer_json = kTokenizer;
-    ASSERT_TRUE(engine::WriteRandomModel(init).ok()) << arch;
-    absl::StatusOr<EngineCost> cost =
-        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
-    ASSERT_TRUE(cost.ok()) << cost.status();
-    EXPECT_EQ(cost->weight_bytes(),
-              SafetensorsDataBytes(init.out_dir + "/model.safetensors"))
+    const EngineCost cost = WriteTiny(arch);
+    EXPECT_EQ(cost.weight_bytes(),
+              SafetensorsDataBytes(dir_ + "/" + arch + "/model.safetensors"))
         << arch;
-    EXPECT_EQ(cost->decode_weight_bytes(), cost->weight_bytes()) << arch;
+    EXPECT_EQ(cost.decode_weight_bytes(), cost.weight_bytes()) << arch;
   }
 }
 
 TEST_F(EngineCostTest, LlamaAndRatTinyFlopsByHand) {
-  const double vocab = 50257, t = 40;
-  {
-    engine::InitModelOptions init;
-    init.architecture = "llama";
-    init.preset = "tiny";
-    init.out_dir = dir_ + "/llama";
-    init.tokenizer_json = kTokenizer;
-    ASSERT_TRUE(engine::WriteRandomModel(init).ok());
-    absl::StatusOr<EngineCost> cost =
-        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
-    ASSERT_TRUE(cost.ok()) << cost.status();
-    // d 64, 2 layers, 4 query heads and 2 KV heads of 16, SwiGLU 128.
-    const double d = 64, q = 64, kv = 32, inter = 128;
-    const double layer = 2 * t * d * (q + 2 * kv) + 2 * t * q * d +
-                         4 * 16 * 4 * (t * (t + 1) / 2) + 6 * t * d * inter;
-    EXPECT_DOUBLE_EQ(cost->PrefillFlops(40), 2 * layer + 2 * d * vocab);
-  }
-  {
-    engine::InitModelOptions init;
-    init.architecture = "rat";
-    init.preset = "tiny";
-    init.out_dir = dir_ + "/rat";
-    init.tokenizer_json = kTokenizer;
-    ASSERT_TRUE(engine::WriteRandomModel(init).ok());
-    absl::StatusOr<EngineCost> cost =
-        EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
-    ASSERT_TRUE(cost.ok()) << cost.status();
-    // D 64, 2 RAT layers, 2 q/k groups of head dim 16, L 16, FFN 256. Token
-    // t sees floor(t/16) closed chunks + its own: 16·0 + 16·1 + 8·2 + 40.
-    const double d = 64, keys = 0 + 16 + 16 + 40;
-    const double layer = 2 * t * d * (3 * d + 2 * 2 * 16) + 2 * t * d * d +
-                         4 * d * keys + 4 * t * d * 256;
-    EXPECT_DOUBLE_EQ(cost->PrefillFlops(40), 2 * layer + 2 * d * vocab);
-  }
+  const double vocab = 50257, t = 40, d = 64;
+  // Llama tiny: d 64, 2 layers, 4 query heads and 2 KV heads of 16, SwiGLU
+  // 128.
+  const double q = 64, kv = 32, inter = 128;
+  const double llama = 2 * t * d * (q + 2 * kv) + 2 * t * q * d +
+                       4 * 16 * 4 * (t * (t + 1) / 2) + 6 * t * d * inter;
+  EXPECT_DOUBLE_EQ(WriteTiny("llama").PrefillFlops(40),
+                   2 * llama + 2 * d * vocab);
+  // RAT tiny: D 64, 2 RAT layers, 2 q/k groups of head dim 16, L 16, FFN
+  // 256. Token t sees floor(t/16) closed chunks + its own: 16·0 + 16·1 +
+  // 8·2 + 40.
+  const double keys = 0 + 16 + 16 + 40;
+  const double rat = 2 * t * d * (3 * d + 2 * 2 * 16) + 2 * t * d * d +
+                     4 * d * keys + 4 * t * d * 256;
+  EXPECT_DOUBLE_EQ(WriteTiny("rat").PrefillFlops(40), 2 * rat + 2 * d * vocab);
 }
 
 TEST(EngineBenchTest, DecodeRowsShowFixedAndGrowingStates) {
