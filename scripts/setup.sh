@@ -12,7 +12,13 @@ packages=(
   librocksdb-dev libabsl-dev libssl-dev libxxhash-dev libicu-dev
   nlohmann-json3-dev libopenblas-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3-yaml
 )
+# The deploy tests render the Kubernetes manifests with `kubectl kustomize`;
+# Debian's kubectl when none is installed.
+if ! command -v kubectl >/dev/null 2>&1; then
+  packages+=(kubernetes-client)
+fi
 
 if [ "${1:-}" = "--tools" ]; then
   # Debian's torch, used only through /usr/bin/python3.

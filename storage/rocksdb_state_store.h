@@ -120,6 +120,8 @@ class RocksDbStateStore final : public StateStore {
       const VerifyOptions& options) override;
   [[nodiscard]] absl::StatusOr<CompactReport> Compact() override;
   [[nodiscard]] absl::StatusOr<GcReport> CollectGarbage() override;
+  [[nodiscard]] absl::StatusOr<BackupReport> Backup(
+      const std::string& dir) override;
 
   // Flushes and fully compacts the ephemeral family now, so the compaction
   // filter drops every expired state (RocksDB otherwise picks the time).

@@ -114,6 +114,15 @@ struct GcReport {
   int64_t disk_bytes_after = 0;
 };
 
+// A consistent copy of the whole store (a RocksDB checkpoint).
+struct BackupReport {
+  std::string path;  // directory of the checkpoint
+  int64_t files = 0;
+  int64_t bytes = 0;  // total size of the checkpoint's files
+  int64_t document_count = 0;
+  int64_t state_count = 0;
+};
+
 class StateStore {
  public:
   virtual ~StateStore() = default;
@@ -180,6 +189,23 @@ class StateStore {
   // Drops expired ephemeral states, orphaned references and blocks, and
   // rewrites blob files to reclaim space of deleted states.
   [[nodiscard]] virtual absl::StatusOr<GcReport> CollectGarbage() = 0;
+  // Writes a consistent, openable copy of the whole store into `dir` (which
+  // must not exist; its parent must): a RocksDB checkpoint, hard links where
+  // the file system allows, copies otherwise. Serving goes on meanwhile.
+  // RestoreRocksDbStore turns it back into a store.
+  [[nodiscard]] virtual absl::StatusOr<BackupReport> Backup(
+      const std::string& dir) = 0;
+
+  // The store that holds the record, tokens and states of `document_id`.
+  // A store sharded over several replicas returns the replica that owns the
+  // document; every other store returns itself. Never null; valid as long
+  // as this store.
+  virtual StateStore* ForDocument(std::string_view tenant,
+                                  std::string_view document_id) {
+    (void)tenant;
+    (void)document_id;
+    return this;
+  }
 };
 
 struct RocksDbStoreOptions {
@@ -208,6 +234,15 @@ struct RocksDbStoreOptions {
 // directory: a second open fails with UNAVAILABLE.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<StateStore>> OpenRocksDbStore(
     const RocksDbStoreOptions& options);
+
+// Restores a backup offline: copies the checkpoint in `backup_dir` (made by
+// StateStore::Backup) into options.path, which must be missing or empty,
+// then opens the restored store and verifies every value. No server may own
+// options.path meanwhile. FAILED_PRECONDITION when options.path holds
+// files; the verify report otherwise (its `bad` list empty when the backup
+// is intact).
+[[nodiscard]] absl::StatusOr<VerifyReport> RestoreRocksDbStore(
+    const std::string& backup_dir, const RocksDbStoreOptions& options);
 
 }  // namespace twice::storage
 

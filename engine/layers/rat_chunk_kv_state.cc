@@ -71,6 +71,26 @@ absl::Status RatChunkKvState::Deserialize(StateReader& reader) {
   return absl::OkStatus();
 }
 
+void RatChunkKvState::SerializeHead(StateWriter& writer) const {
+  writer.WriteI64(count_);
+  writer.WriteTensor({2, dim_}, open_);
+}
+
+absl::Status RatChunkKvState::DeserializeHead(StateReader& reader) {
+  TWICE_ASSIGN_OR_RETURN(int64_t count, reader.ReadI64());
+  if (count < 0 || count / chunk_size_ != closed_chunks()) {
+    return absl::DataLossError(
+        absl::StrCat("rat_chunk_kv head: token count ", count, " does not fit ",
+                     closed_chunks(), " closed chunks of ", chunk_size_));
+  }
+  std::vector<float> open(2 * dim_);
+  TWICE_RETURN_IF_ERROR(
+      reader.ReadTensor({2, dim_}, absl::MakeSpan(open), "rat_chunk_kv open"));
+  count_ = count;
+  open_ = std::move(open);
+  return absl::OkStatus();
+}
+
 std::string RatChunkKvState::ClosedRowBytes(int64_t begin, int64_t end) const {
   const int64_t row = 2 * dim_;
   std::string out(static_cast<size_t>((end - begin) * row) * sizeof(float),

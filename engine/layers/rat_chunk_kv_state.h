@@ -18,7 +18,9 @@
 // so the bytes of chunks [c0, C) are ClosedRowBytes(c0, C) and a store can
 // keep them as append-only blocks (storage PutStateBlocks) while only the
 // small head (count, open) is rewritten per update; AppendClosedRows reads
-// such blocks back.
+// such blocks back. As a BlockRowsState (engine/state/block_rows_state.h)
+// the rows are the closed chunks and the head is: i64 count | f32 tensor
+// open [2, D].
 #ifndef TWICE_ENGINE_LAYERS_RAT_CHUNK_KV_STATE_H_
 #define TWICE_ENGINE_LAYERS_RAT_CHUNK_KV_STATE_H_
 
@@ -31,11 +33,14 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/layers/snapshot_state.h"
+#include "engine/state/block_rows_state.h"
 #include "engine/state/layer_state.h"
 
 namespace twice::engine {
 
-class RatChunkKvState final : public LayerState, public SnapshotState {
+class RatChunkKvState final : public LayerState,
+                              public SnapshotState,
+                              public BlockRowsState {
  public:
   static constexpr std::string_view kKind = "rat_chunk_kv";
 
@@ -73,6 +78,21 @@ class RatChunkKvState final : public LayerState, public SnapshotState {
   // Appends whole closed rows given as ClosedRowBytes produced them;
   // DATA_LOSS when the size is not a whole number of rows.
   [[nodiscard]] absl::Status AppendClosedRows(std::string_view bytes);
+
+  // BlockRowsState: a row is a closed chunk (8·D bytes).
+  int64_t row_count() const override { return closed_chunks(); }
+  int64_t row_bytes() const override {
+    return 2 * dim_ * static_cast<int64_t>(sizeof(float));
+  }
+  std::string RowBytes(int64_t begin, int64_t end) const override {
+    return ClosedRowBytes(begin, end);
+  }
+  [[nodiscard]] absl::Status AppendRows(std::string_view bytes) override {
+    return AppendClosedRows(bytes);
+  }
+  void SerializeHead(StateWriter& writer) const override;
+  // DATA_LOSS unless ⌊count / L⌋ equals the closed chunks held.
+  [[nodiscard]] absl::Status DeserializeHead(StateReader& reader) override;
 
  private:
   int64_t chunk_size_;

@@ -9,6 +9,7 @@
 //   twice health                 gRPC health of the server
 //   twice init-model --out DIR   write a random-weight model (no server)
 //   twice store stats|verify|compact|gc   administer the server's store
+//   twice store backup NAME | restore DIR --data-dir=NEW   checkpoints
 //   twice bench engine           prefill / decode speed vs measured
 //                                ceilings (no server)
 //   twice bench store            store put/get vs a plain file (no server)
@@ -59,7 +60,9 @@ int main(int argc, char** argv) {
       "commands: ingest FILE | ask DOC \"question\" [--mode=M] | "
       "append DOC FILE | docs | "
       "rm DOC | models | health | init-model --out DIR | "
-      "store stats|verify|compact|gc | bench engine|store|pipeline");
+      "store stats|verify|compact|gc|backup NAME|restore DIR | "
+      "bench engine|store|pipeline | "
+      "eval SET.jsonl");
   std::vector<std::string> args =
       twice::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;

@@ -1,8 +1,11 @@
 #include "services/common/state_io.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/state/state_blocks.h"
 #include "engine/state/state_codec.h"
 #include "services/common/log.h"
 
@@ -11,10 +14,17 @@ namespace twice::services {
 absl::StatusOr<std::unique_ptr<engine::SequenceState>> LoadState(
     storage::StateStore& store, const engine::Model& model,
     const storage::StateKey& key, bool ephemeral) {
-  absl::StatusOr<std::string> blob = store.GetState(key, ephemeral);
-  if (!blob.ok()) return blob.status();
   std::unique_ptr<engine::SequenceState> state = model.NewState();
-  absl::Status decoded = engine::DecodeStateInto(*blob, *state);
+  absl::Status decoded;
+  if (ephemeral) {
+    absl::StatusOr<std::string> blob = store.GetState(key, ephemeral);
+    if (!blob.ok()) return blob.status();
+    decoded = engine::DecodeStateInto(*blob, *state);
+  } else {
+    absl::StatusOr<std::vector<std::string>> blocks = store.GetStateBlocks(key);
+    if (!blocks.ok()) return blocks.status();
+    decoded = engine::DecodeStateBlocksInto(*blocks, *state);
+  }
   if (decoded.ok()) return state;
   if (decoded.code() != absl::StatusCode::kDataLoss) return decoded;
   // The envelope was intact but the state inside is not: treat it like any
@@ -34,10 +44,37 @@ absl::StatusOr<std::unique_ptr<engine::SequenceState>> LoadState(
                    " was corrupt and was deleted: ", decoded.message()));
 }
 
+namespace {
+
+absl::Status PutBlocks(storage::StateStore& store, const storage::StateKey& key,
+                       const engine::SequenceState& state,
+                       const std::optional<storage::StateKey>& base,
+                       absl::Span<const int64_t> base_rows) {
+  absl::StatusOr<std::vector<std::string>> blocks =
+      engine::EncodeStateBlocks(state, base_rows);
+  if (!blocks.ok()) return blocks.status();
+  const std::vector<std::string_view> views(blocks->begin(), blocks->end());
+  return store.PutStateBlocks(key, base, views,
+                              {.ephemeral = false,
+                               .recompute_tokens = state.token_count(),
+                               .flops_per_token = 0});
+}
+
+}  // namespace
+
 absl::Status SaveState(storage::StateStore& store, const storage::StateKey& key,
-                       const engine::SequenceState& state, bool ephemeral) {
-  const std::string blob = engine::EncodeState(state);
-  return store.PutState(key, blob, {ephemeral, state.token_count()});
+                       const engine::SequenceState& state, bool ephemeral,
+                       const std::optional<StateBase>& base) {
+  if (ephemeral || !engine::HasBlockRows(state)) {
+    const std::string blob = engine::EncodeState(state);
+    return store.PutState(key, blob, {ephemeral, state.token_count()});
+  }
+  if (base.has_value() && base->key != key) {
+    absl::Status extended = PutBlocks(store, key, state, base->key, base->rows);
+    // NOT_FOUND: the base is gone or stored whole; write every block.
+    if (extended.code() != absl::StatusCode::kNotFound) return extended;
+  }
+  return PutBlocks(store, key, state, std::nullopt, {});
 }
 
 std::string_view PrefillModeName(engine::PrefillMode mode) {

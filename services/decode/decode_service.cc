@@ -8,6 +8,7 @@
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
 #include "services/common/state_io.h"
+#include "services/store/store_metrics.h"
 
 namespace twice::services {
 namespace {
@@ -81,10 +82,13 @@ grpc::Status DecodeService::Generate(
     absl::StatusOr<storage::StateKey> key = FromProto(request->state());
     if (!key.ok()) return ToGrpcStatus(key.status());
     // Durable document states go through the cache: concurrent questions
-    // on one document share one load. Ephemeral ones are read once.
+    // on one document share one load. Ephemeral ones are read once. A
+    // sharded store keeps the document's states on its replica.
+    storage::StateStore* store =
+        store_->ForDocument(request->tenant(), request->document_id());
     absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
-        request->ephemeral() ? LoadState(*store_, **model, *key, true)
-                             : cache_.Load(*store_, **model, *key);
+        request->ephemeral() ? LoadState(*store, **model, *key, true)
+                             : cache_.Load(*store, **model, *key);
     if (!loaded.ok()) return ToGrpcStatus(loaded.status());
     state = *std::move(loaded);
   } else {
@@ -138,6 +142,15 @@ grpc::Status DecodeService::Generate(
   done.set_tokens_decoded(event.result.tokens_decoded);
   done.set_ttft_ms(ttft_ms < 0 ? 0 : ttft_ms);
   writer->Write(done);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  ServingMetrics& metrics = ServingMetrics::Process();
+  if (ttft_ms >= 0) metrics.ObserveDecodeTtft(ttft_ms / 1000.0);
+  metrics.AddDecodedTokens(
+      event.result.tokens_decoded,
+      seconds > 0 ? static_cast<double>(event.result.tokens_decoded) / seconds
+                  : 0);
   return grpc::Status::OK;
 }
 

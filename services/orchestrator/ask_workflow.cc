@@ -24,6 +24,7 @@
 #include "services/common/proto_convert.h"
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/orchestrator_service.h"
+#include "services/store/store_metrics.h"
 
 namespace twice::services {
 namespace {
@@ -168,6 +169,7 @@ absl::Status OrchestratorService::AnswerQuestion(
     PrefillCall call;
     call.model = record.model;
     call.tenant = record.tenant;
+    call.document_id = record.document_id;
     call.parent = parent;
     call.mode = read_mode;
     call.ephemeral = true;
@@ -192,6 +194,7 @@ absl::Status OrchestratorService::AnswerQuestion(
   v1::GenerateRequest generate;
   generate.set_model(record.model);
   generate.set_tenant(record.tenant);
+  generate.set_document_id(record.document_id);
   if (start) *generate.mutable_state() = ToProto(*start);
   generate.set_ephemeral(ephemeral);
   generate.mutable_prompt_tokens()->Add(prompt->begin(), prompt->end());
@@ -226,7 +229,9 @@ absl::Status OrchestratorService::AnswerQuestion(
   }
   if (ephemeral) {
     // Consumed: drop it now rather than waiting for its TTL.
-    absl::Status dropped = store_->DeleteState(*start, /*ephemeral=*/true);
+    absl::Status dropped =
+        store_->ForDocument(record.tenant, record.document_id)
+            ->DeleteState(*start, /*ephemeral=*/true);
     if (!dropped.ok()) {
       Log(LogLevel::kWarning, "ephemeral.delete_failed",
           absl::StrCat("reason=", LogValue(std::string(dropped.message()))));
@@ -246,6 +251,10 @@ absl::Status OrchestratorService::AnswerQuestion(
   done.set_finished(true);
   done.set_finish_reason(final.finish_reason());
   *done.mutable_usage() = usage;
+  ServingMetrics& metrics = ServingMetrics::Process();
+  metrics.ObserveAskTtft(usage.ttft_ms() / 1000.0);
+  metrics.AddStatesReused(usage.states_reused());
+  metrics.AddStatesRecomputed(usage.states_recomputed());
   sink(done);
   return absl::OkStatus();
 }

@@ -34,7 +34,8 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   }
   const storage::SegmentBoundary& target = record.segments[index];
   absl::StatusOr<bool> stored =
-      store_->HasState(target.state_key, /*ephemeral=*/false);
+      store_->ForDocument(record.tenant, record.document_id)
+          ->HasState(target.state_key, /*ephemeral=*/false);
   if (!stored.ok()) return stored.status();
   if (*stored) {
     usage.set_states_reused(usage.states_reused() + 1);
@@ -73,7 +74,8 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   int resume = static_cast<int>(index) - 1;
   while (resume >= 0) {
     absl::StatusOr<bool> has =
-        store_->HasState(record.segments[resume].state_key, false);
+        store_->ForDocument(record.tenant, record.document_id)
+            ->HasState(record.segments[resume].state_key, false);
     if (!has.ok()) return has.status();
     if (*has) break;
     --resume;
@@ -81,6 +83,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   PrefillCall call;
   call.model = record.model;
   call.tenant = record.tenant;
+  call.document_id = record.document_id;
   int64_t start = 0;
   if (resume >= 0) {
     call.parent = record.segments[resume].state_key;
@@ -140,10 +143,12 @@ absl::Status OrchestratorService::NoPrefixEncoder(const std::string& model_name,
 
 absl::StatusOr<PrefillOutcome> OrchestratorService::PrefillPrefixState(
     grpc::ServerContext& context, const std::string& model,
-    const std::string& tenant, absl::Span<const int32_t> tokens) {
+    const std::string& tenant, const std::string& document_id,
+    absl::Span<const int32_t> tokens) {
   PrefillCall call;
   call.model = model;
   call.tenant = tenant;
+  call.document_id = document_id;
   call.mode = v1::PREFILL_MODE_PREFIX;
   call.checkpoint_tokens = 0;  // one state: see the declaration
   return CallPrefill(*prefill_, context, call, tokens, nullptr);
@@ -158,7 +163,9 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
     if (mode == name) recorded = key;
   }
   if (recorded) {
-    absl::StatusOr<bool> stored = store_->HasState(*recorded, false);
+    absl::StatusOr<bool> stored =
+        store_->ForDocument(record.tenant, record.document_id)
+            ->HasState(*recorded, false);
     if (!stored.ok()) return stored.status();
     if (*stored) {
       usage.set_states_reused(usage.states_reused() + 1);
@@ -171,8 +178,8 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   absl::StatusOr<std::vector<int32_t>> tokens =
       store_->GetTokens(record.tenant, record.document_id);
   if (!tokens.ok()) return tokens.status();
-  absl::StatusOr<PrefillOutcome> outcome =
-      PrefillPrefixState(context, record.model, record.tenant, *tokens);
+  absl::StatusOr<PrefillOutcome> outcome = PrefillPrefixState(
+      context, record.model, record.tenant, record.document_id, *tokens);
   if (!outcome.ok()) return outcome.status();
   usage.set_tokens_prefilled(usage.tokens_prefilled() +
                              outcome->tokens_computed);

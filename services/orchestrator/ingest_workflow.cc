@@ -184,6 +184,7 @@ grpc::Status OrchestratorService::Ingest(
   PrefillCall call;
   call.model = model_name;
   call.tenant = tenant;
+  call.document_id = document_id;
   call.checkpoint_tokens = segment;
   int64_t segments_reused = 0;
   int64_t segments_done = 0;
@@ -216,7 +217,7 @@ grpc::Status OrchestratorService::Ingest(
   if (existing.ok()) mode_states = existing->mode_states;
   if (prepare_prefix) {
     absl::StatusOr<PrefillOutcome> prefix =
-        PrefillPrefixState(*context, model_name, tenant, tokens);
+        PrefillPrefixState(*context, model_name, tenant, document_id, tokens);
     if (!prefix.ok()) return ToGrpcStatus(prefix.status());
     tokens_computed += prefix->tokens_computed;
     const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
@@ -328,6 +329,7 @@ grpc::Status OrchestratorService::Append(
   PrefillCall call;
   call.model = record->model;
   call.tenant = record->tenant;
+  call.document_id = record->document_id;
   call.parent = *last;
   call.checkpoint_tokens = segment;
   int64_t segments_done = old_segments;

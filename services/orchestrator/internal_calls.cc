@@ -8,6 +8,7 @@
 
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
+#include "services/common/request_id.h"
 #include "services/store/store_service.h"
 
 namespace twice::services {
@@ -20,6 +21,7 @@ absl::StatusOr<PrefillOutcome> PrefillAttempt(
     const std::function<void(const v1::PrefillResponse&)>& on_progress) {
   std::unique_ptr<grpc::ClientContext> context =
       grpc::ClientContext::FromServerContext(parent);
+  AttachRequestId(*context, &parent);
   auto stream = stub.Prefill(context.get());
 
   // Tokens are written from a second thread while this one reads progress,
@@ -29,6 +31,7 @@ absl::StatusOr<PrefillOutcome> PrefillAttempt(
     v1::PrefillHeader* header = request.mutable_header();
     header->set_model(call.model);
     header->set_tenant(call.tenant);
+    header->set_document_id(call.document_id);
     if (call.parent) *header->mutable_parent() = ToProto(*call.parent);
     header->set_mode(call.mode);
     header->set_checkpoint_tokens(call.checkpoint_tokens);
@@ -82,6 +85,7 @@ absl::StatusOr<GenerateOutcome> GenerateAttempt(
     bool& committed) {
   std::unique_ptr<grpc::ClientContext> context =
       grpc::ClientContext::FromServerContext(parent);
+  AttachRequestId(*context, &parent);
   auto reader = stub.Generate(context.get(), request);
   GenerateOutcome outcome;
   v1::GenerateResponse response;

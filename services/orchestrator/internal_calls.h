@@ -27,6 +27,8 @@ namespace twice::services {
 struct PrefillCall {
   std::string model;
   std::string tenant;
+  // Document the states belong to (routes them to its store replica).
+  std::string document_id;
   std::optional<storage::StateKey> parent;
   v1::PrefillMode mode = v1::PREFILL_MODE_CAUSAL;
   int64_t checkpoint_tokens = 0;

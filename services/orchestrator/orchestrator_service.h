@@ -161,7 +161,8 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // the same chain key is reused.
   absl::StatusOr<PrefillOutcome> PrefillPrefixState(
       grpc::ServerContext& context, const std::string& model,
-      const std::string& tenant, absl::Span<const int32_t> tokens);
+      const std::string& tenant, const std::string& document_id,
+      absl::Span<const int32_t> tokens);
   // UNIMPLEMENTED naming the model, for prefix requests to a model without
   // a prefix encoder.
   static absl::Status NoPrefixEncoder(const std::string& model_name,

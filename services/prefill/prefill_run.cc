@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/state/state_blocks.h"
 #include "services/common/state_io.h"
 
 namespace twice::services {
@@ -40,6 +41,7 @@ absl::Status PrefillRun::Materialize() {
     if (loaded.ok()) {
       state_ = *std::move(loaded);
       state_key_ = current_key_;
+      state_stored_ = true;
       pending_.clear();
       return absl::OkStatus();
     }
@@ -52,6 +54,7 @@ absl::Status PrefillRun::Materialize() {
   if (state_ == nullptr) {
     if (start_is_root_) {
       state_ = model_.NewState();
+      state_stored_ = false;
     } else {
       // A parent is always a durable state (a document boundary), even for
       // an ephemeral run such as the second read of read-twice.
@@ -65,6 +68,7 @@ absl::Status PrefillRun::Materialize() {
             absl::StrCat("parent state: ", parent.status().message()));
       }
       state_ = *std::move(parent);
+      state_stored_ = true;
     }
   }
   if (!pending_.empty()) {
@@ -73,6 +77,7 @@ absl::Status PrefillRun::Materialize() {
     if (!logits.ok()) return logits.status();
     tokens_computed_ += static_cast<int64_t>(pending_.size());
     pending_.clear();
+    state_stored_ = false;
   }
   state_key_ = current_key_;
   return absl::OkStatus();
@@ -96,14 +101,23 @@ absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
   }
   absl::Status ready = Materialize();
   if (!ready.ok()) return ready;
+  std::optional<StateBase> base;
+  if (state_stored_ && !options_.ephemeral) {
+    base = StateBase{state_key_, engine::StateRowCounts(*state_)};
+  }
   absl::StatusOr<std::vector<float>> logits =
       model_.Prefill(tokens, *state_, ReadMode());
   if (!logits.ok()) return logits.status();
   tokens_computed_ += static_cast<int64_t>(tokens.size());
-  absl::Status saved = SaveState(store_, next, *state_, options_.ephemeral);
+  // The state has advanced: whatever happens next, it is no longer the
+  // stored state at state_key_.
+  state_stored_ = false;
+  absl::Status saved =
+      SaveState(store_, next, *state_, options_.ephemeral, base);
   if (!saved.ok()) return saved;
   current_key_ = next;
   state_key_ = next;
+  state_stored_ = !options_.ephemeral;
   return SegmentResult{next, /*reused=*/false};
 }
 

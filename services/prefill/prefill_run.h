@@ -79,6 +79,10 @@ class PrefillRun {
   // since (segments skipped because they were stored).
   std::unique_ptr<engine::SequenceState> state_;
   storage::StateKey state_key_;
+  // Whether state_ is the durable state stored at state_key_ (loaded from
+  // or saved to the store): the next save then extends it, writing only
+  // the blocks it lacks (SaveState's base).
+  bool state_stored_ = false;
   std::vector<int32_t> pending_;
   // Appended to every ephemeral chain key (see PrefillRunOptions).
   std::vector<int32_t> salt_;

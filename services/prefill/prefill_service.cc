@@ -10,6 +10,7 @@
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
 #include "services/prefill/prefill_run.h"
+#include "services/store/store_metrics.h"
 
 namespace twice::services {
 namespace {
@@ -112,7 +113,10 @@ grpc::Status PrefillService::Prefill(
                     consumed + (consumed == 0 ? first_segment : segment));
   };
   options.cache = &cache_;
-  PrefillRun run(**model, *store_, options);
+  // A sharded store keeps the document's states on its replica.
+  storage::StateStore* store =
+      store_->ForDocument(header.tenant(), header.document_id());
+  PrefillRun run(**model, *store, options);
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
   if (static_cast<int64_t>(buffer.size()) > total) {
@@ -179,6 +183,12 @@ grpc::Status PrefillService::Prefill(
   done.set_states_recomputed(run.states_recomputed());
   *done.mutable_final_state() = ToProto(run.current_key());
   stream->Write(done);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  ServingMetrics::Process().AddPrefilledTokens(
+      run.tokens_computed(),
+      seconds > 0 ? static_cast<double>(run.tokens_computed()) / seconds : 0);
   Log(LogLevel::kInfo, "prefill.done",
       absl::StrCat("tenant=", LogValue(header.tenant()), " tokens=", consumed,
                    " computed=", run.tokens_computed(), " recomputed_states=",

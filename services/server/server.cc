@@ -8,14 +8,17 @@
 #include <grpcpp/server_builder.h>
 
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "services/common/log.h"
+#include "services/common/request_id.h"
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
 #include "services/store/remote_state_store.h"
+#include "services/store/sharded_state_store.h"
 #include "services/store/store_metrics.h"
 #include "services/store/store_service.h"
 
@@ -29,6 +32,9 @@ constexpr int kMaxMessageBytes = 16 << 20;
 std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // A dns:/// name of a headless Service resolves to every pod behind it;
+  // round robin spreads calls over all of them (pick-first would pin one).
+  args.SetLoadBalancingPolicyName("round_robin");
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
                                    args);
 }
@@ -71,9 +77,25 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     }
     server->store_ = *std::move(store);
   } else {
-    server->store_ = std::make_unique<RemoteStateStore>(
-        Connect(options.store_address),
-        std::chrono::seconds(options.store_timeout_seconds));
+    std::vector<StoreShard> shards;
+    for (absl::string_view address :
+         absl::StrSplit(options.store_address, ',', absl::SkipEmpty())) {
+      shards.push_back(
+          {std::string(address),
+           std::make_unique<RemoteStateStore>(
+               Connect(std::string(address)),
+               std::chrono::seconds(options.store_timeout_seconds))});
+    }
+    if (shards.size() == 1) {
+      server->store_ = std::move(shards.front().store);
+    } else {
+      absl::StatusOr<std::unique_ptr<ShardedStateStore>> sharded =
+          ShardedStateStore::Create(std::move(shards));
+      if (!sharded.ok()) return sharded.status();
+      server->store_ = *std::move(sharded);
+      Log(LogLevel::kInfo, "store.sharded",
+          absl::StrCat("replicas=", LogValue(options.store_address)));
+    }
   }
   storage::StateStore* store = server->store_.get();
   const ModelRegistry* models = &server->models_;
@@ -94,9 +116,19 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  if (server->metrics_ != nullptr) {
-    builder.experimental().SetInterceptorCreators(
-        server->metrics_->InterceptorCreators());
+  {
+    // Request ids first, so the metrics interceptor and the handler run
+    // with the call's id set.
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        creators;
+    creators.push_back(NewRequestIdInterceptorFactory());
+    if (server->metrics_ != nullptr) {
+      for (auto& creator : server->metrics_->InterceptorCreators()) {
+        creators.push_back(std::move(creator));
+      }
+    }
+    builder.experimental().SetInterceptorCreators(std::move(creators));
   }
 
   auto add = [&](std::unique_ptr<grpc::Service> service) {
@@ -104,12 +136,30 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     server->services_.push_back(std::move(service));
   };
   const bool all = role == Role::kAll;
-  if (all || role == Role::kStore) add(std::make_unique<StoreService>(store));
+  if (all || role == Role::kStore) {
+    const std::string backup_dir = options.backup_dir.empty()
+                                       ? options.data_dir + "-backups"
+                                       : options.backup_dir;
+    add(std::make_unique<StoreService>(store, backup_dir));
+  }
   if (all || role == Role::kPrefill) {
     add(std::make_unique<PrefillService>(models, store));
   }
   if (all || role == Role::kDecode) {
-    add(std::make_unique<DecodeService>(models, store, options.decode_limits));
+    auto decode =
+        std::make_unique<DecodeService>(models, store, options.decode_limits);
+    if (server->metrics_ != nullptr) {
+      // Queue depth of the decode loops, read at each scrape.
+      DecodeService* service = decode.get();
+      server->metrics_->AddGauge(
+          "twice_decode_active_sequences",
+          "Sequences the decode loops are decoding now", [service] {
+            v1::DecodeStats stats;
+            (void)service->Stats(nullptr, nullptr, &stats);
+            return static_cast<double>(stats.active_sequences());
+          });
+    }
+    add(std::move(decode));
   }
   OrchestratorService* orchestrator = nullptr;
   if (all || role == Role::kOrchestrator) {
@@ -170,7 +220,14 @@ void TwiceServer::Shutdown() {
   // Readiness goes false first so load balancers stop sending new calls.
   server_->GetHealthCheckService()->SetServingStatus(false);
   Log(LogLevel::kInfo, "server.draining",
-      absl::StrCat("grace_seconds=", options_.shutdown_grace_seconds));
+      absl::StrCat("grace_seconds=", options_.shutdown_grace_seconds,
+                   " drain_delay_seconds=", options_.drain_delay_seconds));
+  // Still serving while NOT_SERVING propagates: load balancers and
+  // Kubernetes endpoints drop this server before it stops accepting calls.
+  if (options_.drain_delay_seconds > 0) {
+    std::this_thread::sleep_for(
+        std::chrono::seconds(options_.drain_delay_seconds));
+  }
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::seconds(options_.shutdown_grace_seconds));
   Log(LogLevel::kInfo, "server.stopped", "");

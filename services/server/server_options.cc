@@ -56,8 +56,24 @@ absl::Status ServerOptions::Validate() const {
   if (state_budget_bytes < 0) {
     return absl::InvalidArgumentError("--state_budget_bytes must be >= 0");
   }
+  if (drain_delay_seconds < 0) {
+    return absl::InvalidArgumentError("--drain_delay_seconds must be >= 0");
+  }
   if (shutdown_grace_seconds < 0) {
     return absl::InvalidArgumentError("--shutdown_grace_seconds must be >= 0");
+  }
+  if (device == "cuda") {
+    return absl::UnimplementedError(
+        "--device=cuda: not available yet. The CUDA kernels are built "
+        "(twice_kernels_cuda, when compiled with TWICE_WITH_CUDA), but the "
+        "engine runs its layers on host memory: running a model on the GPU "
+        "needs device tensors in engine/ (weights uploaded once, "
+        "device-resident layer states, a device-side forward per layer), "
+        "which are missing. Use --device=cpu.");
+  }
+  if (device != "cpu") {
+    return absl::InvalidArgumentError("--device must be cpu or cuda, got \"" +
+                                      device + "\"");
   }
   if (orchestrator_limits.max_document_tokens <= 0 ||
       orchestrator_limits.max_question_tokens <= 0 ||

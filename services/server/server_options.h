@@ -33,8 +33,12 @@ struct ServerOptions {
   // Models to serve; the first is the default. Required for every role but
   // store.
   std::vector<ModelSpec> models;
-  // Remote store (role store) to use instead of an embedded one. Default:
-  // empty (embedded).
+  // Remote store (role store) to use instead of an embedded one: host:port,
+  // or several comma-separated replicas over which documents (record,
+  // tokens and states together) are sharded by rendezvous hashing of the
+  // document id (services/store/sharded_state_store.h). Name replicas by
+  // stable addresses (a StatefulSet's pod DNS names). Default: empty
+  // (embedded).
   std::string store_address;
   // Prefill and decode services the orchestrator role calls, each one
   // host:port or several, comma-separated (calls are spread over them and
@@ -54,8 +58,21 @@ struct ServerOptions {
   // Seconds to finish in-flight calls on shutdown before cancelling them.
   // Default: 10.
   int shutdown_grace_seconds = 10;
+  // Seconds between readiness going NOT_SERVING and the server refusing
+  // new calls on shutdown, so load balancers stop routing to it first.
+  // Default: 0.
+  int drain_delay_seconds = 0;
+  // Directory `twice store backup` writes checkpoints into (role store and
+  // all); put it on the store's file system so checkpoints are hard links.
+  // Default: empty = DATA_DIR-backups beside the data directory.
+  std::string backup_dir;
   // Seconds an internal call to a remote store may take. Default: 60.
   int store_timeout_seconds = 60;
+  // Where prefill and decode run models: "cpu" or "cuda". "cuda" is refused
+  // by Validate() with UNIMPLEMENTED until the engine has device tensors
+  // (the CUDA kernels exist in twice_kernels_cuda; the engine's layers
+  // still call the kernels with host memory). Default: "cpu".
+  std::string device = "cpu";
 
   OrchestratorLimits orchestrator_limits;
   DecodeLimits decode_limits;

@@ -51,6 +51,17 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "(empty = off)");
 ABSL_FLAG(int, shutdown_grace_seconds, 10,
           "Seconds in-flight calls may finish after SIGTERM");
+ABSL_FLAG(int, drain_delay_seconds, 0,
+          "Seconds after SIGTERM during which health reports NOT_SERVING but "
+          "calls are still accepted, before the grace period starts");
+ABSL_FLAG(std::string, device, "cpu",
+          "Where models run: cpu, or cuda (not available yet: refused at "
+          "startup)");
+ABSL_FLAG(std::string, backup_dir, "",
+          "Directory `twice store backup` writes checkpoints into; same file "
+          "system as --data_dir (empty = DATA_DIR-backups)");
+ABSL_FLAG(std::string, log_format, "logfmt",
+          "Log line format on stderr: logfmt | json");
 ABSL_FLAG(int64_t, max_document_tokens, int64_t{1} << 22,
           "Largest document, in tokens");
 ABSL_FLAG(int64_t, max_document_bytes, int64_t{64} << 20,
@@ -102,6 +113,14 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
+  twice::services::LogFormat log_format;
+  if (absl::Status parsed = twice::services::ParseLogFormat(
+          absl::GetFlag(FLAGS_log_format), &log_format);
+      !parsed.ok()) {
+    return Fail(parsed);
+  }
+  twice::services::SetLogFormat(log_format);
+
   twice::services::ServerOptions options;
   if (absl::Status role =
           twice::services::ParseRole(absl::GetFlag(FLAGS_role), &options.role);
@@ -116,6 +135,9 @@ int main(int argc, char** argv) {
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
   options.state_budget_bytes = absl::GetFlag(FLAGS_state_budget_bytes);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
+  options.device = absl::GetFlag(FLAGS_device);
+  options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.orchestrator_limits.max_document_tokens =
       absl::GetFlag(FLAGS_max_document_tokens);

@@ -7,6 +7,7 @@
 
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
+#include "services/common/request_id.h"
 #include "services/store/store_service.h"
 
 namespace twice::services {
@@ -17,6 +18,7 @@ RemoteStateStore::RemoteStateStore(std::shared_ptr<grpc::Channel> channel,
 
 void RemoteStateStore::Prepare(grpc::ClientContext& context) const {
   context.set_deadline(std::chrono::system_clock::now() + timeout_);
+  AttachRequestId(context);
 }
 
 absl::Status RemoteStateStore::PutState(
@@ -334,6 +336,21 @@ absl::StatusOr<storage::GcReport> RemoteStateStore::CollectGarbage() {
                            response.orphan_blocks(),
                            response.disk_bytes_before(),
                            response.disk_bytes_after()};
+}
+
+absl::StatusOr<storage::BackupReport> RemoteStateStore::Backup(
+    const std::string& dir) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::BackupStoreRequest request;
+  request.set_name(dir);
+  v1::BackupStoreResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->Backup(&context, request, &response));
+  if (!status.ok()) return status;
+  return storage::BackupReport{response.path(), response.files(),
+                               response.bytes(), response.document_count(),
+                               response.state_count()};
 }
 
 }  // namespace twice::services

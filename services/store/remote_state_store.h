@@ -56,6 +56,8 @@ class RemoteStateStore final : public storage::StateStore {
       const storage::VerifyOptions& options) override;
   absl::StatusOr<storage::CompactReport> Compact() override;
   absl::StatusOr<storage::GcReport> CollectGarbage() override;
+  // `dir` is the checkpoint's name under the store server's --backup-dir.
+  absl::StatusOr<storage::BackupReport> Backup(const std::string& dir) override;
 
  private:
   void Prepare(grpc::ClientContext& context) const;

@@ -1,6 +1,7 @@
 #include "services/store/store_service.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -323,6 +324,37 @@ grpc::Status StoreService::Gc(grpc::ServerContext* context,
   response->set_orphan_blocks(report->orphan_blocks);
   response->set_disk_bytes_before(report->disk_bytes_before);
   response->set_disk_bytes_after(report->disk_bytes_after);
+  return grpc::Status::OK;
+}
+
+grpc::Status StoreService::Backup(grpc::ServerContext* context,
+                                  const v1::BackupStoreRequest* request,
+                                  v1::BackupStoreResponse* response) {
+  if (backup_dir_.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "Backup: this server has no backup directory");
+  }
+  const std::string& name = request->name();
+  if (name.empty() || name == "." || name == ".." ||
+      name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return Invalid("Backup: name must be one non-empty path component");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(backup_dir_, ec);
+  if (ec) {
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrCat("Backup: create ", backup_dir_, ": ", ec.message()));
+  }
+  absl::StatusOr<storage::BackupReport> report =
+      store_->Backup((std::filesystem::path(backup_dir_) / name).string());
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  response->set_path(report->path);
+  response->set_files(report->files);
+  response->set_bytes(report->bytes);
+  response->set_document_count(report->document_count);
+  response->set_state_count(report->state_count);
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,9 @@
 #ifndef TWICE_SERVICES_STORE_STORE_SERVICE_H_
 #define TWICE_SERVICES_STORE_STORE_SERVICE_H_
 
+#include <string>
+#include <utility>
+
 #include "storage/state_store.h"
 #include "twice/v1/store.grpc.pb.h"
 
@@ -21,8 +24,11 @@ storage::StoreStats StoreStatsFromProto(const v1::StoreStats& proto);
 
 class StoreService final : public v1::Store::Service {
  public:
-  // `store` must outlive the service.
-  explicit StoreService(storage::StateStore* store) : store_(store) {}
+  // `store` must outlive the service. Backup writes checkpoints under
+  // `backup_dir` (created when missing); empty = Backup is refused
+  // (FAILED_PRECONDITION).
+  explicit StoreService(storage::StateStore* store, std::string backup_dir = "")
+      : store_(store), backup_dir_(std::move(backup_dir)) {}
 
   grpc::Status PutState(grpc::ServerContext* context,
                         grpc::ServerReader<v1::PutStateRequest>* reader,
@@ -71,9 +77,13 @@ class StoreService final : public v1::Store::Service {
   grpc::Status Gc(grpc::ServerContext* context,
                   const v1::GcStoreRequest* request,
                   v1::GcStoreResponse* response) override;
+  grpc::Status Backup(grpc::ServerContext* context,
+                      const v1::BackupStoreRequest* request,
+                      v1::BackupStoreResponse* response) override;
 
  private:
   storage::StateStore* store_;
+  std::string backup_dir_;
 };
 
 }  // namespace twice::services

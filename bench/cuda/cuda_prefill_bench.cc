@@ -1,0 +1,668 @@
+// Prefill timings of the CUDA kernels on one GPU, printed as a Markdown
+// table beside the device's measured ceilings (tests/cuda/device_check.sh
+// runs it and stores the table under bench/results/).
+//
+//   cuda_prefill_bench [--tokens=2048,8192,16384,32768] [--batch=16]
+//                      [--reps=3] [--sdpa=FILE] [--out=FILE] [--no-model]
+//
+// Rows (bf16 inputs/outputs, f32 accumulation and states):
+//   based       fused Taylor feature map + chunked causal linear attention,
+//               H 16, F 16, hd 64 (the Based 360M mixer core; q, k, v in,
+//               y out)
+//   based+proj  the whole Based linear-attention layer: q/k/v projections
+//               (cuBLASLt, d 1024), the kernel, the output projection
+//   jrt         the JRT-RNN prefix linear attention core: encoder pass over
+//               E = T prefix tokens (non-causal, summed into the state), then
+//               the causal scan over T tokens from it (the merge)
+//   flash       the in-repo flash-style causal softmax attention (wmma), same
+//               B, H, hd, T: the softmax baseline without PyTorch
+//   sdpa        PyTorch scaled_dot_product_attention (flash), read from
+//               --sdpa (lines "T ms"), or "skipped: no torch"
+//   model       Based-360M-shape prefill (27 layers, d 1024: 17 BaseConv,
+//               5 linear attention, 5 sliding window (window 128), SwiGLU
+//               MLP, tied LM head on the last token), random weights
+// FLOPs are the algorithm's (chunked form: 4·D·hd + C·(D + hd) per token
+// and head, C = 32, D = 273; causal softmax: 2·T²·hd per head; GEMMs
+// 2·m·n·k); bytes are the compulsory global traffic. Ceilings: a device-to-
+// device copy (GB/s) and a 8192³ bf16 cuBLASLt GEMM (TFLOP/s).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/status_macros.h"
+
+namespace twice::kernels::cuda {
+namespace {
+
+constexpr int64_t kHeads = 16;
+constexpr int64_t kF = 16;
+constexpr int64_t kD = 1 + kF + kF * kF;
+constexpr int64_t kHd = 64;
+constexpr int64_t kModel = kHeads * kHd;  // d = 1024
+constexpr int64_t kChunk = 32;
+constexpr float kEps = 1e-12f;
+
+struct Options {
+  std::vector<int64_t> tokens = {2048, 8192, 16384, 32768};
+  int64_t batch = 16;
+  int reps = 3;
+  std::string sdpa_file;
+  std::string out_file;
+  bool model = true;
+};
+
+struct Row {
+  std::string name;
+  int64_t batch = 0;
+  int64_t tokens = 0;
+  double ms = 0.0;
+  double flops = 0.0;
+  double bytes = 0.0;
+  std::string note;
+};
+
+class Bench {
+ public:
+  Bench(const Options& options, Stream& stream, DeviceAllocator& allocator,
+        GemmRunner& gemm)
+      : o_(options), stream_(stream), alloc_(allocator), gemm_(gemm) {}
+
+  absl::Status Run();
+  void Print(std::FILE* f) const;
+
+ private:
+  // Best-of-reps milliseconds of `body` (one warm-up run first).
+  absl::StatusOr<double> Time(const std::function<absl::Status()>& body,
+                              int reps);
+  absl::StatusOr<DeviceBuffer> Random(int64_t count, bool bf16, float scale);
+  absl::Status Ceilings();
+  absl::Status BasedRows(int64_t t);
+  absl::Status FlashRow(int64_t t);
+  absl::Status ModelRow(int64_t batch, int64_t t);
+
+  const Options& o_;
+  Stream& stream_;
+  DeviceAllocator& alloc_;
+  GemmRunner& gemm_;
+  uint64_t seed_ = 1;
+  double peak_gbs_ = 0.0;
+  double peak_tflops_ = 0.0;
+  std::map<int64_t, double> sdpa_ms_;
+  std::vector<Row> rows_;
+};
+
+absl::StatusOr<double> Bench::Time(const std::function<absl::Status()>& body,
+                                   int reps) {
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<EventTimer> timer,
+                         EventTimer::Create());
+  TWICE_RETURN_IF_ERROR(body());
+  TWICE_RETURN_IF_ERROR(stream_.Synchronize());
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    TWICE_RETURN_IF_ERROR(timer->Start(stream_));
+    TWICE_RETURN_IF_ERROR(body());
+    TWICE_RETURN_IF_ERROR(timer->Stop(stream_));
+    TWICE_ASSIGN_OR_RETURN(float ms, timer->ElapsedMs());
+    best = std::min(best, static_cast<double>(ms));
+  }
+  return best;
+}
+
+absl::StatusOr<DeviceBuffer> Bench::Random(int64_t count, bool bf16,
+                                           float scale) {
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer buf,
+                         alloc_.Allocate(count * (bf16 ? 2 : 4)));
+  if (bf16) {
+    TWICE_RETURN_IF_ERROR(
+        FillUniform(stream_, buf.span<Bf16>(), seed_++, scale));
+  } else {
+    TWICE_RETURN_IF_ERROR(
+        FillUniform(stream_, buf.span<float>(), seed_++, scale));
+  }
+  return buf;
+}
+
+absl::Status Bench::Ceilings() {
+  const int64_t bytes = int64_t{2} << 30;
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer a, alloc_.Allocate(bytes));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer b, alloc_.Allocate(bytes));
+  TWICE_ASSIGN_OR_RETURN(
+      double copy_ms, Time(
+                          [&]() -> absl::Status {
+                            if (cudaMemcpyAsync(b.data(), a.data(), bytes,
+                                                cudaMemcpyDeviceToDevice,
+                                                stream_.get()) != cudaSuccess) {
+                              return absl::InternalError("cudaMemcpyAsync");
+                            }
+                            return absl::OkStatus();
+                          },
+                          5));
+  peak_gbs_ = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;
+  const int64_t n = 8192;
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer x, Random(n * n, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer w, Random(n * n, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer y, alloc_.Allocate(n * n * 2));
+  TWICE_ASSIGN_OR_RETURN(
+      double gemm_ms, Time(
+                          [&] {
+                            return gemm_.Linear(x.span<Bf16>(), w.span<Bf16>(),
+                                                DeviceSpan<const Bf16>{},
+                                                {n, n, n}, false,
+                                                y.span<Bf16>());
+                          },
+                          5));
+  peak_tflops_ = 2.0 * n * n * n / (gemm_ms * 1e-3) / 1e12;
+  return absl::OkStatus();
+}
+
+double LinearAttentionFlops(int64_t tokens_heads) {
+  return static_cast<double>(tokens_heads) *
+         (4.0 * kD * kHd + kChunk * static_cast<double>(kD + kHd));
+}
+
+absl::Status Bench::BasedRows(int64_t t) {
+  const int64_t b = o_.batch;
+  const int64_t bth = b * t * kHeads;
+  const FusedLinearAttentionDims dims{b, kHeads, kHd, kF};
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer q, Random(bth * kF, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer k, Random(bth * kF, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer v, Random(bth * kHd, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer y, alloc_.Allocate(bth * kHd * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kv,
+                         alloc_.Allocate(b * kHeads * kHd * kD * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer z, alloc_.Allocate(b * kHeads * kD * 4));
+  auto reset = [&]() -> absl::Status {
+    if (cudaMemsetAsync(kv.data(), 0, kv.bytes(), stream_.get()) !=
+            cudaSuccess ||
+        cudaMemsetAsync(z.data(), 0, z.bytes(), stream_.get()) != cudaSuccess) {
+      return absl::InternalError("cudaMemsetAsync");
+    }
+    return absl::OkStatus();
+  };
+  const double state_bytes = 2.0 * (kv.bytes() + z.bytes());
+  TWICE_ASSIGN_OR_RETURN(double ms, Time(
+                                        [&]() -> absl::Status {
+                                          TWICE_RETURN_IF_ERROR(reset());
+                                          return LinearAttentionPrefillBf16(
+                                              stream_, q.span<Bf16>(),
+                                              k.span<Bf16>(), v.span<Bf16>(), t,
+                                              dims, kEps, kv.span<float>(),
+                                              z.span<float>(), y.span<Bf16>());
+                                        },
+                                        o_.reps));
+  rows_.push_back({"based", b, t, ms, LinearAttentionFlops(bth),
+                   bth * 2.0 * (2 * kF + 2 * kHd) + state_bytes,
+                   "target <= 5.0 ms at 32k"});
+
+  // JRT: encoder over E = T tokens, then the causal scan.
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer ke, Random(bth * kF, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer ve, Random(bth * kHd, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(
+      ms, Time(
+              [&]() -> absl::Status {
+                TWICE_RETURN_IF_ERROR(reset());
+                return PrefixLinearAttentionPrefillBf16(
+                    stream_, q.span<Bf16>(), k.span<Bf16>(), v.span<Bf16>(), t,
+                    ke.span<Bf16>(), ve.span<Bf16>(), t, dims, kEps,
+                    kv.span<float>(), z.span<float>(), y.span<Bf16>());
+              },
+              o_.reps));
+  rows_.push_back({"jrt", b, t, ms,
+                   LinearAttentionFlops(bth) + bth * 2.0 * kD * kHd,
+                   bth * 2.0 * (3 * kF + 3 * kHd) + state_bytes,
+                   "E = T; target <= 6.0 ms at 32k"});
+  ke = DeviceBuffer();
+  ve = DeviceBuffer();
+
+  // The whole layer with projections: x [B·T, d] bf16 -> out [B·T, d] f32.
+  const int64_t n = b * t;
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer x, Random(n * kModel, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer wq,
+                         Random(kHeads * kF * kModel, true, 0.03f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer wk,
+                         Random(kHeads * kF * kModel, true, 0.03f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer wv, Random(kModel * kModel, true, 0.03f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer wo, Random(kModel * kModel, true, 0.03f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer out, alloc_.Allocate(n * kModel * 4));
+  const DeviceSpan<const Bf16> none{};
+  TWICE_ASSIGN_OR_RETURN(
+      ms,
+      Time(
+          [&]() -> absl::Status {
+            TWICE_RETURN_IF_ERROR(reset());
+            TWICE_RETURN_IF_ERROR(gemm_.Linear(x.span<Bf16>(), wq.span<Bf16>(),
+                                               none, {n, kHeads * kF, kModel},
+                                               false, q.span<Bf16>()));
+            TWICE_RETURN_IF_ERROR(gemm_.Linear(x.span<Bf16>(), wk.span<Bf16>(),
+                                               none, {n, kHeads * kF, kModel},
+                                               false, k.span<Bf16>()));
+            TWICE_RETURN_IF_ERROR(gemm_.Linear(x.span<Bf16>(), wv.span<Bf16>(),
+                                               none, {n, kModel, kModel}, false,
+                                               v.span<Bf16>()));
+            TWICE_RETURN_IF_ERROR(LinearAttentionPrefillBf16(
+                stream_, q.span<Bf16>(), k.span<Bf16>(), v.span<Bf16>(), t,
+                dims, kEps, kv.span<float>(), z.span<float>(), y.span<Bf16>()));
+            return gemm_.Linear(y.span<Bf16>(), wo.span<Bf16>(),
+                                DeviceSpan<const float>{}, {n, kModel, kModel},
+                                false, out.span<float>());
+          },
+          o_.reps));
+  const double gemm_flops =
+      2.0 * n * kModel * (2.0 * kHeads * kF + 2.0 * kModel);
+  rows_.push_back({"based+proj", b, t, ms,
+                   gemm_flops + LinearAttentionFlops(bth),
+                   n * 2.0 * kModel * 3 + n * 4.0 * kModel +
+                       bth * 2.0 * (2 * kF + 2 * kHd) * 2 + state_bytes,
+                   "layer incl. q/k/v/out projections"});
+  return absl::OkStatus();
+}
+
+absl::Status Bench::FlashRow(int64_t t) {
+  const int64_t b = o_.batch;
+  const int64_t count = b * t * kHeads * kHd;
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer q, Random(count, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer k, Random(count, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer v, Random(count, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer y, alloc_.Allocate(count * 2));
+  const int reps = t >= 16384 ? 1 : o_.reps;
+  TWICE_ASSIGN_OR_RETURN(double ms, Time(
+                                        [&] {
+                                          return FlashAttentionBf16(
+                                              stream_, q.span<Bf16>(),
+                                              k.span<Bf16>(), v.span<Bf16>(), b,
+                                              t, kHeads, kHd, 0.125f,
+                                              y.span<Bf16>());
+                                        },
+                                        reps));
+  rows_.push_back({"flash (in-repo)", b, t, ms,
+                   2.0 * b * kHeads * static_cast<double>(t) * t * kHd,
+                   4.0 * count * 2, "causal softmax baseline"});
+  return absl::OkStatus();
+}
+
+// ---- Based-360M-shape model
+// ---------------------------------------------------
+
+enum class LayerKind { kConv, kLinearAttention, kWindow };
+
+LayerKind KindOf(int layer) {
+  for (int i : {1, 6, 11, 16, 21}) {
+    if (layer == i) return LayerKind::kLinearAttention;
+  }
+  for (int i : {2, 7, 12, 17, 22}) {
+    if (layer == i) return LayerKind::kWindow;
+  }
+  return LayerKind::kConv;
+}
+
+absl::Status Bench::ModelRow(int64_t batch, int64_t t) {
+  constexpr int kLayers = 27;
+  constexpr int64_t kVocab = 50264;
+  constexpr int64_t kInner = 2 * kModel;  // 2048
+  constexpr int64_t kWindow = 128;        // window_size 256 / 2
+  const int64_t n = batch * t;
+  struct Layer {
+    LayerKind kind;
+    DeviceBuffer norm1, norm2, fc1, fc2;
+    DeviceBuffer w1, w2, w3, w4, bias1, bias2, conv;
+  };
+  std::vector<Layer> layers(kLayers);
+  double weight_params = 0.0;
+  for (int i = 0; i < kLayers; ++i) {
+    Layer& l = layers[i];
+    l.kind = KindOf(i);
+    TWICE_ASSIGN_OR_RETURN(l.norm1, Random(kModel, false, 1.0f));
+    TWICE_ASSIGN_OR_RETURN(l.norm2, Random(kModel, false, 1.0f));
+    TWICE_ASSIGN_OR_RETURN(l.fc1, Random(2 * kInner * kModel, true, 0.03f));
+    TWICE_ASSIGN_OR_RETURN(l.fc2, Random(kModel * kInner, true, 0.02f));
+    weight_params += 3.0 * kInner * kModel;
+    switch (l.kind) {
+      case LayerKind::kLinearAttention: {
+        TWICE_ASSIGN_OR_RETURN(l.w1, Random(kHeads * kF * kModel, true, 0.03f));
+        TWICE_ASSIGN_OR_RETURN(l.w2, Random(kHeads * kF * kModel, true, 0.03f));
+        TWICE_ASSIGN_OR_RETURN(l.w3, Random(kModel * kModel, true, 0.03f));
+        TWICE_ASSIGN_OR_RETURN(l.w4, Random(kModel * kModel, true, 0.03f));
+        weight_params += 2.0 * kHeads * kF * kModel + 2.0 * kModel * kModel;
+        break;
+      }
+      case LayerKind::kWindow: {
+        TWICE_ASSIGN_OR_RETURN(l.w1, Random(3 * kModel * kModel, true, 0.03f));
+        TWICE_ASSIGN_OR_RETURN(l.w4, Random(kModel * kModel, true, 0.03f));
+        weight_params += 4.0 * kModel * kModel;
+        break;
+      }
+      case LayerKind::kConv: {
+        TWICE_ASSIGN_OR_RETURN(l.w1, Random(2 * kInner * kModel, true, 0.03f));
+        TWICE_ASSIGN_OR_RETURN(l.bias1, Random(2 * kInner, false, 0.1f));
+        TWICE_ASSIGN_OR_RETURN(l.w4, Random(kModel * kInner, true, 0.02f));
+        TWICE_ASSIGN_OR_RETURN(l.bias2, Random(kModel, false, 0.1f));
+        TWICE_ASSIGN_OR_RETURN(l.conv, Random(kInner * 3, false, 0.5f));
+        weight_params += 3.0 * kInner * kModel;
+        break;
+      }
+    }
+  }
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer embed,
+                         Random(kVocab * kModel, true, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer ln_f, Random(kModel, false, 1.0f));
+  // Activations.
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer resid, alloc_.Allocate(n * kModel * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer xb, alloc_.Allocate(n * kModel * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer wide,
+                         alloc_.Allocate(n * 2 * kInner * 4));  // f32 [n, 4096]
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer mid, alloc_.Allocate(n * kInner * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer midb, alloc_.Allocate(n * kInner * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer qb, alloc_.Allocate(n * kHeads * kF * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kb, alloc_.Allocate(n * kHeads * kF * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer vb, alloc_.Allocate(n * kModel * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer yb, alloc_.Allocate(n * kModel * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kc, alloc_.Allocate(t * kModel * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer vc, alloc_.Allocate(t * kModel * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer attn, alloc_.Allocate(n * kModel * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kv,
+                         alloc_.Allocate(batch * kHeads * kHd * kD * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer z,
+                         alloc_.Allocate(batch * kHeads * kD * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer tail, alloc_.Allocate(2 * kInner * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer last,
+                         alloc_.Allocate(batch * kModel * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer lastb,
+                         alloc_.Allocate(batch * kModel * 2));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer logits,
+                         alloc_.Allocate(batch * kVocab * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer next, alloc_.Allocate(batch * 4));
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i)
+    ids[i] = static_cast<int32_t>((i * 7919) % kVocab);
+
+  const DeviceSpan<const Bf16> none16{};
+  const DeviceSpan<const float> none32{};
+  const cudaStream_t s = stream_.get();
+  auto forward = [&]() -> absl::Status {
+    TWICE_RETURN_IF_ERROR(Embedding(stream_, alloc_, ids, embed.span<Bf16>(),
+                                    kVocab, kModel, resid.span<float>()));
+    for (const Layer& l : layers) {
+      TWICE_RETURN_IF_ERROR(RmsNorm(stream_, resid.span<float>(), n, kModel,
+                                    l.norm1.span<float>(), 1e-5f,
+                                    xb.span<Bf16>()));
+      switch (l.kind) {
+        case LayerKind::kLinearAttention: {
+          if (cudaMemsetAsync(kv.data(), 0, kv.bytes(), s) != cudaSuccess ||
+              cudaMemsetAsync(z.data(), 0, z.bytes(), s) != cudaSuccess) {
+            return absl::InternalError("cudaMemsetAsync");
+          }
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.w1.span<Bf16>(),
+                                             none16, {n, kHeads * kF, kModel},
+                                             false, qb.span<Bf16>()));
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.w2.span<Bf16>(),
+                                             none16, {n, kHeads * kF, kModel},
+                                             false, kb.span<Bf16>()));
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.w3.span<Bf16>(),
+                                             none16, {n, kModel, kModel}, false,
+                                             vb.span<Bf16>()));
+          TWICE_RETURN_IF_ERROR(LinearAttentionPrefillBf16(
+              stream_, qb.span<Bf16>(), kb.span<Bf16>(), vb.span<Bf16>(), t,
+              {batch, kHeads, kHd, kF}, kEps, kv.span<float>(), z.span<float>(),
+              yb.span<Bf16>()));
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(yb.span<Bf16>(), l.w4.span<Bf16>(),
+                                             none32, {n, kModel, kModel}, true,
+                                             resid.span<float>()));
+          break;
+        }
+        case LayerKind::kWindow: {
+          const int64_t stride = 3 * kModel;
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(
+              xb.span<Bf16>(), l.w1.span<Bf16>(), none32, {n, stride, kModel},
+              false, wide.span<float>().subspan(0, n * stride)));
+          for (int64_t b = 0; b < batch; ++b) {
+            DeviceSpan<float> qkv =
+                wide.span<float>().subspan(b * t * stride, t * stride);
+            TWICE_RETURN_IF_ERROR(RopeRotateHalf(stream_, qkv, t, stride,
+                                                 kHeads, kHd, 0, 10000.0f));
+            DeviceSpan<float> kpart = qkv.subspan(kModel, qkv.size - kModel);
+            TWICE_RETURN_IF_ERROR(RopeRotateHalf(stream_, kpart, t, stride,
+                                                 kHeads, kHd, 0, 10000.0f));
+            if (cudaMemcpy2DAsync(kc.data(), kModel * 4, qkv.data + kModel,
+                                  stride * 4, kModel * 4, t,
+                                  cudaMemcpyDeviceToDevice, s) != cudaSuccess ||
+                cudaMemcpy2DAsync(vc.data(), kModel * 4, qkv.data + 2 * kModel,
+                                  stride * 4, kModel * 4, t,
+                                  cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
+              return absl::InternalError("cudaMemcpy2DAsync");
+            }
+            TWICE_RETURN_IF_ERROR(WindowAttention(
+                stream_, qkv, stride, kc.span<float>(), vc.span<float>(),
+                {t, 0, kHeads, kHd, kWindow}, 0.125f,
+                attn.span<float>().subspan(b * t * kModel, t * kModel)));
+          }
+          DeviceSpan<Bf16> attnb = midb.span<Bf16>().subspan(0, n * kModel);
+          TWICE_RETURN_IF_ERROR(
+              ConvertToBf16(stream_, attn.span<float>(), attnb));
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(attnb, l.w4.span<Bf16>(), none32,
+                                             {n, kModel, kModel}, true,
+                                             resid.span<float>()));
+          break;
+        }
+        case LayerKind::kConv: {
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(
+              xb.span<Bf16>(), l.w1.span<Bf16>(), l.bias1.span<float>(),
+              {n, 2 * kInner, kModel}, false, wide.span<float>()));
+          for (int64_t b = 0; b < batch; ++b) {
+            if (cudaMemsetAsync(tail.data(), 0, tail.bytes(), s) !=
+                cudaSuccess) {
+              return absl::InternalError("cudaMemsetAsync");
+            }
+            const DeviceSpan<const float> u =
+                wide.span<float>().subspan(b * t * 2 * kInner, t * 2 * kInner);
+            TWICE_RETURN_IF_ERROR(CausalConv1d(
+                stream_, u, t, kInner, 2 * kInner, l.conv.span<float>(), 3,
+                tail.span<float>().subspan(0, 2 * kInner),
+                mid.span<float>().subspan(b * t * kInner, t * kInner)));
+          }
+          // Gating with the second half of in_proj (timed as SiluMul: same
+          // traffic as the BaseConv product).
+          const DeviceSpan<const float> w = wide.span<float>();
+          TWICE_RETURN_IF_ERROR(
+              SiluMul(stream_, w.subspan(kInner, w.size - kInner), 2 * kInner,
+                      mid.span<float>(), kInner, n, kInner, mid.span<float>()));
+          TWICE_RETURN_IF_ERROR(
+              ConvertToBf16(stream_, mid.span<float>(), midb.span<Bf16>()));
+          TWICE_RETURN_IF_ERROR(gemm_.Linear(
+              midb.span<Bf16>(), l.w4.span<Bf16>(), l.bias2.span<float>(),
+              {n, kModel, kInner}, true, resid.span<float>()));
+          break;
+        }
+      }
+      TWICE_RETURN_IF_ERROR(RmsNorm(stream_, resid.span<float>(), n, kModel,
+                                    l.norm2.span<float>(), 1e-5f,
+                                    xb.span<Bf16>()));
+      TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.fc1.span<Bf16>(),
+                                         none32, {n, 2 * kInner, kModel}, false,
+                                         wide.span<float>()));
+      TWICE_RETURN_IF_ERROR(
+          SwiGlu(stream_, wide.span<float>(), n, kInner, mid.span<float>()));
+      TWICE_RETURN_IF_ERROR(
+          ConvertToBf16(stream_, mid.span<float>(), midb.span<Bf16>()));
+      TWICE_RETURN_IF_ERROR(gemm_.Linear(midb.span<Bf16>(), l.fc2.span<Bf16>(),
+                                         none32, {n, kModel, kInner}, true,
+                                         resid.span<float>()));
+    }
+    // Last position of each sequence -> ln_f -> tied LM head -> argmax.
+    if (cudaMemcpy2DAsync(last.data(), kModel * 4,
+                          resid.span<float>().data + (t - 1) * kModel,
+                          t * kModel * 4, kModel * 4, batch,
+                          cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
+      return absl::InternalError("cudaMemcpy2DAsync");
+    }
+    TWICE_RETURN_IF_ERROR(RmsNorm(stream_, last.span<float>(), batch, kModel,
+                                  ln_f.span<float>(), 1e-5f,
+                                  lastb.span<Bf16>()));
+    TWICE_RETURN_IF_ERROR(gemm_.Linear(lastb.span<Bf16>(), embed.span<Bf16>(),
+                                       none32, {batch, kVocab, kModel}, false,
+                                       logits.span<float>()));
+    return ArgmaxRows(stream_, logits.span<float>(), batch, kVocab,
+                      next.span<int32_t>());
+  };
+  TWICE_ASSIGN_OR_RETURN(double ms, Time(forward, std::max(1, o_.reps - 1)));
+  const double flops = 2.0 * n * weight_params +
+                       5 * LinearAttentionFlops(n * kHeads) +
+                       5 * 4.0 * n * kHeads * (kWindow + 1) * kHd +
+                       2.0 * batch * kVocab * kModel;
+  std::ostringstream note;
+  note << static_cast<int64_t>(n / (ms * 1e-3)) << " tokens/s";
+  rows_.push_back({"model 360M-shape", batch, t, ms, flops,
+                   2.0 * weight_params + n * 4.0 * kModel * 2 * kLayers,
+                   note.str()});
+  return absl::OkStatus();
+}
+
+absl::Status Bench::Run() {
+  if (!o_.sdpa_file.empty()) {
+    std::ifstream in(o_.sdpa_file);
+    int64_t t = 0;
+    double ms = 0.0;
+    while (in >> t >> ms) sdpa_ms_[t] = ms;
+  }
+  TWICE_RETURN_IF_ERROR(Ceilings());
+  for (int64_t t : o_.tokens) {
+    std::fprintf(stderr, "timing T=%lld\n", static_cast<long long>(t));
+    TWICE_RETURN_IF_ERROR(BasedRows(t));
+    TWICE_RETURN_IF_ERROR(FlashRow(t));
+  }
+  if (o_.model) {
+    for (const auto& [b, t] : {std::pair<int64_t, int64_t>{1, 2048},
+                               {1, 8192},
+                               {1, 32768},
+                               {16, 2048}}) {
+      std::fprintf(stderr, "timing model B=%lld T=%lld\n",
+                   static_cast<long long>(b), static_cast<long long>(t));
+      TWICE_RETURN_IF_ERROR(ModelRow(b, t));
+    }
+  }
+  return stream_.Synchronize();
+}
+
+void Bench::Print(std::FILE* f) const {
+  std::fprintf(f, "Device: %s\n\n", DeviceName(0).c_str());
+  std::fprintf(f,
+               "Measured ceilings: copy %.0f GB/s, bf16 GEMM (cuBLASLt "
+               "8192^3) %.1f TFLOP/s\n\n",
+               peak_gbs_, peak_tflops_);
+  std::fprintf(f,
+               "| case | B | T | ms | TFLOP/s | %% GEMM peak | GB/s | %% copy "
+               "BW | SDPA ms | speed-up vs SDPA | note |\n");
+  std::fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows_) {
+    const double tflops = r.flops / (r.ms * 1e-3) / 1e12;
+    const double gbs = r.bytes / (r.ms * 1e-3) / 1e9;
+    std::string sdpa = "-";
+    std::string speedup = "-";
+    const bool attention_row =
+        r.name == "based" || r.name == "jrt" || r.name == "flash (in-repo)";
+    if (attention_row && r.batch == o_.batch) {
+      if (auto it = sdpa_ms_.find(r.tokens); it != sdpa_ms_.end()) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%.2f", it->second);
+        sdpa = buf;
+        std::snprintf(buf, sizeof(buf), "%.1fx", it->second / r.ms);
+        speedup = buf;
+      } else {
+        sdpa = "skipped: no torch";
+      }
+    }
+    std::fprintf(f,
+                 "| %s | %lld | %lld | %.3f | %.1f | %.0f%% | %.0f | %.0f%% | "
+                 "%s | %s | %s |\n",
+                 r.name.c_str(), static_cast<long long>(r.batch),
+                 static_cast<long long>(r.tokens), r.ms, tflops,
+                 100.0 * tflops / peak_tflops_, gbs, 100.0 * gbs / peak_gbs_,
+                 sdpa.c_str(), speedup.c_str(), r.note.c_str());
+  }
+}
+
+bool ParseArgs(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* key) -> const char* {
+      const std::string k = std::string(key) + "=";
+      return a.rfind(k, 0) == 0 ? argv[i] + k.size() : nullptr;
+    };
+    if (const char* v = value("--tokens")) {
+      o.tokens.clear();
+      std::stringstream ss(v);
+      std::string item;
+      while (std::getline(ss, item, ',')) o.tokens.push_back(std::stoll(item));
+    } else if (const char* v = value("--batch")) {
+      o.batch = std::stoll(v);
+    } else if (const char* v = value("--reps")) {
+      o.reps = std::max(1, std::atoi(v));
+    } else if (const char* v = value("--sdpa")) {
+      o.sdpa_file = v;
+    } else if (const char* v = value("--out")) {
+      o.out_file = v;
+    } else if (a == "--no-model") {
+      o.model = false;
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  Options options;
+  if (!ParseArgs(argc, argv, options)) return 2;
+  if (DeviceCount() == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  auto stream = Stream::Create(0);
+  if (!stream.ok()) {
+    std::fprintf(stderr, "%s\n", stream.status().ToString().c_str());
+    return 1;
+  }
+  DeviceAllocator allocator(0);
+  auto gemm = GemmRunner::Create(**stream, allocator);
+  if (!gemm.ok()) {
+    std::fprintf(stderr, "%s\n", gemm.status().ToString().c_str());
+    return 1;
+  }
+  Bench bench(options, **stream, allocator, **gemm);
+  const absl::Status status = bench.Run();
+  bench.Print(stdout);
+  if (!options.out_file.empty()) {
+    if (std::FILE* f = std::fopen(options.out_file.c_str(), "a")) {
+      bench.Print(f);
+      std::fclose(f);
+    }
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace twice::kernels::cuda
+
+int main(int argc, char** argv) {
+  return twice::kernels::cuda::Main(argc, argv);
+}

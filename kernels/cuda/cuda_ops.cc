@@ -1,0 +1,553 @@
+// Validating wrappers: check every size against the dimensions (the CPU
+// entry points' rules, kernels/check.h), then call the raw launchers of
+// launch.h and convert their errors.
+#include "kernels/cuda/cuda_ops.h"
+
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/status_macros.h"
+
+namespace twice::kernels::cuda {
+namespace {
+
+using launch::bf16_bits;
+
+const bf16_bits* Bits(DeviceSpan<const Bf16> s) {
+  return reinterpret_cast<const bf16_bits*>(s.data);
+}
+bf16_bits* Bits(DeviceSpan<Bf16> s) {
+  return reinterpret_cast<bf16_bits*>(s.data);
+}
+
+absl::Status Launched(cudaError_t error, const char* op) {
+  return CudaStatus(error, op);
+}
+
+int64_t FeatureWidth(int64_t f) { return 1 + f + f * f; }
+
+absl::Status CheckFused(const char* op, const FusedLinearAttentionDims& d,
+                        int64_t tokens, DeviceSpan<const Bf16> q,
+                        DeviceSpan<const Bf16> k, DeviceSpan<const Bf16> v,
+                        DeviceSpan<float> kv_state, DeviceSpan<float> k_state,
+                        DeviceSpan<Bf16> y) {
+  TWICE_RETURN_IF_ERROR(CheckArg(d.batch >= 1 && d.heads >= 1 && tokens >= 0,
+                                 op, "need batch, heads >= 1, tokens >= 0"));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(d.feature_dim == launch::kTaylorF && d.head_dim == 64, op,
+               "the fused kernel needs feature_dim 16 and head_dim 64"));
+  TWICE_RETURN_IF_ERROR(CheckArg(d.batch <= 65535, op, "batch > 65535"));
+  const int64_t bth = d.batch * tokens * d.heads;
+  const int64_t dd = FeatureWidth(d.feature_dim);
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "q", q.size, bth * d.feature_dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "k", k.size, bth * d.feature_dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "v", v.size, bth * d.head_dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "kv_state", kv_state.size,
+                                  d.batch * d.heads * d.head_dim * dd));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(op, "k_state", k_state.size, d.batch * d.heads * dd));
+  return CheckSize(op, "y", y.size, bth * d.head_dim);
+}
+
+bool AttentionHeadDimOk(int64_t hd) {
+  return hd >= 32 && hd <= 128 && hd % 32 == 0;
+}
+
+}  // namespace
+
+absl::Status LinearAttentionPrefillBf16(
+    const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
+    DeviceSpan<const Bf16> v, int64_t tokens,
+    const FusedLinearAttentionDims& dims, float eps, DeviceSpan<float> kv_state,
+    DeviceSpan<float> k_state, DeviceSpan<Bf16> y) {
+  return PrefixLinearAttentionPrefillBf16(stream, q, k, v, tokens, {}, {}, 0,
+                                          dims, eps, kv_state, k_state, y);
+}
+
+absl::Status PrefixLinearAttentionPrefillBf16(
+    const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
+    DeviceSpan<const Bf16> v, int64_t tokens, DeviceSpan<const Bf16> k_enc,
+    DeviceSpan<const Bf16> v_enc, int64_t encoder_tokens,
+    const FusedLinearAttentionDims& dims, float eps, DeviceSpan<float> kv_state,
+    DeviceSpan<float> k_state, DeviceSpan<Bf16> y) {
+  constexpr char kOp[] = "PrefixLinearAttentionPrefillBf16";
+  TWICE_RETURN_IF_ERROR(
+      CheckFused(kOp, dims, tokens, q, k, v, kv_state, k_state, y));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(encoder_tokens >= 0, kOp, "encoder_tokens < 0"));
+  const int64_t beh = dims.batch * encoder_tokens * dims.heads;
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "k_enc", k_enc.size, beh * dims.feature_dim));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "v_enc", v_enc.size, beh * dims.head_dim));
+  if (tokens == 0 && encoder_tokens == 0) return absl::OkStatus();
+  launch::LinearAttentionArgs args;
+  args.q = Bits(q);
+  args.k = Bits(k);
+  args.v = Bits(v);
+  args.k_enc = Bits(k_enc);
+  args.v_enc = Bits(v_enc);
+  args.batch = dims.batch;
+  args.tokens = tokens;
+  args.encoder_tokens = encoder_tokens;
+  args.heads = static_cast<int>(dims.heads);
+  args.head_dim = static_cast<int>(dims.head_dim);
+  args.eps = eps;
+  args.kv_state = kv_state.data;
+  args.k_state = k_state.data;
+  args.y = Bits(y);
+  return Launched(launch::LinearAttentionPrefill(args, stream.get()), kOp);
+}
+
+absl::Status LinearAttentionStep(
+    const Stream& stream, DeviceSpan<const float> q, DeviceSpan<const float> k,
+    DeviceSpan<const float> v, const FusedLinearAttentionDims& d, float eps,
+    DeviceSpan<float> kv_state, DeviceSpan<float> k_state,
+    DeviceSpan<float> y) {
+  constexpr char kOp[] = "LinearAttentionStep";
+  TWICE_RETURN_IF_ERROR(CheckArg(d.batch >= 1 && d.heads >= 1 &&
+                                     d.head_dim >= 1 && d.feature_dim >= 1 &&
+                                     d.feature_dim <= 64 && d.batch <= 65535,
+                                 kOp,
+                                 "need batch, heads, head_dim >= 1 and "
+                                 "1 <= feature_dim <= 64"));
+  const int64_t bh = d.batch * d.heads;
+  const int64_t dd = FeatureWidth(d.feature_dim);
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "q", q.size, bh * d.feature_dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k", k.size, bh * d.feature_dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "v", v.size, bh * d.head_dim));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "kv_state", kv_state.size, bh * d.head_dim * dd));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k_state", k_state.size, bh * dd));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, bh * d.head_dim));
+  return Launched(
+      launch::LinearAttentionStep(
+          q.data, k.data, v.data, d.batch, static_cast<int>(d.heads),
+          static_cast<int>(d.head_dim), static_cast<int>(d.feature_dim), eps,
+          kv_state.data, k_state.data, y.data, stream.get()),
+      kOp);
+}
+
+absl::Status TaylorFeatureMap(const Stream& stream, DeviceSpan<const float> x,
+                              int64_t rows, int64_t feature_dim,
+                              DeviceSpan<float> out) {
+  constexpr char kOp[] = "TaylorFeatureMap";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && feature_dim >= 1 && feature_dim <= 1024, kOp,
+               "need rows >= 0, 1 <= feature_dim"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "x", x.size, rows * feature_dim));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "out", out.size, rows * FeatureWidth(feature_dim)));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(
+      launch::TaylorFeatureMap(x.data, rows, static_cast<int>(feature_dim),
+                               out.data, stream.get()),
+      kOp);
+}
+
+absl::Status CausalConv1d(const Stream& stream, DeviceSpan<const float> x,
+                          int64_t tokens, int64_t channels, int64_t x_stride,
+                          DeviceSpan<const float> weight, int64_t kernel_size,
+                          DeviceSpan<float> tail, DeviceSpan<float> out) {
+  constexpr char kOp[] = "CausalConv1d";
+  TWICE_RETURN_IF_ERROR(CheckArg(tokens >= 0 && channels >= 1 &&
+                                     kernel_size >= 1 && kernel_size <= 64 &&
+                                     x_stride >= channels,
+                                 kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "x", x.size, StridedExtent(tokens, channels, x_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "weight", weight.size, channels * kernel_size));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "tail", tail.size, (kernel_size - 1) * channels));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, tokens * channels));
+  if (tokens == 0) return absl::OkStatus();
+  return Launched(
+      launch::CausalConv1d(x.data, tokens, channels, x_stride, weight.data,
+                           static_cast<int>(kernel_size), tail.data, out.data,
+                           stream.get()),
+      kOp);
+}
+
+absl::Status WindowAttention(const Stream& stream, DeviceSpan<const float> q,
+                             int64_t q_stride, DeviceSpan<const float> k,
+                             DeviceSpan<const float> v,
+                             const WindowAttentionDims& d, float scale,
+                             DeviceSpan<float> out) {
+  constexpr char kOp[] = "WindowAttention";
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.window >= 0 &&
+          AttentionHeadDimOk(d.head_dim) && q_stride >= d.heads * d.head_dim,
+      kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
+  const int64_t row = d.heads * d.head_dim;
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "q", q.size, StridedExtent(d.tokens, row, q_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k", k.size, (d.past + d.tokens) * row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "v", v.size, (d.past + d.tokens) * row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, d.tokens * row));
+  if (d.tokens == 0) return absl::OkStatus();
+  launch::SoftmaxAttentionArgs args;
+  args.q = q.data;
+  args.q_stride = q_stride;
+  args.k = k.data;
+  args.v = v.data;
+  args.tokens = d.tokens;
+  args.past = d.past;
+  args.heads = static_cast<int>(d.heads);
+  args.kv_heads = static_cast<int>(d.heads);
+  args.head_dim = static_cast<int>(d.head_dim);
+  args.window = d.window;
+  args.scale = scale;
+  args.out = out.data;
+  return Launched(launch::SoftmaxAttention(args, stream.get()), kOp);
+}
+
+absl::Status CausalGqaAttention(const Stream& stream, DeviceSpan<const float> q,
+                                int64_t q_stride, DeviceSpan<const float> k,
+                                DeviceSpan<const float> v,
+                                const CausalAttentionDims& d, float scale,
+                                DeviceSpan<float> out) {
+  constexpr char kOp[] = "CausalGqaAttention";
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.kv_heads >= 1 &&
+          d.heads % d.kv_heads == 0 && AttentionHeadDimOk(d.head_dim) &&
+          q_stride >= d.heads * d.head_dim,
+      kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
+  const int64_t row = d.heads * d.head_dim;
+  const int64_t kv_row = d.kv_heads * d.head_dim;
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "q", q.size, StridedExtent(d.tokens, row, q_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "k", k.size, (d.past + d.tokens) * kv_row));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "v", v.size, (d.past + d.tokens) * kv_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, d.tokens * row));
+  if (d.tokens == 0) return absl::OkStatus();
+  launch::SoftmaxAttentionArgs args;
+  args.q = q.data;
+  args.q_stride = q_stride;
+  args.k = k.data;
+  args.v = v.data;
+  args.tokens = d.tokens;
+  args.past = d.past;
+  args.heads = static_cast<int>(d.heads);
+  args.kv_heads = static_cast<int>(d.kv_heads);
+  args.head_dim = static_cast<int>(d.head_dim);
+  args.window = -1;
+  args.scale = scale;
+  args.out = out.data;
+  return Launched(launch::SoftmaxAttention(args, stream.get()), kOp);
+}
+
+absl::Status RatChunkAttention(const Stream& stream, DeviceAllocator& allocator,
+                               DeviceRows q, DeviceRows own_k, DeviceRows own_v,
+                               DeviceRows chunk_k, DeviceRows chunk_v,
+                               absl::Span<const int64_t> visible,
+                               const RatAttentionDims& d, float scale,
+                               DeviceSpan<float> out) {
+  constexpr char kOp[] = "RatChunkAttention";
+  const int64_t row = d.heads * d.head_dim;
+  TWICE_RETURN_IF_ERROR(CheckArg(d.tokens >= 0 && d.chunks >= 0 &&
+                                     d.heads >= 1 &&
+                                     AttentionHeadDimOk(d.head_dim),
+                                 kOp, "bad dimensions"));
+  for (const DeviceRows* r : {&q, &own_k, &own_v}) {
+    TWICE_RETURN_IF_ERROR(CheckArg(r->stride >= row, kOp, "row stride < H·hd"));
+    TWICE_RETURN_IF_ERROR(
+        CheckAtLeast(kOp, "token rows", r->data.size,
+                     StridedExtent(d.tokens, row, r->stride)));
+  }
+  for (const DeviceRows* r : {&chunk_k, &chunk_v}) {
+    TWICE_RETURN_IF_ERROR(CheckArg(r->stride >= row, kOp, "row stride < H·hd"));
+    TWICE_RETURN_IF_ERROR(
+        CheckAtLeast(kOp, "chunk rows", r->data.size,
+                     StridedExtent(d.chunks, row, r->stride)));
+  }
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "visible", visible.size(), d.tokens));
+  for (const int64_t n : visible) {
+    TWICE_RETURN_IF_ERROR(CheckArg(n >= 0 && n <= d.chunks, kOp,
+                                   "visible[t] outside [0, chunks]"));
+  }
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, d.tokens * row));
+  if (d.tokens == 0) return absl::OkStatus();
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer visible_dev,
+                         allocator.AllocateArray<int64_t>(d.tokens));
+  TWICE_RETURN_IF_ERROR(CopyToDevice(visible.data(), visible_dev.data(),
+                                     d.tokens * sizeof(int64_t), stream.get()));
+  launch::RatAttentionArgs args;
+  args.q = q.data.data;
+  args.q_stride = q.stride;
+  args.own_k = own_k.data.data;
+  args.own_k_stride = own_k.stride;
+  args.own_v = own_v.data.data;
+  args.own_v_stride = own_v.stride;
+  args.chunk_k = chunk_k.data.data;
+  args.chunk_k_stride = chunk_k.stride;
+  args.chunk_v = chunk_v.data.data;
+  args.chunk_v_stride = chunk_v.stride;
+  args.visible = static_cast<const int64_t*>(visible_dev.data());
+  args.tokens = d.tokens;
+  args.heads = static_cast<int>(d.heads);
+  args.head_dim = static_cast<int>(d.head_dim);
+  args.scale = scale;
+  args.out = out.data;
+  // visible_dev returns to the allocator after the launch; reuse is ordered
+  // on this stream (device_memory.h).
+  return Launched(launch::RatChunkAttention(args, stream.get()), kOp);
+}
+
+absl::Status SsdChunkScan(const Stream& stream, const SsdShape& s,
+                          int64_t tokens, int64_t chunk,
+                          DeviceSpan<const float> x, int64_t x_stride,
+                          DeviceSpan<const float> b, DeviceSpan<const float> c,
+                          int64_t bc_stride, DeviceSpan<const float> dt,
+                          DeviceSpan<const float> a, DeviceSpan<const float> d,
+                          DeviceSpan<float> state, DeviceSpan<float> y) {
+  constexpr char kOp[] = "SsdChunkScan";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(s.heads >= 1 && s.head_dim >= 1 && s.groups >= 1 &&
+                   s.state >= 1 && s.state <= 128 && s.heads % s.groups == 0 &&
+                   tokens >= 0 && chunk >= 1 && s.heads <= 65535,
+               kOp, "bad shape (N <= 128, G divides H, chunk >= 1)"));
+  const int64_t hp = s.heads * s.head_dim;
+  const int64_t gn = s.groups * s.state;
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(x_stride >= hp && bc_stride >= gn, kOp, "row stride too small"));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "x", x.size, StridedExtent(tokens, hp, x_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "b", b.size, StridedExtent(tokens, gn, bc_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "c", c.size, StridedExtent(tokens, gn, bc_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "dt", dt.size, tokens * s.heads));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "a", a.size, s.heads));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "d", d.size, s.heads));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "state", state.size, hp * s.state));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, tokens * hp));
+  if (tokens == 0) return absl::OkStatus();
+  launch::SsdArgs args;
+  args.heads = static_cast<int>(s.heads);
+  args.head_dim = static_cast<int>(s.head_dim);
+  args.groups = static_cast<int>(s.groups);
+  args.state = static_cast<int>(s.state);
+  args.tokens = tokens;
+  args.x = x.data;
+  args.x_stride = x_stride;
+  args.b = b.data;
+  args.c = c.data;
+  args.bc_stride = bc_stride;
+  args.dt = dt.data;
+  args.a = a.data;
+  args.d = d.data;
+  args.ssm_state = state.data;
+  args.y = y.data;
+  return Launched(launch::SsdScan(args, stream.get()), kOp);
+}
+
+absl::Status FlashAttentionBf16(const Stream& stream, DeviceSpan<const Bf16> q,
+                                DeviceSpan<const Bf16> k,
+                                DeviceSpan<const Bf16> v, int64_t batch,
+                                int64_t tokens, int64_t heads, int64_t head_dim,
+                                float scale, DeviceSpan<Bf16> out) {
+  constexpr char kOp[] = "FlashAttentionBf16";
+  TWICE_RETURN_IF_ERROR(CheckArg(batch >= 1 && batch <= 65535 && heads >= 1 &&
+                                     heads <= 65535 && tokens >= 0 &&
+                                     head_dim == 64,
+                                 kOp, "need head_dim 64, batch, heads >= 1"));
+  const int64_t n = batch * tokens * heads * head_dim;
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "q", q.size, n));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k", k.size, n));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "v", v.size, n));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, n));
+  if (tokens == 0) return absl::OkStatus();
+  return Launched(launch::FlashAttentionBf16(Bits(q), Bits(k), Bits(v), batch,
+                                             tokens, static_cast<int>(heads),
+                                             scale, Bits(out), stream.get()),
+                  kOp);
+}
+
+namespace {
+
+absl::Status CheckRmsNorm(int64_t rows, int64_t dim, int64_t x_size,
+                          int64_t w_size, int64_t y_size) {
+  constexpr char kOp[] = "RmsNorm";
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows <= (int64_t{1} << 31) &&
+                                     dim >= 1 && dim <= (int64_t{1} << 30),
+                                 kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "x", x_size, rows * dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "weight", w_size, dim));
+  return CheckSize(kOp, "y", y_size, rows * dim);
+}
+
+}  // namespace
+
+absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
+                     int64_t rows, int64_t dim, DeviceSpan<const float> weight,
+                     float eps, DeviceSpan<float> y) {
+  TWICE_RETURN_IF_ERROR(CheckRmsNorm(rows, dim, x.size, weight.size, y.size));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(launch::RmsNorm(x.data, rows, static_cast<int>(dim),
+                                  weight.data, eps, y.data, stream.get()),
+                  "RmsNorm");
+}
+
+absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
+                     int64_t rows, int64_t dim, DeviceSpan<const float> weight,
+                     float eps, DeviceSpan<Bf16> y) {
+  TWICE_RETURN_IF_ERROR(CheckRmsNorm(rows, dim, x.size, weight.size, y.size));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(
+      launch::RmsNormToBf16(x.data, rows, static_cast<int>(dim), weight.data,
+                            eps, Bits(y), stream.get()),
+      "RmsNorm");
+}
+
+absl::Status RopeRotateHalf(const Stream& stream, DeviceSpan<float> x,
+                            int64_t rows, int64_t row_stride, int64_t heads,
+                            int64_t head_dim, int64_t start_pos, float base) {
+  constexpr char kOp[] = "RopeRotateHalf";
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      rows >= 0 && heads >= 1 && head_dim >= 2 && head_dim % 2 == 0 &&
+          row_stride >= heads * head_dim && start_pos >= 0 && base > 0.0f,
+      kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "x", x.size, StridedExtent(rows, heads * head_dim, row_stride)));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(
+      launch::RopeRotateHalf(x.data, rows, row_stride, static_cast<int>(heads),
+                             static_cast<int>(head_dim), start_pos, base,
+                             stream.get()),
+      kOp);
+}
+
+absl::Status SiluMul(const Stream& stream, DeviceSpan<const float> gate,
+                     int64_t gate_stride, DeviceSpan<const float> mult,
+                     int64_t mult_stride, int64_t rows, int64_t cols,
+                     DeviceSpan<float> out) {
+  constexpr char kOp[] = "SiluMul";
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      rows >= 0 && cols >= 1 && gate_stride >= cols && mult_stride >= cols, kOp,
+      "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "gate", gate.size,
+                                     StridedExtent(rows, cols, gate_stride)));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "mult", mult.size,
+                                     StridedExtent(rows, cols, mult_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows * cols));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(
+      launch::SiluMul(gate.data, gate_stride, mult.data, mult_stride, rows,
+                      cols, out.data, stream.get()),
+      kOp);
+}
+
+absl::Status SwiGlu(const Stream& stream, DeviceSpan<const float> u,
+                    int64_t rows, int64_t hidden, DeviceSpan<float> out) {
+  constexpr char kOp[] = "SwiGlu";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && hidden >= 1, kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "u", u.size, rows * 2 * hidden));
+  if (rows == 0) return CheckSize(kOp, "out", out.size, 0);
+  // out = u[:, :h] · silu(u[:, h:]): the second half gates.
+  return SiluMul(stream, u.subspan(hidden, u.size - hidden), 2 * hidden, u,
+                 2 * hidden, rows, hidden, out);
+}
+
+absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
+                  DeviceSpan<float> out) {
+  TWICE_RETURN_IF_ERROR(CheckSize("Gelu", "out", out.size, x.size));
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(launch::Gelu(x.data, x.size, out.data, stream.get()), "Gelu");
+}
+
+absl::Status Embedding(const Stream& stream, DeviceAllocator& allocator,
+                       absl::Span<const int32_t> ids,
+                       DeviceSpan<const Bf16> table, int64_t vocab, int64_t dim,
+                       DeviceSpan<float> out) {
+  constexpr char kOp[] = "Embedding";
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(vocab >= 1 && dim >= 1, kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "table", table.size, vocab * dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows * dim));
+  for (const int32_t id : ids) {
+    TWICE_RETURN_IF_ERROR(CheckArg(id >= 0 && id < vocab, kOp,
+                                   "token id outside the vocabulary"));
+  }
+  if (rows == 0) return absl::OkStatus();
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer ids_dev,
+                         allocator.AllocateArray<int32_t>(rows));
+  TWICE_RETURN_IF_ERROR(CopyToDevice(ids.data(), ids_dev.data(),
+                                     rows * sizeof(int32_t), stream.get()));
+  return Launched(
+      launch::Embedding(static_cast<const int32_t*>(ids_dev.data()), rows,
+                        Bits(table), dim, out.data, stream.get()),
+      kOp);
+}
+
+absl::Status ArgmaxRows(const Stream& stream, DeviceSpan<const float> logits,
+                        int64_t rows, int64_t vocab, DeviceSpan<int32_t> out) {
+  constexpr char kOp[] = "ArgmaxRows";
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows <= (int64_t{1} << 31) &&
+                                     vocab >= 1 && vocab < (int64_t{1} << 31),
+                                 kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "logits", logits.size, rows * vocab));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(
+      launch::ArgmaxRows(logits.data, rows, vocab, out.data, stream.get()),
+      kOp);
+}
+
+absl::Status SampleRows(const Stream& stream, DeviceSpan<const float> logits,
+                        int64_t rows, int64_t vocab, float temperature,
+                        DeviceSpan<const float> uniform,
+                        DeviceSpan<int32_t> out) {
+  constexpr char kOp[] = "SampleRows";
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows <= (int64_t{1} << 31) &&
+                                     vocab >= 1 && vocab < (int64_t{1} << 31) &&
+                                     temperature > 0.0f,
+                                 kOp, "bad dimensions or temperature <= 0"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "logits", logits.size, rows * vocab));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "uniform", uniform.size, rows));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows));
+  if (rows == 0) return absl::OkStatus();
+  return Launched(launch::SampleRows(logits.data, rows, vocab, temperature,
+                                     uniform.data, out.data, stream.get()),
+                  kOp);
+}
+
+absl::Status ConvertToBf16(const Stream& stream, DeviceSpan<const float> x,
+                           DeviceSpan<Bf16> out) {
+  TWICE_RETURN_IF_ERROR(CheckSize("ConvertToBf16", "out", out.size, x.size));
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(launch::F32ToBf16(x.data, x.size, Bits(out), stream.get()),
+                  "ConvertToBf16");
+}
+
+absl::Status ConvertToF32(const Stream& stream, DeviceSpan<const Bf16> x,
+                          DeviceSpan<float> out) {
+  TWICE_RETURN_IF_ERROR(CheckSize("ConvertToF32", "out", out.size, x.size));
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(launch::Bf16ToF32(Bits(x), x.size, out.data, stream.get()),
+                  "ConvertToF32");
+}
+
+absl::Status FillUniform(const Stream& stream, DeviceSpan<float> x,
+                         uint64_t seed, float scale) {
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(
+      launch::FillUniformF32(x.data, x.size, seed, scale, stream.get()),
+      "FillUniform");
+}
+
+absl::Status FillUniform(const Stream& stream, DeviceSpan<Bf16> x,
+                         uint64_t seed, float scale) {
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(
+      launch::FillUniformBf16(Bits(x), x.size, seed, scale, stream.get()),
+      "FillUniform");
+}
+
+}  // namespace twice::kernels::cuda

@@ -1,0 +1,205 @@
+// CUDA implementations of the kernels/ operations, on device memory.
+//
+// Each function mirrors a CPU entry point of kernels/ (its CPU twin and test
+// oracle) with the same equations and layouts, takes device spans (sizes are
+// checked against the dimensions: INVALID_ARGUMENT on mismatch, never a
+// launch), queues work on `stream` and returns without synchronising; an
+// asynchronous kernel fault surfaces at the next Stream::Synchronize().
+// Launch errors come back as absl::Status (kernels/cuda/cuda_status.h).
+// Thread safety: distinct outputs/states may be driven from distinct
+// streams concurrently.
+//
+// Precision: "Bf16" functions read/write bf16 and accumulate in f32; the
+// others are f32 throughout (tested against the CPU twins at 1e-5 relative;
+// bf16 paths at 1e-2).
+#ifndef TWICE_KERNELS_CUDA_CUDA_OPS_H_
+#define TWICE_KERNELS_CUDA_CUDA_OPS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "kernels/attention_decode.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/rat_chunk_attention.h"
+#include "kernels/ssd_chunk_scan.h"
+#include "kernels/window_attention.h"
+
+namespace twice::kernels::cuda {
+
+// ---- Based / JRT-RNN -------------------------------------------------------
+
+// Shape of the fused Based kernels: raw (pre-feature-map) q/k of width
+// feature_dim F; D = 1 + F + F^2 is the state's feature width.
+struct FusedLinearAttentionDims {
+  int64_t batch = 0;        // B
+  int64_t heads = 0;        // H
+  int64_t head_dim = 0;     // hd
+  int64_t feature_dim = 0;  // F
+};
+
+// Taylor feature map + chunked causal linear attention (kernels/
+// linear_attention.h LinearAttentionPrefill after kernels/
+// taylor_feature_map.h), batched, one fused kernel. Requires F = 16 and
+// hd = 64 (the Based / JRT-RNN shapes). Layouts: q, k [B, T, H, F];
+// v, y [B, T, H, hd]; kv_state [B, H, hd, D] and k_state [B, H, D] f32, read
+// and updated in place.
+[[nodiscard]] absl::Status LinearAttentionPrefillBf16(
+    const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
+    DeviceSpan<const Bf16> v, int64_t tokens,
+    const FusedLinearAttentionDims& dims, float eps, DeviceSpan<float> kv_state,
+    DeviceSpan<float> k_state, DeviceSpan<Bf16> y);
+
+// JRT-RNN prefix linear attention (kernels/prefix_linear_attention.h): the
+// encoder keys/values k_enc [B, E, H, F], v_enc [B, E, H, hd] are summed
+// into the state first (the encoder pass), then the causal scan starts from
+// it (the merge). E = 0 equals LinearAttentionPrefillBf16.
+[[nodiscard]] absl::Status PrefixLinearAttentionPrefillBf16(
+    const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
+    DeviceSpan<const Bf16> v, int64_t tokens, DeviceSpan<const Bf16> k_enc,
+    DeviceSpan<const Bf16> v_enc, int64_t encoder_tokens,
+    const FusedLinearAttentionDims& dims, float eps, DeviceSpan<float> kv_state,
+    DeviceSpan<float> k_state, DeviceSpan<Bf16> y);
+
+// Recurrent decode step for one token of each of B sequences, f32, feature
+// map fused (any F): q, k [B, H, F]; v, y [B, H, hd]; states as above.
+[[nodiscard]] absl::Status LinearAttentionStep(
+    const Stream& stream, DeviceSpan<const float> q, DeviceSpan<const float> k,
+    DeviceSpan<const float> v, const FusedLinearAttentionDims& dims, float eps,
+    DeviceSpan<float> kv_state, DeviceSpan<float> k_state, DeviceSpan<float> y);
+
+// kernels/taylor_feature_map.h: x [rows, F] -> out [rows, D], f32.
+[[nodiscard]] absl::Status TaylorFeatureMap(const Stream& stream,
+                                            DeviceSpan<const float> x,
+                                            int64_t rows, int64_t feature_dim,
+                                            DeviceSpan<float> out);
+
+// ---- sequence mixers (f32)
+// ---------------------------------------------------
+
+// kernels/causal_conv1d.h.
+[[nodiscard]] absl::Status CausalConv1d(
+    const Stream& stream, DeviceSpan<const float> x, int64_t tokens,
+    int64_t channels, int64_t x_stride, DeviceSpan<const float> weight,
+    int64_t kernel_size, DeviceSpan<float> tail, DeviceSpan<float> out);
+
+// kernels/window_attention.h (head_dim a multiple of 32, <= 128).
+[[nodiscard]] absl::Status WindowAttention(
+    const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
+    DeviceSpan<const float> k, DeviceSpan<const float> v,
+    const WindowAttentionDims& dims, float scale, DeviceSpan<float> out);
+
+// kernels/attention_decode.h (head_dim a multiple of 32, <= 128).
+[[nodiscard]] absl::Status CausalGqaAttention(
+    const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
+    DeviceSpan<const float> k, DeviceSpan<const float> v,
+    const CausalAttentionDims& dims, float scale, DeviceSpan<float> out);
+
+struct DeviceRows {
+  DeviceSpan<const float> data;
+  int64_t stride = 0;  // elements between rows, >= H·hd
+};
+
+// kernels/rat_chunk_attention.h. `visible` stays on the host: it is checked
+// (0 <= visible[t] <= chunks) and uploaded through `allocator`.
+[[nodiscard]] absl::Status RatChunkAttention(
+    const Stream& stream, DeviceAllocator& allocator, DeviceRows q,
+    DeviceRows own_k, DeviceRows own_v, DeviceRows chunk_k, DeviceRows chunk_v,
+    absl::Span<const int64_t> visible, const RatAttentionDims& dims,
+    float scale, DeviceSpan<float> out);
+
+// kernels/ssd_chunk_scan.h SsdChunkScan with the same arguments (P <= 1024,
+// N <= 128). The GPU runs the recurrent form with the state in registers,
+// which is the same function; `chunk` is checked but does not change the
+// result.
+[[nodiscard]] absl::Status SsdChunkScan(
+    const Stream& stream, const SsdShape& shape, int64_t tokens, int64_t chunk,
+    DeviceSpan<const float> x, int64_t x_stride, DeviceSpan<const float> b,
+    DeviceSpan<const float> c, int64_t bc_stride, DeviceSpan<const float> dt,
+    DeviceSpan<const float> a, DeviceSpan<const float> d,
+    DeviceSpan<float> state, DeviceSpan<float> y);
+
+// Causal softmax attention, bf16, head_dim 64, q/k/v/out [B, T, H, 64]: the
+// flash-style baseline of the benchmarks (CPU twin: CausalGqaAttention with
+// H_kv = H and no past).
+[[nodiscard]] absl::Status FlashAttentionBf16(
+    const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
+    DeviceSpan<const Bf16> v, int64_t batch, int64_t tokens, int64_t heads,
+    int64_t head_dim, float scale, DeviceSpan<Bf16> out);
+
+// ---- row-wise and element-wise ----------------------------------------------
+
+// kernels/rms_norm.h; the bf16 overload feeds a GEMM directly.
+[[nodiscard]] absl::Status RmsNorm(const Stream& stream,
+                                   DeviceSpan<const float> x, int64_t rows,
+                                   int64_t dim, DeviceSpan<const float> weight,
+                                   float eps, DeviceSpan<float> y);
+[[nodiscard]] absl::Status RmsNorm(const Stream& stream,
+                                   DeviceSpan<const float> x, int64_t rows,
+                                   int64_t dim, DeviceSpan<const float> weight,
+                                   float eps, DeviceSpan<Bf16> y);
+
+// kernels/rope.h (in place).
+[[nodiscard]] absl::Status RopeRotateHalf(const Stream& stream,
+                                          DeviceSpan<float> x, int64_t rows,
+                                          int64_t row_stride, int64_t heads,
+                                          int64_t head_dim, int64_t start_pos,
+                                          float base);
+
+// kernels/activations.h.
+[[nodiscard]] absl::Status SiluMul(const Stream& stream,
+                                   DeviceSpan<const float> gate,
+                                   int64_t gate_stride,
+                                   DeviceSpan<const float> mult,
+                                   int64_t mult_stride, int64_t rows,
+                                   int64_t cols, DeviceSpan<float> out);
+[[nodiscard]] absl::Status SwiGlu(const Stream& stream,
+                                  DeviceSpan<const float> u, int64_t rows,
+                                  int64_t hidden, DeviceSpan<float> out);
+// Exact GELU, u/2 (1 + erf(u / sqrt 2)) (engine/layers/gelu_mlp.h).
+[[nodiscard]] absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
+                                DeviceSpan<float> out);
+
+// out[i, :] = f32(table[ids[i], :]); ids on the host, checked against
+// `vocab` and uploaded through `allocator`. table [vocab, dim] bf16.
+[[nodiscard]] absl::Status Embedding(const Stream& stream,
+                                     DeviceAllocator& allocator,
+                                     absl::Span<const int32_t> ids,
+                                     DeviceSpan<const Bf16> table,
+                                     int64_t vocab, int64_t dim,
+                                     DeviceSpan<float> out);
+
+// Greedy: out[r] = argmax of logits row r (lowest index on ties).
+[[nodiscard]] absl::Status ArgmaxRows(const Stream& stream,
+                                      DeviceSpan<const float> logits,
+                                      int64_t rows, int64_t vocab,
+                                      DeviceSpan<int32_t> out);
+// Temperature sampling by inverse CDF: p = softmax(logits / temperature),
+// out[r] = first index whose running sum exceeds uniform[r] · sum(p);
+// uniform [rows] in [0, 1) (drawn by the caller's seeded generator).
+[[nodiscard]] absl::Status SampleRows(const Stream& stream,
+                                      DeviceSpan<const float> logits,
+                                      int64_t rows, int64_t vocab,
+                                      float temperature,
+                                      DeviceSpan<const float> uniform,
+                                      DeviceSpan<int32_t> out);
+
+[[nodiscard]] absl::Status ConvertToBf16(const Stream& stream,
+                                         DeviceSpan<const float> x,
+                                         DeviceSpan<Bf16> out);
+[[nodiscard]] absl::Status ConvertToF32(const Stream& stream,
+                                        DeviceSpan<const Bf16> x,
+                                        DeviceSpan<float> out);
+
+// Fills x with uniform values in [-scale, scale) from a counter-based hash
+// of (seed, index): reproducible device-side inputs for benchmarks.
+[[nodiscard]] absl::Status FillUniform(const Stream& stream,
+                                       DeviceSpan<float> x, uint64_t seed,
+                                       float scale);
+[[nodiscard]] absl::Status FillUniform(const Stream& stream, DeviceSpan<Bf16> x,
+                                       uint64_t seed, float scale);
+
+}  // namespace twice::kernels::cuda
+
+#endif  // TWICE_KERNELS_CUDA_CUDA_OPS_H_

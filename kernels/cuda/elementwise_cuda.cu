@@ -1,0 +1,352 @@
+// Row-wise and element-wise ops on CUDA: RMSNorm (f32 or bf16 out), rotary
+// embedding, SiLU gating (SwiGLU), exact-erf GELU, embedding gather, greedy
+// and temperature sampling, f32 <-> bf16 conversion.
+//
+//   RmsNorm   one block per row; sum of squares in double (as the CPU twin),
+//             y = (x · rstd) · w.
+//   Rope      one thread per (row, head, pair); angle = pos · base^(-2i/hd)
+//             in double (long positions keep their precision).
+//   Argmax    one block per row; ties go to the lowest index.
+//   Sample    one block per row: p = softmax(logits / T); the token is the
+//             first index whose running sum of p exceeds u · sum(p) (u from
+//             the caller, one per row). Each thread sums a contiguous
+//             segment; a block scan of segment sums finds the segment.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cfloat>
+
+#include "kernels/cuda/launch.h"
+
+namespace twice::kernels::cuda::launch {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+unsigned Blocks(int64_t work, int threads) {
+  return static_cast<unsigned>(
+      std::min<int64_t>((work + threads - 1) / threads, int64_t{1} << 20));
+}
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 FromFloat<bf16>(float v) {
+  return __float2bfloat16(v);
+}
+
+template <typename Out>
+__global__ void RmsNormKernel(const float* x, int dim, const float* w,
+                              float eps, Out* y) {
+  __shared__ double partial[32];
+  const float* xr = x + int64_t{blockIdx.x} * dim;
+  Out* yr = y + int64_t{blockIdx.x} * dim;
+  double sum = 0.0;
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+    sum += double{xr[j]} * xr[j];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  double total = 0.0;
+  for (int w_i = 0; w_i < static_cast<int>(blockDim.x >> 5); ++w_i) {
+    total += partial[w_i];
+  }
+  const float rstd = static_cast<float>(1.0 / sqrt(total / dim + eps));
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+    yr[j] = FromFloat<Out>((xr[j] * rstd) * w[j]);
+  }
+}
+
+__global__ void RopeKernel(float* x, int64_t rows, int64_t row_stride,
+                           int heads, int head_dim, int64_t start_pos,
+                           float base) {
+  const int half = head_dim / 2;
+  const int64_t total = rows * heads * half;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int f = static_cast<int>(i % half);
+    const int64_t rh = i / half;
+    const int h = static_cast<int>(rh % heads);
+    const int64_t r = rh / heads;
+    const double inv_freq = pow(static_cast<double>(base),
+                                -2.0 * f / static_cast<double>(head_dim));
+    const double angle = static_cast<double>(start_pos + r) * inv_freq;
+    double s;
+    double c;
+    sincos(angle, &s, &c);
+    float* x1 = x + r * row_stride + int64_t{h} * head_dim + f;
+    float* x2 = x1 + half;
+    const float a = *x1;
+    const float b = *x2;
+    const float cf = static_cast<float>(c);
+    const float sf = static_cast<float>(s);
+    *x1 = a * cf - b * sf;
+    *x2 = b * cf + a * sf;
+  }
+}
+
+__global__ void SiluMulKernel(const float* gate, int64_t gate_stride,
+                              const float* mult, int64_t mult_stride,
+                              int64_t rows, int64_t cols, float* out) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / cols;
+    const int64_t c = i % cols;
+    const float g = gate[r * gate_stride + c];
+    out[i] = g / (1.0f + expf(-g)) * mult[r * mult_stride + c];
+  }
+}
+
+__global__ void GeluKernel(const float* x, int64_t count, float* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float u = x[i];
+    out[i] = 0.5f * u * (1.0f + erff(u * 0.70710678118654752f));
+  }
+}
+
+__global__ void EmbeddingKernel(const int32_t* ids, int64_t rows,
+                                const bf16* table, int64_t dim, float* out) {
+  const int64_t total = rows * dim;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / dim;
+    out[i] = __bfloat162float(table[int64_t{ids[r]} * dim + i % dim]);
+  }
+}
+
+constexpr int kRowThreads = 1024;
+
+__global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
+  __shared__ float best_v[kRowThreads / 32];
+  __shared__ int64_t best_i[kRowThreads / 32];
+  const float* row = logits + int64_t{blockIdx.x} * vocab;
+  float bv = -FLT_MAX;
+  int64_t bi = vocab;  // "none yet" loses every tie
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const float val = row[j];
+    if (val > bv || (val == bv && j < bi)) {
+      bv = val;
+      bi = j;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    best_v[threadIdx.x >> 5] = bv;
+    best_i[threadIdx.x >> 5] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) {
+      if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)) {
+        bv = best_v[w];
+        bi = best_i[w];
+      }
+    }
+    out[blockIdx.x] = static_cast<int32_t>(bi < vocab ? bi : 0);
+  }
+}
+
+__global__ void SampleKernel(const float* logits, int64_t vocab,
+                             float temperature, const float* uniform,
+                             int32_t* out) {
+  __shared__ float seg_sum[kRowThreads];
+  __shared__ float red[kRowThreads / 32];
+  __shared__ int chosen;
+  const float* row = logits + int64_t{blockIdx.x} * vocab;
+  const float inv_t = 1.0f / temperature;
+  // Max for a stable softmax.
+  float mx = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    mx = fmaxf(mx, row[j] * inv_t);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  }
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  mx = -FLT_MAX;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
+    mx = fmaxf(mx, red[w]);
+  }
+  // Contiguous segments so the scan order is the index order.
+  const int64_t seg = (vocab + blockDim.x - 1) / blockDim.x;
+  const int64_t lo = threadIdx.x * seg;
+  const int64_t hi = lo + seg < vocab ? lo + seg : vocab;
+  float sum = 0.0f;
+  for (int64_t j = lo; j < hi; ++j) sum += __expf(row[j] * inv_t - mx);
+  seg_sum[threadIdx.x] = sum;
+  if (threadIdx.x == 0) chosen = -1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (unsigned i = 0; i < blockDim.x; ++i) total += seg_sum[i];
+    const float target = uniform[blockIdx.x] * total;
+    float run = 0.0f;
+    int last_nonempty = 0;
+    for (unsigned i = 0; i < blockDim.x; ++i) {
+      if (seg_sum[i] > 0.0f) last_nonempty = static_cast<int>(i);
+      if (run + seg_sum[i] > target) {
+        chosen = static_cast<int>(i);
+        break;
+      }
+      run += seg_sum[i];
+    }
+    if (chosen < 0) chosen = last_nonempty;           // u == 1 or rounding
+    seg_sum[0] = target - (chosen > 0 ? run : 0.0f);  // remaining mass
+    if (chosen < 0) seg_sum[0] = 0.0f;
+  }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) == chosen) {
+    float rest = seg_sum[0];
+    int64_t pick = hi - 1;
+    for (int64_t j = lo; j < hi; ++j) {
+      rest -= __expf(row[j] * inv_t - mx);
+      if (rest < 0.0f) {
+        pick = j;
+        break;
+      }
+    }
+    out[blockIdx.x] = static_cast<int32_t>(pick);
+  }
+}
+
+__global__ void F32ToBf16Kernel(const float* x, int64_t count, bf16* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2bfloat16(x[i]);
+  }
+}
+
+__global__ void Bf16ToF32Kernel(const bf16* x, int64_t count, float* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __bfloat162float(x[i]);
+  }
+}
+
+// splitmix64 of (seed, i): a uniform in [-scale, scale).
+__device__ __forceinline__ float HashUniform(uint64_t seed, int64_t i,
+                                             float scale) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  return (2.0f * u - 1.0f) * scale;
+}
+
+template <typename T>
+__global__ void FillUniformKernel(T* x, int64_t count, uint64_t seed,
+                                  float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = FromFloat<T>(HashUniform(seed, i, scale));
+  }
+}
+
+}  // namespace
+
+cudaError_t RmsNorm(const float* x, int64_t rows, int dim, const float* w,
+                    float eps, float* y, cudaStream_t stream) {
+  RmsNormKernel<float>
+      <<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, dim, w, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNormToBf16(const float* x, int64_t rows, int dim, const float* w,
+                          float eps, bf16_bits* y, cudaStream_t stream) {
+  RmsNormKernel<bf16><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
+      x, dim, w, eps, reinterpret_cast<bf16*>(y));
+  return cudaGetLastError();
+}
+
+cudaError_t RopeRotateHalf(float* x, int64_t rows, int64_t row_stride,
+                           int heads, int head_dim, int64_t start_pos,
+                           float base, cudaStream_t stream) {
+  RopeKernel<<<Blocks(rows * heads * (head_dim / 2), 256), 256, 0, stream>>>(
+      x, rows, row_stride, heads, head_dim, start_pos, base);
+  return cudaGetLastError();
+}
+
+cudaError_t SiluMul(const float* gate, int64_t gate_stride, const float* mult,
+                    int64_t mult_stride, int64_t rows, int64_t cols, float* out,
+                    cudaStream_t stream) {
+  SiluMulKernel<<<Blocks(rows * cols, 256), 256, 0, stream>>>(
+      gate, gate_stride, mult, mult_stride, rows, cols, out);
+  return cudaGetLastError();
+}
+
+cudaError_t Gelu(const float* x, int64_t count, float* out,
+                 cudaStream_t stream) {
+  GeluKernel<<<Blocks(count, 256), 256, 0, stream>>>(x, count, out);
+  return cudaGetLastError();
+}
+
+cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
+                      int64_t dim, float* out, cudaStream_t stream) {
+  EmbeddingKernel<<<Blocks(rows * dim, 256), 256, 0, stream>>>(
+      ids, rows, reinterpret_cast<const bf16*>(table), dim, out);
+  return cudaGetLastError();
+}
+
+cudaError_t ArgmaxRows(const float* logits, int64_t rows, int64_t vocab,
+                       int32_t* out, cudaStream_t stream) {
+  ArgmaxKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      logits, vocab, out);
+  return cudaGetLastError();
+}
+
+cudaError_t SampleRows(const float* logits, int64_t rows, int64_t vocab,
+                       float temperature, const float* uniform, int32_t* out,
+                       cudaStream_t stream) {
+  SampleKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      logits, vocab, temperature, uniform, out);
+  return cudaGetLastError();
+}
+
+cudaError_t F32ToBf16(const float* x, int64_t count, bf16_bits* out,
+                      cudaStream_t stream) {
+  F32ToBf16Kernel<<<Blocks(count, 256), 256, 0, stream>>>(
+      x, count, reinterpret_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,
+                      cudaStream_t stream) {
+  Bf16ToF32Kernel<<<Blocks(count, 256), 256, 0, stream>>>(
+      reinterpret_cast<const bf16*>(x), count, out);
+  return cudaGetLastError();
+}
+
+cudaError_t FillUniformF32(float* x, int64_t count, uint64_t seed, float scale,
+                           cudaStream_t stream) {
+  FillUniformKernel<float>
+      <<<Blocks(count, 256), 256, 0, stream>>>(x, count, seed, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t FillUniformBf16(bf16_bits* x, int64_t count, uint64_t seed,
+                            float scale, cudaStream_t stream) {
+  FillUniformKernel<bf16><<<Blocks(count, 256), 256, 0, stream>>>(
+      reinterpret_cast<bf16*>(x), count, seed, scale);
+  return cudaGetLastError();
+}
+
+}  // namespace twice::kernels::cuda::launch

@@ -1,0 +1,154 @@
+// Raw kernel launchers of twice_kernels_cuda. Internal: callers use the
+// validating functions of kernels/cuda/cuda_ops.h, which check every size
+// and argument first, so these index without bounds checks. Each returns
+// the launch error (cudaGetLastError) and queues work on `stream`.
+// Pointers are device pointers; bf16 data is passed as uint16_t bits.
+// Equations and layouts are documented in cuda_ops.h.
+#ifndef TWICE_KERNELS_CUDA_LAUNCH_H_
+#define TWICE_KERNELS_CUDA_LAUNCH_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace twice::kernels::cuda::launch {
+
+using bf16_bits = uint16_t;
+
+// ---- Based / JRT (based_cuda.cu) --------------------------------------------
+constexpr int kTaylorF = 16;       // feature_dim of the fused kernels
+constexpr int kLaValueSlice = 32;  // head_dim columns per thread block
+
+struct LinearAttentionArgs {
+  const bf16_bits* q = nullptr;      // [B, T, H, F]
+  const bf16_bits* k = nullptr;      // [B, T, H, F]
+  const bf16_bits* v = nullptr;      // [B, T, H, hd]
+  const bf16_bits* k_enc = nullptr;  // [B, E, H, F]
+  const bf16_bits* v_enc = nullptr;  // [B, E, H, hd]
+  int64_t batch = 0;
+  int64_t tokens = 0;
+  int64_t encoder_tokens = 0;
+  int heads = 0;
+  int head_dim = 0;
+  float eps = 0.0f;
+  float* kv_state = nullptr;  // [B, H, hd, D]
+  float* k_state = nullptr;   // [B, H, D]
+  bf16_bits* y = nullptr;     // [B, T, H, hd]
+};
+cudaError_t LinearAttentionPrefill(const LinearAttentionArgs& args,
+                                   cudaStream_t stream);
+
+cudaError_t TaylorFeatureMap(const float* x, int64_t rows, int feature_dim,
+                             float* out, cudaStream_t stream);
+
+// q, k [B, H, F] raw (feature map fused), v, y [B, H, hd].
+cudaError_t LinearAttentionStep(const float* q, const float* k, const float* v,
+                                int64_t batch, int heads, int head_dim,
+                                int feature_dim, float eps, float* kv_state,
+                                float* k_state, float* y, cudaStream_t stream);
+
+// ---- sequence mixers (sequence_cuda.cu) -------------------------------------
+cudaError_t CausalConv1d(const float* x, int64_t tokens, int64_t channels,
+                         int64_t x_stride, const float* w, int kernel_size,
+                         float* tail, float* out, cudaStream_t stream);
+
+// Softmax attention of rows: query i at context index past + i sees context
+// indices [lo_i, past + i] with lo_i = window < 0 ? 0 : max(0, past+i-window);
+// query head h reads kv head h / group.
+struct SoftmaxAttentionArgs {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const float* k = nullptr;  // [past + T, H_kv, hd]
+  const float* v = nullptr;
+  int64_t tokens = 0;
+  int64_t past = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int64_t window = -1;
+  float scale = 1.0f;
+  float* out = nullptr;  // [T, H, hd]
+};
+cudaError_t SoftmaxAttention(const SoftmaxAttentionArgs& args,
+                             cudaStream_t stream);
+
+struct RatAttentionArgs {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const float* own_k = nullptr;
+  int64_t own_k_stride = 0;
+  const float* own_v = nullptr;
+  int64_t own_v_stride = 0;
+  const float* chunk_k = nullptr;
+  int64_t chunk_k_stride = 0;
+  const float* chunk_v = nullptr;
+  int64_t chunk_v_stride = 0;
+  const int64_t* visible = nullptr;  // [T]
+  int64_t tokens = 0;
+  int heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  // [T, H, hd]
+};
+cudaError_t RatChunkAttention(const RatAttentionArgs& args,
+                              cudaStream_t stream);
+
+struct SsdArgs {
+  int heads = 0;
+  int head_dim = 0;
+  int groups = 0;
+  int state = 0;
+  int64_t tokens = 0;
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  const float* b = nullptr;
+  const float* c = nullptr;
+  int64_t bc_stride = 0;
+  const float* dt = nullptr;   // [T, H]
+  const float* a = nullptr;    // [H]
+  const float* d = nullptr;    // [H]
+  float* ssm_state = nullptr;  // [H, P, N]
+  float* y = nullptr;          // [T, H·P]
+};
+cudaError_t SsdScan(const SsdArgs& args, cudaStream_t stream);
+
+// Causal softmax attention, bf16 in/out, head_dim 64, q/k/v/out
+// [B, T, H, 64]: the flash-style baseline the benchmarks time.
+cudaError_t FlashAttentionBf16(const bf16_bits* q, const bf16_bits* k,
+                               const bf16_bits* v, int64_t batch,
+                               int64_t tokens, int heads, float scale,
+                               bf16_bits* out, cudaStream_t stream);
+
+// ---- row-wise and element-wise (elementwise_cuda.cu) ------------------------
+cudaError_t RmsNorm(const float* x, int64_t rows, int dim, const float* w,
+                    float eps, float* y, cudaStream_t stream);
+cudaError_t RmsNormToBf16(const float* x, int64_t rows, int dim, const float* w,
+                          float eps, bf16_bits* y, cudaStream_t stream);
+cudaError_t RopeRotateHalf(float* x, int64_t rows, int64_t row_stride,
+                           int heads, int head_dim, int64_t start_pos,
+                           float base, cudaStream_t stream);
+cudaError_t SiluMul(const float* gate, int64_t gate_stride, const float* mult,
+                    int64_t mult_stride, int64_t rows, int64_t cols, float* out,
+                    cudaStream_t stream);
+cudaError_t Gelu(const float* x, int64_t count, float* out,
+                 cudaStream_t stream);
+cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
+                      int64_t dim, float* out, cudaStream_t stream);
+cudaError_t ArgmaxRows(const float* logits, int64_t rows, int64_t vocab,
+                       int32_t* out, cudaStream_t stream);
+cudaError_t SampleRows(const float* logits, int64_t rows, int64_t vocab,
+                       float temperature, const float* uniform, int32_t* out,
+                       cudaStream_t stream);
+cudaError_t F32ToBf16(const float* x, int64_t count, bf16_bits* out,
+                      cudaStream_t stream);
+cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,
+                      cudaStream_t stream);
+// Uniform values in [-scale, scale) from a counter-based hash of (seed, i).
+cudaError_t FillUniformF32(float* x, int64_t count, uint64_t seed, float scale,
+                           cudaStream_t stream);
+cudaError_t FillUniformBf16(bf16_bits* x, int64_t count, uint64_t seed,
+                            float scale, cudaStream_t stream);
+
+}  // namespace twice::kernels::cuda::launch
+
+#endif  // TWICE_KERNELS_CUDA_LAUNCH_H_

@@ -1,0 +1,140 @@
+// Shared fixture of the CUDA-vs-CPU tests: a stream and an allocator on
+// device 0, or GTEST_SKIP when no GPU is usable (ctest then reports the test
+// as skipped, not passed). Inputs are random with a fresh seed per run
+// (TWICE_CUDA_TEST_SEED fixes it; the seed is printed), and results are
+// compared with the CPU twin by the norm-wise relative error
+//   ||got - want||_2 / ||want||_2  <= 1e-2 (bf16 paths) or 1e-5 (f32).
+#ifndef TWICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
+#define TWICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/stream.h"
+
+namespace twice::kernels::cuda::testing {
+
+inline constexpr double kBf16Tolerance = 1e-2;
+inline constexpr double kF32Tolerance = 1e-5;
+
+inline uint32_t TestSeed() {
+  static const uint32_t seed = [] {
+    const char* env = std::getenv("TWICE_CUDA_TEST_SEED");
+    const uint32_t s =
+        env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
+                       : std::random_device{}();
+    std::printf("TWICE_CUDA_TEST_SEED=%u\n", s);
+    return s;
+  }();
+  return seed;
+}
+
+inline std::vector<float> Random(size_t n, uint32_t salt, float scale = 1.0f) {
+  std::mt19937 rng(TestSeed() * 2654435761u + salt);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Rounds every value to bf16 (so the CPU twin sees the GPU's inputs).
+inline std::vector<float> RoundBf16(std::vector<float> v) {
+  for (float& x : v) x = FromBf16(ToBf16(x));
+  return v;
+}
+
+inline std::vector<Bf16> ToBf16Vector(const std::vector<float>& v) {
+  std::vector<Bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = ToBf16(v[i]);
+  return out;
+}
+
+inline std::vector<float> FromBf16Vector(const std::vector<Bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = FromBf16(v[i]);
+  return out;
+}
+
+inline double RelativeError(const std::vector<float>& got,
+                            const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double num = 0.0;
+  double den = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double{got[i]} - want[i];
+    num += d * d;
+    den += double{want[i]} * want[i];
+  }
+  if (!std::isfinite(num)) return INFINITY;
+  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+#define TWICE_EXPECT_REL(got, want, tol)                               \
+  do {                                                                 \
+    const double twice_rel_ =                                          \
+        ::twice::kernels::cuda::testing::RelativeError((got), (want)); \
+    EXPECT_LE(twice_rel_, (tol)) << #got " vs " #want;                 \
+  } while (false)
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    TestSeed();
+    auto stream = Stream::Create(0);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::move(*stream);
+    allocator_ = std::make_unique<DeviceAllocator>(0);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) {
+      EXPECT_TRUE(stream_->Synchronize().ok());
+    }
+  }
+
+  // Uploads `host` into a new buffer.
+  template <typename T>
+  DeviceBuffer Put(const std::vector<T>& host) {
+    auto buf = allocator_->AllocateArray<T>(static_cast<int64_t>(host.size()));
+    EXPECT_TRUE(buf.ok()) << buf.status();
+    if (!buf.ok()) return DeviceBuffer();
+    EXPECT_TRUE(Upload(host, buf->template span<T>(), stream_->get()).ok());
+    return std::move(*buf);
+  }
+  DeviceBuffer PutBf16(const std::vector<float>& host) {
+    return Put(ToBf16Vector(host));
+  }
+  template <typename T>
+  DeviceBuffer Zeros(int64_t count) {
+    return Put(std::vector<T>(static_cast<size_t>(count), T{}));
+  }
+  // Synchronises, then downloads.
+  template <typename T>
+  std::vector<T> Get(const DeviceBuffer& buf) {
+    EXPECT_TRUE(stream_->Synchronize().ok());
+    std::vector<T> host;
+    EXPECT_TRUE(Download(DeviceSpan<const T>(buf.template span<T>()), host,
+                         stream_->get())
+                    .ok());
+    return host;
+  }
+  std::vector<float> GetBf16(const DeviceBuffer& buf) {
+    return FromBf16Vector(Get<Bf16>(buf));
+  }
+
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<DeviceAllocator> allocator_;
+};
+
+}  // namespace twice::kernels::cuda::testing
+
+#endif  // TWICE_TESTS_CUDA_CUDA_TEST_UTIL_H_

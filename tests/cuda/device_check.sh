@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The CUDA device check: on a machine with an NVIDIA GPU, builds the CUDA
+# targets (kernels-only configure, Release, no ccache, -j16), runs every
+# CUDA-vs-CPU test on fresh random inputs (bf16 paths <= 1e-2 relative
+# error, f32 <= 1e-5), times the prefill table (Based and JRT-RNN layers at
+# batch 16 x {2k, 8k, 16k, 32k}, the in-repo flash-style softmax attention,
+# PyTorch SDPA when torch with CUDA is present, the Based-360M-shape model)
+# and writes everything to bench/results/cuda_<date>.md.
+#
+#   tests/cuda/device_check.sh            (from anywhere; about 3-6 minutes)
+#   TWICE_CUDA_TEST_SEED=123 ...          reproduce a test run's inputs
+#   TWICE_DEVICE_QUICK=1 ...              tokens 2048,8192 only, no model
+#
+# Exit status: 0 when every test passed and the bench ran, 1 otherwise, 77
+# when there is no GPU.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+start=$(date +%s)
+build="${TWICE_DEVICE_BUILD:-$root/build-device}"
+log() { echo "[device_check $(($(date +%s) - start))s] $*" >&2; }
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "device_check: no NVIDIA GPU visible (nvidia-smi -L failed): skipped"
+  exit 77
+fi
+gpu=$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | head -1)
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+arch="${TWICE_CUDA_ARCH:-${cap:-90}}"
+log "GPU: $gpu (building for sm_$arch)"
+
+# ---- 1. toolchain: install only what is missing (Debian/Ubuntu) -------------
+nvcc="$(command -v nvcc || true)"
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc" ]; then
+  echo "device_check: nvcc not found (install the CUDA toolkit)" >&2
+  exit 1
+fi
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v g++ >/dev/null || missing+=(g++)
+[ -f /usr/include/absl/status/status.h ] || missing+=(libabsl-dev)
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev libgmock-dev)
+ls /usr/lib/*/cmake/openblas/OpenBLASConfig.cmake /usr/lib/*/openblas*/cmake/openblas/OpenBLASConfig.cmake \
+  /usr/lib/cmake/openblas/OpenBLASConfig.cmake >/dev/null 2>&1 || missing+=(libopenblas-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  timeout 240 "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=60 update -qq &&
+    DEBIAN_FRONTEND=noninteractive timeout 240 "${sudo_cmd[@]}" apt-get \
+      -o DPkg::Lock::Timeout=60 install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null ||
+    { echo "device_check: could not install ${missing[*]}" >&2; exit 1; }
+fi
+
+# ---- 2. build the CUDA targets only ----------------------------------------------
+targets=(cuda_device_info_test cuda_plumbing_test based_cuda_test
+         sequence_cuda_test elementwise_cuda_test cuda_prefill_bench)
+log "configure + build (${targets[*]})"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND >"$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log" >&2; exit 1; }
+timeout 300 ninja -C "$build" -j16 "${targets[@]}" >"$build.build.log" 2>&1 ||
+  { tail -50 "$build.build.log" >&2; exit 1; }
+log "built"
+
+# ---- 3. CUDA-vs-CPU tests on fresh random inputs ----------------------------------
+export TWICE_CUDA_TEST_SEED="${TWICE_CUDA_TEST_SEED:-$(date +%s)}"
+mkdir -p "$root/bench/results"
+out="$root/bench/results/cuda_$(date -u +%Y%m%d_%H%M%S).md"
+{
+  echo "# CUDA device check $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "GPU: $gpu; nvcc: $("$nvcc" --version | tail -1); commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo
+  echo "## Tests (TWICE_CUDA_TEST_SEED=$TWICE_CUDA_TEST_SEED)"
+  echo
+  echo "| test binary | result |"
+  echo "|---|---|"
+} >"$out"
+failed=0
+for t in cuda_device_info_test cuda_plumbing_test based_cuda_test \
+         sequence_cuda_test elementwise_cuda_test; do
+  bin=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
+  if timeout 120 "$bin" >"$build.$t.log" 2>&1; then
+    summary=$(grep -E "^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$build.$t.log" | tr '\n' ' ')
+    echo "| $t | ok ${summary} |" >>"$out"
+  else
+    failed=1
+    echo "| $t | FAILED: $(grep -E '^\[  FAILED  \]' "$build.$t.log" | tr '\n' ' ') |" >>"$out"
+    grep -B5 -E "Failure|error" "$build.$t.log" | head -40 >&2
+  fi
+done
+log "tests done (failed=$failed)"
+
+# ---- 4. PyTorch SDPA baseline (optional) --------------------------------------------
+tokens="2048,8192,16384,32768"
+model_flag=()
+if [ -n "${TWICE_DEVICE_QUICK:-}" ]; then tokens="2048,8192"; model_flag=(--no-model); fi
+sdpa="$build.sdpa.txt"
+: >"$sdpa"
+py=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    py="$p"; break
+  fi
+done
+if [ -n "$py" ]; then
+  log "SDPA baseline with $py"
+  timeout 180 "$py" - "$tokens" >"$sdpa" <<'PY' || log "SDPA failed; rows will say skipped"
+import sys, torch
+import torch.nn.functional as F
+for t in [int(x) for x in sys.argv[1].split(",")]:
+    q, k, v = (torch.randn(16, 16, t, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    try:
+        ctx = torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    except AttributeError:
+        ctx = torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False, enable_mem_efficient=False)
+    with ctx:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.cuda.synchronize()
+        best = 1e30
+        for _ in range(3):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); F.scaled_dot_product_attention(q, k, v, is_causal=True); e.record()
+            torch.cuda.synchronize()
+            best = min(best, s.elapsed_time(e))
+    print(t, best)
+    del q, k, v
+PY
+else
+  log "no torch with CUDA: SDPA rows say skipped"
+fi
+
+# ---- 5. the prefill table ------------------------------------------------------------
+{
+  echo
+  echo "## Prefill timings"
+  echo
+  [ -z "$py" ] && echo "PyTorch SDPA: skipped: no torch (with CUDA) on this machine." && echo
+} >>"$out"
+log "bench (tokens $tokens)"
+bench=$(find "$build" -name cuda_prefill_bench -type f -perm -u+x | head -1)
+if ! timeout 300 "$bench" --tokens="$tokens" --batch=16 --sdpa="$sdpa" \
+     --out="$out" "${model_flag[@]}" >"$build.bench.log" 2>&1; then
+  failed=1
+  echo "bench FAILED: $(tail -3 "$build.bench.log")" >>"$out"
+fi
+cat "$build.bench.log"
+{
+  echo
+  echo "Targets (H200): based <= 5.0 ms and jrt <= 6.0 ms at T = 32768, B = 16,"
+  echo "and >= 15x faster than the same-run SDPA."
+  echo
+  echo "Total device check time: $(($(date +%s) - start)) s"
+} >>"$out"
+log "wrote $out"
+exit $failed

@@ -1,0 +1,180 @@
+// Row-wise and element-wise CUDA kernels against their CPU twins (f32,
+// 1e-5; bf16 outputs 1e-2): RMSNorm, RoPE, SiLU gating / SwiGLU, GELU,
+// embedding, greedy and temperature sampling, conversions.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/activations.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace twice::kernels::cuda {
+namespace {
+
+using testing::CudaTest;
+using testing::kBf16Tolerance;
+using testing::kF32Tolerance;
+using testing::Random;
+using testing::RoundBf16;
+
+using ElementwiseCudaTest = CudaTest;
+
+TEST_F(ElementwiseCudaTest, RmsNormMatchesCpu) {
+  for (int64_t dim : {64, 1000, 2048}) {
+    const int64_t rows = 33;
+    const std::vector<float> x = Random(rows * dim, 1, 3.0f);
+    const std::vector<float> w = Random(dim, 2);
+    std::vector<float> want(rows * dim);
+    ASSERT_TRUE(
+        kernels::RmsNorm(x, rows, dim, w, 1e-5f, absl::MakeSpan(want)).ok());
+    DeviceBuffer dx = Put(x), dw = Put(w);
+    DeviceBuffer dy = Zeros<float>(rows * dim);
+    DeviceBuffer dy16 = Zeros<Bf16>(rows * dim);
+    ASSERT_TRUE(RmsNorm(*stream_, dx.span<float>(), rows, dim, dw.span<float>(),
+                        1e-5f, dy.span<float>())
+                    .ok());
+    ASSERT_TRUE(RmsNorm(*stream_, dx.span<float>(), rows, dim, dw.span<float>(),
+                        1e-5f, dy16.span<Bf16>())
+                    .ok());
+    TWICE_EXPECT_REL(Get<float>(dy), want, kF32Tolerance);
+    TWICE_EXPECT_REL(GetBf16(dy16), want, kBf16Tolerance);
+  }
+}
+
+TEST_F(ElementwiseCudaTest, RopeMatchesCpuAtLongPositions) {
+  const int64_t rows = 19, heads = 4, hd = 64, stride = 3 * heads * hd;
+  for (int64_t start : {0, 100000}) {
+    std::vector<float> x = Random(rows * stride, 3);
+    DeviceBuffer dx = Put(x);
+    ASSERT_TRUE(kernels::RopeRotateHalf(absl::MakeSpan(x), rows, stride, heads,
+                                        hd, start, 10000.0f)
+                    .ok());
+    ASSERT_TRUE(RopeRotateHalf(*stream_, dx.span<float>(), rows, stride, heads,
+                               hd, start, 10000.0f)
+                    .ok());
+    TWICE_EXPECT_REL(Get<float>(dx), x, kF32Tolerance);
+  }
+}
+
+TEST_F(ElementwiseCudaTest, SiluMulAndSwiGluMatchCpu) {
+  const int64_t rows = 21, hidden = 300;
+  const std::vector<float> u = Random(rows * 2 * hidden, 4, 4.0f);
+  std::vector<float> want(rows * hidden);
+  ASSERT_TRUE(kernels::SwiGlu(u, rows, hidden, absl::MakeSpan(want)).ok());
+  DeviceBuffer du = Put(u);
+  DeviceBuffer dout = Zeros<float>(rows * hidden);
+  ASSERT_TRUE(
+      SwiGlu(*stream_, du.span<float>(), rows, hidden, dout.span<float>())
+          .ok());
+  TWICE_EXPECT_REL(Get<float>(dout), want, kF32Tolerance);
+
+  // SiluMul with the gate as the first half.
+  const absl::Span<const float> h(u);
+  ASSERT_TRUE(kernels::SiluMul(h, 2 * hidden, h.subspan(hidden), 2 * hidden,
+                               rows, hidden, absl::MakeSpan(want))
+                  .ok());
+  const DeviceSpan<const float> d = du.span<float>();
+  ASSERT_TRUE(SiluMul(*stream_, d, 2 * hidden,
+                      d.subspan(hidden, d.size - hidden), 2 * hidden, rows,
+                      hidden, dout.span<float>())
+                  .ok());
+  TWICE_EXPECT_REL(Get<float>(dout), want, kF32Tolerance);
+}
+
+TEST_F(ElementwiseCudaTest, GeluMatchesExactErf) {
+  const std::vector<float> x = Random(5000, 5, 6.0f);
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double u = x[i];
+    want[i] =
+        static_cast<float>(0.5 * u * (1.0 + std::erf(u / std::sqrt(2.0))));
+  }
+  DeviceBuffer dx = Put(x);
+  DeviceBuffer dy = Zeros<float>(static_cast<int64_t>(x.size()));
+  ASSERT_TRUE(Gelu(*stream_, dx.span<float>(), dy.span<float>()).ok());
+  TWICE_EXPECT_REL(Get<float>(dy), want, kF32Tolerance);
+}
+
+TEST_F(ElementwiseCudaTest, EmbeddingGathersRows) {
+  const int64_t vocab = 1000, dim = 96;
+  const std::vector<float> table = RoundBf16(Random(vocab * dim, 6));
+  const std::vector<int32_t> ids = {0, 999, 5, 5, 123};
+  std::vector<float> want;
+  for (int32_t id : ids) {
+    want.insert(want.end(), table.begin() + id * dim,
+                table.begin() + (id + 1) * dim);
+  }
+  DeviceBuffer dt = PutBf16(table);
+  DeviceBuffer dout = Zeros<float>(static_cast<int64_t>(ids.size()) * dim);
+  ASSERT_TRUE(Embedding(*stream_, *allocator_, ids, dt.span<Bf16>(), vocab, dim,
+                        dout.span<float>())
+                  .ok());
+  EXPECT_EQ(Get<float>(dout), want);
+  const std::vector<int32_t> bad = {1000};
+  DeviceBuffer one = Zeros<float>(dim);
+  EXPECT_EQ(Embedding(*stream_, *allocator_, bad, dt.span<Bf16>(), vocab, dim,
+                      one.span<float>())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ElementwiseCudaTest, ArgmaxAndSampleMatchCpu) {
+  const int64_t rows = 5, vocab = 50257;
+  std::vector<float> logits = Random(rows * vocab, 7, 5.0f);
+  logits[2 * vocab + 777] = 100.0f;  // a clear winner in row 2
+  logits[3 * vocab + 10] = 50.0f;    // a tie in row 3: lowest index wins
+  logits[3 * vocab + 20] = 50.0f;
+  std::vector<float> uniform = Random(rows, 8);
+  for (float& u : uniform) u = std::abs(u) * 0.999f;
+  DeviceBuffer dl = Put(logits), du = Put(uniform);
+  DeviceBuffer dout = Zeros<int32_t>(rows);
+  ASSERT_TRUE(
+      ArgmaxRows(*stream_, dl.span<float>(), rows, vocab, dout.span<int32_t>())
+          .ok());
+  const std::vector<int32_t> greedy = Get<int32_t>(dout);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto begin = logits.begin() + r * vocab;
+    EXPECT_EQ(greedy[r], std::max_element(begin, begin + vocab) - begin);
+  }
+  const float temperature = 0.7f;
+  ASSERT_TRUE(SampleRows(*stream_, dl.span<float>(), rows, vocab, temperature,
+                         du.span<float>(), dout.span<int32_t>())
+                  .ok());
+  const std::vector<int32_t> sampled = Get<int32_t>(dout);
+  // CPU oracle in double: the sampled index's CDF interval must contain u
+  // (with float slack at the interval edges).
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    const double mx = *std::max_element(row, row + vocab) / temperature;
+    double total = 0.0;
+    for (int64_t j = 0; j < vocab; ++j)
+      total += std::exp(row[j] / temperature - mx);
+    double below = 0.0;
+    for (int64_t j = 0; j < sampled[r]; ++j) {
+      below += std::exp(row[j] / temperature - mx);
+    }
+    const double p = std::exp(row[sampled[r]] / temperature - mx);
+    ASSERT_GE(sampled[r], 0);
+    ASSERT_LT(sampled[r], vocab);
+    EXPECT_LE(below / total, uniform[r] + 1e-4) << "row " << r;
+    EXPECT_GE((below + p) / total, uniform[r] - 1e-4) << "row " << r;
+  }
+}
+
+TEST_F(ElementwiseCudaTest, ConversionsRoundTrip) {
+  const std::vector<float> x = Random(4097, 9, 100.0f);
+  DeviceBuffer dx = Put(x);
+  DeviceBuffer d16 = Zeros<Bf16>(4097);
+  DeviceBuffer dback = Zeros<float>(4097);
+  ASSERT_TRUE(ConvertToBf16(*stream_, dx.span<float>(), d16.span<Bf16>()).ok());
+  ASSERT_TRUE(
+      ConvertToF32(*stream_, d16.span<Bf16>(), dback.span<float>()).ok());
+  EXPECT_EQ(Get<float>(dback), RoundBf16(x));  // same rounding as the host
+}
+
+}  // namespace
+}  // namespace twice::kernels::cuda
