@@ -12,6 +12,7 @@ packages=(
   librocksdb-dev libabsl-dev libssl-dev libxxhash-dev libicu-dev
   nlohmann-json3-dev libopenblas-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl  # the TLS tests make throwaway certificates
   python3-yaml
 )
 # The deploy tests render the Kubernetes manifests with `kubectl kustomize`;

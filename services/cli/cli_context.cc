@@ -4,19 +4,29 @@
 #include <grpcpp/security/credentials.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/status/status.h"
+#include "services/common/tls.h"
 
 namespace twice::cli {
 
 std::shared_ptr<grpc::Channel> CliContext::Connect() const {
-  return grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  services::TlsOptions tls;
+  tls.ca_file = tls_ca;
+  tls.cert_file = tls_cert;
+  tls.key_file = tls_key;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      services::MakeChannelCredentials(tls);
+  if (!credentials.ok()) std::exit(ReportError(*this, credentials.status()));
+  return grpc::CreateChannel(server, *credentials);
 }
 
 std::unique_ptr<grpc::ClientContext> CliContext::NewCall() const {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
   return context;
 }
 

@@ -20,6 +20,13 @@ struct CliContext {
   std::string server;  // host:port
   bool json = false;   // one JSON object on stdout
   std::chrono::seconds timeout{600};
+  // TLS: trust roots (empty = plaintext) and an optional client
+  // certificate and key (PEM files).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  // Bearer token sent as `authorization` metadata; empty = none.
+  std::string token;
   std::vector<std::string> args;  // positional arguments after the command
 
   // ingest
@@ -41,8 +48,10 @@ struct CliContext {
   std::string out;
   std::string tokenizer;  // empty = the built-in GPT-2 tokenizer
 
+  // A channel to `server` (TLS with tls_ca). An unreadable PEM file is
+  // reported like a failed call and the command exits with code 1.
   std::shared_ptr<grpc::Channel> Connect() const;
-  // A client context with the command's deadline.
+  // A client context with the command's deadline and bearer token.
   std::unique_ptr<grpc::ClientContext> NewCall() const;
 };
 

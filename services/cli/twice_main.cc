@@ -19,6 +19,7 @@
 // Every command takes --server=HOST:PORT and --json (one JSON object on
 // stdout). Exit code 0 on success, 1 on any error.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Twice server HOST:PORT");
 ABSL_FLAG(bool, json, false, "Print one JSON object on stdout");
 ABSL_FLAG(int, timeout_seconds, 600, "Deadline of each call");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM trust roots: connect over TLS and verify the server against "
+          "them (empty = plaintext)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate for servers that require one (mTLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, token, "",
+          "Bearer token sent with every call (default: $TWICE_TOKEN)");
 ABSL_FLAG(std::string, model, "", "ingest: model name (empty = default)");
 ABSL_FLAG(std::string, doc_id, "", "ingest: document id (empty = derived)");
 ABSL_FLAG(int64_t, segment_tokens, 0,
@@ -77,6 +86,13 @@ int main(int argc, char** argv) {
   cli.server = absl::GetFlag(FLAGS_server);
   cli.json = absl::GetFlag(FLAGS_json);
   cli.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_seconds));
+  cli.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  cli.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  cli.tls_key = absl::GetFlag(FLAGS_tls_key);
+  cli.token = absl::GetFlag(FLAGS_token);
+  if (cli.token.empty() && std::getenv("TWICE_TOKEN") != nullptr) {
+    cli.token = std::getenv("TWICE_TOKEN");
+  }
   cli.args.assign(positional.begin() + 2, positional.end());
   cli.model = absl::GetFlag(FLAGS_model);
   cli.document_id = absl::GetFlag(FLAGS_doc_id);

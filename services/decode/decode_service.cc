@@ -41,6 +41,9 @@ DecodeService::~DecodeService() = default;
 grpc::Status DecodeService::Generate(
     grpc::ServerContext* context, const v1::GenerateRequest* request,
     grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<const engine::Model*> model = models_->Find(request->model());
   if (!model.ok()) return ToGrpcStatus(model.status());
@@ -154,9 +157,15 @@ grpc::Status DecodeService::Generate(
   return grpc::Status::OK;
 }
 
-grpc::Status DecodeService::Stats(grpc::ServerContext* /*context*/,
+grpc::Status DecodeService::Stats(grpc::ServerContext* context,
                                   const v1::DecodeStatsRequest* /*request*/,
                                   v1::DecodeStats* response) {
+  // The metrics gauge reads the stats in process, without a call.
+  if (context != nullptr) {
+    if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+      return ToGrpcStatus(auth);
+    }
+  }
   for (const auto& [name, loop] : loops_) {
     const engine::DecodeLoopStats stats = loop->stats();
     response->set_steps(response->steps() + stats.steps);

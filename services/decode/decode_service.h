@@ -20,6 +20,7 @@
 #include <string>
 
 #include "engine/runtime/decode_loop.h"
+#include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/common/state_cache.h"
 #include "storage/state_store.h"
@@ -56,9 +57,15 @@ class DecodeService final : public v1::Decode::Service {
                      const v1::DecodeStatsRequest* request,
                      v1::DecodeStats* response) override;
 
+  // Authenticates every call (services/common/auth.h): internal peers
+  // only. nullptr (the default) = no checks. `auth` must outlive the
+  // service; call before serving.
+  void SetAuthenticator(Authenticator* auth) { auth_ = auth; }
+
  private:
   const ModelRegistry* models_;
   storage::StateStore* store_;
+  Authenticator* auth_ = nullptr;
   DecodeLimits limits_;
   StateCache cache_;
   // By model name; filled in the constructor, then read-only.

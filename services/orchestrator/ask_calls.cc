@@ -147,6 +147,10 @@ absl::StatusOr<const engine::Model*> OrchestratorService::ModelOfDocument(
 grpc::Status OrchestratorService::Ask(
     grpc::ServerContext* context, const v1::AskRequest* request,
     grpc::ServerWriter<v1::AskResponse>* writer) {
+  if (absl::StatusOr<std::string> tenant = CallerTenant(*context);
+      !tenant.ok()) {
+    return ToGrpcStatus(tenant.status());
+  }
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
@@ -173,6 +177,10 @@ grpc::Status OrchestratorService::Ask(
 grpc::Status OrchestratorService::BatchAsk(
     grpc::ServerContext* context, const v1::BatchAskRequest* request,
     grpc::ServerWriter<v1::BatchAskResponse>* writer) {
+  if (absl::StatusOr<std::string> tenant = CallerTenant(*context);
+      !tenant.ok()) {
+    return ToGrpcStatus(tenant.status());
+  }
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   if (request->questions_size() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -19,7 +19,6 @@
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
 #include "services/common/state_io.h"
-#include "services/common/tenant.h"
 #include "services/orchestrator/document_ids.h"
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/orchestrator_service.h"
@@ -99,8 +98,10 @@ grpc::Status OrchestratorService::Ingest(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::IngestResponse, v1::IngestRequest>* stream) {
   const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> caller_tenant = CallerTenant(*context);
+  if (!caller_tenant.ok()) return ToGrpcStatus(caller_tenant.status());
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
-  const std::string tenant = TenantOf(*context);
+  const std::string tenant = *caller_tenant;
   v1::IngestRequest request;
   if (!stream->Read(&request) || !request.has_header()) {
     return Invalid("Ingest: the first message must carry the header");
@@ -268,6 +269,10 @@ grpc::Status OrchestratorService::Append(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::IngestResponse, v1::AppendRequest>* stream) {
   const auto started = std::chrono::steady_clock::now();
+  if (absl::StatusOr<std::string> tenant = CallerTenant(*context);
+      !tenant.ok()) {
+    return ToGrpcStatus(tenant.status());
+  }
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   v1::AppendRequest request;
   if (!stream->Read(&request) || request.document_id().empty()) {

@@ -8,7 +8,6 @@
 #include "services/common/grpc_status.h"
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
-#include "services/common/tenant.h"
 #include "services/orchestrator/document_ids.h"
 
 namespace twice::services {
@@ -23,9 +22,11 @@ grpc::Status Invalid(std::string message) {
 OrchestratorService::OrchestratorService(const ModelRegistry* models,
                                          storage::StateStore* store,
                                          OrchestratorLimits limits,
-                                         PromptTemplates templates)
+                                         PromptTemplates templates,
+                                         Authenticator* auth)
     : models_(models),
       store_(store),
+      auth_(auth),
       limits_(limits),
       templates_(std::move(templates)) {}
 
@@ -74,12 +75,25 @@ absl::StatusOr<std::vector<int32_t>> OrchestratorService::Tokenize(
   return model.tokenizer().Encode(text);
 }
 
+absl::StatusOr<std::string> OrchestratorService::CallerTenant(
+    const grpc::ServerContext& context) {
+  absl::StatusOr<Caller> caller = AuthenticatePublic(auth_, context);
+  if (!caller.ok()) return caller.status();
+  return caller->tenant;
+}
+
 absl::StatusOr<storage::DocumentRecord> OrchestratorService::FindDocument(
     const grpc::ServerContext& context, const std::string& document_id) {
+  // Credentials first: an unauthenticated caller learns nothing, not even
+  // whether an id is well formed.
+  absl::StatusOr<std::string> tenant = CallerTenant(context);
+  if (!tenant.ok()) return tenant.status();
   absl::Status valid = ValidateDocumentId(document_id);
   if (!valid.ok()) return valid;
+  // The store scopes records by tenant, so another tenant's id is simply
+  // absent here.
   absl::StatusOr<storage::DocumentRecord> record =
-      store_->GetDocument(TenantOf(context), document_id);
+      store_->GetDocument(*tenant, document_id);
   if (record.status().code() == absl::StatusCode::kNotFound) {
     return absl::NotFoundError(
         absl::StrCat("document '", document_id, "' not found"));
@@ -100,11 +114,13 @@ grpc::Status OrchestratorService::GetDocument(
 grpc::Status OrchestratorService::ListDocuments(
     grpc::ServerContext* context, const v1::ListDocumentsRequest* request,
     v1::ListDocumentsResponse* response) {
+  absl::StatusOr<std::string> tenant = CallerTenant(*context);
+  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
   if (request->page_size() < 0 || request->page_size() > 1000) {
     return Invalid("page_size must be in [0, 1000]");
   }
   absl::StatusOr<storage::DocumentPage> page = store_->ListDocuments(
-      TenantOf(*context), request->page_size(), request->page_token());
+      *tenant, request->page_size(), request->page_token());
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const storage::DocumentRecord& record : page->records) {
     *response->add_documents() = ToDocumentInfo(record);
@@ -144,6 +160,8 @@ grpc::Status OrchestratorService::PinDocument(
 grpc::Status OrchestratorService::ListModels(
     grpc::ServerContext* context, const v1::ListModelsRequest* request,
     v1::ListModelsResponse* response) {
+  absl::StatusOr<std::string> tenant = CallerTenant(*context);
+  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
   for (const std::string& name : models_->names()) {
     *response->add_models() = models_->Describe(name);
   }

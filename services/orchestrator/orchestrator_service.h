@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/prompt_templates.h"
@@ -44,10 +45,13 @@ struct OrchestratorLimits {
 
 class OrchestratorService final : public v1::Orchestrator::Service {
  public:
-  // `models` and `store` must outlive the service. `templates` apply to
-  // every model that configures none of its own (LoadModelTemplates).
+  // `models`, `store` and `auth` must outlive the service. `templates`
+  // apply to every model that configures none of its own
+  // (LoadModelTemplates). `auth` authenticates every call and names its
+  // tenant; nullptr = every caller is tenant "default".
   OrchestratorService(const ModelRegistry* models, storage::StateStore* store,
-                      OrchestratorLimits limits, PromptTemplates templates);
+                      OrchestratorLimits limits, PromptTemplates templates,
+                      Authenticator* auth = nullptr);
 
   // Reads the prompt templates of model `name` from its directory's
   // config.json (prompt_templates.h). Call before serving.
@@ -167,6 +171,11 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // a prefix encoder.
   static absl::Status NoPrefixEncoder(const std::string& model_name,
                                       const engine::Model& model);
+  // The caller's tenant (auth.h); UNAUTHENTICATED without valid
+  // credentials.
+  absl::StatusOr<std::string> CallerTenant(const grpc::ServerContext& context);
+  // The caller's document `document_id`: another tenant's document answers
+  // NOT_FOUND exactly like a missing one.
   absl::StatusOr<storage::DocumentRecord> FindDocument(
       const grpc::ServerContext& context, const std::string& document_id);
   // The loaded model a document was read with; FAILED_PRECONDITION when it
@@ -188,6 +197,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
 
   const ModelRegistry* models_;
   storage::StateStore* store_;
+  Authenticator* auth_;
   // Written once by BindInternalServices before `bound_` is released.
   std::unique_ptr<PrefillPool> prefill_;
   std::unique_ptr<DecodePool> decode_;

@@ -24,6 +24,9 @@ grpc::Status Invalid(std::string message) {
 grpc::Status PrefillService::Prefill(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   const auto started = std::chrono::steady_clock::now();
   v1::PrefillRequest request;
   if (!stream->Read(&request) || !request.has_header()) {

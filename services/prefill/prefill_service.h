@@ -4,6 +4,7 @@
 #ifndef TWICE_SERVICES_PREFILL_PREFILL_SERVICE_H_
 #define TWICE_SERVICES_PREFILL_PREFILL_SERVICE_H_
 
+#include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/common/state_cache.h"
 #include "storage/state_store.h"
@@ -26,9 +27,15 @@ class PrefillService final : public v1::Prefill::Service {
       grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream)
       override;
 
+  // Authenticates every call (services/common/auth.h): internal peers
+  // only. nullptr (the default) = no checks. `auth` must outlive the
+  // service; call before serving.
+  void SetAuthenticator(Authenticator* auth) { auth_ = auth; }
+
  private:
   const ModelRegistry* models_;
   storage::StateStore* store_;
+  Authenticator* auth_ = nullptr;
   StateCache cache_;
 };
 

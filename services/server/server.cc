@@ -12,8 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "services/common/auth.h"
 #include "services/common/log.h"
 #include "services/common/request_id.h"
+#include "services/common/tls.h"
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
@@ -29,14 +31,31 @@ namespace {
 // 256 KiB chunks; 16 MiB leaves room without inviting huge messages.
 constexpr int kMaxMessageBytes = 16 << 20;
 
-std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
+// Interceptors every internal channel runs: the internal token, when this
+// process has one, so the called role trusts the tenant named in requests.
+std::vector<
+    std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+InternalInterceptors(const std::string& internal_token) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      creators;
+  if (!internal_token.empty()) {
+    creators.push_back(NewBearerTokenInterceptorFactory(internal_token));
+  }
+  return creators;
+}
+
+std::shared_ptr<grpc::Channel> Connect(
+    const std::string& address,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const std::string& internal_token) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   // A dns:/// name of a headless Service resolves to every pod behind it;
   // round robin spreads calls over all of them (pick-first would pin one).
   args.SetLoadBalancingPolicyName("round_robin");
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, credentials, args, InternalInterceptors(internal_token));
 }
 
 }  // namespace
@@ -48,6 +67,50 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   std::unique_ptr<TwiceServer> server(new TwiceServer());
   server->options_ = options;
   const Role role = options.role;
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials =
+      MakeServerCredentials(options.tls);
+  if (!server_credentials.ok()) return server_credentials.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
+      channel_credentials = MakeChannelCredentials(options.tls);
+  if (!channel_credentials.ok()) return channel_credentials.status();
+  if (!options.tls.server_tls() && !IsLoopbackListen(options.listen)) {
+    Log(LogLevel::kWarning, "server.plaintext",
+        absl::StrCat("listen=", LogValue(options.listen), " reason=",
+                     LogValue("--allow_plaintext: calls and tokens travel "
+                              "unencrypted")));
+  }
+  // The internal token this process presents to, and requires from, the
+  // other roles. Role all with a token file but no internal token makes a
+  // random one: its orchestrator calls its own prefill and decode in
+  // process, and no other process needs to know it.
+  std::string internal_token;
+  if (!options.internal_token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        ReadInternalToken(options.internal_token_file);
+    if (!token.ok()) return token.status();
+    internal_token = *std::move(token);
+  } else if (role == Role::kAll && !options.auth_tokens_file.empty()) {
+    internal_token = NewRandomToken();
+  }
+  AuthOptions auth_options;
+  auth_options.tokens_file = options.auth_tokens_file;
+  auth_options.internal_token = internal_token;
+  auth_options.trust_client_certificates = !options.tls.client_ca_file.empty();
+  {
+    absl::StatusOr<std::unique_ptr<Authenticator>> auth =
+        Authenticator::Create(auth_options);
+    if (!auth.ok()) return auth.status();
+    if ((*auth)->enabled()) server->auth_ = *std::move(auth);
+  }
+  Authenticator* auth = server->auth_.get();
+  Log(LogLevel::kInfo, "server.security",
+      absl::StrCat(
+          "tls=", options.tls.server_tls() ? "on" : "off",
+          " mtls=", options.tls.client_ca_file.empty() ? "off" : "on",
+          " outgoing_tls=", options.tls.ca_file.empty() ? "off" : "on",
+          " tenant_tokens=", options.auth_tokens_file.empty() ? "off" : "on",
+          " internal_token=", internal_token.empty() ? "off" : "on"));
 
   if (role != Role::kStore) {
     for (const ModelSpec& spec : options.models) {
@@ -83,7 +146,8 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       shards.push_back(
           {std::string(address),
            std::make_unique<RemoteStateStore>(
-               Connect(std::string(address)),
+               Connect(std::string(address), *channel_credentials,
+                       internal_token),
                std::chrono::seconds(options.store_timeout_seconds))});
     }
     if (shards.size() == 1) {
@@ -113,8 +177,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(options.listen, *server_credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   {
     // Request ids first, so the metrics interceptor and the handler run
@@ -140,14 +203,19 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     const std::string backup_dir = options.backup_dir.empty()
                                        ? options.data_dir + "-backups"
                                        : options.backup_dir;
-    add(std::make_unique<StoreService>(store, backup_dir));
+    auto service = std::make_unique<StoreService>(store, backup_dir);
+    service->SetAuthenticator(auth);
+    add(std::move(service));
   }
   if (all || role == Role::kPrefill) {
-    add(std::make_unique<PrefillService>(models, store));
+    auto service = std::make_unique<PrefillService>(models, store);
+    service->SetAuthenticator(auth);
+    add(std::move(service));
   }
   if (all || role == Role::kDecode) {
     auto decode =
         std::make_unique<DecodeService>(models, store, options.decode_limits);
+    decode->SetAuthenticator(auth);
     if (server->metrics_ != nullptr) {
       // Queue depth of the decode loops, read at each scrape.
       DecodeService* service = decode.get();
@@ -164,7 +232,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   OrchestratorService* orchestrator = nullptr;
   if (all || role == Role::kOrchestrator) {
     auto service = std::make_unique<OrchestratorService>(
-        models, store, options.orchestrator_limits, options.templates);
+        models, store, options.orchestrator_limits, options.templates, auth);
     for (const ModelSpec& spec : options.models) {
       absl::Status templates = service->LoadModelTemplates(spec.name, spec.dir);
       if (!templates.ok()) return templates;
@@ -190,19 +258,24 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(kMaxMessageBytes);
       std::shared_ptr<grpc::Channel> channel =
-          server->server_->InProcessChannel(args);
+          server->server_->experimental().InProcessChannelWithInterceptors(
+              args, InternalInterceptors(internal_token));
       prefill.push_back({"in-process", v1::Prefill::NewStub(channel)});
       decode.push_back({"in-process", v1::Decode::NewStub(channel)});
     } else {
       for (absl::string_view address :
            absl::StrSplit(options.prefill_address, ',', absl::SkipEmpty())) {
-        prefill.push_back({std::string(address), v1::Prefill::NewStub(Connect(
-                                                     std::string(address)))});
+        prefill.push_back(
+            {std::string(address),
+             v1::Prefill::NewStub(Connect(
+                 std::string(address), *channel_credentials, internal_token))});
       }
       for (absl::string_view address :
            absl::StrSplit(options.decode_address, ',', absl::SkipEmpty())) {
-        decode.push_back({std::string(address),
-                          v1::Decode::NewStub(Connect(std::string(address)))});
+        decode.push_back(
+            {std::string(address),
+             v1::Decode::NewStub(Connect(
+                 std::string(address), *channel_credentials, internal_token))});
       }
     }
     orchestrator->BindInternalServices(std::move(prefill), std::move(decode));

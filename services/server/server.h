@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/server/server_options.h"
 #include "storage/state_store.h"
@@ -41,6 +42,8 @@ class TwiceServer {
   ServerOptions options_;
   ModelRegistry models_;
   std::unique_ptr<storage::StateStore> store_;
+  // Used by the services; nullptr when authentication is off.
+  std::unique_ptr<Authenticator> auth_;
   // Reads store_ and counts calls of server_: made after the first,
   // destroyed after the second.
   std::unique_ptr<MetricsEndpoint> metrics_;

@@ -1,6 +1,7 @@
 #include "services/server/server_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "services/common/tls.h"
 
 namespace twice::services {
 
@@ -74,6 +75,33 @@ absl::Status ServerOptions::Validate() const {
   if (device != "cpu") {
     return absl::InvalidArgumentError("--device must be cpu or cuda, got \"" +
                                       device + "\"");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key must be given together");
+  }
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca needs --tls_cert and --tls_key (mTLS runs over TLS)");
+  }
+  if (!tls.server_tls() && !allow_plaintext && !IsLoopbackListen(listen)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to listen in plaintext on ", listen,
+        ": give --tls_cert and --tls_key, listen on a loopback address, or "
+        "pass --allow_plaintext"));
+  }
+  // Tenant tokens protect nothing if the roles this process calls accept
+  // anyone: calls to other processes must carry an internal credential.
+  const bool calls_other_processes =
+      role == Role::kOrchestrator ||
+      (role != Role::kStore && !store_address.empty());
+  if (calls_other_processes && !auth_tokens_file.empty() &&
+      internal_token_file.empty() &&
+      (tls.ca_file.empty() || tls.cert_file.empty())) {
+    return absl::InvalidArgumentError(
+        "--auth_tokens_file with remote prefill, decode or store roles needs "
+        "--internal_token_file or client certificates (--tls_ca, --tls_cert, "
+        "--tls_key) to call them");
   }
   if (orchestrator_limits.max_document_tokens <= 0 ||
       orchestrator_limits.max_question_tokens <= 0 ||

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "services/common/tls.h"
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/orchestrator/prompt_templates.h"
@@ -73,6 +74,26 @@ struct ServerOptions {
   // (the CUDA kernels exist in twice_kernels_cuda; the engine's layers
   // still call the kernels with host memory). Default: "cpu".
   std::string device = "cpu";
+
+  // TLS of the listener and of outgoing internal calls (tls.h): the
+  // listener serves TLS with tls.cert_file/key_file and requires client
+  // certificates with tls.client_ca_file; outgoing calls to prefill, decode
+  // and store use TLS with tls.ca_file and present the same certificate.
+  // Default: all empty (plaintext).
+  TlsOptions tls;
+  // Listen in plaintext on a non-loopback address. Without it a server
+  // with no certificate may only listen on localhost, 127.0.0.0/8 or
+  // [::1]. Default: false.
+  bool allow_plaintext = false;
+  // Token file of public callers (services/common/auth.h): `TOKEN TENANT
+  // [admin]` lines, re-read when it changes. Empty = no authentication of
+  // public calls; every caller is tenant "default". Default: empty.
+  std::string auth_tokens_file;
+  // File holding the internal token that roles present to each other (and
+  // require from each other). Role all without it, but with
+  // auth_tokens_file, uses a random token generated at startup. Default:
+  // empty.
+  std::string internal_token_file;
 
   OrchestratorLimits orchestrator_limits;
   DecodeLimits decode_limits;

@@ -62,6 +62,27 @@ ABSL_FLAG(std::string, backup_dir, "",
           "system as --data_dir (empty = DATA_DIR-backups)");
 ABSL_FLAG(std::string, log_format, "logfmt",
           "Log line format on stderr: logfmt | json");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve TLS (with --tls_key), and the client "
+          "certificate of outgoing internal calls");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA: require client certificates signed by it (mTLS); their "
+          "holders count as internal Twice roles");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM trust roots: outgoing internal calls (prefill, decode, store) "
+          "use TLS and verify the peer against them");
+ABSL_FLAG(bool, allow_plaintext, false,
+          "Listen without TLS on a non-loopback address (a warning is "
+          "logged); without it a server with no certificate listens only on "
+          "loopback");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Bearer tokens of public callers, one `TOKEN TENANT [admin]` per "
+          "line; re-read when it changes (empty = no authentication, every "
+          "caller is tenant \"default\")");
+ABSL_FLAG(std::string, internal_token_file, "",
+          "File with the token Twice roles present to and require from each "
+          "other");
 ABSL_FLAG(int64_t, max_document_tokens, int64_t{1} << 22,
           "Largest document, in tokens");
 ABSL_FLAG(int64_t, max_document_bytes, int64_t{64} << 20,
@@ -139,6 +160,13 @@ int main(int argc, char** argv) {
   options.device = absl::GetFlag(FLAGS_device);
   options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
+  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  options.internal_token_file = absl::GetFlag(FLAGS_internal_token_file);
   options.orchestrator_limits.max_document_tokens =
       absl::GetFlag(FLAGS_max_document_tokens);
   options.orchestrator_limits.max_document_bytes =

@@ -24,6 +24,9 @@ grpc::Status StoreService::PutState(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PutStateRequest>* reader,
     v1::PutStateResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   v1::PutStateRequest request;
   if (!reader->Read(&request) || !request.has_header()) {
     return Invalid("PutState: the first message must carry the header");
@@ -63,6 +66,9 @@ grpc::Status StoreService::PutState(
 grpc::Status StoreService::GetState(
     grpc::ServerContext* context, const v1::GetStateRequest* request,
     grpc::ServerWriter<v1::StateChunk>* writer) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
   absl::StatusOr<std::string> blob =
@@ -84,6 +90,9 @@ grpc::Status StoreService::GetState(
 grpc::Status StoreService::StatState(grpc::ServerContext* context,
                                      const v1::StatStateRequest* request,
                                      v1::StatStateResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
   absl::StatusOr<bool> exists = store_->HasState(*key, request->ephemeral());
@@ -95,6 +104,9 @@ grpc::Status StoreService::StatState(grpc::ServerContext* context,
 grpc::Status StoreService::DeleteState(grpc::ServerContext* context,
                                        const v1::DeleteStateRequest* request,
                                        v1::DeleteStateResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
   absl::Status status =
@@ -109,6 +121,9 @@ grpc::Status StoreService::PutDocument(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PutDocumentRequest>* reader,
     v1::PutDocumentResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   v1::PutDocumentRequest request;
   if (!reader->Read(&request) || !request.has_record()) {
     return Invalid("PutDocument: the first message must carry the record");
@@ -133,6 +148,9 @@ grpc::Status StoreService::PutDocument(
 grpc::Status StoreService::GetDocument(
     grpc::ServerContext* context, const v1::GetDocumentRecordRequest* request,
     v1::DocumentRecord* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::DocumentRecord> record =
       store_->GetDocument(request->tenant(), request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
@@ -143,6 +161,9 @@ grpc::Status StoreService::GetDocument(
 grpc::Status StoreService::GetTokens(
     grpc::ServerContext* context, const v1::GetTokensRequest* request,
     grpc::ServerWriter<v1::TokenChunk>* writer) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<std::vector<int32_t>> tokens =
       store_->GetTokens(request->tenant(), request->document_id());
   if (!tokens.ok()) return ToGrpcStatus(tokens.status());
@@ -160,6 +181,9 @@ grpc::Status StoreService::GetTokens(
 grpc::Status StoreService::ListDocuments(
     grpc::ServerContext* context, const v1::ListDocumentRecordsRequest* request,
     v1::ListDocumentRecordsResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::DocumentPage> page = store_->ListDocuments(
       request->tenant(), request->page_size(), request->page_token());
   if (!page.ok()) return ToGrpcStatus(page.status());
@@ -174,6 +198,9 @@ grpc::Status StoreService::DeleteDocument(
     grpc::ServerContext* context,
     const v1::DeleteDocumentRecordRequest* request,
     v1::DeleteStateResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<int64_t> deleted =
       store_->DeleteDocument(request->tenant(), request->document_id());
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
@@ -184,6 +211,9 @@ grpc::Status StoreService::DeleteDocument(
 grpc::Status StoreService::Stats(grpc::ServerContext* context,
                                  const v1::StoreStatsRequest* request,
                                  v1::StoreStats* response) {
+  if (absl::Status auth = AuthorizeAdmin(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   *response = StoreStatsToProto(store_->Stats());
   return grpc::Status::OK;
 }
@@ -192,6 +222,9 @@ grpc::Status StoreService::PutStateBlocks(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PutStateBlocksRequest>* reader,
     v1::PutStateResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   v1::PutStateBlocksRequest request;
   if (!reader->Read(&request) || !request.has_header()) {
     return Invalid("PutStateBlocks: the first message must carry the header");
@@ -247,6 +280,9 @@ grpc::Status StoreService::PutStateBlocks(
 grpc::Status StoreService::GetStateBlocks(
     grpc::ServerContext* context, const v1::GetStateRequest* request,
     grpc::ServerWriter<v1::StateChunk>* writer) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
   absl::StatusOr<std::vector<std::string>> blocks =
@@ -286,6 +322,9 @@ grpc::Status StoreService::GetStateBlocks(
 grpc::Status StoreService::Verify(grpc::ServerContext* context,
                                   const v1::VerifyStoreRequest* request,
                                   v1::VerifyStoreResponse* response) {
+  if (absl::Status auth = AuthorizeAdmin(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::VerifyReport> report =
       store_->Verify({.repair = request->repair()});
   if (!report.ok()) return ToGrpcStatus(report.status());
@@ -307,6 +346,9 @@ grpc::Status StoreService::Verify(grpc::ServerContext* context,
 grpc::Status StoreService::Compact(grpc::ServerContext* context,
                                    const v1::CompactStoreRequest* request,
                                    v1::CompactStoreResponse* response) {
+  if (absl::Status auth = AuthorizeAdmin(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::CompactReport> report = store_->Compact();
   if (!report.ok()) return ToGrpcStatus(report.status());
   response->set_disk_bytes_before(report->disk_bytes_before);
@@ -317,6 +359,9 @@ grpc::Status StoreService::Compact(grpc::ServerContext* context,
 grpc::Status StoreService::Gc(grpc::ServerContext* context,
                               const v1::GcStoreRequest* request,
                               v1::GcStoreResponse* response) {
+  if (absl::Status auth = AuthorizeAdmin(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   absl::StatusOr<storage::GcReport> report = store_->CollectGarbage();
   if (!report.ok()) return ToGrpcStatus(report.status());
   response->set_ephemeral_expired(report->ephemeral_expired);
@@ -330,6 +375,9 @@ grpc::Status StoreService::Gc(grpc::ServerContext* context,
 grpc::Status StoreService::Backup(grpc::ServerContext* context,
                                   const v1::BackupStoreRequest* request,
                                   v1::BackupStoreResponse* response) {
+  if (absl::Status auth = AuthorizeAdmin(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
   if (backup_dir_.empty()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "Backup: this server has no backup directory");

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "services/common/auth.h"
 #include "storage/state_store.h"
 #include "twice/v1/store.grpc.pb.h"
 
@@ -81,8 +82,15 @@ class StoreService final : public v1::Store::Service {
                       const v1::BackupStoreRequest* request,
                       v1::BackupStoreResponse* response) override;
 
+  // Authenticates every call (services/common/auth.h): internal peers
+  // only, and for Stats, Verify, Compact, Gc and Backup also admin
+  // tokens. nullptr (the default) = no checks. `auth` must outlive the
+  // service; call before serving.
+  void SetAuthenticator(Authenticator* auth) { auth_ = auth; }
+
  private:
   storage::StateStore* store_;
+  Authenticator* auth_ = nullptr;
   std::string backup_dir_;
 };
 

@@ -1,0 +1,313 @@
+// TLS and mTLS on real twice-server processes, with throwaway certificates
+// made by the `openssl` command at test time: a CA, a server certificate
+// for 127.0.0.1 and a client certificate signed by it, and a second,
+// unrelated CA with its own client certificate for the failure cases.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/services/server_process.h"
+#include "twice/v1/orchestrator.grpc.pb.h"
+#include "twice/v1/prefill.grpc.pb.h"
+
+namespace twice::services {
+namespace {
+
+using testing::CliBinary;
+using testing::RunCommand;
+using testing::ServerProcess;
+using testing::TempDir;
+
+constexpr char kAlice[] = "alice-token-0123456789";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+bool Shell(const std::string& command) {
+  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const std::string d = dir_->path();
+    const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1";
+    WriteFile(d + "/server.ext", "subjectAltName=IP:127.0.0.1\n");
+    WriteFile(d + "/client.ext", "extendedKeyUsage=clientAuth\n");
+    for (const std::string ca : {"ca", "other-ca"}) {
+      ASSERT_TRUE(Shell("openssl req -x509 -nodes -days 2" + ec + " -keyout " +
+                        d + "/" + ca + ".key -out " + d + "/" + ca +
+                        ".pem -subj /CN=twice-test-" + ca));
+    }
+    // server (CA), client (CA), stranger (other CA).
+    const std::vector<std::vector<std::string>> certs = {
+        {"server", "ca", "server.ext"},
+        {"client", "ca", "client.ext"},
+        {"stranger", "other-ca", "client.ext"}};
+    for (const auto& c : certs) {
+      ASSERT_TRUE(Shell("openssl req -nodes" + ec + " -keyout " + d + "/" +
+                        c[0] + ".key -out " + d + "/" + c[0] +
+                        ".csr -subj /CN=127.0.0.1"));
+      ASSERT_TRUE(Shell("openssl x509 -req -days 2 -in " + d + "/" + c[0] +
+                        ".csr -CA " + d + "/" + c[1] + ".pem -CAkey " + d +
+                        "/" + c[1] + ".key -CAcreateserial -out " + d + "/" +
+                        c[0] + ".pem -extfile " + d + "/" + c[2]));
+    }
+    const testing::CommandResult made =
+        RunCommand({CliBinary(), "init-model", "--arch=based", "--preset=tiny",
+                    "--out=" + d + "/model", "--json"});
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  static std::string Path(const std::string& name) {
+    return dir_->path() + "/" + name;
+  }
+
+  // TLS server flags; with `mtls` client certificates are required.
+  static std::vector<std::string> ServerTls(bool mtls) {
+    std::vector<std::string> flags = {"--tls-cert=" + Path("server.pem"),
+                                      "--tls-key=" + Path("server.key")};
+    if (mtls) flags.push_back("--tls-client-ca=" + Path("ca.pem"));
+    return flags;
+  }
+
+  std::unique_ptr<ServerProcess> Start(const std::string& name,
+                                       std::vector<std::string> flags) {
+    flags.push_back("--model=" + Path("model"));
+    flags.push_back("--data-dir=" + data_.path() + "/" + name);
+    auto server = std::make_unique<ServerProcess>();
+    EXPECT_TRUE(server->Start(flags, data_.path() + "/" + name + ".log"))
+        << server->stderr_text();
+    return server;
+  }
+
+  // ListModels over a channel with `ca` as trust roots (empty = plaintext)
+  // and an optional client certificate `client` (name of a .pem/.key pair).
+  static grpc::Status ListModels(const std::string& address,
+                                 const std::string& ca,
+                                 const std::string& client = "",
+                                 const std::string& token = "") {
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (ca.empty()) {
+      credentials = grpc::InsecureChannelCredentials();
+    } else {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = ReadFile(Path(ca + ".pem"));
+      if (!client.empty()) {
+        ssl.pem_cert_chain = ReadFile(Path(client + ".pem"));
+        ssl.pem_private_key = ReadFile(Path(client + ".key"));
+      }
+      credentials = grpc::SslCredentials(ssl);
+    }
+    auto stub =
+        v1::Orchestrator::NewStub(grpc::CreateChannel(address, credentials));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    v1::ListModelsRequest request;
+    v1::ListModelsResponse response;
+    return stub->ListModels(&context, request, &response);
+  }
+
+  static TempDir* dir_;
+  TempDir data_;
+};
+
+TempDir* TlsTest::dir_ = nullptr;
+
+TEST_F(TlsTest, TlsWorksWithTheRightCaAndFailsWithAWrongOne) {
+  std::unique_ptr<ServerProcess> server = Start("tls", ServerTls(false));
+  const std::string address = server->address();
+  EXPECT_TRUE(ListModels(address, "ca").ok());
+  // Wrong trust roots: the handshake fails.
+  EXPECT_EQ(ListModels(address, "other-ca").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // A plaintext client cannot talk to a TLS listener.
+  EXPECT_EQ(ListModels(address, "").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // The CLI with --tls-ca.
+  const testing::CommandResult ok =
+      RunCommand({CliBinary(), "models", "--server=" + address,
+                  "--tls-ca=" + Path("ca.pem"), "--json"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  const testing::CommandResult wrong = RunCommand(
+      {CliBinary(), "models", "--server=" + address,
+       "--tls-ca=" + Path("other-ca.pem"), "--json", "--timeout-seconds=5"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("UNAVAILABLE"), std::string::npos) << wrong.out;
+}
+
+TEST_F(TlsTest, MutualTlsRejectsClientsWithoutAValidCertificate) {
+  std::unique_ptr<ServerProcess> server = Start("mtls", ServerTls(true));
+  const std::string address = server->address();
+  EXPECT_TRUE(ListModels(address, "ca", "client").ok());
+  EXPECT_EQ(ListModels(address, "ca").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ListModels(address, "ca", "stranger").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  const testing::CommandResult cli = RunCommand(
+      {CliBinary(), "models", "--server=" + address,
+       "--tls-ca=" + Path("ca.pem"), "--tls-cert=" + Path("client.pem"),
+       "--tls-key=" + Path("client.key"), "--json"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.out;
+}
+
+TEST_F(TlsTest, PlaintextOnlyOnLoopbackUnlessAllowed) {
+  ServerProcess refused;
+  EXPECT_FALSE(refused.Start({"--listen=0.0.0.0:0", "--model=" + Path("model"),
+                              "--data-dir=" + data_.path() + "/refused"},
+                             data_.path() + "/refused.log"));
+  EXPECT_NE(refused.exit_code(), 0);
+  EXPECT_NE(refused.stderr_text().find("plaintext"), std::string::npos)
+      << refused.stderr_text();
+
+  // TLS makes any address acceptable.
+  std::vector<std::string> tls = ServerTls(false);
+  tls.push_back("--listen=0.0.0.0:0");
+  std::unique_ptr<ServerProcess> secure = Start("secure", tls);
+  const std::string port =
+      secure->address().substr(secure->address().rfind(':') + 1);
+  EXPECT_TRUE(ListModels("127.0.0.1:" + port, "ca").ok());
+
+  // --allow-plaintext: listens, with a warning.
+  std::unique_ptr<ServerProcess> allowed =
+      Start("allowed", {"--listen=0.0.0.0:0", "--allow-plaintext"});
+  const std::string allowed_port =
+      allowed->address().substr(allowed->address().rfind(':') + 1);
+  EXPECT_TRUE(ListModels("127.0.0.1:" + allowed_port, "").ok());
+  EXPECT_NE(allowed->stderr_text().find("server.plaintext"), std::string::npos);
+
+  // Half a key pair is refused.
+  ServerProcess half;
+  EXPECT_FALSE(half.Start(
+      {"--tls-cert=" + Path("server.pem"), "--model=" + Path("model"),
+       "--data-dir=" + data_.path() + "/half"},
+      data_.path() + "/half.log"));
+}
+
+// The disaggregated pipeline over mTLS: every role requires client
+// certificates, calls the others with its own, and the orchestrator, with
+// tenant tokens, is trusted by prefill, decode and store through its
+// certificate. A peer without one reaches no internal RPC.
+TEST_F(TlsTest, DisaggregatedRolesOverMutualTls) {
+  WriteFile(Path("tokens"), std::string(kAlice) + " alice\n");
+  std::vector<std::string> role_tls = ServerTls(true);
+  role_tls.push_back("--tls-ca=" + Path("ca.pem"));
+  auto with = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), role_tls.begin(), role_tls.end());
+    return flags;
+  };
+  std::unique_ptr<ServerProcess> store = Start("store", with({"--role=store"}));
+  const std::string use_store = "--store-address=" + store->address();
+  std::unique_ptr<ServerProcess> prefill =
+      Start("prefill", with({"--role=prefill", use_store}));
+  std::unique_ptr<ServerProcess> decode =
+      Start("decode", with({"--role=decode", use_store}));
+  std::unique_ptr<ServerProcess> orchestrator =
+      Start("orchestrator", with({"--role=orchestrator", use_store,
+                                  "--prefill-address=" + prefill->address(),
+                                  "--decode-address=" + decode->address(),
+                                  "--auth-tokens-file=" + Path("tokens")}));
+  WriteFile(Path("doc.txt"),
+            "The cat sat on the mat while the dog slept by the door.");
+  const std::vector<std::string> client = {
+      "--server=" + orchestrator->address(), "--tls-ca=" + Path("ca.pem"),
+      "--tls-cert=" + Path("client.pem"), "--tls-key=" + Path("client.key"),
+      "--json"};
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), CliBinary());
+    args.insert(args.end(), client.begin(), client.end());
+    return RunCommand(args);
+  };
+  const testing::CommandResult ingested =
+      cli({"ingest", Path("doc.txt"), "--token=" + std::string(kAlice)});
+  ASSERT_EQ(ingested.exit_code, 0)
+      << ingested.out << orchestrator->stderr_text();
+  const size_t at = ingested.out.find("doc-");
+  ASSERT_NE(at, std::string::npos) << ingested.out;
+  const std::string id = ingested.out.substr(at, 28);
+  const testing::CommandResult asked =
+      cli({"ask", id, "Where did the cat sit?", "--max-tokens=3",
+           "--token=" + std::string(kAlice)});
+  EXPECT_EQ(asked.exit_code, 0) << asked.out << decode->stderr_text();
+  // The certificate is not a tenant token.
+  const testing::CommandResult anonymous = cli({"docs"});
+  EXPECT_EQ(anonymous.exit_code, 1);
+  EXPECT_NE(anonymous.out.find("UNAUTHENTICATED"), std::string::npos);
+  // A peer with the wrong CA's certificate cannot reach the prefill role.
+  EXPECT_EQ(ListModels(prefill->address(), "ca", "stranger").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+// Without TLS, internal roles trust only callers with the internal token.
+TEST_F(TlsTest, InternalTokenGuardsInternalRoles) {
+  WriteFile(Path("internal"), "internal-secret-0123456789abcdef\n");
+  std::unique_ptr<ServerProcess> prefill =
+      Start("prefill-token",
+            {"--role=prefill", "--internal-token-file=" + Path("internal")});
+  auto stub = v1::Prefill::NewStub(grpc::CreateChannel(
+      prefill->address(), grpc::InsecureChannelCredentials()));
+  for (const std::string& token :
+       {std::string(), std::string("internal-secret-0123456789abcdeX")}) {
+    grpc::ClientContext context;
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    auto stream = stub->Prefill(&context);
+    stream->WritesDone();
+    v1::PrefillResponse response;
+    while (stream->Read(&response)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  // With the token the call gets past authentication (and fails on its
+  // empty request instead).
+  grpc::ClientContext context;
+  context.AddMetadata("authorization",
+                      "Bearer internal-secret-0123456789abcdef");
+  auto stream = stub->Prefill(&context);
+  stream->WritesDone();
+  v1::PrefillResponse response;
+  while (stream->Read(&response)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // An orchestrator with tenant tokens but no internal credential for its
+  // remote roles is refused at startup.
+  WriteFile(Path("tokens-only"), std::string(kAlice) + " alice\n");
+  ServerProcess orchestrator;
+  EXPECT_FALSE(orchestrator.Start(
+      {"--role=orchestrator", "--model=" + Path("model"),
+       "--data-dir=" + data_.path() + "/orchestrator-refused",
+       "--prefill-address=" + prefill->address(),
+       "--decode-address=" + prefill->address(),
+       "--auth-tokens-file=" + Path("tokens-only")},
+      data_.path() + "/orchestrator-refused.log"));
+  EXPECT_NE(orchestrator.stderr_text().find("--internal_token_file"),
+            std::string::npos)
+      << orchestrator.stderr_text();
+}
+
+}  // namespace
+}  // namespace twice::services
