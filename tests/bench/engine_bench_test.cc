@@ -140,18 +140,28 @@ TEST_F(EngineCostTest, LlamaAndRatTinyFlopsByHand) {
   EXPECT_DOUBLE_EQ(WriteTiny("rat").PrefillFlops(40), 2 * rat + 2 * d * vocab);
 }
 
-TEST(EngineBenchTest, DecodeRowsShowFixedAndGrowingStates) {
+// Runs the tiny preset of `arch` (a list) quickly; the rows, in order.
+std::vector<EngineBenchRow> RunQuick(const std::string& arch,
+                                     std::vector<int64_t> tokens,
+                                     std::vector<int64_t> decode_positions) {
   EngineBenchOptions options;
-  options.arch = "mamba2,llama,rat";
-  options.tokens = {};
-  options.decode_positions = {100, 1000};
+  options.arch = arch;
+  options.preset = "tiny";
+  options.tokens = std::move(tokens);
+  options.decode_positions = std::move(decode_positions);
   options.decode_steps = 2;
   options.min_seconds = 0.01;
   options.tokenizer_json = kTokenizer;
   std::vector<EngineBenchRow> rows;
   const absl::Status status = RunEngineBench(
       options, [&](const EngineBenchRow& r) { rows.push_back(r); });
-  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(status.ok()) << status;
+  return rows;
+}
+
+TEST(EngineBenchTest, DecodeRowsShowFixedAndGrowingStates) {
+  const std::vector<EngineBenchRow> rows =
+      RunQuick("mamba2,llama,rat", {}, {100, 1000});
   ASSERT_EQ(rows.size(), 6u);
   for (const EngineBenchRow& r : rows) {
     EXPECT_EQ(r.kind, "decode");
@@ -176,17 +186,7 @@ TEST(EngineBenchTest, DecodeRowsShowFixedAndGrowingStates) {
 }
 
 TEST(EngineBenchTest, TinyRunReportsEveryColumn) {
-  EngineBenchOptions options;
-  options.preset = "tiny";
-  options.tokens = {8, 70};
-  options.decode_positions = {};
-  options.decode_steps = 2;
-  options.min_seconds = 0.01;
-  options.tokenizer_json = kTokenizer;
-  std::vector<EngineBenchRow> rows;
-  const absl::Status status = RunEngineBench(
-      options, [&](const EngineBenchRow& r) { rows.push_back(r); });
-  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<EngineBenchRow> rows = RunQuick("based", {8, 70}, {});
   ASSERT_EQ(rows.size(), 2u);
   for (const EngineBenchRow& r : rows) {
     EXPECT_GT(r.prefill_tokens_per_s, 0);
