@@ -128,18 +128,18 @@ absl::Status OrchestratorService::PrepareShared(
 }
 
 absl::StatusOr<const engine::Model*> OrchestratorService::ModelOfDocument(
-    const storage::DocumentRecord& record) const {
+    grpc::ServerContext& context, storage::DocumentRecord& record,
+    bool locked) {
   absl::StatusOr<const engine::Model*> model = models_->Find(record.model);
   if (!model.ok()) {
     return absl::FailedPreconditionError(model.status().message());
   }
   // States are bound to the model fingerprint: a document read by another
-  // version of the model cannot resume here.
+  // version of the model cannot resume from them, but its tokens are the
+  // truth.
   if ((*model)->description().fingerprint != record.model_fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("document '", record.document_id,
-                     "' was read by another version of model '", record.model,
-                     "'; ingest it again"));
+    absl::Status upgraded = UpgradeDocument(context, **model, record, locked);
+    if (!upgraded.ok()) return upgraded;
   }
   return model;
 }
@@ -155,7 +155,8 @@ grpc::Status OrchestratorService::Ask(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model = ModelOfDocument(*record);
+  absl::StatusOr<const engine::Model*> model =
+      ModelOfDocument(*context, *record);
   if (!model.ok()) return ToGrpcStatus(model.status());
   absl::StatusOr<Question> question = ParseQuestion(
       **model, *record, request->question(), request->question_tokens(),
@@ -195,7 +196,8 @@ grpc::Status OrchestratorService::BatchAsk(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model = ModelOfDocument(*record);
+  absl::StatusOr<const engine::Model*> model =
+      ModelOfDocument(*context, *record);
   if (!model.ok()) return ToGrpcStatus(model.status());
   // Validate every question before answering any.
   std::vector<Question> questions;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "services/common/log.h"
 #include "services/common/state_io.h"
 #include "services/orchestrator/internal_calls.h"
@@ -217,6 +218,59 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
     }
   }
   return outcome->final_state;
+}
+
+absl::Status OrchestratorService::UpgradeDocument(
+    grpc::ServerContext& context, const engine::Model& model,
+    storage::DocumentRecord& record, bool locked) {
+  std::shared_ptr<void> lock;
+  if (!locked) lock = LockDocument(record.tenant + "/" + record.document_id);
+  const std::string& fingerprint = model.description().fingerprint;
+  // Another question may have upgraded it while this one waited.
+  absl::StatusOr<storage::DocumentRecord> current =
+      store_->GetDocument(record.tenant, record.document_id);
+  if (!current.ok()) return current.status();
+  if (current->model_fingerprint == fingerprint) {
+    record = *std::move(current);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      store_->GetTokens(record.tenant, record.document_id);
+  if (!tokens.ok()) return tokens.status();
+  PrefillCall call;
+  call.model = current->model;
+  call.tenant = current->tenant;
+  call.document_id = current->document_id;
+  call.checkpoint_tokens = current->segment_tokens;
+  absl::StatusOr<PrefillOutcome> outcome =
+      CallPrefill(*prefill_, context, call, *tokens, nullptr);
+  if (!outcome.ok()) {
+    if (outcome.status().code() == absl::StatusCode::kInvalidArgument) {
+      // Tokens of the old version that the new one does not accept (its
+      // tokenizer changed): only a new ingest of the text can help.
+      return absl::FailedPreconditionError(
+          absl::StrCat("document '", record.document_id,
+                       "' was read by another version "
+                       "of model '",
+                       record.model, "' and its tokens do not fit this one (",
+                       outcome.status().message(), "); ingest it again"));
+    }
+    return outcome.status();
+  }
+  storage::DocumentRecord upgraded = *std::move(current);
+  upgraded.model_fingerprint = fingerprint;
+  upgraded.segments = outcome->checkpoints;
+  upgraded.mode_states.clear();
+  upgraded.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
+  if (absl::Status put = store_->UpdateDocument(upgraded); !put.ok()) {
+    return put;
+  }
+  Log(LogLevel::kInfo, "document.upgraded",
+      absl::StrCat("doc=", upgraded.document_id, " model=", upgraded.model,
+                   " tokens=", upgraded.token_count,
+                   " tokens_computed=", outcome->tokens_computed));
+  record = std::move(upgraded);
+  return absl::OkStatus();
 }
 
 }  // namespace twice::services

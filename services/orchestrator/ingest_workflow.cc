@@ -293,7 +293,8 @@ grpc::Status OrchestratorService::Append(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, document_id);
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model = ModelOfDocument(*record);
+  absl::StatusOr<const engine::Model*> model =
+      ModelOfDocument(*context, *record, /*locked=*/true);
   if (!model.ok()) return ToGrpcStatus(model.status());
 
   absl::StatusOr<Collected> collected = Collect<v1::AppendRequest>(

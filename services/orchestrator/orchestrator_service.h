@@ -178,10 +178,23 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // NOT_FOUND exactly like a missing one.
   absl::StatusOr<storage::DocumentRecord> FindDocument(
       const grpc::ServerContext& context, const std::string& document_id);
-  // The loaded model a document was read with; FAILED_PRECONDITION when it
-  // is not served or its fingerprint changed.
+  // The loaded model a document was read with. A document read by another
+  // version of that model (same name, another fingerprint: an upgrade) is
+  // first read again from its stored tokens into the served version and
+  // `record` updated (UpgradeDocument). FAILED_PRECONDITION when the model
+  // is not served or the tokens do not fit the new version. `locked`: the
+  // caller already holds the document's LockDocument guard.
   absl::StatusOr<const engine::Model*> ModelOfDocument(
-      const storage::DocumentRecord& record) const;
+      grpc::ServerContext& context, storage::DocumentRecord& record,
+      bool locked = false);
+  // Re-reads the tokens of `record` into `model` segment by segment (the
+  // record's segment size), drops its states of the old version from the
+  // record (they age out of the store; the prefix state is re-encoded when
+  // a question needs it) and stores the updated record. Idempotent: a
+  // record another call already upgraded is taken as it is.
+  absl::Status UpgradeDocument(grpc::ServerContext& context,
+                               const engine::Model& model,
+                               storage::DocumentRecord& record, bool locked);
   absl::StatusOr<Question> ParseQuestion(
       const engine::Model& model, const storage::DocumentRecord& record,
       const std::string& text, absl::Span<const int32_t> ids, v1::AskMode mode,
