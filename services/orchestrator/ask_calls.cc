@@ -147,10 +147,8 @@ absl::StatusOr<const engine::Model*> OrchestratorService::ModelOfDocument(
 grpc::Status OrchestratorService::Ask(
     grpc::ServerContext* context, const v1::AskRequest* request,
     grpc::ServerWriter<v1::AskResponse>* writer) {
-  if (absl::StatusOr<std::string> tenant = CallerTenant(*context);
-      !tenant.ok()) {
-    return ToGrpcStatus(tenant.status());
-  }
+  absl::StatusOr<std::shared_ptr<void>> slot = AdmitCall(*context);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
@@ -178,10 +176,8 @@ grpc::Status OrchestratorService::Ask(
 grpc::Status OrchestratorService::BatchAsk(
     grpc::ServerContext* context, const v1::BatchAskRequest* request,
     grpc::ServerWriter<v1::BatchAskResponse>* writer) {
-  if (absl::StatusOr<std::string> tenant = CallerTenant(*context);
-      !tenant.ok()) {
-    return ToGrpcStatus(tenant.status());
-  }
+  absl::StatusOr<std::shared_ptr<void>> slot = AdmitCall(*context);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   if (request->questions_size() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -100,6 +100,9 @@ grpc::Status OrchestratorService::Ingest(
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> caller_tenant = CallerTenant(*context);
   if (!caller_tenant.ok()) return ToGrpcStatus(caller_tenant.status());
+  absl::StatusOr<std::shared_ptr<void>> slot =
+      limiter_.EnterCall(*caller_tenant);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   const std::string tenant = *caller_tenant;
   v1::IngestRequest request;
@@ -137,6 +140,11 @@ grpc::Status OrchestratorService::Ingest(
   if (!document.ok()) return ToGrpcStatus(document.status());
   const std::vector<int32_t>& tokens = *document;
   if (tokens.empty()) return Invalid("the document is empty");
+  if (absl::Status charged =
+          limiter_.ChargeIngest(tenant, static_cast<int64_t>(tokens.size()));
+      !charged.ok()) {
+    return ToGrpcStatus(charged);
+  }
   if (static_cast<int64_t>(tokens.size()) > limits_.max_document_tokens) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -269,10 +277,8 @@ grpc::Status OrchestratorService::Append(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::IngestResponse, v1::AppendRequest>* stream) {
   const auto started = std::chrono::steady_clock::now();
-  if (absl::StatusOr<std::string> tenant = CallerTenant(*context);
-      !tenant.ok()) {
-    return ToGrpcStatus(tenant.status());
-  }
+  absl::StatusOr<std::shared_ptr<void>> slot = AdmitCall(*context);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   v1::AppendRequest request;
   if (!stream->Read(&request) || request.document_id().empty()) {
@@ -306,6 +312,11 @@ grpc::Status OrchestratorService::Append(
       DocumentTokens(**model, *std::move(collected), record->token_count);
   if (!appended.ok()) return ToGrpcStatus(appended.status());
   if (appended->empty()) return Invalid("Append: nothing to append");
+  if (absl::Status charged = limiter_.ChargeIngest(
+          record->tenant, static_cast<int64_t>(appended->size()));
+      !charged.ok()) {
+    return ToGrpcStatus(charged);
+  }
   const int64_t old_total = record->token_count;
   const int64_t total = old_total + static_cast<int64_t>(appended->size());
   if (total > limits_.max_document_tokens) {

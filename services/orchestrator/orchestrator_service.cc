@@ -75,6 +75,13 @@ absl::StatusOr<std::vector<int32_t>> OrchestratorService::Tokenize(
   return model.tokenizer().Encode(text);
 }
 
+absl::StatusOr<std::shared_ptr<void>> OrchestratorService::AdmitCall(
+    const grpc::ServerContext& context) {
+  absl::StatusOr<std::string> tenant = CallerTenant(context);
+  if (!tenant.ok()) return tenant.status();
+  return limiter_.EnterCall(*tenant);
+}
+
 absl::StatusOr<std::string> OrchestratorService::CallerTenant(
     const grpc::ServerContext& context) {
   absl::StatusOr<Caller> caller = AuthenticatePublic(auth_, context);

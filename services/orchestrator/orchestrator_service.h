@@ -24,6 +24,7 @@
 #include "services/common/model_registry.h"
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/prompt_templates.h"
+#include "services/orchestrator/tenant_limiter.h"
 #include "storage/state_store.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -41,6 +42,8 @@ struct OrchestratorLimits {
   int64_t max_question_tokens = 4096;
   // Most questions in one BatchAsk. Default: 64.
   int max_batch_questions = 64;
+  // Concurrency and ingest-rate limits by tenant (tenant_limiter.h).
+  TenantLimits tenants;
 };
 
 class OrchestratorService final : public v1::Orchestrator::Service {
@@ -174,6 +177,10 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // The caller's tenant (auth.h); UNAUTHENTICATED without valid
   // credentials.
   absl::StatusOr<std::string> CallerTenant(const grpc::ServerContext& context);
+  // CallerTenant, then a call slot of that tenant (TenantLimiter), held
+  // until the returned guard goes.
+  absl::StatusOr<std::shared_ptr<void>> AdmitCall(
+      const grpc::ServerContext& context);
   // The caller's document `document_id`: another tenant's document answers
   // NOT_FOUND exactly like a missing one.
   absl::StatusOr<storage::DocumentRecord> FindDocument(
@@ -216,6 +223,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   std::unique_ptr<DecodePool> decode_;
   std::atomic<bool> bound_{false};
   OrchestratorLimits limits_;
+  TenantLimiter limiter_{limits_.tenants};
   PromptTemplates templates_;
   // By model name; filled before serving, then read-only.
   std::map<std::string, PromptTemplates> model_templates_;

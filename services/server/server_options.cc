@@ -108,6 +108,13 @@ absl::Status ServerOptions::Validate() const {
       decode_limits.max_new_tokens <= 0) {
     return absl::InvalidArgumentError("limits must be positive");
   }
+  const TenantLimits& tenants = orchestrator_limits.tenants;
+  if (tenants.max_concurrent_calls < 0 ||
+      tenants.max_concurrent_calls_per_tenant < 0 ||
+      tenants.max_ingest_tokens_per_minute < 0) {
+    return absl::InvalidArgumentError(
+        "tenant limits must not be negative (0 = no limit)");
+  }
   return absl::OkStatus();
 }
 

@@ -92,6 +92,15 @@ ABSL_FLAG(int32_t, max_new_tokens, 4096,
           "Largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, default_max_tokens, 64,
           "Tokens generated when a request sets no max_tokens");
+ABSL_FLAG(int32_t, max_concurrent_calls, 0,
+          "Ingest/Append/Ask/BatchAsk calls in flight, all tenants (0 = no "
+          "limit)");
+ABSL_FLAG(int32_t, max_concurrent_calls_per_tenant, 0,
+          "Ingest/Append/Ask/BatchAsk calls in flight per tenant (0 = no "
+          "limit)");
+ABSL_FLAG(int64_t, max_ingest_tokens_per_minute, 0,
+          "Document tokens one tenant may ingest or append per minute (0 = "
+          "no limit)");
 
 namespace {
 
@@ -173,6 +182,12 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_document_bytes);
   options.orchestrator_limits.max_question_tokens =
       absl::GetFlag(FLAGS_max_question_tokens);
+  options.orchestrator_limits.tenants.max_concurrent_calls =
+      absl::GetFlag(FLAGS_max_concurrent_calls);
+  options.orchestrator_limits.tenants.max_concurrent_calls_per_tenant =
+      absl::GetFlag(FLAGS_max_concurrent_calls_per_tenant);
+  options.orchestrator_limits.tenants.max_ingest_tokens_per_minute =
+      absl::GetFlag(FLAGS_max_ingest_tokens_per_minute);
   options.decode_limits.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
   options.decode_limits.default_max_tokens =
       absl::GetFlag(FLAGS_default_max_tokens);
