@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds (Release) and runs the whole Twice pipeline
-# (twice-server --role=all) on 127.0.0.1:50051 with the built-in default
-# model, serving until Ctrl-C.
+# (twice-server --role=all) on 127.0.0.1:50051, serving until Ctrl-C. The
+# models are the trained document-QA models shipped in models/ (see
+# models/README.md); the first, jrt-qa, is the default.
 #
 #   scripts/run.sh          serve
 #   scripts/run.sh --demo   serve, ingest a sample document, ask sample
@@ -15,15 +16,25 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 bin=${TWICE_BUILD_DIR:-$root/build}/services
 listen=${TWICE_LISTEN:-127.0.0.1:50051}
+# NAME=DIR for every shipped model; the first is the default.
+models=""
+for name in jrt-qa based-qa jrt-qa-scratch mamba2-qa mamba2-qa-no-sp llama-qa; do
+  if [ -f "$root/models/$name/model.safetensors" ]; then
+    models="${models:+$models,}$name=$root/models/$name"
+  fi
+done
+model_flag=()
+[ -n "$models" ] && model_flag=(--model="$models")
 
 if [ "${1:-}" != "--demo" ]; then
-  exec "$bin/twice-server" --role=all --listen="$listen" \
+  exec "$bin/twice-server" --role=all --listen="$listen" "${model_flag[@]}" \
     --data-dir="${TWICE_DATA_DIR:-$root/twice-data}"
 fi
 
 data_dir=$(mktemp -d)
 log="$data_dir/server.log"
-"$bin/twice-server" --role=all --listen="$listen" --data-dir="$data_dir/store" \
+"$bin/twice-server" --role=all --listen="$listen" "${model_flag[@]}" \
+  --data-dir="$data_dir/store" \
   >"$data_dir/server.out" 2>"$log" &
 server_pid=$!
 cleanup() {
@@ -46,22 +57,22 @@ echo "== health"
 twice health
 echo "== models"
 twice models
-echo "== ingest scripts/demo/sample_document.txt (segments of 256 tokens)"
-doc=$(twice ingest "$root/scripts/demo/sample_document.txt" --segment-tokens=256 \
-  | cut -f1)
+echo "== ingest scripts/demo/qa_document.txt (a document of the task the"
+echo "   default model was trained on: facts \"<key> is <value> .\" among filler)"
+doc=$(twice ingest "$root/scripts/demo/qa_document.txt" | cut -f1)
 twice docs
 echo
-echo "The default model has random weights until trained models ship, so the"
-echo "answers below are not meaningful text; what was reused is."
+echo "Expected answers: kurun -> tabux, muzan -> fifex (8 facts in 128 words: the"
+echo "tiny default model answers about 80 % of such questions, see models/README.md)."
 for mode in default read_twice read_twice_full; do
-  for question in "Where is the lighthouse?" "Who keeps the lighthouse?"; do
+  for question in "what is kurun ?" "what is muzan ?"; do
     echo
     echo "== ask --mode=$mode \"$question\""
-    twice ask "$doc" "$question" --mode="$mode" --max-tokens=16
+    twice ask "$doc" "$question" --mode="$mode" --max-tokens=2
   done
 done
 echo
 echo "== ask again: the document state is reused, only the question is read"
-twice ask "$doc" "Where is the lighthouse?" --max-tokens=16 --json
+twice ask "$doc" "what is kurun ?" --max-tokens=2 --json
 echo
 echo "demo: done"

@@ -15,6 +15,8 @@
 //   twice bench store            store put/get vs a plain file (no server)
 //   twice bench pipeline         ask modes' TTFT and prefill, cold vs cached,
 //                                against a running server
+//   twice eval SET.jsonl         answer accuracy by model x mode x facts x
+//                                length, through the public API
 //
 // Every command takes --server=HOST:PORT and --json (one JSON object on
 // stdout). Exit code 0 on success, 1 on any error.
@@ -121,6 +123,7 @@ int main(int argc, char** argv) {
   if (command == "init-model") return twice::cli::RunInitModel(cli);
   if (command == "store") return twice::cli::RunStore(cli);
   if (command == "bench") return twice::cli::RunBench(cli);
+  if (command == "eval") return twice::cli::RunEval(cli);
   std::fprintf(stderr, "twice: unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;

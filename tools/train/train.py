@@ -1,0 +1,391 @@
+"""Train a tiny Based, JRT-RNN, Mamba-2 or Llama model on the document-QA
+task (task.py) on CPU and export the HF-layout directory the engine loads.
+
+  /usr/bin/python3 tools/train/train.py --arch based --out models/based-qa
+
+Recipes:
+  * next-token loss on answer tokens (the value after "A:");
+  * formats: default, read_twice and read_twice_full (question before the
+    document), so the model has seen every ask mode's input;
+  * JRT-RNN (--arch jrt): prefix batches put the document (left-padded with
+    [PAD] to the curriculum's document length; served documents of M =
+    enc_length words or more need no pads) in the non-causal encoder
+    region; 15 % of the prefix's non-fact tokens are replaced by [MASK] and
+    predicted at their own position (prefix MLM), plus the next-token loss
+    on the suffix;
+  * curriculum: short documents with few facts first; harder ones only
+    while the answer loss is low (--curriculum-loss, --ramp-steps);
+  * --init-from DIR: warm start from a trained model directory;
+  * --state-passing: the detached final state of each batch row is the
+    initial state of the next batch's row, reset to zero with probability
+    --reset-prob (0.1);
+  * --tbptt N: each batch is N consecutive segments of one long document
+    (state carried with gradients cut between segments), questions after the
+    last segment.
+After training the exported directory is checked against the float64
+reference (tools/reference) and a quick held-out accuracy is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import task  # noqa: E402
+from models import BasedLM, LlamaLM, Mamba2LM, detach_state  # noqa: E402
+from reference.safetensors_io import write_safetensors  # noqa: E402
+
+
+def init_from(model, path):
+    """Warm start from a trained model directory: every tensor of the same
+    name and shape is copied; a JRT encoder projection missing there starts
+    as its decoder twin (proj_k_enc = proj_k, proj_v_enc = proj_v)."""
+    from reference.safetensors_io import read_safetensors
+    tensors, _ = read_safetensors(os.path.join(path, "model.safetensors"))
+    copied = 0
+    with torch.no_grad():
+        for name in model.names:
+            src = tensors.get(name)
+            if src is None and name.endswith("_enc.weight"):
+                src = tensors.get(name.replace("_enc.weight", ".weight"))
+            if src is not None and tuple(src.shape) == tuple(model.w(name).shape):
+                model.w(name).copy_(src.float())
+                copied += 1
+    print(f"init from {path}: {copied} of {len(model.names)} tensors", flush=True)
+
+
+def make_config(arch: str, vocab: int, doc_len: int, pad_id: int) -> dict:
+    templates = {"prompt_templates": task.prompt_templates()}
+    if arch in ("based", "jrt"):
+        c = {
+            "architecture": arch, "model_type": arch, "vocab_size": vocab,
+            "pad_vocab_size_multiple": 8, "layer_norm_epsilon": 1e-5,
+            "rotary_emb_base": 10000.0, "activation_function": "swiglu",
+            "rms_norm": True, "residual_in_fp32": True, "tie_word_embeddings": True,
+            "training_context": doc_len,
+            "mixer": {"expand_proj": 4, "kernel_sizes": 3, "use_bias": True},
+            "n_embd": 64, "n_layer": 4, "n_head": 4, "n_inner": 256,
+            "alt_mixer": {"feature_dim": 16, "num_heads": 4},
+            "alt_mixer_2": {"window_size": 64},
+            "alt_mixer_layers": [1, 3], "alt_mixer_2_layers": [2],
+        }
+        if arch == "jrt":
+            c["alt_mixer"]["_target_"] = (
+                "based.models.mixers.prefix_linear_attention.PrefixLinearAttention")
+            c["alt_mixer"]["enc_length"] = doc_len
+            c["enc_length"] = doc_len
+            c["prefix_pad_token_id"] = pad_id
+    elif arch == "mamba2":
+        c = {
+            "architecture": "mamba2", "d_model": 64, "n_layer": 4, "d_intermediate": 0,
+            "vocab_size": vocab,
+            "ssm_cfg": {"layer": "Mamba2", "d_conv": 4, "expand": 2, "ngroups": 1,
+                        "d_state": 32, "headdim": 16, "chunk_size": 64},
+            "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": True,
+            "residual_in_fp32": True, "fused_add_norm": True,
+            "pad_vocab_size_multiple": 16, "tie_embeddings": True,
+            "training_context": doc_len,
+        }
+    elif arch == "llama":
+        c = {
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "vocab_size": vocab, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+            "max_position_embeddings": 8192, "rope_scaling": None,
+            "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 4, "intermediate_size": 256, "rope_theta": 10000.0,
+        }
+    else:
+        raise ValueError(arch)
+    c["eos_token_id"] = task.token_ids()["</s>"]
+    c["twice"] = templates
+    return c
+
+
+def build_model(arch, cfg, seed):
+    if arch in ("based", "jrt"):
+        return BasedLM(cfg, seed)
+    if arch == "mamba2":
+        return Mamba2LM(cfg, seed)
+    return LlamaLM(cfg, seed)
+
+
+def batch(rng, fmt, args, vocab, max_facts):
+    """A batch of one format, right-padded with [PAD] (no loss) to its
+    longest row."""
+    toks, masks = [], []
+    for _ in range(args.batch):
+        t, m, _ = task.training_example(rng, fmt, args.doc_len, vocab, max_facts,
+                                        max_doc_len=args.cur_doc_len)
+        toks.append(t)
+        masks.append(m)
+    width = max(len(t) for t in toks)
+    pad = vocab["[PAD]"]
+    toks = [t + [pad] * (width - len(t)) for t in toks]
+    masks = [m + [0] * (width - len(m)) for m in masks]
+    return torch.tensor(toks), torch.tensor(masks, dtype=torch.float32)
+
+
+def answer_loss(logits, tokens, mask):
+    lp = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                         tokens[:, 1:].reshape(-1), reduction="none")
+    m = mask[:, 1:].reshape(-1)
+    return (lp * m).sum() / m.sum().clamp(min=1)
+
+
+def mlm_corrupt(rng, tokens, prefix_len, vocab):
+    """15 % of the prefix's real non-fact tokens -> [MASK]; returns the
+    corrupted tokens and the MLM target mask."""
+    fact_ids = {vocab[w] for w in task.KEYS + task.VALUES}
+    skip = fact_ids | {vocab["[PAD]"]}
+    t = tokens.clone()
+    target = torch.zeros_like(tokens, dtype=torch.float32)
+    for b in range(tokens.shape[0]):
+        for i in range(prefix_len):
+            if int(tokens[b, i]) not in skip and rng.random() < 0.15:
+                t[b, i] = vocab["[MASK]"]
+                target[b, i] = 1.0
+    return t, target
+
+
+def tbptt_batch(rng, args, vocab, max_facts):
+    """N consecutive segments of one long document per row: facts anywhere;
+    the last segment ends with questions. Returns a list of (tokens, mask)."""
+    n = args.tbptt
+    seg = args.seq_len
+    rows = []
+    for _ in range(args.batch):
+        nf = rng.randint(1, max_facts)
+        words, facts = task.make_document(rng, nf, n * seg - 7 * 8, held_out=False)
+        toks = [vocab[w] for w in words]
+        mask = [0] * len(toks)
+        while len(toks) < n * seg:
+            k, v, _ = rng.choice(facts)
+            q, m = task._qa(k, v, vocab)
+            toks += q
+            mask += m
+        rows.append((toks[: n * seg], mask[: n * seg]))
+    tokens = torch.tensor([r[0] for r in rows])
+    masks = torch.tensor([r[1] for r in rows], dtype=torch.float32)
+    return [(tokens[:, i * seg:(i + 1) * seg], masks[:, i * seg:(i + 1) * seg]) for i in range(n)]
+
+
+@torch.no_grad()
+def quick_eval(model, arch, args, vocab, seed=1234):
+    """Held-out accuracy in the default (and, for JRT, prefix) format on
+    documents of doc_len words: greedy first token == value."""
+    rng = random.Random(seed)
+    out = {}
+    for n_facts in (2, 8, 16, 24):
+        rows, answers = [], []
+        for _ in range(32):
+            words, facts = task.make_document(rng, n_facts, args.doc_len, held_out=True)
+            k, v, _ = rng.choice(facts)
+            rows.append([vocab[w] for w in words] + [vocab[w] for w in ["Q:", "what", "is", task.KEYS[k], "?", "A:"]])
+            answers.append(vocab[task.VALUES[v]])
+        tokens = torch.tensor(rows)
+        modes = [("default", 0)] + ([("prefix", args.doc_len)] if arch == "jrt" else [])
+        for mode, enc in modes:
+            keep = None
+            logits, _ = model(tokens, None, keep=keep, enc=enc)
+            pred = logits[:, -1, : len(vocab)].argmax(-1)
+            acc = (pred == torch.tensor(answers)).float().mean().item()
+            out[f"{mode}/f{n_facts}"] = round(acc, 3)
+    return out
+
+
+@torch.no_grad()
+def check_against_reference(out_dir, arch, model, vocab):
+    """Logits of the exported directory through tools/reference (float64)
+    against the training form (float32) on one held-out document."""
+    rng = random.Random(7)
+    words, facts = task.make_document(rng, 8, 96, held_out=True)
+    toks = [vocab[w] for w in words] + [vocab[w] for w in ["Q:", "what", "is", task.KEYS[facts[0][0]], "?", "A:"]]
+    ours, _ = model(torch.tensor([toks]), None)
+    if arch in ("based", "jrt"):
+        from reference.model import ReferenceModel
+        ref = ReferenceModel.from_dir(out_dir)
+        theirs = ref.prefill(toks, ref.new_state())
+    elif arch == "mamba2":
+        from reference.mamba2 import Mamba2Reference
+        ref = Mamba2Reference.from_dir(out_dir)
+        theirs = ref.prefill(toks, ref.new_state())
+    else:
+        from reference.llama import LlamaReference
+        ref = LlamaReference.from_dir(out_dir)
+        theirs = ref.prefill(toks, ref.new_state())
+    diff = (ours[0].double() - theirs[:, : ours.shape[-1]]).abs().max().item()
+    result = {"causal_max_abs_diff": diff}
+    if arch == "jrt":
+        from reference.model import prefix_inputs
+        doc = [vocab[w] for w in words]
+        padded, keep = prefix_inputs(doc, model.cfg["enc_length"], pad=True,
+                                     pad_token_id=vocab["[PAD]"])
+        seq = padded + toks[len(doc):]
+        st = ref.new_state()
+        theirs = ref.prefill(padded, st, "prefix", keep)
+        theirs = torch.cat([theirs, torch.cat([ref.step(t, st)[None] for t in toks[len(doc):]])])
+        keep_t = torch.tensor([keep + [True] * (len(seq) - len(keep))], dtype=torch.float32)
+        ours, _ = model(torch.tensor([seq]), None, keep=keep_t, enc=model.cfg["enc_length"])
+        diff = (ours[0].double() - theirs[:, : ours.shape[-1]]).abs().max().item()
+        result["prefix_max_abs_diff"] = diff
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", required=True, choices=["based", "jrt", "mamba2", "llama"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=288, help="TBTT segment length")
+    ap.add_argument("--doc-len", type=int, default=128, help="the training length (document words)")
+    ap.add_argument("--max-facts", type=int, default=24)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--state-passing", action="store_true")
+    ap.add_argument("--reset-prob", type=float, default=0.1)
+    ap.add_argument("--tbptt", type=int, default=0, help="segments per TBTT batch (0 = off)")
+    ap.add_argument("--tbptt-every", type=int, default=4, help="one TBTT batch every N steps")
+    ap.add_argument("--formats", default="", help="comma list fmt:weight (default per arch)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-minutes", type=float, default=15.0, help="stop early past this wall time")
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--init-from", default="", help="warm start from a model directory")
+    ap.add_argument("--start-level", type=float, default=0.0, help="initial curriculum level (0..1)")
+    ap.add_argument("--ramp-steps", type=int, default=1800,
+                    help="gated steps from the easiest to the full curriculum")
+    ap.add_argument("--curriculum-loss", type=float, default=1.0,
+                    help="answer-loss EMA below which the curriculum advances")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    vocab = task.token_ids()
+    cfg = make_config(args.arch, len(vocab), args.doc_len, vocab["[PAD]"])
+    model = build_model(args.arch, cfg, args.seed)
+    if args.init_from:
+        init_from(model, args.init_from)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"{args.arch}: {n_params} parameters ({n_params * 4 / 1e6:.2f} MB f32)", flush=True)
+
+    if args.formats:
+        fmts = [(f.split(":")[0], float(f.split(":")[1])) for f in args.formats.split(",")]
+    elif args.arch == "jrt":
+        fmts = [("prefix", 0.5), ("default", 0.2), ("read_twice", 0.15), ("read_twice_full", 0.15)]
+    else:
+        fmts = [("default", 0.5), ("read_twice", 0.3), ("read_twice_full", 0.2)]
+    names, weights = zip(*fmts)
+
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    warm = max(1, args.steps // 20)
+
+    def lr_at(s):
+        # Warmup, then cosine to 10 % over the run; the run's progress is
+        # the larger of steps done and wall time used (--max-minutes), so a
+        # run cut by the time cap still ends with a decayed learning rate.
+        if s < warm:
+            return args.lr * (s + 1) / warm
+        p = max((s - warm) / max(1, args.steps - warm),
+                (time.time() - started) / (60 * args.max_minutes))
+        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+
+    state = None
+    level = args.start_level
+    args.cur_doc_len = 32
+    started = time.time()
+    ema = None
+    step = 0
+    for step in range(args.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        # Curriculum: documents start short with few facts; the level rises
+        # (over at least --ramp-steps steps) only while the answer loss is
+        # below --curriculum-loss, so recall is learnt on easy documents first.
+        if ema is not None and ema < args.curriculum_loss:
+            level = min(1.0, level + 1.0 / args.ramp_steps)
+        max_facts = max(4, int(round(4 + level * (args.max_facts - 4))))
+        args.cur_doc_len = int(round(32 + level * (args.doc_len - 32)))
+        if args.tbptt and step % args.tbptt_every == args.tbptt_every - 1:
+            segs = tbptt_batch(rng, args, vocab, max_facts)
+            st = None
+            loss_sum = 0.0
+            opt.zero_grad()
+            for toks, mask in segs:
+                logits, st = model(toks, st, want_state=True)
+                loss = answer_loss(logits, toks, mask)
+                if mask.sum() > 0:
+                    loss.backward()
+                    loss_sum += loss.item()
+                st = detach_state(st, None)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            lv = loss_sum
+        else:
+            fmt = rng.choices(names, weights)[0]
+            toks, mask = batch(rng, fmt, args, vocab, max_facts)
+            opt.zero_grad()
+            if fmt == "prefix":
+                m = args.cur_doc_len  # every row is left-padded to it
+                keep = (toks != vocab["[PAD]"]).float()
+                keep[:, m:] = 1.0
+                corrupted, target = mlm_corrupt(rng, toks, m, vocab)
+                logits, _ = model(corrupted, None, keep=keep, enc=m)
+                loss = answer_loss(logits, toks, mask)
+                lp = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), toks.reshape(-1), reduction="none")
+                mlm = (lp * target.reshape(-1)).sum() / target.sum().clamp(min=1)
+                total = loss + 0.5 * mlm
+            else:
+                carry = state if args.state_passing else None
+                logits, new_state = model(toks, carry, want_state=args.state_passing)
+                loss = answer_loss(logits, toks, mask)
+                total = loss
+                if args.state_passing:
+                    reset = torch.rand(args.batch, generator=torch.Generator().manual_seed(args.seed * 100003 + step)) < args.reset_prob
+                    state = detach_state(new_state, reset)
+            total.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            lv = loss.item()
+        ema = lv if ema is None else 0.95 * ema + 0.05 * lv
+        if step % args.log_every == 0 or step == args.steps - 1:
+            el = time.time() - started
+            print(f"step {step} loss {lv:.3f} ema {ema:.3f} facts<={max_facts} doc<={args.cur_doc_len} lr {lr_at(step):.2e} {el:.0f}s", flush=True)
+        if time.time() - started > args.max_minutes * 60:
+            print(f"stopping at step {step}: wall-time cap {args.max_minutes} min", flush=True)
+            break
+    minutes = (time.time() - started) / 60
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_safetensors(os.path.join(args.out, "model.safetensors"), model.tensors(),
+                      {"format": "pt"})
+    task.write_tokenizer(os.path.join(args.out, "tokenizer.json"))
+    ref = check_against_reference(args.out, args.arch, model, vocab)
+    acc = quick_eval(model, args.arch, args, vocab)
+    summary = {
+        "arch": args.arch, "seed": args.seed, "steps": step + 1, "minutes": round(minutes, 1),
+        "final_loss_ema": round(ema, 4), "params": n_params,
+        "command": "/usr/bin/python3 tools/train/train.py " + " ".join(sys.argv[1:]),
+        "reference_check": ref, "quick_eval": acc,
+    }
+    with open(os.path.join(args.out, "training.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps(summary, indent=1), flush=True)
+
+
+if __name__ == "__main__":
+    main()
