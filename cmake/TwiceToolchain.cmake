@@ -14,7 +14,18 @@ target_compile_options(twice_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Werror=unused-result -Wno-unused-parameter>)
 
 add_library(twice_sanitizers INTERFACE)
-if(TWICE_SANITIZE)
+if(TWICE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TWICE_FUZZ needs clang (CMAKE_CXX_COMPILER=clang++)")
+  endif()
+  # Coverage and sanitizers in every Twice library; tests/fuzz links libFuzzer.
+  # Instrumented loops may not vectorise (`omp simd` must not fail the build)
+  # and gcc is the compiler that enforces warnings: clang reports its own
+  # extra ones (e.g. unused private fields) without failing.
+  target_compile_options(twice_sanitizers INTERFACE
+    "$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined;-gline-tables-only;-Wno-pass-failed;-Wno-error>")
+  target_link_options(twice_sanitizers INTERFACE -fsanitize=address,undefined)
+elseif(TWICE_SANITIZE)
   target_compile_options(twice_sanitizers INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
   target_link_options(twice_sanitizers INTERFACE -fsanitize=address,undefined)

@@ -3,6 +3,7 @@
 #   scripts/setup.sh           build, test and run
 #   scripts/setup.sh --tools   also the offline Python tools (tools/: torch
 #                              reference, checkpoint conversion, training)
+#   scripts/setup.sh --fuzz    also clang and libFuzzer (scripts/fuzz.sh)
 # Idempotent: when everything is present it prints nothing and exits 0.
 set -euo pipefail
 
@@ -24,6 +25,10 @@ fi
 if [ "${1:-}" = "--tools" ]; then
   # Debian's torch, used only through /usr/bin/python3.
   packages+=(python3 python3-numpy python3-torch)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+  # clang++ and its runtime libraries (libclang_rt.fuzzer*.a, the sanitizers).
+  packages+=(clang libclang-rt-14-dev)
 fi
 
 missing=()

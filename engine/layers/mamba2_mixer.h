@@ -80,7 +80,6 @@ class Mamba2Mixer final : public Mixer {
   int64_t groups_ = 0;    // G
   int64_t chunk_ = 0;     // Q
   int64_t in_proj_dim_ = 0;
-  float norm_eps_ = 1e-5f;
   Mamba2StateShape shape_;
 };
 

@@ -22,43 +22,53 @@ bool FileExists(const std::string& path) {
   return f.good();
 }
 
-// Shard file names from an index's "weight_map", by stored tensor name.
+// Shard file names from the index file at `path`, by stored tensor name.
 [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> ReadIndex(
     const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::stringstream buf;
   buf << in.rdbuf();
-  const nlohmann::json root =
-      nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a JSON object"));
-  }
-  const auto map = root.find("weight_map");
-  if (map == root.end() || !map->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": missing object \"weight_map\""));
-  }
-  std::map<std::string, std::string> shards;
-  for (const auto& [name, file] : map->items()) {
-    if (!file.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": shard of '", name, "' is not a string"));
-    }
-    std::string shard = file.get<std::string>();
-    // Shards must sit in the model directory itself.
-    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." ||
-        shard == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": invalid shard file name '", shard, "'"));
-    }
-    shards[name] = std::move(shard);
-  }
-  return shards;
+  return ParseWeightIndex(buf.str(), path);
 }
 
 }  // namespace
+
+absl::StatusOr<std::map<std::string, std::string>> ParseWeightIndex(
+    std::string_view json, std::string_view path) {
+  try {
+    const nlohmann::json root =
+        nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded() || !root.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(path), ": not a JSON object"));
+    }
+    const auto map = root.find("weight_map");
+    if (map == root.end() || !map->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(path), ": missing object \"weight_map\""));
+    }
+    std::map<std::string, std::string> shards;
+    for (const auto& [name, file] : map->items()) {
+      if (!file.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            AbslView(path), ": shard of '", name, "' is not a string"));
+      }
+      std::string shard = file.get<std::string>();
+      // Shards must sit in the model directory itself.
+      if (shard.empty() || shard.find('/') != std::string::npos ||
+          shard == "." || shard == "..") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            AbslView(path), ": invalid shard file name '", shard, "'"));
+      }
+      shards[name] = std::move(shard);
+    }
+    return shards;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(path), ": malformed: ", e.what()));
+  }
+}
 
 absl::StatusOr<WeightMap> WeightMap::OpenDir(const std::string& dir,
                                              const WeightNameRule& rule) {

@@ -23,6 +23,13 @@
 
 namespace twice::engine {
 
+// The "weight_map" of a model.safetensors.index.json (`json`, read from
+// `path`, which errors name): stored tensor name -> shard file name.
+// INVALID_ARGUMENT for anything but a JSON object whose "weight_map" maps
+// names to plain file names of the model directory (no '/', "." or "..").
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::string>>
+ParseWeightIndex(std::string_view json, std::string_view path);
+
 // Returns the canonical name of a stored tensor, or "" to ignore the tensor.
 using WeightNameRule = std::function<std::string(std::string_view)>;
 
