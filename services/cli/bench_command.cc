@@ -6,6 +6,8 @@
 //                         (bench_store_command.cc)
 //   twice bench pipeline  ask modes' TTFT and prefill against a running
 //                         server (bench_pipeline_command.cc)
+//   twice bench load      concurrent mixed load against a running server,
+//                         with loss and answer checks (bench_load_command.cc)
 //
 // Each target lives in its own file as RunBench<Target>; this only
 // dispatches.
@@ -20,9 +22,10 @@ int RunBench(const CliContext& cli) {
   if (target == "engine") return RunBenchEngine(cli);
   if (target == "store" && cli.args.size() == 1) return RunBenchStore(cli);
   if (target == "pipeline") return RunBenchPipeline(cli);
-  return ReportError(cli,
-                     absl::InvalidArgumentError(
-                         "usage: twice bench engine|store|pipeline [--json]"));
+  if (target == "load" && cli.args.size() == 1) return RunBenchLoad(cli);
+  return ReportError(
+      cli, absl::InvalidArgumentError(
+               "usage: twice bench engine|store|pipeline|load [--json]"));
 }
 
 }  // namespace twice::cli

@@ -19,6 +19,7 @@ int RunBench(const CliContext& cli);          // bench TARGET (no server)
 int RunBenchStore(const CliContext& cli);     // bench store
 int RunBenchEngine(const CliContext& cli);    // bench engine
 int RunBenchPipeline(const CliContext& cli);  // bench pipeline (a server)
+int RunBenchLoad(const CliContext& cli);      // bench load (a server)
 int RunEval(const CliContext& cli);           // eval SET.jsonl (a server)
 
 }  // namespace twice::cli

@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "services/cli/bench_common.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
@@ -21,19 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 // Token ids per ingest message: 256 KiB, well under the message limit.
 constexpr int64_t kTokensPerMessage = 65536;
-
-double MillisSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start)
-      .count();
-}
-
-// Nearest-rank percentile of `values` (not empty).
-double Percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  const size_t rank = static_cast<size_t>(
-      std::max(0.0, std::ceil(p * static_cast<double>(values.size())) - 1));
-  return values[std::min(rank, values.size() - 1)];
-}
 
 absl::Status Named(const std::string& step, const grpc::Status& status) {
   absl::Status s = services::FromGrpcStatus(status);
@@ -50,20 +38,10 @@ class Bench {
         rng_(std::random_device{}()) {}
 
   absl::Status Describe() {
-    std::unique_ptr<grpc::ClientContext> call = cli_.NewCall();
-    v1::ListModelsResponse models;
-    absl::Status listed =
-        Named("ListModels", stub_->ListModels(call.get(), {}, &models));
-    if (!listed.ok()) return listed;
-    const std::string name =
-        options_.model.empty() ? models.default_model() : options_.model;
-    for (const v1::ModelInfo& info : models.models()) {
-      if (info.name() == name) model_ = info;
-    }
-    if (model_.name().empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("the server does not serve model '", name, "'"));
-    }
+    absl::StatusOr<v1::ModelInfo> model =
+        FindServedModel(cli_, *stub_, options_.model);
+    if (!model.ok()) return model.status();
+    model_ = *std::move(model);
     return absl::OkStatus();
   }
 

@@ -15,6 +15,8 @@
 //   twice bench store            store put/get vs a plain file (no server)
 //   twice bench pipeline         ask modes' TTFT and prefill, cold vs cached,
 //                                against a running server
+//   twice bench load             concurrent mixed load with loss and answer
+//                                checks, against a running server
 //   twice eval SET.jsonl         answer accuracy by model x mode x facts x
 //                                length, through the public API
 //
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
       "append DOC FILE | docs | "
       "rm DOC | models | health | init-model --out DIR | "
       "store stats|verify|compact|gc|backup NAME|restore DIR | "
-      "bench engine|store|pipeline | "
+      "bench engine|store|pipeline|load | "
       "eval SET.jsonl");
   std::vector<std::string> args =
       twice::services::NormalizeFlagNames(argc, argv);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "services/common/auth.h"
 #include "services/common/log.h"
+#include "services/common/process_memory.h"
 #include "services/common/request_id.h"
 #include "services/common/tls.h"
 #include "services/decode/decode_service.h"
@@ -169,6 +170,10 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
         MetricsEndpoint::Start(options.metrics_listen, store);
     if (!metrics.ok()) return metrics.status();
     server->metrics_ = *std::move(metrics);
+    server->metrics_->AddGauge(
+        "process_resident_memory_bytes",
+        "Resident memory of this process in bytes",
+        [] { return static_cast<double>(ResidentMemoryBytes()); });
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,
                      " port=", server->metrics_->port()));

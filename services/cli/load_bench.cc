@@ -1,0 +1,736 @@
+#include "services/cli/load_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/cli/async_calls.h"
+#include "services/cli/bench_common.h"
+#include "services/cli/metrics_scrape.h"
+#include "services/common/grpc_status.h"
+#include "twice/v1/orchestrator.grpc.pb.h"
+
+namespace twice::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kExamples = 5;
+constexpr char kMemoryMetric[] = "process_resident_memory_bytes";
+
+std::string ModeName(v1::AskMode mode) {
+  std::string name = v1::AskMode_Name(mode);
+  if (absl::StartsWith(name, "ASK_MODE_")) name = name.substr(9);
+  return absl::AsciiStrToLower(name);
+}
+
+bool IsClean(const grpc::Status& status) {
+  return status.error_code() != grpc::StatusCode::UNKNOWN &&
+         status.error_code() != grpc::StatusCode::INTERNAL &&
+         !status.error_message().empty();
+}
+
+// Runs functions after a delay on one thread (backoff after a failed call:
+// a callback must not sleep on a gRPC thread).
+class Scheduler {
+ public:
+  Scheduler() : thread_([this] { Loop(); }) {}
+  ~Scheduler() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void After(std::chrono::milliseconds delay, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push({Clock::now() + delay, seq_++, std::move(fn)});
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Item {
+    Clock::time_point at;
+    uint64_t seq;
+    std::function<void()> fn;
+    bool operator>(const Item& o) const {
+      return at != o.at ? at > o.at : seq > o.seq;
+    }
+  };
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      if (stop_) return;
+      if (queue_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (Clock::now() < queue_.top().at) {
+        cv_.wait_until(lock, queue_.top().at);
+        continue;
+      }
+      std::function<void()> fn = queue_.top().fn;
+      queue_.pop();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue_;
+  uint64_t seq_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// What a client knows of one of its documents, and what the server has
+// acknowledged of it (the loss check compares the two).
+struct Slot {
+  int slot = 0;
+  std::string id;
+  bool exists = false;
+  int appends = 0;        // valid when exists && !in_doubt
+  bool in_doubt = false;  // a call that may have changed it failed
+  // Acknowledged by an OK ingest or append (or seen by GetDocument) and not
+  // deleted since, with this many appends.
+  bool acknowledged = false;
+  bool ever_acknowledged = false;
+  int acknowledged_appends = 0;
+  bool maybe_deleted = false;   // a delete failed: it may have happened
+  bool maybe_appended = false;  // an append failed: it may have happened
+};
+
+class LoadRun {
+ public:
+  LoadRun(const CliContext& cli, const LoadBenchOptions& options)
+      : cli_(cli),
+        options_(options),
+        channel_(cli.Connect()),
+        stub_(v1::Orchestrator::NewStub(channel_)) {}
+
+  absl::Status Describe() {
+    absl::StatusOr<v1::ModelInfo> model =
+        FindServedModel(cli_, *stub_, options_.model);
+    if (!model.ok()) return model.status();
+    model_ = *std::move(model);
+    shape_ = options_.shape;
+    shape_.vocab_size = model_.vocab_size();
+    for (int m : model_.modes()) modes_.push_back(static_cast<v1::AskMode>(m));
+    if (modes_.empty()) modes_.push_back(v1::ASK_MODE_DEFAULT);
+    result_.model = model_.name();
+    book_ = std::make_unique<AnswerBook>(absl::StrCat(
+        "model=", model_.fingerprint(), " doc=", shape_.doc_tokens,
+        " append=", shape_.append_tokens, " max_appends=", shape_.max_appends,
+        " questions=", shape_.questions_per_doc, "x", shape_.question_tokens,
+        " answer=", options_.answer_tokens,
+        " segment=", options_.segment_tokens));
+    if (!options_.answers_in.empty()) {
+      if (absl::Status s = book_->LoadBaseline(options_.answers_in); !s.ok()) {
+        return s;
+      }
+    }
+    for (auto& [op, weight] : options_.mix) {
+      if (weight < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("load mix: weight of ", op, " is negative"));
+      }
+      mix_total_ += weight;
+    }
+    if (mix_total_ <= 0) {
+      return absl::InvalidArgumentError("load mix: no operation has weight");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<LoadBenchResult> Run() {
+    for (const std::string& endpoint : options_.metrics) {
+      LoadMemory m;
+      m.endpoint = endpoint;
+      absl::StatusOr<double> rss = ScrapeMetric(endpoint, kMemoryMetric);
+      if (rss.ok()) m.start_bytes = m.peak_bytes = *rss;
+      result_.memory.push_back(m);
+    }
+    const int slots = options_.clients * options_.docs_per_client;
+    for (int s = 0; s < slots; ++s) {
+      auto slot = std::make_unique<Slot>();
+      slot->slot = s;
+      slot->id = absl::StrCat(options_.id_prefix, "-s", s);
+      slots_.push_back(std::move(slot));
+    }
+    clients_.resize(static_cast<size_t>(options_.clients));
+    for (int c = 0; c < options_.clients; ++c) {
+      clients_[c].index = c;
+      clients_[c].rng.seed(static_cast<uint64_t>(c) * 7919 + 17);
+    }
+    const Clock::time_point start = Clock::now();
+    end_ = start + std::chrono::milliseconds(
+                       static_cast<int64_t>(options_.seconds * 1000));
+    running_ = options_.clients;
+    std::thread sampler([this] { SampleMemory(); });
+    for (Client& c : clients_) Next(&c);
+    {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      done_cv_.wait(lock, [this] { return running_ == 0; });
+    }
+    result_.seconds = MillisSince(start) / 1000.0;
+    sampling_ = false;
+    sampler.join();
+
+    FinalCheck();
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        static_cast<int64_t>(options_.settle_seconds * 1000)));
+    for (LoadMemory& m : result_.memory) {
+      absl::StatusOr<double> rss = ScrapeMetric(m.endpoint, kMemoryMetric);
+      if (rss.ok()) {
+        m.end_bytes = *rss;
+        m.peak_bytes = std::max(m.peak_bytes, *rss);
+      }
+    }
+    if (!options_.keep_docs) DeleteAll();
+    result_.answers = book_->answers();
+    result_.answer_keys = book_->keys();
+    if (!options_.answers_out.empty()) {
+      if (absl::Status s = book_->Save(options_.answers_out); !s.ok()) {
+        return s;
+      }
+    }
+    return result_;
+  }
+
+ private:
+  struct Client {
+    int index = 0;
+    std::mt19937_64 rng;
+  };
+
+  Slot& SlotOf(Client* c, int k) {
+    return *slots_[static_cast<size_t>(c->index * options_.docs_per_client +
+                                       k)];
+  }
+
+  // ---------------------------------------------------------- bookkeeping
+
+  void Finish(const std::string& op, Clock::time_point start,
+              const grpc::Status& status, double ttft_ms = -1) {
+    std::lock_guard<std::mutex> lock(mu_);
+    LoadOpStats& stats = result_.ops[op];
+    stats.calls += 1;
+    stats.latency_ms.push_back(MillisSince(start));
+    if (status.ok()) {
+      stats.ok += 1;
+      if (ttft_ms >= 0) stats.ttft_ms.push_back(ttft_ms);
+      return;
+    }
+    const std::string code =
+        absl::StatusCodeToString(services::FromGrpcStatus(status).code());
+    result_.errors[code] += 1;
+    if (!IsClean(status)) {
+      result_.unclean_errors += 1;
+      if (result_.unclean_examples.size() < kExamples) {
+        result_.unclean_examples.push_back(
+            absl::StrCat(op, ": ", code, " '", status.error_message(), "'"));
+      }
+    }
+  }
+
+  void Lost(const Slot& slot, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_.documents_lost += 1;
+    if (result_.lost_examples.size() < kExamples) {
+      result_.lost_examples.push_back(absl::StrCat(slot.id, ": ", why));
+    }
+  }
+
+  void RecordAnswer(const Slot& slot, int question, v1::AskMode mode,
+                    const std::vector<int32_t>& answer) {
+    const std::string key =
+        LoadAnswerKey(slot.slot, slot.appends, question, ModeName(mode));
+    const AnswerBook::Verdict v = book_->Record(key, answer);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (v.compared_to_baseline) result_.answers_compared_to_baseline += 1;
+    if (v.differs_in_run) result_.answers_differ_in_run += 1;
+    if (v.differs_from_baseline) result_.answers_differ_from_baseline += 1;
+    if ((v.differs_in_run || v.differs_from_baseline) &&
+        result_.differ_examples.size() < kExamples) {
+      result_.differ_examples.push_back(absl::StrCat(
+          key, " -> [", absl::StrJoin(answer, ","), "]",
+          v.differs_in_run ? " (differs in run)" : "",
+          v.differs_from_baseline ? " (differs from baseline)" : ""));
+    }
+  }
+
+  // A document's length as the server reports it, against what was
+  // acknowledged. Updates the slot to what the server holds; a length this
+  // workload cannot produce leaves the slot in doubt (Resolve starts it
+  // over).
+  void Reconcile(Slot& slot, bool found, int64_t tokens) {
+    slot.in_doubt = false;
+    if (!found) {
+      if (slot.acknowledged && !slot.maybe_deleted) {
+        Lost(slot, absl::StrCat("NOT_FOUND after ", slot.acknowledged_appends,
+                                " acknowledged appends"));
+      }
+      slot.exists = false;
+      slot.acknowledged = false;
+    } else {
+      const int appends = LoadAppendsForLength(shape_, tokens);
+      const bool expected =
+          appends >= 0 &&
+          (!slot.acknowledged || appends == slot.acknowledged_appends ||
+           (slot.maybe_appended && appends == slot.acknowledged_appends + 1));
+      if (!expected) {
+        Lost(slot, absl::StrCat(
+                       "has ", tokens, " tokens, acknowledged ",
+                       slot.acknowledged
+                           ? shape_.doc_tokens + shape_.append_tokens *
+                                                     slot.acknowledged_appends
+                           : int64_t{0}));
+      }
+      slot.exists = true;
+      if (appends < 0) {
+        slot.in_doubt = true;
+        slot.acknowledged = false;
+      } else {
+        slot.appends = appends;
+        slot.acknowledged = slot.ever_acknowledged = true;
+        slot.acknowledged_appends = appends;
+      }
+    }
+    slot.maybe_deleted = false;
+    slot.maybe_appended = false;
+  }
+
+  // A failed call on an acknowledged document that says it is gone.
+  void CheckNotFound(Slot& slot, const grpc::Status& status) {
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
+        slot.acknowledged && !slot.maybe_deleted) {
+      Lost(slot, absl::StrCat("NOT_FOUND: ", status.error_message()));
+      slot.acknowledged = false;
+    }
+  }
+
+  // ---------------------------------------------------------- the loop
+
+  void Next(Client* c) {
+    if (Clock::now() >= end_) {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      if (--running_ == 0) done_cv_.notify_all();
+      return;
+    }
+    std::uniform_int_distribution<int> pick_slot(0,
+                                                 options_.docs_per_client - 1);
+    Slot& slot = SlotOf(c, pick_slot(c->rng));
+    if (slot.in_doubt) return Resolve(c, slot);
+    std::uniform_real_distribution<double> u(0, mix_total_);
+    double x = u(c->rng);
+    std::string op = options_.mix.rbegin()->first;
+    for (const auto& [name, weight] : options_.mix) {
+      if (x < weight) {
+        op = name;
+        break;
+      }
+      x -= weight;
+    }
+    if (!slot.exists) return Ingest(c, slot);
+    if (op == "ingest") return Delete(c, slot, /*then_ingest=*/true);
+    if (op == "append" && slot.appends < shape_.max_appends) {
+      return Append(c, slot);
+    }
+    if (op == "batch_ask") return BatchAsk(c, slot);
+    return Ask(c, slot);
+  }
+
+  // After a failed call: back off a little, so an outage is not a spin.
+  void Continue(Client* c, const grpc::Status& status) {
+    if (status.ok()) return Next(c);
+    scheduler_.After(std::chrono::milliseconds(200), [this, c] { Next(c); });
+  }
+
+  void Resolve(Client* c, Slot& slot) {
+    auto call =
+        std::make_shared<UnaryCall<v1::GetDocumentRequest, v1::DocumentInfo>>();
+    call->context = cli_.NewCall();
+    call->request.set_document_id(slot.id);
+    const Clock::time_point start = Clock::now();
+    stub_->async()->GetDocument(
+        call->context.get(), &call->request, &call->response,
+        [this, c, &slot, call, start](grpc::Status status) {
+          Finish("get", start, status);
+          if (status.ok()) {
+            Reconcile(slot, true, call->response.tokens());
+          } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+            Reconcile(slot, false, 0);
+          }
+          if (slot.in_doubt && slot.exists) {
+            // A length this workload cannot produce: start the slot over.
+            slot.in_doubt = false;
+            return Delete(c, slot, /*then_ingest=*/true);
+          }
+          Continue(c, status.error_code() == grpc::StatusCode::NOT_FOUND
+                          ? grpc::Status::OK
+                          : status);
+        });
+  }
+
+  void Ingest(Client* c, Slot& slot) {
+    v1::IngestRequest request;
+    request.mutable_header()->set_model(model_.name());
+    request.mutable_header()->set_document_id(slot.id);
+    request.mutable_header()->set_segment_tokens(options_.segment_tokens);
+    const std::vector<int32_t> tokens = LoadDocumentTokens(shape_, slot.slot);
+    request.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    auto done = std::make_shared<v1::DocumentInfo>();
+    const Clock::time_point start = Clock::now();
+    auto* call = new WriteOnceStreamCall<v1::IngestRequest, v1::IngestResponse>(
+        cli_.NewCall(), std::move(request),
+        [done](const v1::IngestResponse& r) {
+          if (r.has_done()) *done = r.done();
+        },
+        [this, c, &slot, done, start](const grpc::Status& status) {
+          Finish("ingest", start, status);
+          if (status.ok() && done->tokens() == shape_.doc_tokens) {
+            slot.exists = true;
+            slot.appends = 0;
+            slot.acknowledged = slot.ever_acknowledged = true;
+            slot.acknowledged_appends = 0;
+          } else {
+            slot.in_doubt = true;
+          }
+          Continue(c, status);
+        });
+    stub_->async()->Ingest(call->context(), call);
+    call->Go();
+  }
+
+  void Append(Client* c, Slot& slot) {
+    v1::AppendRequest request;
+    request.set_document_id(slot.id);
+    const std::vector<int32_t> tokens =
+        LoadAppendTokens(shape_, slot.slot, slot.appends + 1);
+    request.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    auto done = std::make_shared<v1::DocumentInfo>();
+    const Clock::time_point start = Clock::now();
+    auto* call = new WriteOnceStreamCall<v1::AppendRequest, v1::IngestResponse>(
+        cli_.NewCall(), std::move(request),
+        [done](const v1::IngestResponse& r) {
+          if (r.has_done()) *done = r.done();
+        },
+        [this, c, &slot, done, start](const grpc::Status& status) {
+          Finish("append", start, status);
+          const int64_t want =
+              shape_.doc_tokens + shape_.append_tokens * (slot.appends + 1);
+          if (status.ok() && done->tokens() == want) {
+            slot.appends += 1;
+            slot.acknowledged_appends = slot.appends;
+          } else {
+            CheckNotFound(slot, status);
+            slot.in_doubt = true;
+            slot.maybe_appended = true;
+          }
+          Continue(c, status);
+        });
+    stub_->async()->Append(call->context(), call);
+    call->Go();
+  }
+
+  void Delete(Client* c, Slot& slot, bool then_ingest) {
+    auto call = std::make_shared<
+        UnaryCall<v1::DeleteDocumentRequest, v1::DeleteDocumentResponse>>();
+    call->context = cli_.NewCall();
+    call->request.set_document_id(slot.id);
+    const Clock::time_point start = Clock::now();
+    const bool was_acknowledged = slot.acknowledged && !slot.maybe_deleted;
+    // Sent: from now on the document may be gone, whatever the reply.
+    slot.maybe_deleted = true;
+    stub_->async()->DeleteDocument(
+        call->context.get(), &call->request, &call->response,
+        [this, c, &slot, call, start, then_ingest,
+         was_acknowledged](grpc::Status status) {
+          Finish("delete", start, status);
+          if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
+              was_acknowledged) {
+            Lost(slot,
+                 absl::StrCat("NOT_FOUND on delete: ", status.error_message()));
+          }
+          if (status.ok() ||
+              status.error_code() == grpc::StatusCode::NOT_FOUND) {
+            slot.exists = false;
+            slot.acknowledged = false;
+            slot.maybe_deleted = false;
+            if (then_ingest && Clock::now() < end_) return Ingest(c, slot);
+            return Continue(c, grpc::Status::OK);
+          }
+          slot.in_doubt = true;
+          Continue(c, status);
+        });
+  }
+
+  v1::AskMode PickMode(Client* c) {
+    std::uniform_int_distribution<size_t> pick(0, modes_.size() - 1);
+    return modes_[pick(c->rng)];
+  }
+
+  void Ask(Client* c, Slot& slot) {
+    std::uniform_int_distribution<int> pick_q(0, shape_.questions_per_doc - 1);
+    const int question = pick_q(c->rng);
+    const v1::AskMode mode = PickMode(c);
+    v1::AskRequest request;
+    request.set_document_id(slot.id);
+    const std::vector<int32_t> q =
+        LoadQuestionTokens(shape_, slot.slot, question);
+    request.mutable_question_tokens()->Add(q.begin(), q.end());
+    request.set_mode(mode);
+    request.mutable_sampling()->set_max_tokens(options_.answer_tokens);
+    request.mutable_sampling()->set_ignore_eos(true);
+    struct Answer {
+      std::vector<int32_t> tokens;
+      double ttft_ms = -1;
+    };
+    auto answer = std::make_shared<Answer>();
+    const Clock::time_point start = Clock::now();
+    auto* call = new ServerStreamCall<v1::AskRequest, v1::AskResponse>(
+        cli_.NewCall(), std::move(request),
+        [answer, start](const v1::AskResponse& r) {
+          if (answer->ttft_ms < 0 && r.tokens_size() > 0) {
+            answer->ttft_ms = MillisSince(start);
+          }
+          answer->tokens.insert(answer->tokens.end(), r.tokens().begin(),
+                                r.tokens().end());
+        },
+        [this, c, &slot, answer, start, question,
+         mode](const grpc::Status& status) {
+          Finish(absl::StrCat("ask:", ModeName(mode)), start, status,
+                 answer->ttft_ms);
+          if (status.ok()) {
+            RecordAnswer(slot, question, mode, answer->tokens);
+          } else {
+            CheckNotFound(slot, status);
+          }
+          Continue(c, status);
+        });
+    stub_->async()->Ask(call->context(), call->request(), call);
+    call->Go();
+  }
+
+  void BatchAsk(Client* c, Slot& slot) {
+    v1::BatchAskRequest request;
+    request.set_document_id(slot.id);
+    struct Asked {
+      int question;
+      v1::AskMode mode;
+    };
+    auto asked = std::make_shared<std::vector<Asked>>();
+    for (int q = 0; q < shape_.questions_per_doc; ++q) {
+      const v1::AskMode mode = PickMode(c);
+      v1::BatchQuestion* bq = request.add_questions();
+      const std::vector<int32_t> tokens =
+          LoadQuestionTokens(shape_, slot.slot, q);
+      bq->mutable_question_tokens()->Add(tokens.begin(), tokens.end());
+      bq->set_mode(mode);
+      bq->mutable_sampling()->set_max_tokens(options_.answer_tokens);
+      bq->mutable_sampling()->set_ignore_eos(true);
+      asked->push_back({q, mode});
+    }
+    auto answers =
+        std::make_shared<std::vector<std::vector<int32_t>>>(asked->size());
+    auto ttft = std::make_shared<double>(-1);
+    const Clock::time_point start = Clock::now();
+    auto* call =
+        new ServerStreamCall<v1::BatchAskRequest, v1::BatchAskResponse>(
+            cli_.NewCall(), std::move(request),
+            [answers, ttft, start](const v1::BatchAskResponse& r) {
+              if (r.index() < 0 ||
+                  static_cast<size_t>(r.index()) >= answers->size()) {
+                return;
+              }
+              if (*ttft < 0 && r.response().tokens_size() > 0) {
+                *ttft = MillisSince(start);
+              }
+              auto& tokens = (*answers)[static_cast<size_t>(r.index())];
+              tokens.insert(tokens.end(), r.response().tokens().begin(),
+                            r.response().tokens().end());
+            },
+            [this, c, &slot, asked, answers, ttft,
+             start](const grpc::Status& status) {
+              Finish("batch_ask", start, status, *ttft);
+              if (status.ok()) {
+                for (size_t i = 0; i < asked->size(); ++i) {
+                  RecordAnswer(slot, (*asked)[i].question, (*asked)[i].mode,
+                               (*answers)[i]);
+                }
+              } else {
+                CheckNotFound(slot, status);
+              }
+              Continue(c, status);
+            });
+    stub_->async()->BatchAsk(call->context(), call->request(), call);
+    call->Go();
+  }
+
+  // ---------------------------------------------------------- after load
+
+  void SampleMemory() {
+    while (sampling_) {
+      for (LoadMemory& m : result_.memory) {
+        absl::StatusOr<double> rss = ScrapeMetric(m.endpoint, kMemoryMetric);
+        if (rss.ok()) m.peak_bytes = std::max(m.peak_bytes, *rss);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+
+  // Every document once more, with retries while the deployment recovers:
+  // its length against what was acknowledged, and one greedy answer.
+  void FinalCheck() {
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
+                           options_.verify_seconds * 1000));
+    for (auto& owned : slots_) {
+      Slot& slot = *owned;
+      if (!slot.ever_acknowledged && !slot.in_doubt) continue;
+      bool checked = false;
+      while (!checked) {
+        std::unique_ptr<grpc::ClientContext> call = cli_.NewCall();
+        v1::GetDocumentRequest request;
+        request.set_document_id(slot.id);
+        v1::DocumentInfo info;
+        const grpc::Status status =
+            stub_->GetDocument(call.get(), request, &info);
+        if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) {
+          Reconcile(slot, status.ok(), info.tokens());
+          checked = true;
+        } else if (Clock::now() > deadline) {
+          Lost(slot,
+               absl::StrCat("unreadable at the end: ", status.error_message()));
+          break;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+      }
+      if (!checked) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        result_.documents_verified += 1;
+        if (slot.ever_acknowledged) result_.documents_acknowledged += 1;
+      }
+      if (!slot.exists || slot.in_doubt) continue;
+      // One greedy answer per document after the load (and any fault).
+      while (true) {
+        v1::AskRequest ask;
+        ask.set_document_id(slot.id);
+        const std::vector<int32_t> q = LoadQuestionTokens(shape_, slot.slot, 0);
+        ask.mutable_question_tokens()->Add(q.begin(), q.end());
+        ask.set_mode(v1::ASK_MODE_DEFAULT);
+        ask.mutable_sampling()->set_max_tokens(options_.answer_tokens);
+        ask.mutable_sampling()->set_ignore_eos(true);
+        std::unique_ptr<grpc::ClientContext> call = cli_.NewCall();
+        auto reader = stub_->Ask(call.get(), ask);
+        std::vector<int32_t> answer;
+        v1::AskResponse response;
+        while (reader->Read(&response)) {
+          answer.insert(answer.end(), response.tokens().begin(),
+                        response.tokens().end());
+        }
+        const grpc::Status status = reader->Finish();
+        if (status.ok()) {
+          RecordAnswer(slot, 0, v1::ASK_MODE_DEFAULT, answer);
+          break;
+        }
+        if (Clock::now() > deadline) {
+          Lost(slot, absl::StrCat("unanswerable at the end: ",
+                                  status.error_message()));
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+    }
+  }
+
+  void DeleteAll() {
+    for (auto& slot : slots_) {
+      std::unique_ptr<grpc::ClientContext> call = cli_.NewCall();
+      v1::DeleteDocumentRequest request;
+      request.set_document_id(slot->id);
+      v1::DeleteDocumentResponse response;
+      stub_->DeleteDocument(call.get(), request, &response).ok();
+    }
+  }
+
+  const CliContext& cli_;
+  const LoadBenchOptions& options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Orchestrator::Stub> stub_;
+  v1::ModelInfo model_;
+  LoadWorkloadShape shape_;
+  std::vector<v1::AskMode> modes_;
+  double mix_total_ = 0;
+  std::unique_ptr<AnswerBook> book_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Client> clients_;
+  Clock::time_point end_;
+  Scheduler scheduler_;
+
+  std::mutex mu_;  // result_
+  LoadBenchResult result_;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  int running_ = 0;
+  std::atomic<bool> sampling_{true};
+};
+
+}  // namespace
+
+absl::Status LoadBenchResult::Verdict() const {
+  std::vector<std::string> broken;
+  if (documents_lost > 0) {
+    broken.push_back(
+        absl::StrCat(documents_lost, " acknowledged documents lost"));
+  }
+  if (answers_differ_in_run > 0 || answers_differ_from_baseline > 0) {
+    broken.push_back(
+        absl::StrCat(answers_differ_in_run + answers_differ_from_baseline,
+                     " greedy answers changed"));
+  }
+  if (unclean_errors > 0) {
+    broken.push_back(
+        absl::StrCat(unclean_errors, " calls failed without a clean status"));
+  }
+  if (broken.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("load: ", absl::StrJoin(broken, "; ")));
+}
+
+absl::StatusOr<LoadBenchResult> RunLoadBench(const CliContext& cli,
+                                             const LoadBenchOptions& options) {
+  if (options.clients < 1 || options.docs_per_client < 1 ||
+      options.seconds <= 0 || options.answer_tokens < 1 ||
+      options.shape.doc_tokens < 1 || options.shape.append_tokens < 1 ||
+      options.shape.max_appends < 0 || options.shape.questions_per_doc < 1 ||
+      options.shape.question_tokens < 1) {
+    return absl::InvalidArgumentError(
+        "bench load needs >= 1 client, document per client, second, answer "
+        "token, document/append/question token and question");
+  }
+  LoadRun run(cli, options);
+  if (absl::Status s = run.Describe(); !s.ok()) return s;
+  return run.Run();
+}
+
+}  // namespace twice::cli
