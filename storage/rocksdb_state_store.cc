@@ -11,6 +11,7 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/options.h"
 #include "rocksdb/slice.h"
+#include "rocksdb/sst_file_manager.h"
 #include "storage/record_codec.h"
 #include "storage/rocksdb_status.h"
 #include "storage/state_ref.h"
@@ -67,6 +68,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
 
 RocksDbStateStore::RocksDbStateStore(const RocksDbStoreOptions& options)
     : options_(options),
+      disk_(options.path, options.min_free_disk_bytes),
       ttl_filter_(std::make_unique<EphemeralTtlFilter>(
           options.ephemeral_ttl_seconds * 1000, &UnixMillisNow,
           &corruptions_)) {
@@ -93,6 +95,11 @@ absl::Status RocksDbStateStore::OpenDb() {
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.keep_log_file_num = 10;  // RocksDB's own info logs, not the WAL
+  // With a file manager RocksDB keeps room for compactions and, after a
+  // background write failed for lack of space, resumes by itself once
+  // space is back (otherwise the database stays read-only until reopened).
+  db_options.sst_file_manager.reset(
+      rocksdb::NewSstFileManager(rocksdb::Env::Default()));
 
   rocksdb::ColumnFamilyOptions plain;
   rocksdb::ColumnFamilyOptions states = plain;

@@ -50,6 +50,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
 #include "storage/block_manifest.h"
+#include "storage/disk_space_guard.h"
 #include "storage/ephemeral_ttl.h"
 #include "storage/state_cache_index.h"
 #include "storage/state_store.h"
@@ -219,6 +220,7 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] int64_t DiskBytes();
 
   const RocksDbStoreOptions options_;
+  const DiskSpaceGuard disk_;
   rocksdb::WriteOptions write_options_;
   // Evictions and repairs: losing one in a crash only brings a state back.
   rocksdb::WriteOptions unsynced_write_options_;

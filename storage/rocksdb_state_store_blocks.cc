@@ -21,6 +21,15 @@ absl::Status RocksDbStateStore::PutStateBlocks(
   if (options.ephemeral) {
     return absl::InvalidArgumentError("chunked states are durable only");
   }
+  int64_t block_bytes = 0;
+  for (std::string_view block : new_blocks) {
+    block_bytes += static_cast<int64_t>(block.size());
+  }
+  if (absl::Status s = disk_.CheckPut(
+          absl::StrCat("write chunked state ", key.Hex()), block_bytes);
+      !s.ok()) {
+    return s;
+  }
   if (options.recompute_tokens < 0 || !std::isfinite(options.flops_per_token) ||
       options.flops_per_token < 0) {
     return absl::InvalidArgumentError(

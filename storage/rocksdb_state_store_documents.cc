@@ -219,12 +219,23 @@ absl::Status RocksDbStateStore::PutDocument(const DocumentRecord& record,
         absl::StrCat("record says ", record.token_count, " tokens, ",
                      tokens.size(), " given"));
   }
+  if (absl::Status s =
+          disk_.CheckPut(absl::StrCat("write document ", record.document_id),
+                         static_cast<int64_t>(tokens.size() * sizeof(int32_t)));
+      !s.ok()) {
+    return s;
+  }
   std::lock_guard<std::mutex> lock(document_mu_);
   return WriteRecordLocked(record, &tokens);
 }
 
 absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
   if (absl::Status s = ValidateDocumentRecord(record); !s.ok()) return s;
+  if (absl::Status s = disk_.CheckPut(
+          absl::StrCat("update document ", record.document_id), 0);
+      !s.ok()) {
+    return s;
+  }
   const std::string name = DocumentName(record.tenant, record.document_id);
 
   std::lock_guard<std::mutex> lock(document_mu_);
@@ -337,6 +348,11 @@ absl::StatusOr<DocumentPage> RocksDbStateStore::ListDocuments(
 absl::StatusOr<int64_t> RocksDbStateStore::DeleteDocument(
     std::string_view tenant, std::string_view document_id) {
   if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = disk_.CheckDelete(
+          absl::StrCat("delete document ", AbslView(document_id)));
+      !s.ok()) {
     return s;
   }
   const std::string key = DocumentKey(tenant, document_id);

@@ -164,7 +164,11 @@ absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::ReadState(
 absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::RemoveBadState(
     const StateKey& key, bool ephemeral) {
   // Look again under the key's lock before deleting: a concurrent put may
-  // have just replaced the bad value with a good one.
+  // have just replaced the bad value with a good one. On a full disk the
+  // bad value stays (every read verifies it again) rather than risk ENOSPC.
+  if (!disk_.CheckDelete("delete a bad state").ok()) {
+    return ReadState(key, ephemeral, true);
+  }
   if (ephemeral) {
     std::lock_guard<std::mutex> lock(state_locks_[Stripe(key)]);
     absl::StatusOr<StateRead> read = ReadState(key, true, true);
@@ -204,6 +208,11 @@ absl::Status RocksDbStateStore::PutState(const StateKey& key,
                                          std::string_view blob,
                                          const PutStateOptions& options) {
   if (absl::Status s = CheckPutOptions(options); !s.ok()) return s;
+  if (absl::Status s = disk_.CheckPut(absl::StrCat("write state ", key.Hex()),
+                                      static_cast<int64_t>(blob.size()));
+      !s.ok()) {
+    return s;
+  }
   const int64_t now = UnixMillisNow();
   // The value goes to RocksDB as three slices around the caller's blob, so
   // a multi-megabyte state is copied into the WriteBatch only.
@@ -326,6 +335,11 @@ absl::StatusOr<bool> RocksDbStateStore::HasState(const StateKey& key,
 
 absl::Status RocksDbStateStore::DeleteState(const StateKey& key,
                                             bool ephemeral) {
+  if (absl::Status s =
+          disk_.CheckDelete(absl::StrCat("delete state ", key.Hex()));
+      !s.ok()) {
+    return s;
+  }
   if (ephemeral) {
     return FromRocksDb(
         db_->Delete(write_options_, ephemeral_, ToSlice(key.Bytes())),

@@ -228,6 +228,11 @@ struct RocksDbStoreOptions {
   // cache, filled at flush): a hit is served without a file read or copy
   // inside RocksDB. 0 disables it. Default: 256 MiB.
   int64_t state_cache_bytes = int64_t{256} << 20;
+  // Free bytes the store's file system must keep beyond a write: below it
+  // puts fail with RESOURCE_EXHAUSTED (deletes still work) instead of
+  // running RocksDB into ENOSPC (storage/disk_space_guard.h). Leave room for
+  // memtable flushes and compactions. Default: 64 MiB.
+  int64_t min_free_disk_bytes = int64_t{64} << 20;
 };
 
 // Opens (or creates) the RocksDB-backed store. Exactly one process may own a

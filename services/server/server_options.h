@@ -53,6 +53,10 @@ struct ServerOptions {
   // lowest-scoring unpinned states to stay within it. 0 = unbounded.
   // Default: 0.
   int64_t state_budget_bytes = 0;
+  // Free bytes the embedded store's file system must keep: below it writes
+  // fail with RESOURCE_EXHAUSTED instead of filling the disk
+  // (storage/disk_space_guard.h). Default: 64 MiB.
+  int64_t store_min_free_disk_bytes = int64_t{64} << 20;
   // host:port of the Prometheus endpoint (GET /metrics); port 0 picks one.
   // Empty = no endpoint. Default: empty.
   std::string metrics_listen;

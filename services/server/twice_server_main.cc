@@ -46,6 +46,9 @@ ABSL_FLAG(bool, sync_writes, true,
 ABSL_FLAG(int64_t, state_budget_bytes, 0,
           "Byte budget of the store's durable states; puts evict the "
           "least valuable unpinned states to stay within it (0 = unbounded)");
+ABSL_FLAG(int64_t, store_min_free_disk_bytes, int64_t{64} << 20,
+          "Free bytes the embedded store's disk must keep; below it writes "
+          "fail with RESOURCE_EXHAUSTED instead of filling the disk");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port of the Prometheus /metrics endpoint; port 0 picks one "
           "(empty = off)");
@@ -164,6 +167,8 @@ int main(int argc, char** argv) {
   options.decode_address = absl::GetFlag(FLAGS_decode_address);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
   options.state_budget_bytes = absl::GetFlag(FLAGS_state_budget_bytes);
+  options.store_min_free_disk_bytes =
+      absl::GetFlag(FLAGS_store_min_free_disk_bytes);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.device = absl::GetFlag(FLAGS_device);
