@@ -108,6 +108,8 @@ void PrintTable(const LoadBenchResult& r, const LoadBenchOptions& o) {
   for (const std::string& e : r.unclean_examples) {
     std::printf("  %s\n", e.c_str());
   }
+  std::printf("states recomputed by answers (missing or corrupt): %lld\n",
+              static_cast<long long>(r.states_recomputed));
   std::printf("documents: %lld checked at the end, %lld lost\n",
               static_cast<long long>(r.documents_verified),
               static_cast<long long>(r.documents_lost));
@@ -160,6 +162,7 @@ nlohmann::json ToJson(const LoadBenchResult& r) {
           {"documents_verified", r.documents_verified},
           {"documents_lost", r.documents_lost},
           {"lost_examples", r.lost_examples},
+          {"states_recomputed", r.states_recomputed},
           {"answers", r.answers},
           {"answer_keys", r.answer_keys},
           {"answers_differ_in_run", r.answers_differ_in_run},

@@ -276,6 +276,11 @@ class LoadRun {
     }
   }
 
+  void CountRecomputed(int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_.states_recomputed += n;
+  }
+
   // A document's length as the server reports it, against what was
   // acknowledged. Updates the slot to what the server holds; a length this
   // workload cannot produce leaves the slot in doubt (Resolve starts it
@@ -502,6 +507,7 @@ class LoadRun {
     struct Answer {
       std::vector<int32_t> tokens;
       double ttft_ms = -1;
+      int64_t recomputed = 0;
     };
     auto answer = std::make_shared<Answer>();
     const Clock::time_point start = Clock::now();
@@ -513,6 +519,7 @@ class LoadRun {
           }
           answer->tokens.insert(answer->tokens.end(), r.tokens().begin(),
                                 r.tokens().end());
+          if (r.finished()) answer->recomputed = r.usage().states_recomputed();
         },
         [this, c, &slot, answer, start, question,
          mode](const grpc::Status& status) {
@@ -520,6 +527,7 @@ class LoadRun {
                  answer->ttft_ms);
           if (status.ok()) {
             RecordAnswer(slot, question, mode, answer->tokens);
+            CountRecomputed(answer->recomputed);
           } else {
             CheckNotFound(slot, status);
           }
@@ -551,11 +559,12 @@ class LoadRun {
     auto answers =
         std::make_shared<std::vector<std::vector<int32_t>>>(asked->size());
     auto ttft = std::make_shared<double>(-1);
+    auto recomputed = std::make_shared<int64_t>(0);
     const Clock::time_point start = Clock::now();
     auto* call =
         new ServerStreamCall<v1::BatchAskRequest, v1::BatchAskResponse>(
             cli_.NewCall(), std::move(request),
-            [answers, ttft, start](const v1::BatchAskResponse& r) {
+            [answers, ttft, recomputed, start](const v1::BatchAskResponse& r) {
               if (r.index() < 0 ||
                   static_cast<size_t>(r.index()) >= answers->size()) {
                 return;
@@ -566,11 +575,15 @@ class LoadRun {
               auto& tokens = (*answers)[static_cast<size_t>(r.index())];
               tokens.insert(tokens.end(), r.response().tokens().begin(),
                             r.response().tokens().end());
+              if (r.response().finished()) {
+                *recomputed += r.response().usage().states_recomputed();
+              }
             },
-            [this, c, &slot, asked, answers, ttft,
+            [this, c, &slot, asked, answers, ttft, recomputed,
              start](const grpc::Status& status) {
               Finish("batch_ask", start, status, *ttft);
               if (status.ok()) {
+                CountRecomputed(*recomputed);
                 for (size_t i = 0; i < asked->size(); ++i) {
                   RecordAnswer(slot, (*asked)[i].question, (*asked)[i].mode,
                                (*answers)[i]);

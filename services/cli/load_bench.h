@@ -102,6 +102,9 @@ struct LoadBenchResult {
   int64_t documents_verified = 0;             // checked at the end
   int64_t documents_lost = 0;
   std::vector<std::string> lost_examples;
+  // Stored states that answers found missing or corrupt and recomputed from
+  // the document's tokens (Usage.states_recomputed, summed).
+  int64_t states_recomputed = 0;
   int64_t answers = 0;
   int64_t answer_keys = 0;
   int64_t answers_differ_in_run = 0;

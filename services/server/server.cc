@@ -55,6 +55,12 @@ std::shared_ptr<grpc::Channel> Connect(
   // A dns:/// name of a headless Service resolves to every pod behind it;
   // round robin spreads calls over all of them (pick-first would pin one).
   args.SetLoadBalancingPolicyName("round_robin");
+  // A restarted role is back within a second or two; gRPC's default
+  // reconnect backoff (1 s growing to 120 s) would keep failing calls to it
+  // for minutes after (measured in the kill campaign, docs/RELIABILITY.md).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       address, credentials, args, InternalInterceptors(internal_token));
 }
@@ -132,6 +138,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     store_options.sync_writes = options.sync_writes;
     store_options.state_budget_bytes = options.state_budget_bytes;
     store_options.min_free_disk_bytes = options.store_min_free_disk_bytes;
+    store_options.state_cache_bytes = options.store_state_cache_bytes;
     absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
         storage::OpenRocksDbStore(store_options);
     if (!store.ok()) {

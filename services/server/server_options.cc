@@ -54,6 +54,9 @@ absl::Status ServerOptions::Validate() const {
   if ((role == Role::kStore || store_address.empty()) && data_dir.empty()) {
     return absl::InvalidArgumentError("--data_dir is required");
   }
+  if (store_state_cache_bytes < 0) {
+    return absl::InvalidArgumentError("--store_state_cache_bytes must be >= 0");
+  }
   if (store_min_free_disk_bytes < 0) {
     return absl::InvalidArgumentError(
         "--store_min_free_disk_bytes must be >= 0");

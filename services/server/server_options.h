@@ -57,6 +57,9 @@ struct ServerOptions {
   // fail with RESOURCE_EXHAUSTED instead of filling the disk
   // (storage/disk_space_guard.h). Default: 64 MiB.
   int64_t store_min_free_disk_bytes = int64_t{64} << 20;
+  // Memory of the embedded store's cache of state values (RocksDB's blob
+  // cache); 0 = every read goes to the files. Default: 256 MiB.
+  int64_t store_state_cache_bytes = int64_t{256} << 20;
   // host:port of the Prometheus endpoint (GET /metrics); port 0 picks one.
   // Empty = no endpoint. Default: empty.
   std::string metrics_listen;

@@ -49,6 +49,9 @@ ABSL_FLAG(int64_t, state_budget_bytes, 0,
 ABSL_FLAG(int64_t, store_min_free_disk_bytes, int64_t{64} << 20,
           "Free bytes the embedded store's disk must keep; below it writes "
           "fail with RESOURCE_EXHAUSTED instead of filling the disk");
+ABSL_FLAG(int64_t, store_state_cache_bytes, int64_t{256} << 20,
+          "Memory of the embedded store's cache of state values (0 = off: "
+          "every read goes to the files)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port of the Prometheus /metrics endpoint; port 0 picks one "
           "(empty = off)");
@@ -169,6 +172,8 @@ int main(int argc, char** argv) {
   options.state_budget_bytes = absl::GetFlag(FLAGS_state_budget_bytes);
   options.store_min_free_disk_bytes =
       absl::GetFlag(FLAGS_store_min_free_disk_bytes);
+  options.store_state_cache_bytes =
+      absl::GetFlag(FLAGS_store_state_cache_bytes);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.device = absl::GetFlag(FLAGS_device);

@@ -66,7 +66,8 @@ def init_from(model, path):
     print(f"init from {path}: {copied} of {len(model.names)} tensors", flush=True)
 
 
-def make_config(arch: str, vocab: int, doc_len: int, pad_id: int) -> dict:
+def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
+                d_state: int = 32, feature_dim: int = 16) -> dict:
     templates = {"prompt_templates": task.prompt_templates()}
     if arch in ("based", "jrt"):
         c = {
@@ -77,7 +78,7 @@ def make_config(arch: str, vocab: int, doc_len: int, pad_id: int) -> dict:
             "training_context": doc_len,
             "mixer": {"expand_proj": 4, "kernel_sizes": 3, "use_bias": True},
             "n_embd": 64, "n_layer": 4, "n_head": 4, "n_inner": 256,
-            "alt_mixer": {"feature_dim": 16, "num_heads": 4},
+            "alt_mixer": {"feature_dim": feature_dim, "num_heads": 4},
             "alt_mixer_2": {"window_size": 64},
             "alt_mixer_layers": [1, 3], "alt_mixer_2_layers": [2],
         }
@@ -92,7 +93,7 @@ def make_config(arch: str, vocab: int, doc_len: int, pad_id: int) -> dict:
             "architecture": "mamba2", "d_model": 64, "n_layer": 4, "d_intermediate": 0,
             "vocab_size": vocab,
             "ssm_cfg": {"layer": "Mamba2", "d_conv": 4, "expand": 2, "ngroups": 1,
-                        "d_state": 32, "headdim": 16, "chunk_size": 64},
+                        "d_state": d_state, "headdim": 16, "chunk_size": 64},
             "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": True,
             "residual_in_fp32": True, "fused_add_norm": True,
             "pad_vocab_size_multiple": 16, "tie_embeddings": True,
@@ -183,22 +184,29 @@ def tbptt_batch(rng, args, vocab, max_facts):
 
 @torch.no_grad()
 def quick_eval(model, arch, args, vocab, seed=1234):
-    """Held-out accuracy in the default (and, for JRT, prefix) format on
-    documents of doc_len words: greedy first token == value."""
+    """Held-out accuracy in the default and read_twice (and, for JRT,
+    prefix) formats on documents of doc_len words: greedy first token ==
+    value."""
     rng = random.Random(seed)
     out = {}
-    for n_facts in (2, 8, 16, 24):
-        rows, answers = [], []
-        for _ in range(32):
+    for n_facts in (2, 4, 8, 12, 16, 24):
+        if 4 * n_facts > args.doc_len:
+            continue
+        rows, twice, answers = [], [], []
+        for _ in range(64):
             words, facts = task.make_document(rng, n_facts, args.doc_len, held_out=True)
             k, v, _ = rng.choice(facts)
-            rows.append([vocab[w] for w in words] + [vocab[w] for w in ["Q:", "what", "is", task.KEYS[k], "?", "A:"]])
+            doc = [vocab[w] for w in words]
+            question = [vocab[w] for w in ["Q:", "what", "is", task.KEYS[k], "?"]]
+            rows.append(doc + question + [vocab["A:"]])
+            twice.append(doc + question + [vocab["D:"]] + doc + question + [vocab["A:"]])
             answers.append(vocab[task.VALUES[v]])
-        tokens = torch.tensor(rows)
-        modes = [("default", 0)] + ([("prefix", args.doc_len)] if arch == "jrt" else [])
-        for mode, enc in modes:
-            keep = None
-            logits, _ = model(tokens, None, keep=keep, enc=enc)
+        modes = [("default", 0, rows), ("read_twice", 0, twice)]
+        if arch == "jrt":
+            modes.append(("prefix", args.doc_len, rows))
+        for mode, enc, batch_rows in modes:
+            tokens = torch.tensor(batch_rows)
+            logits, _ = model(tokens, None, keep=None, enc=enc)
             pred = logits[:, -1, : len(vocab)].argmax(-1)
             acc = (pred == torch.tensor(answers)).float().mean().item()
             out[f"{mode}/f{n_facts}"] = round(acc, 3)
@@ -253,6 +261,8 @@ def main():
     ap.add_argument("--seq-len", type=int, default=288, help="TBTT segment length")
     ap.add_argument("--doc-len", type=int, default=128, help="the training length (document words)")
     ap.add_argument("--max-facts", type=int, default=24)
+    ap.add_argument("--d-state", type=int, default=32, help="Mamba-2 state size per head channel")
+    ap.add_argument("--feature-dim", type=int, default=16, help="Based/JRT feature dimension")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--state-passing", action="store_true")
     ap.add_argument("--reset-prob", type=float, default=0.1)
@@ -274,7 +284,8 @@ def main():
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     vocab = task.token_ids()
-    cfg = make_config(args.arch, len(vocab), args.doc_len, vocab["[PAD]"])
+    cfg = make_config(args.arch, len(vocab), args.doc_len, vocab["[PAD]"],
+                      d_state=args.d_state, feature_dim=args.feature_dim)
     model = build_model(args.arch, cfg, args.seed)
     if args.init_from:
         init_from(model, args.init_from)
