@@ -12,6 +12,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/slice.h"
 #include "rocksdb/sst_file_manager.h"
+#include "storage/background_error_listener.h"
 #include "storage/record_codec.h"
 #include "storage/rocksdb_status.h"
 #include "storage/state_ref.h"
@@ -100,6 +101,8 @@ absl::Status RocksDbStateStore::OpenDb() {
   // space is back (otherwise the database stays read-only until reopened).
   db_options.sst_file_manager.reset(
       rocksdb::NewSstFileManager(rocksdb::Env::Default()));
+  db_options.listeners.push_back(
+      std::make_shared<BackgroundErrorListener>(&corruptions_));
 
   rocksdb::ColumnFamilyOptions plain;
   rocksdb::ColumnFamilyOptions states = plain;
