@@ -8,7 +8,9 @@
 #   kill       kill -9 of the store, prefill or decode process, restarted
 #              after a random pause
 #   corrupt    random bytes of a random state blob file of the store
-#              overwritten in place (bit rot under a live store)
+#              overwritten in place (bit rot under a live store); the
+#              store's, prefill's and decode's state caches are off, so
+#              reads meet the damage instead of a cached copy
 #   disk-full  the store's directory on a small tmpfs that a ballast file
 #              fills to the last byte, held, then freed
 #
@@ -18,6 +20,7 @@
 #
 #   scripts/fault_campaign.sh [--minutes N] [--baseline-minutes N]
 #       [--kinds kill,corrupt,disk-full] [--parallel] [--out DIR]
+#       [--baseline EARLIER_DIR]   (reuse an earlier campaign's baseline)
 #
 # Needs root for the tmpfs of disk-full. Results: DIR/<kind>.json (bench
 # load --json), DIR/<kind>.faults (one line per injected fault), logs, and
@@ -29,6 +32,7 @@ baseline_minutes=3
 kinds=kill,corrupt,disk-full
 parallel=0
 out=""
+reuse_baseline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes="$2"; shift 2 ;;
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
     --kinds) kinds="$2"; shift 2 ;;
     --parallel) parallel=1; shift ;;
     --out) out="$2"; shift 2 ;;
+    --baseline) reuse_baseline="$2"; shift 2 ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "fault_campaign.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -46,6 +51,7 @@ bin=${TWICE_BUILD_DIR:-$root/build}/services
 [ -x "$bin/twice-server" ] || "$root/scripts/build.sh"
 model=qa=$root/models/jrt-qa
 store_extra=()
+cache_extra=()
 # The workload: 8 clients, 2-segment documents with up to 3 appends, every
 # ask mode of the JRT model, 4-token greedy answers, 30 s call deadlines.
 load_args=(--load_clients=8 --load_docs_per_client=2 --load_doc_tokens=256
@@ -70,7 +76,8 @@ role_args() {  # deployment dir role
               --shutdown_grace_seconds=1)
   case "$role" in
     store) args+=(--data_dir="$dir/store" ${store_extra[@]+"${store_extra[@]}"}) ;;
-    prefill|decode) args+=(--store_address="$store" --model="$model") ;;
+    prefill|decode) args+=(--store_address="$store" --model="$model"
+                           ${cache_extra[@]+"${cache_extra[@]}"}) ;;
     orchestrator)
       args+=(--store_address="$store" --model="$model"
              --prefill_address=127.0.0.1:$(port_of "$n" prefill)
@@ -186,6 +193,8 @@ run_kind() {  # kind deployment
   # fault overwrites (a cached copy would hide the damage).
   store_extra=()
   [ "$kind" = corrupt ] && store_extra=(--store_state_cache_bytes=0)
+  cache_extra=()
+  [ "$kind" = corrupt ] && cache_extra=(--state_cache_bytes=0)
   rm -rf "$dir"; mkdir -p "$dir"; : >"$dir/faults"
   if [ "$kind" = disk-full ]; then
     mkdir -p "$dir/store"
@@ -223,7 +232,13 @@ run_kind() {  # kind deployment
 }
 
 echo "fault campaign: baseline ${baseline_minutes} min, then ${minutes} min each of ${kinds}; results in $out"
-run_kind baseline 0
+if [ -n "$reuse_baseline" ]; then
+  # The answers of an earlier campaign's baseline (same model and workload).
+  cp "$reuse_baseline/baseline.json" "$reuse_baseline/baseline.faults" "$reuse_baseline/baseline.rc" "$out/"
+  cp "$reuse_baseline/baseline.answers.json" "$out/"
+else
+  run_kind baseline 0
+fi
 IFS=, read -r -a kind_list <<<"$kinds"
 n=1
 for kind in "${kind_list[@]}"; do

@@ -221,7 +221,8 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     add(std::move(service));
   }
   if (all || role == Role::kPrefill) {
-    auto service = std::make_unique<PrefillService>(models, store);
+    auto service = std::make_unique<PrefillService>(models, store,
+                                                    options.state_cache_bytes);
     service->SetAuthenticator(auth);
     add(std::move(service));
   }

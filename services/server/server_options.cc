@@ -54,6 +54,9 @@ absl::Status ServerOptions::Validate() const {
   if ((role == Role::kStore || store_address.empty()) && data_dir.empty()) {
     return absl::InvalidArgumentError("--data_dir is required");
   }
+  if (state_cache_bytes < 0) {
+    return absl::InvalidArgumentError("--state_cache_bytes must be >= 0");
+  }
   if (store_state_cache_bytes < 0) {
     return absl::InvalidArgumentError("--store_state_cache_bytes must be >= 0");
   }

@@ -60,6 +60,10 @@ struct ServerOptions {
   // Memory of the embedded store's cache of state values (RocksDB's blob
   // cache); 0 = every read goes to the files. Default: 256 MiB.
   int64_t store_state_cache_bytes = int64_t{256} << 20;
+  // Memory of the decoded-state caches of the prefill and decode services
+  // (services/common/state_cache.h), each; 0 = every load reads the store.
+  // Default: 256 MiB.
+  int64_t state_cache_bytes = int64_t{256} << 20;
   // host:port of the Prometheus endpoint (GET /metrics); port 0 picks one.
   // Empty = no endpoint. Default: empty.
   std::string metrics_listen;

@@ -52,6 +52,9 @@ ABSL_FLAG(int64_t, store_min_free_disk_bytes, int64_t{64} << 20,
 ABSL_FLAG(int64_t, store_state_cache_bytes, int64_t{256} << 20,
           "Memory of the embedded store's cache of state values (0 = off: "
           "every read goes to the files)");
+ABSL_FLAG(int64_t, state_cache_bytes, int64_t{256} << 20,
+          "Memory of the decoded-state cache of the prefill and of the "
+          "decode service, each (0 = every load reads the store)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port of the Prometheus /metrics endpoint; port 0 picks one "
           "(empty = off)");
@@ -174,6 +177,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_store_min_free_disk_bytes);
   options.store_state_cache_bytes =
       absl::GetFlag(FLAGS_store_state_cache_bytes);
+  options.state_cache_bytes = absl::GetFlag(FLAGS_state_cache_bytes);
+  options.decode_limits.state_cache_bytes = options.state_cache_bytes;
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.device = absl::GetFlag(FLAGS_device);

@@ -4,7 +4,6 @@
 // baseline whose answers were altered is caught (the check can fail).
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 #include <string>
 
@@ -28,17 +27,20 @@ nlohmann::json LastJsonLine(const std::string& out) {
   return nlohmann::json::parse(last, nullptr, false);
 }
 
+// The metrics port from the server's "event=metrics.started ... port=N"
+// log line.
 std::string MetricsAddress(const std::string& log_path) {
   std::ifstream in(log_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string log = text.str();
-  std::smatch match;
-  if (!std::regex_search(log, match,
-                         std::regex("event=metrics.started .*port=([0-9]+)"))) {
-    return "";
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("event=metrics.started") == std::string::npos) continue;
+    const size_t at = line.find(" port=");
+    if (at == std::string::npos) continue;
+    const std::string port =
+        line.substr(at + 6, line.find(' ', at + 6) - at - 6);
+    if (!port.empty()) return "127.0.0.1:" + port;
   }
-  return "127.0.0.1:" + match[1].str();
+  return "";
 }
 
 TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
