@@ -18,8 +18,8 @@ absl::Status DiskSpaceGuard::Check(std::string_view what, int64_t needed,
   const int64_t free = FreeBytes();
   if (free < 0 || free >= needed + floor) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      AbslView(what), ": the store's disk is full: ", free, " bytes free in ", path_,
-      ", ", needed, " needed beyond a reserve of ", floor,
+      AbslView(what), ": the store's disk is full: ", free, " bytes free in ",
+      path_, ", ", needed, " needed beyond a reserve of ", floor,
       " (free space or raise the disk; --store_min_free_disk_bytes)"));
 }
 
