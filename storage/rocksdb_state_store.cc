@@ -101,6 +101,7 @@ absl::Status RocksDbStateStore::OpenDb() {
   // space is back (otherwise the database stays read-only until reopened).
   db_options.sst_file_manager.reset(
       rocksdb::NewSstFileManager(rocksdb::Env::Default()));
+  db_options.max_total_wal_size = static_cast<uint64_t>(options_.max_wal_bytes);
   db_options.listeners.push_back(
       std::make_shared<BackgroundErrorListener>(&corruptions_));
 

@@ -233,6 +233,12 @@ struct RocksDbStoreOptions {
   // running RocksDB into ENOSPC (storage/disk_space_guard.h). Leave room for
   // memtable flushes and compactions. Default: 64 MiB.
   int64_t min_free_disk_bytes = int64_t{64} << 20;
+  // Bytes of write-ahead log kept before the column families it holds are
+  // flushed (RocksDB's max_total_wal_size; it also caps the log's
+  // preallocation). Every state value passes through the log, and
+  // RocksDB's own default (4x all write buffers, ~1.8 GiB here) let the log
+  // alone fill a small volume (docs/RELIABILITY.md). Default: 64 MiB.
+  int64_t max_wal_bytes = int64_t{64} << 20;
 };
 
 // Opens (or creates) the RocksDB-backed store. Exactly one process may own a
