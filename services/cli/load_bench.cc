@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "services/cli/async_calls.h"
 #include "services/cli/bench_common.h"
+#include "services/cli/delay_scheduler.h"
 #include "services/cli/metrics_scrape.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -42,63 +43,6 @@ bool IsClean(const grpc::Status& status) {
          status.error_code() != grpc::StatusCode::INTERNAL &&
          !status.error_message().empty();
 }
-
-// Runs functions after a delay on one thread (backoff after a failed call:
-// a callback must not sleep on a gRPC thread).
-class Scheduler {
- public:
-  Scheduler() : thread_([this] { Loop(); }) {}
-  ~Scheduler() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void After(std::chrono::milliseconds delay, std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push({Clock::now() + delay, seq_++, std::move(fn)});
-    }
-    cv_.notify_all();
-  }
-
- private:
-  struct Item {
-    Clock::time_point at;
-    uint64_t seq;
-    std::function<void()> fn;
-    bool operator>(const Item& o) const {
-      return at != o.at ? at > o.at : seq > o.seq;
-    }
-  };
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      if (stop_) return;
-      if (queue_.empty()) {
-        cv_.wait(lock);
-        continue;
-      }
-      if (Clock::now() < queue_.top().at) {
-        cv_.wait_until(lock, queue_.top().at);
-        continue;
-      }
-      std::function<void()> fn = queue_.top().fn;
-      queue_.pop();
-      lock.unlock();
-      fn();
-      lock.lock();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue_;
-  uint64_t seq_ = 0;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // What a client knows of one of its documents, and what the server has
 // acknowledged of it (the loss check compares the two).
@@ -698,7 +642,7 @@ class LoadRun {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Client> clients_;
   Clock::time_point end_;
-  Scheduler scheduler_;
+  DelayScheduler scheduler_;
 
   std::mutex mu_;  // result_
   LoadBenchResult result_;
