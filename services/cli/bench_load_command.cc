@@ -83,8 +83,9 @@ absl::Status ParseMix(const std::vector<std::string>& items,
 
 double MiB(double bytes) { return bytes < 0 ? -1 : bytes / (1024.0 * 1024.0); }
 
-void PrintTable(const LoadBenchResult& r, const LoadBenchOptions& o) {
-  std::printf("load against %s: model %s, %d clients, %.1f s\n", "the server",
+void PrintTable(const LoadBenchResult& r, const LoadBenchOptions& o,
+                const std::string& server) {
+  std::printf("load against %s: model %s, %d clients, %.1f s\n", server.c_str(),
               r.model.c_str(), o.clients, r.seconds);
   std::printf("%-22s %8s %8s %9s %9s %9s %9s %10s %10s\n", "operation", "calls",
               "ok", "calls/s", "p50_ms", "p90_ms", "p99_ms", "ttft_p50",
@@ -206,7 +207,7 @@ int RunBenchLoad(const CliContext& cli) {
   if (cli.json) {
     PrintJson(ToJson(*result));
   } else {
-    PrintTable(*result, options);
+    PrintTable(*result, options, cli.server);
   }
   const absl::Status verdict = result->Verdict();
   if (!verdict.ok()) {
