@@ -10,7 +10,22 @@ if(TWICE_BUILD_TESTS)
   include(GoogleTest)
 endif()
 if(TWICE_KERNELS_ONLY)
-  return()  # kernels/ needs nothing more
+  # kernels/ needs nothing more. The engine comes along when its few
+  # packages are present, so the device check can also run whole models on
+  # the GPU (tests/cuda_engine) without gRPC or RocksDB.
+  find_package(OpenSSL QUIET)
+  find_package(nlohmann_json 3.11 CONFIG QUIET)
+  find_package(ICU QUIET COMPONENTS uc)
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(XXHASH QUIET IMPORTED_TARGET libxxhash)
+  endif()
+  set(TWICE_KERNELS_ONLY_ENGINE OFF)
+  if(OpenSSL_FOUND AND nlohmann_json_FOUND AND ICU_FOUND AND XXHASH_FOUND)
+    set(TWICE_KERNELS_ONLY_ENGINE ON)
+  endif()
+  message(STATUS "Twice kernels-only build with the engine: ${TWICE_KERNELS_ONLY_ENGINE}")
+  return()
 endif()
 
 find_package(Protobuf REQUIRED)            # module mode: Debian ships no config file

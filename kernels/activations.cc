@@ -1,5 +1,6 @@
 #include "kernels/activations.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -19,9 +20,15 @@ absl::Status SiluMul(absl::Span<const float> gate, int64_t gate_stride,
                                      StridedExtent(rows, cols, mult_stride)));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), rows * cols));
   if (rows == 0) return absl::OkStatus();
-  cpu::SiluMul(gate.data(), gate_stride, mult.data(), mult_stride, rows, cols,
-               out.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.SiluMul(gate, gate_stride, mult, mult_stride, rows, cols, out);
+      },
+      [&] {
+        cpu::SiluMul(gate.data(), gate_stride, mult.data(), mult_stride, rows,
+                     cols, out.data());
+        return absl::OkStatus();
+      });
 }
 
 absl::Status SwiGlu(absl::Span<const float> u, int64_t rows, int64_t hidden,
@@ -32,9 +39,13 @@ absl::Status SwiGlu(absl::Span<const float> u, int64_t rows, int64_t hidden,
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "u", u.size(), rows * 2 * hidden));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), rows * hidden));
   if (rows == 0) return absl::OkStatus();
-  cpu::SiluMul(u.data() + hidden, 2 * hidden, u.data(), 2 * hidden, rows,
-               hidden, out.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) { return b.SwiGlu(u, rows, hidden, out); },
+      [&] {
+        cpu::SiluMul(u.data() + hidden, 2 * hidden, u.data(), 2 * hidden, rows,
+                     hidden, out.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/simd.h"
 
 namespace twice::kernels {
@@ -74,6 +75,12 @@ absl::Status CausalGqaAttention(absl::Span<const float> q, int64_t q_stride,
       static_cast<int64_t>(v.size()) != ctx * kv_row ||
       static_cast<int64_t>(out.size()) != t * h * hd) {
     return absl::InvalidArgumentError("CausalGqaAttention: span size mismatch");
+  }
+  if (t == 0) return absl::OkStatus();
+  if (std::shared_ptr<KernelBackend> backend = ActiveKernelBackend()) {
+    absl::Status status =
+        backend->CausalGqaAttention(q, q_stride, k, v, dims, scale, out);
+    if (!absl::IsUnimplemented(status)) return status;
   }
   std::vector<float> s(h * ctx);
   for (int64_t i = 0; i < t; ++i) {

@@ -1,5 +1,6 @@
 #include "kernels/causal_conv1d.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -24,9 +25,16 @@ absl::Status CausalConv1d(absl::Span<const float> x, int64_t tokens,
       CheckSize(kOp, "tail", tail.size(), (kernel_size - 1) * channels));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), tokens * channels));
   if (tokens == 0) return absl::OkStatus();
-  cpu::CausalConv1d(x.data(), tokens, channels, x_stride, weight.data(),
-                    kernel_size, tail.data(), out.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.CausalConv1d(x, tokens, channels, x_stride, weight,
+                              kernel_size, tail, out);
+      },
+      [&] {
+        cpu::CausalConv1d(x.data(), tokens, channels, x_stride, weight.data(),
+                          kernel_size, tail.data(), out.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

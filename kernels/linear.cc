@@ -1,5 +1,6 @@
 #include "kernels/linear.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -18,9 +19,13 @@ absl::Status Linear(absl::Span<const float> x, int64_t m, int64_t k,
     TWICE_RETURN_IF_ERROR(CheckSize(kOp, "bias", bias.size(), n));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size(), m * n));
   if (m == 0) return absl::OkStatus();
-  cpu::Linear(x.data(), m, k, weight.data(), n,
-              bias.empty() ? nullptr : bias.data(), y.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) { return b.Linear(x, m, k, weight, n, bias, y); },
+      [&] {
+        cpu::Linear(x.data(), m, k, weight.data(), n,
+                    bias.empty() ? nullptr : bias.data(), y.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

@@ -1,5 +1,6 @@
 #include "kernels/linear_attention.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -40,10 +41,19 @@ absl::Status LinearAttentionPrefill(absl::Span<const float> phi_q,
   TWICE_RETURN_IF_ERROR(CheckDims("LinearAttentionPrefill", tokens, dims, phi_q,
                                   phi_k, v, kv_state, k_state, y));
   if (tokens == 0) return absl::OkStatus();
-  cpu::LinearAttentionPrefill(phi_q.data(), phi_k.data(), v.data(), tokens,
-                              dims.heads, dims.head_dim, dims.feature_size, eps,
-                              kv_state.data(), k_state.data(), y.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.PrefixLinearAttentionPrefill(phi_q, phi_k, v, tokens, {}, {},
+                                              0, dims, eps, kv_state, k_state,
+                                              y);
+      },
+      [&] {
+        cpu::LinearAttentionPrefill(phi_q.data(), phi_k.data(), v.data(),
+                                    tokens, dims.heads, dims.head_dim,
+                                    dims.feature_size, eps, kv_state.data(),
+                                    k_state.data(), y.data());
+        return absl::OkStatus();
+      });
 }
 
 absl::Status LinearAttentionStep(absl::Span<const float> phi_q,
@@ -55,10 +65,17 @@ absl::Status LinearAttentionStep(absl::Span<const float> phi_q,
                                  absl::Span<float> y) {
   TWICE_RETURN_IF_ERROR(CheckDims("LinearAttentionStep", 1, dims, phi_q, phi_k,
                                   v, kv_state, k_state, y));
-  cpu::LinearAttentionStep(phi_q.data(), phi_k.data(), v.data(), dims.heads,
-                           dims.head_dim, dims.feature_size, eps,
-                           kv_state.data(), k_state.data(), y.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.PrefixLinearAttentionPrefill(phi_q, phi_k, v, 1, {}, {}, 0,
+                                              dims, eps, kv_state, k_state, y);
+      },
+      [&] {
+        cpu::LinearAttentionStep(
+            phi_q.data(), phi_k.data(), v.data(), dims.heads, dims.head_dim,
+            dims.feature_size, eps, kv_state.data(), k_state.data(), y.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

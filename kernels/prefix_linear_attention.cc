@@ -1,5 +1,6 @@
 #include "kernels/prefix_linear_attention.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/prefix_linear_attention_cpu.h"
 #include "kernels/status_macros.h"
@@ -34,11 +35,20 @@ absl::Status PrefixLinearAttentionPrefill(
       CheckSize(kOp, "kv_state", kv_state.size(), v_row * d.feature_size));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k_state", k_state.size(), qk_row));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size(), tokens * v_row));
-  cpu::PrefixLinearAttentionPrefill(
-      phi_q.data(), phi_k.data(), v.data(), tokens, phi_k_enc.data(),
-      v_enc.data(), encoder_tokens, d.heads, d.head_dim, d.feature_size, eps,
-      kv_state.data(), k_state.data(), y.data());
-  return absl::OkStatus();
+  if (tokens == 0 && encoder_tokens == 0) return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.PrefixLinearAttentionPrefill(phi_q, phi_k, v, tokens,
+                                              phi_k_enc, v_enc, encoder_tokens,
+                                              dims, eps, kv_state, k_state, y);
+      },
+      [&] {
+        cpu::PrefixLinearAttentionPrefill(
+            phi_q.data(), phi_k.data(), v.data(), tokens, phi_k_enc.data(),
+            v_enc.data(), encoder_tokens, d.heads, d.head_dim, d.feature_size,
+            eps, kv_state.data(), k_state.data(), y.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

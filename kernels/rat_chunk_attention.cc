@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/simd.h"
 
 namespace twice::kernels {
@@ -44,6 +45,12 @@ absl::Status RatChunkAttention(StridedRows q, StridedRows own_k,
       return absl::InvalidArgumentError(
           "RatChunkAttention: visible chunk count out of range");
     }
+  }
+  if (t == 0) return absl::OkStatus();
+  if (std::shared_ptr<KernelBackend> backend = ActiveKernelBackend()) {
+    absl::Status status = backend->RatChunkAttention(
+        q, own_k, own_v, chunk_k, chunk_v, visible, dims, scale, out);
+    if (!absl::IsUnimplemented(status)) return status;
   }
   std::vector<float> s(c + 1);
   for (int64_t i = 0; i < t; ++i) {

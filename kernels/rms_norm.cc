@@ -1,5 +1,6 @@
 #include "kernels/rms_norm.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -16,8 +17,13 @@ absl::Status RmsNorm(absl::Span<const float> x, int64_t rows, int64_t dim,
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "x", x.size(), rows * dim));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "weight", weight.size(), dim));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size(), rows * dim));
-  cpu::RmsNorm(x.data(), rows, dim, weight.data(), eps, y.data());
-  return absl::OkStatus();
+  if (rows == 0) return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) { return b.RmsNorm(x, rows, dim, weight, eps, y); },
+      [&] {
+        cpu::RmsNorm(x.data(), rows, dim, weight.data(), eps, y.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

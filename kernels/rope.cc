@@ -1,5 +1,6 @@
 #include "kernels/rope.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -21,9 +22,16 @@ absl::Status RopeRotateHalf(absl::Span<float> x, int64_t rows,
   TWICE_RETURN_IF_ERROR(CheckAtLeast(
       kOp, "x", x.size(), StridedExtent(rows, heads * head_dim, row_stride)));
   if (rows == 0) return absl::OkStatus();
-  cpu::RopeRotateHalf(x.data(), rows, row_stride, heads, head_dim, start_pos,
-                      base);
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.RopeRotateHalf(x, rows, row_stride, heads, head_dim, start_pos,
+                                base);
+      },
+      [&] {
+        cpu::RopeRotateHalf(x.data(), rows, row_stride, heads, head_dim,
+                            start_pos, base);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

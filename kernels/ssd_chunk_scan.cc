@@ -1,5 +1,6 @@
 #include "kernels/ssd_chunk_scan.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/ssd_chunk_scan_cpu.h"
 #include "kernels/status_macros.h"
@@ -44,11 +45,18 @@ absl::Status SsdChunkScan(const SsdShape& shape, int64_t tokens, int64_t chunk,
       CheckSize(kOp, "state", state.size(), hp * shape.state));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size(), tokens * hp));
   if (tokens == 0) return absl::OkStatus();
-  cpu::SsdChunkScan(shape.heads, shape.head_dim, shape.groups, shape.state,
-                    tokens, chunk, x.data(), x_stride, b.data(), c.data(),
-                    bc_stride, dt.data(), a.data(), d.data(), state.data(),
-                    y.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& backend) {
+        return backend.SsdChunkScan(shape, tokens, chunk, x, x_stride, b, c,
+                                    bc_stride, dt, a, d, state, y);
+      },
+      [&] {
+        cpu::SsdChunkScan(shape.heads, shape.head_dim, shape.groups,
+                          shape.state, tokens, chunk, x.data(), x_stride,
+                          b.data(), c.data(), bc_stride, dt.data(), a.data(),
+                          d.data(), state.data(), y.data());
+        return absl::OkStatus();
+      });
 }
 
 absl::Status SsdStep(const SsdShape& shape, absl::Span<const float> x,
@@ -69,10 +77,18 @@ absl::Status SsdStep(const SsdShape& shape, absl::Span<const float> x,
   TWICE_RETURN_IF_ERROR(
       CheckSize(kOp, "state", state.size(), hp * shape.state));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size(), hp));
-  cpu::SsdStep(shape.heads, shape.head_dim, shape.groups, shape.state, x.data(),
-               b.data(), c.data(), dt.data(), a.data(), d.data(), state.data(),
-               y.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& backend) {
+        // One token of the chunked scan is the step (the same recurrence).
+        return backend.SsdChunkScan(shape, 1, 1, x, hp, b, c, gn, dt, a, d,
+                                    state, y);
+      },
+      [&] {
+        cpu::SsdStep(shape.heads, shape.head_dim, shape.groups, shape.state,
+                     x.data(), b.data(), c.data(), dt.data(), a.data(),
+                     d.data(), state.data(), y.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

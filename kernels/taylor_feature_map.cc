@@ -1,5 +1,6 @@
 #include "kernels/taylor_feature_map.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -15,8 +16,14 @@ absl::Status TaylorFeatureMap(absl::Span<const float> x, int64_t rows,
   TWICE_RETURN_IF_ERROR(
       CheckSize(kOp, "out", out.size(), rows * TaylorFeatureDim(feature_dim)));
   if (rows == 0) return absl::OkStatus();
-  cpu::TaylorFeatureMap(x.data(), rows, feature_dim, out.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.TaylorFeatureMap(x, rows, feature_dim, out);
+      },
+      [&] {
+        cpu::TaylorFeatureMap(x.data(), rows, feature_dim, out.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

@@ -1,5 +1,6 @@
 #include "kernels/window_attention.h"
 
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/status_macros.h"
@@ -28,10 +29,16 @@ absl::Status WindowAttention(absl::Span<const float> q, int64_t q_stride,
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "v", v.size(), context * width));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), dims.tokens * width));
   if (dims.tokens == 0) return absl::OkStatus();
-  cpu::WindowAttention(q.data(), q_stride, k.data(), v.data(), dims.tokens,
-                       dims.past, dims.heads, dims.head_dim, dims.window, scale,
-                       out.data());
-  return absl::OkStatus();
+  return Dispatch(
+      [&](KernelBackend& b) {
+        return b.WindowAttention(q, q_stride, k, v, dims, scale, out);
+      },
+      [&] {
+        cpu::WindowAttention(q.data(), q_stride, k.data(), v.data(),
+                             dims.tokens, dims.past, dims.heads, dims.head_dim,
+                             dims.window, scale, out.data());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace twice::kernels

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/absl_view.h"
+#include "kernels/immutable_host_regions.h"
 #include "kernels/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -219,6 +220,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
           absl::StrCat("cannot map ", path, ": ", std::strerror(err)));
     }
     file->map_ = static_cast<const uint8_t*>(map);
+    // A read-only mapping cannot change under us: a device kernel backend
+    // may upload its tensors once (kernels/immutable_host_regions.h).
+    file->region_id_ =
+        kernels::RegisterImmutableHostRegion(file->map_, file->map_size_);
   }
   ::close(fd);  // the mapping keeps the file alive
   TWICE_ASSIGN_OR_RETURN(
@@ -232,6 +237,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
 
 SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) {
+    kernels::UnregisterImmutableHostRegion(region_id_);
     ::munmap(const_cast<uint8_t*>(map_), map_size_);
   }
 }

@@ -82,6 +82,7 @@ class SafetensorsFile {
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t map_size_ = 0;
+  uint64_t region_id_ = 0;  // the mapping's ImmutableHostRegion
   SafetensorsHeader header_;
 };
 

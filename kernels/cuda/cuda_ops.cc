@@ -171,6 +171,52 @@ absl::Status CausalConv1d(const Stream& stream, DeviceSpan<const float> x,
       kOp);
 }
 
+absl::Status FeaturizedLinearAttention(
+    const Stream& stream, DeviceSpan<const float> phi_q,
+    DeviceSpan<const float> phi_k, DeviceSpan<const float> v, int64_t tokens,
+    DeviceSpan<const float> phi_k_enc, DeviceSpan<const float> v_enc,
+    int64_t encoder_tokens, const LinearAttentionDims& d, float eps,
+    DeviceSpan<float> kv_state, DeviceSpan<float> k_state,
+    DeviceSpan<float> y) {
+  constexpr char kOp[] = "FeaturizedLinearAttention";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(d.heads >= 1 && d.heads <= 65535 && d.head_dim >= 1 &&
+                   d.head_dim <= 65535 && d.feature_size >= 1 &&
+                   d.feature_size <= launch::kMaxFeatureWidth && tokens >= 0 &&
+                   encoder_tokens >= 0,
+               kOp, "bad dimensions (feature_size <= 2048)"));
+  const int64_t qk_row = d.heads * d.feature_size;
+  const int64_t v_row = d.heads * d.head_dim;
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "phi_q", phi_q.size, tokens * qk_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "phi_k", phi_k.size, tokens * qk_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "v", v.size, tokens * v_row));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "phi_k_enc", phi_k_enc.size, encoder_tokens * qk_row));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "v_enc", v_enc.size, encoder_tokens * v_row));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "kv_state", kv_state.size, v_row * d.feature_size));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k_state", k_state.size, qk_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, tokens * v_row));
+  if (tokens == 0 && encoder_tokens == 0) return absl::OkStatus();
+  launch::FeaturizedLinearAttentionArgs args;
+  args.phi_q = phi_q.data;
+  args.phi_k = phi_k.data;
+  args.v = v.data;
+  args.phi_k_enc = phi_k_enc.data;
+  args.v_enc = v_enc.data;
+  args.tokens = tokens;
+  args.encoder_tokens = encoder_tokens;
+  args.heads = static_cast<int>(d.heads);
+  args.head_dim = static_cast<int>(d.head_dim);
+  args.feature_width = static_cast<int>(d.feature_size);
+  args.eps = eps;
+  args.kv_state = kv_state.data;
+  args.k_state = k_state.data;
+  args.y = y.data;
+  return Launched(launch::FeaturizedLinearAttention(args, stream.get()), kOp);
+}
+
 absl::Status WindowAttention(const Stream& stream, DeviceSpan<const float> q,
                              int64_t q_stride, DeviceSpan<const float> k,
                              DeviceSpan<const float> v,

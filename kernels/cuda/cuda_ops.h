@@ -22,6 +22,7 @@
 #include "kernels/attention_decode.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/linear_attention.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/window_attention.h"
@@ -67,6 +68,19 @@ struct FusedLinearAttentionDims {
 [[nodiscard]] absl::Status LinearAttentionStep(
     const Stream& stream, DeviceSpan<const float> q, DeviceSpan<const float> k,
     DeviceSpan<const float> v, const FusedLinearAttentionDims& dims, float eps,
+    DeviceSpan<float> kv_state, DeviceSpan<float> k_state, DeviceSpan<float> y);
+
+// kernels/prefix_linear_attention.h PrefixLinearAttentionPrefill on
+// featurized inputs, f32, any head_dim and D = feature_size <= 2048 (E = 0
+// is kernels/linear_attention.h's Prefill, T = 1 its Step): phi_q, phi_k
+// [T, H, D]; v, y [T, H, hd]; phi_k_enc [E, H, D]; v_enc [E, H, hd];
+// kv_state [H, hd, D], k_state [H, D] in place. The recurrent form: the
+// engine's layers call it when their feature map ran as its own op.
+[[nodiscard]] absl::Status FeaturizedLinearAttention(
+    const Stream& stream, DeviceSpan<const float> phi_q,
+    DeviceSpan<const float> phi_k, DeviceSpan<const float> v, int64_t tokens,
+    DeviceSpan<const float> phi_k_enc, DeviceSpan<const float> v_enc,
+    int64_t encoder_tokens, const LinearAttentionDims& dims, float eps,
     DeviceSpan<float> kv_state, DeviceSpan<float> k_state, DeviceSpan<float> y);
 
 // kernels/taylor_feature_map.h: x [rows, F] -> out [rows, D], f32.

@@ -4,12 +4,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cuda_status.h"
 
 namespace twice::kernels::cuda {
 namespace {
 
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;
+
+// Set by the first successful GemmRunner::Create; every Plan and runner
+// exists only after that.
+const CublasLtLibrary* loaded_library = nullptr;
+
+const CublasLtLibrary& Lt() { return *loaded_library; }
 
 bool Aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
@@ -27,10 +34,10 @@ struct GemmRunner::Plan {
   cublasLtMatmulAlgo_t algo{};
 
   ~Plan() {
-    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    if (d != nullptr) Lt().MatrixLayoutDestroy(d);
+    if (b != nullptr) Lt().MatrixLayoutDestroy(b);
+    if (a != nullptr) Lt().MatrixLayoutDestroy(a);
+    if (op != nullptr) Lt().MatmulDescDestroy(op);
   }
 };
 
@@ -38,8 +45,11 @@ absl::StatusOr<std::unique_ptr<GemmRunner>> GemmRunner::Create(
     const Stream& stream, DeviceAllocator& allocator) {
   absl::StatusOr<DeviceBuffer> workspace = allocator.Allocate(kWorkspaceBytes);
   if (!workspace.ok()) return workspace.status();
+  absl::StatusOr<const CublasLtLibrary*> library = LoadCublasLt();
+  if (!library.ok()) return library.status();
+  loaded_library = *library;  // the same table on every call
   cublasLtHandle_t handle = nullptr;
-  TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
+  TWICE_CUBLAS_RETURN_IF_ERROR(Lt().Create(&handle));
   return std::unique_ptr<GemmRunner>(
       new GemmRunner(stream, handle, std::move(*workspace)));
 }
@@ -50,7 +60,7 @@ GemmRunner::GemmRunner(const Stream& stream, cublasLtHandle_t handle,
 
 GemmRunner::~GemmRunner() {
   plans_.clear();
-  cublasLtDestroy(handle_);
+  Lt().Destroy(handle_);
 }
 
 absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(const GemmShape& s,
@@ -62,45 +72,45 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(const GemmShape& s,
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t y_type = y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
   TWICE_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      Lt().MatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T;
   const cublasOperation_t trans_b = CUBLAS_OP_N;
-  TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulDescSetAttribute(
       plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulDescSetAttribute(
       plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
   if (bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     const cudaDataType_t bias_type = y_type;
-    TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
         sizeof(bias_type)));
   }
   // Column-major views: W [n, k] row-major is k x n (ld k), op T -> n x k;
   // x [m, k] row-major is k x m (ld k); y [m, n] row-major is n x m (ld n).
   TWICE_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, s.k, s.n, s.k));
+      Lt().MatrixLayoutCreate(&plan->a, CUDA_R_16BF, s.k, s.n, s.k));
   TWICE_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, s.k, s.m, s.k));
+      Lt().MatrixLayoutCreate(&plan->b, CUDA_R_16BF, s.k, s.m, s.k));
   TWICE_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->d, y_type, s.n, s.m, s.n));
+      Lt().MatrixLayoutCreate(&plan->d, y_type, s.n, s.m, s.n));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulPreferenceCreate(&pref));
   const uint64_t workspace_bytes = static_cast<uint64_t>(workspace_.bytes());
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+  cublasStatus_t st = Lt().MatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
       sizeof(workspace_bytes));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b,
-                                        plan->d, plan->d, pref, 1, &result,
-                                        &returned);
+    st = Lt().MatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b,
+                                     plan->d, plan->d, pref, 1, &result,
+                                     &returned);
   }
-  cublasLtMatmulPreferenceDestroy(pref);
+  Lt().MatmulPreferenceDestroy(pref);
   TWICE_CUBLAS_RETURN_IF_ERROR(st);
   if (returned == 0) {
     return absl::InvalidArgumentError(
@@ -138,12 +148,12 @@ absl::Status GemmRunner::Run(const void* x, int64_t x_size, const void* w,
   absl::StatusOr<Plan*> plan = GetPlan(s, y_bf16, bias != nullptr, accumulate);
   if (!plan.ok()) return plan.status();
   if (bias != nullptr) {
-    TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulDescSetAttribute(
         (*plan)->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
-  TWICE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
+  TWICE_CUBLAS_RETURN_IF_ERROR(Lt().Matmul(
       handle_, (*plan)->op, &alpha, w, (*plan)->a, x, (*plan)->b, &beta, y,
       (*plan)->d, y, (*plan)->d, &(*plan)->algo, workspace_.data(),
       static_cast<size_t>(workspace_.bytes()), stream_.get()));

@@ -47,6 +47,29 @@ cudaError_t LinearAttentionStep(const float* q, const float* k, const float* v,
                                 int feature_dim, float eps, float* kv_state,
                                 float* k_state, float* y, cudaStream_t stream);
 
+// Featurized causal linear attention with an optional non-causal encoder
+// fold, f32 (featurized_linear_attention.cu); D <= kMaxFeatureWidth,
+// heads and head_dim <= 65535.
+constexpr int kMaxFeatureWidth = 2048;
+struct FeaturizedLinearAttentionArgs {
+  const float* phi_q = nullptr;      // [T, H, D]
+  const float* phi_k = nullptr;      // [T, H, D]
+  const float* v = nullptr;          // [T, H, hd]
+  const float* phi_k_enc = nullptr;  // [E, H, D]
+  const float* v_enc = nullptr;      // [E, H, hd]
+  int64_t tokens = 0;
+  int64_t encoder_tokens = 0;
+  int heads = 0;
+  int head_dim = 0;
+  int feature_width = 0;  // D
+  float eps = 0.0f;
+  float* kv_state = nullptr;  // [H, hd, D]
+  float* k_state = nullptr;   // [H, D]
+  float* y = nullptr;         // [T, H, hd]
+};
+cudaError_t FeaturizedLinearAttention(const FeaturizedLinearAttentionArgs& args,
+                                      cudaStream_t stream);
+
 // ---- sequence mixers (sequence_cuda.cu) -------------------------------------
 cudaError_t CausalConv1d(const float* x, int64_t tokens, int64_t channels,
                          int64_t x_stride, const float* w, int kernel_size,

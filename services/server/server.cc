@@ -20,6 +20,7 @@
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
+#include "services/server/kernel_device.h"
 #include "services/store/remote_state_store.h"
 #include "services/store/sharded_state_store.h"
 #include "services/store/store_metrics.h"
@@ -71,6 +72,13 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     const ServerOptions& options) {
   absl::Status valid = options.Validate();
   if (!valid.ok()) return valid;
+  // Only the roles that run models have kernels to place.
+  if (options.role != Role::kStore && options.role != Role::kOrchestrator) {
+    absl::StatusOr<std::string> device = UseKernelDevice(options.device);
+    if (!device.ok()) return device.status();
+    Log(LogLevel::kInfo, "server.device",
+        absl::StrCat("kernels=", LogValue(*device)));
+  }
   std::unique_ptr<TwiceServer> server(new TwiceServer());
   server->options_ = options;
   const Role role = options.role;

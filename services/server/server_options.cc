@@ -73,16 +73,9 @@ absl::Status ServerOptions::Validate() const {
   if (shutdown_grace_seconds < 0) {
     return absl::InvalidArgumentError("--shutdown_grace_seconds must be >= 0");
   }
-  if (device == "cuda") {
-    return absl::UnimplementedError(
-        "--device=cuda: not available yet. The CUDA kernels are built "
-        "(twice_kernels_cuda, when compiled with TWICE_WITH_CUDA), but the "
-        "engine runs its layers on host memory: running a model on the GPU "
-        "needs device tensors in engine/ (weights uploaded once, "
-        "device-resident layer states, a device-side forward per layer), "
-        "which are missing. Use --device=cpu.");
-  }
-  if (device != "cpu") {
+  // "cuda" is valid here; whether this build and machine can run it is
+  // decided at startup (kernel_device.h: FAILED_PRECONDITION otherwise).
+  if (device != "cpu" && device != "cuda") {
     return absl::InvalidArgumentError("--device must be cpu or cuda, got \"" +
                                       device + "\"");
   }

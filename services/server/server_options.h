@@ -80,10 +80,9 @@ struct ServerOptions {
   std::string backup_dir;
   // Seconds an internal call to a remote store may take. Default: 60.
   int store_timeout_seconds = 60;
-  // Where prefill and decode run models: "cpu" or "cuda". "cuda" is refused
-  // by Validate() with UNIMPLEMENTED until the engine has device tensors
-  // (the CUDA kernels exist in twice_kernels_cuda; the engine's layers
-  // still call the kernels with host memory). Default: "cpu".
+  // Where prefill and decode run their kernels: "cpu", or "cuda" (GPU 0,
+  // kernel_device.h; startup fails with FAILED_PRECONDITION in a build
+  // without CUDA or on a machine without a GPU). Default: "cpu".
   std::string device = "cpu";
 
   // TLS of the listener and of outgoing internal calls (tls.h): the

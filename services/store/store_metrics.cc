@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "services/common/metrics_http_server.h"
 
 namespace twice::services {
 namespace {
@@ -281,23 +281,15 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
            .Help("Calls being served now (queued or running), by method")
            .Register(*endpoint->registry_);
   endpoint->gauges_ = std::make_shared<GaugeCollector>();
-  // prometheus-cpp reports a failed bind by throwing; it stops here.
-  try {
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(listen, 1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics endpoint on ", listen, ": ", e.what()));
-  }
-  endpoint->exposer_->RegisterCollectable(endpoint->registry_);
-  endpoint->exposer_->RegisterCollectable(endpoint->store_collector_);
-  endpoint->exposer_->RegisterCollectable(ServingMetrics::Process().registry());
-  endpoint->exposer_->RegisterCollectable(endpoint->gauges_);
-  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
-  if (ports.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics endpoint on ", listen, " bound no port"));
-  }
-  endpoint->port_ = ports.front();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(listen);
+  if (!http.ok()) return http.status();
+  endpoint->http_ = *std::move(http);
+  endpoint->http_->RegisterCollectable(endpoint->registry_);
+  endpoint->http_->RegisterCollectable(endpoint->store_collector_);
+  endpoint->http_->RegisterCollectable(ServingMetrics::Process().registry());
+  endpoint->http_->RegisterCollectable(endpoint->gauges_);
+  endpoint->port_ = endpoint->http_->port();
   return endpoint;
 }
 

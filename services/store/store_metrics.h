@@ -26,7 +26,6 @@
 #include "storage/state_store.h"
 
 namespace prometheus {
-class Exposer;
 class Registry;
 }  // namespace prometheus
 
@@ -105,7 +104,7 @@ class MetricsEndpoint {
   prometheus::Family<prometheus::Gauge>* in_flight_ = nullptr;
   std::shared_ptr<class GaugeCollector> gauges_;
   std::shared_ptr<class StoreCollector> store_collector_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<class MetricsHttpServer> http_;
   int port_ = 0;
 };
 

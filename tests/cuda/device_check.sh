@@ -44,6 +44,14 @@ command -v g++ >/dev/null || missing+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev libgmock-dev)
 ls /usr/lib/*/cmake/openblas/OpenBLASConfig.cmake /usr/lib/*/openblas*/cmake/openblas/OpenBLASConfig.cmake \
   /usr/lib/cmake/openblas/OpenBLASConfig.cmake >/dev/null 2>&1 || missing+=(libopenblas-dev)
+# The engine's packages are optional: with them the check also runs whole
+# models on the GPU (cuda_model_test).
+engine_missing=()
+[ -f /usr/include/nlohmann/json.hpp ] || engine_missing+=(nlohmann-json3-dev)
+[ -f /usr/include/openssl/sha.h ] || engine_missing+=(libssl-dev)
+[ -f /usr/include/unicode/uchar.h ] || engine_missing+=(libicu-dev)
+[ -f /usr/include/xxhash.h ] || engine_missing+=(libxxhash-dev)
+command -v pkg-config >/dev/null || engine_missing+=(pkg-config)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   sudo_cmd=()
@@ -55,15 +63,32 @@ if [ ${#missing[@]} -gt 0 ]; then
     { echo "device_check: could not install ${missing[*]}" >&2; exit 1; }
 fi
 
+if [ ${#engine_missing[@]} -gt 0 ]; then
+  log "installing ${engine_missing[*]} (optional: whole-model check)"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  DEBIAN_FRONTEND=noninteractive timeout 240 "${sudo_cmd[@]}" apt-get \
+    -o DPkg::Lock::Timeout=60 install -y -qq --no-install-recommends \
+    "${engine_missing[@]}" >/dev/null 2>&1 ||
+    log "could not install them: the whole-model check is skipped"
+fi
+
 # ---- 2. build the CUDA targets only ----------------------------------------------
-targets=(cuda_device_info_test cuda_plumbing_test based_cuda_test
-         sequence_cuda_test elementwise_cuda_test cuda_prefill_bench)
-log "configure + build (${targets[*]})"
+tests=(cuda_device_info_test cuda_plumbing_test based_cuda_test
+       sequence_cuda_test elementwise_cuda_test cuda_kernel_backend_test)
+log "configure + build (${tests[*]} cuda_prefill_bench)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }
+# The engine is configured when its packages were found (CMake says so).
+if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^cuda_model_test:'; then
+  tests+=(cuda_model_test)
+else
+  log "engine not configured: cuda_model_test skipped"
+fi
+targets=("${tests[@]}" cuda_prefill_bench)
 timeout 300 ninja -C "$build" -j16 "${targets[@]}" >"$build.build.log" 2>&1 ||
   { tail -50 "$build.build.log" >&2; exit 1; }
 log "built"
@@ -83,8 +108,7 @@ out="$root/bench/results/cuda_$(date -u +%Y%m%d_%H%M%S).md"
   echo "|---|---|"
 } >"$out"
 failed=0
-for t in cuda_device_info_test cuda_plumbing_test based_cuda_test \
-         sequence_cuda_test elementwise_cuda_test; do
+for t in "${tests[@]}"; do
   bin=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
   if timeout 120 "$bin" >"$build.$t.log" 2>&1; then
     summary=$(grep -E "^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$build.$t.log" | tr '\n' ' ')

@@ -12,6 +12,7 @@
 #include "engine/weights/safetensors_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/immutable_host_regions.h"
 #include "tests/engine/test_model_util.h"
 
 namespace twice::engine {
@@ -78,6 +79,28 @@ TEST(SafetensorsTest, WriteThenReadRoundTrips) {
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(*bytes, testing::ReadFileOrEmpty(path));
   EXPECT_FALSE(WriteSafetensors(path, {{"a", &a}, {"a", &b}}).ok());
+}
+
+// The mapping is registered as immutable host memory while the file is
+// open (a device kernel backend uploads its tensors once) and forgotten
+// before it is unmapped.
+TEST(SafetensorsTest, MappingIsAnImmutableRegionWhileOpen) {
+  testing::TempDir dir;
+  Tensor a = Tensor::FromVector({4}, {1, 2, 3, 4});
+  const std::string path = dir.Sub("w.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", &a}}, {}).ok());
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto ta = (*file)->ReadF32(*(*file)->Find("a"));
+  ASSERT_TRUE(ta.ok());
+  ASSERT_TRUE(ta->is_view());
+  std::optional<kernels::ImmutableHostRegion> region =
+      kernels::FindImmutableHostRegion(ta->data(), 4 * sizeof(float));
+  ASSERT_TRUE(region.has_value());
+  const uint64_t id = region->id;
+  EXPECT_TRUE(kernels::ImmutableHostRegionLive(id));
+  file->reset();
+  EXPECT_FALSE(kernels::ImmutableHostRegionLive(id));
 }
 
 TEST(SafetensorsTest, ReadsBf16AndF16AsF32) {

@@ -1,6 +1,11 @@
-// --device: "cpu" runs as before; "cuda" is refused at startup with
-// UNIMPLEMENTED naming what is missing; anything else is INVALID_ARGUMENT.
+// --device: "cpu" runs as before; "cuda" passes validation and is decided at
+// startup: FAILED_PRECONDITION naming why on a build or machine without a
+// GPU (a GPU machine runs the CUDA backend: tests/cuda_engine). Anything
+// else is INVALID_ARGUMENT.
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "services/server/kernel_device.h"
+#include "services/server/server.h"
 #include "services/server/server_options.h"
 
 namespace twice::services {
@@ -16,17 +21,48 @@ ServerOptions WithDevice(const std::string& device) {
 TEST(ServerDeviceOptionTest, CpuIsTheDefaultAndValid) {
   EXPECT_EQ(ServerOptions().device, "cpu");
   EXPECT_TRUE(WithDevice("cpu").Validate().ok());
+  absl::StatusOr<std::string> name = UseKernelDevice("cpu");
+  ASSERT_TRUE(name.ok()) << name.status();
+  EXPECT_EQ(*name, "cpu");
+  EXPECT_EQ(kernels::ActiveKernelBackend(), nullptr);
 }
 
-TEST(ServerDeviceOptionTest, CudaIsRefusedWithWhatIsMissing) {
-  const absl::Status status = WithDevice("cuda").Validate();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(status.message().find("device tensors"), absl::string_view::npos)
-      << status;
+TEST(ServerDeviceOptionTest, CudaIsValidAndDecidedAtStartup) {
+  EXPECT_TRUE(WithDevice("cuda").Validate().ok());
+  absl::StatusOr<std::string> name = UseKernelDevice("cuda");
+  if (name.ok()) {
+    // A GPU machine with a CUDA build: the backend is installed.
+    EXPECT_EQ(name->rfind("cuda:0", 0), 0u) << *name;
+    EXPECT_NE(kernels::ActiveKernelBackend(), nullptr);
+    ASSERT_TRUE(UseKernelDevice("cpu").ok());
+    GTEST_SKIP() << "a GPU is present: " << *name;
+  }
+  EXPECT_EQ(name.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(name.status().message().find("--device=cpu"),
+            absl::string_view::npos)
+      << name.status();
+  EXPECT_EQ(kernels::ActiveKernelBackend(), nullptr);
+}
+
+TEST(ServerDeviceOptionTest, ServerWithoutGpuRefusesCudaAtStart) {
+  ServerOptions options = WithDevice("cuda");
+  options.listen = "127.0.0.1:0";
+  absl::StatusOr<std::string> probe = UseKernelDevice("cuda");
+  if (probe.ok()) {
+    ASSERT_TRUE(UseKernelDevice("cpu").ok());
+    GTEST_SKIP() << "a GPU is present";
+  }
+  absl::StatusOr<std::unique_ptr<TwiceServer>> server =
+      TwiceServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition)
+      << server.status();
 }
 
 TEST(ServerDeviceOptionTest, UnknownDeviceIsInvalid) {
   EXPECT_EQ(WithDevice("gpu").Validate().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UseKernelDevice("gpu").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

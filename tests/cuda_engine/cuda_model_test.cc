@@ -1,0 +1,214 @@
+// Whole models with the CUDA kernel backend against the same models on the
+// CPU: every architecture the engine loads (random-weight tiny presets and
+// the trained models under models/), prefill, recurrent steps, batched
+// steps and the JRT prefix read. GEMMs run in bf16 on the device, so logits
+// are compared by the norm-wise relative error with a bf16 tolerance over
+// the whole stack (3e-2), and a state written on the GPU must continue on
+// the CPU (the store's path: states live in host memory). SKIPPED without a
+// GPU.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/models/init_model.h"
+#include "engine/models/model.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_kernel_backend.h"
+#include "kernels/cuda/device_info.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace twice::engine {
+namespace {
+
+using kernels::cuda::CudaKernelBackend;
+using kernels::cuda::testing::RelativeError;
+
+constexpr double kModelTolerance = 3e-2;
+
+struct ModelCase {
+  std::string name;
+  std::string dir;           // a shipped model, or empty
+  std::string architecture;  // random weights otherwise
+  std::string preset;
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<ModelCase> Cases() {
+  return {
+      {"based-tiny", "", "based", "tiny"},
+      {"jrt-tiny", "", "jrt", "tiny"},
+      {"mamba2-tiny", "", "mamba2", "tiny"},
+      {"llama-tiny", "", "llama", "tiny"},
+      {"rat-tiny", "", "rat", "tiny"},
+      {"rat-tiny-swa", "", "rat", "tiny-swa"},
+      {"based-qa", "models/based-qa", "", ""},
+      {"jrt-qa", "models/jrt-qa", "", ""},
+      {"mamba2-qa", "models/mamba2-qa", "", ""},
+      {"llama-qa", "models/llama-qa", "", ""},
+  };
+}
+
+class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
+ protected:
+  void SetUp() override {
+    if (kernels::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    absl::StatusOr<std::shared_ptr<CudaKernelBackend>> backend =
+        CudaKernelBackend::Create(0);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = *backend;
+    const ModelCase& c = GetParam();
+    std::string dir = c.dir;
+    if (dir.empty()) {
+      dir = (std::filesystem::temp_directory_path() /
+             ("twice-cuda-model-" + c.name + "-" + std::to_string(::getpid())))
+                .string();
+      InitModelOptions init;
+      init.architecture = c.architecture;
+      init.preset = c.preset;
+      init.out_dir = dir;
+      init.seed = kernels::cuda::testing::TestSeed();
+      ASSERT_TRUE(WriteRandomModel(init).ok());
+      cleanup_ = dir;
+    }
+    absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+  }
+  void TearDown() override {
+    kernels::SetKernelBackend(nullptr);
+    if (!cleanup_.empty()) std::filesystem::remove_all(cleanup_);
+  }
+
+  std::vector<int32_t> RandomTokens(int64_t n, uint32_t salt) const {
+    std::mt19937 rng(kernels::cuda::testing::TestSeed() + salt);
+    std::uniform_int_distribution<int32_t> id(
+        0, model_->description().vocab_size - 1);
+    std::vector<int32_t> out(n);
+    for (int32_t& t : out) t = id(rng);
+    return out;
+  }
+
+  // Prefill, then three steps; every logits row, concatenated.
+  std::vector<float> Run(const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& steps,
+                         SequenceState& state, PrefillMode mode) const {
+    std::vector<float> all;
+    absl::StatusOr<std::vector<float>> logits =
+        model_->Prefill(prompt, state, mode);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (!logits.ok()) return all;
+    all = *logits;
+    for (int32_t t : steps) {
+      absl::StatusOr<std::vector<float>> step = model_->Step(t, state);
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (!step.ok()) return all;
+      all.insert(all.end(), step->begin(), step->end());
+    }
+    return all;
+  }
+
+  std::shared_ptr<CudaKernelBackend> backend_;
+  std::unique_ptr<Model> model_;
+  std::string cleanup_;
+};
+
+TEST_P(CudaModelTest, PrefillAndStepsMatchCpu) {
+  // Long enough to cross RAT chunks and sliding windows, several chunks of
+  // the chunked scans.
+  const std::vector<int32_t> prompt = RandomTokens(150, 1);
+  const std::vector<int32_t> steps = RandomTokens(3, 2);
+  std::unique_ptr<SequenceState> cpu_state = model_->NewState();
+  const std::vector<float> cpu =
+      Run(prompt, steps, *cpu_state, PrefillMode::kCausal);
+  kernels::SetKernelBackend(backend_);
+  std::unique_ptr<SequenceState> gpu_state = model_->NewState();
+  const std::vector<float> gpu =
+      Run(prompt, steps, *gpu_state, PrefillMode::kCausal);
+  EXPECT_LE(RelativeError(gpu, cpu), kModelTolerance);
+  EXPECT_GT(backend_->stats().device_calls, 0);
+  EXPECT_GT(backend_->cached_weight_bytes(), 0) << "weights never cached";
+
+  // A state the GPU wrote continues on the CPU like the CPU's own.
+  kernels::SetKernelBackend(nullptr);
+  const std::vector<int32_t> more = RandomTokens(5, 3);
+  absl::StatusOr<std::vector<float>> from_gpu =
+      model_->Prefill(more, *gpu_state, PrefillMode::kCausal);
+  absl::StatusOr<std::vector<float>> from_cpu =
+      model_->Prefill(more, *cpu_state, PrefillMode::kCausal);
+  ASSERT_TRUE(from_gpu.ok() && from_cpu.ok());
+  EXPECT_LE(RelativeError(*from_gpu, *from_cpu), kModelTolerance);
+}
+
+TEST_P(CudaModelTest, WeightsAreUploadedOnce) {
+  const std::vector<int32_t> prompt = RandomTokens(40, 4);
+  kernels::SetKernelBackend(backend_);
+  std::unique_ptr<SequenceState> first = model_->NewState();
+  ASSERT_TRUE(model_->Prefill(prompt, *first, PrefillMode::kCausal).ok());
+  const int64_t cached = backend_->cached_weight_bytes();
+  std::unique_ptr<SequenceState> second = model_->NewState();
+  ASSERT_TRUE(model_->Prefill(prompt, *second, PrefillMode::kCausal).ok());
+  EXPECT_EQ(backend_->cached_weight_bytes(), cached);
+}
+
+TEST_P(CudaModelTest, BatchedStepsMatchCpu) {
+  const std::vector<int32_t> tokens = RandomTokens(3, 5);
+  auto batched = [&] {
+    std::vector<std::unique_ptr<SequenceState>> owned;
+    std::vector<SequenceState*> states;
+    for (int b = 0; b < 3; ++b) {
+      owned.push_back(model_->NewState());
+      EXPECT_TRUE(model_
+                      ->Prefill(RandomTokens(20 + 7 * b, 10 + b), *owned.back(),
+                                PrefillMode::kCausal)
+                      .ok());
+      states.push_back(owned.back().get());
+    }
+    absl::StatusOr<std::vector<float>> rows = model_->StepBatch(tokens, states);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    return rows.ok() ? *rows : std::vector<float>();
+  };
+  const std::vector<float> cpu = batched();
+  kernels::SetKernelBackend(backend_);
+  const std::vector<float> gpu = batched();
+  EXPECT_LE(RelativeError(gpu, cpu), kModelTolerance);
+}
+
+TEST_P(CudaModelTest, PrefixReadMatchesCpu) {
+  if (model_->description().prefix_length == 0) {
+    GTEST_SKIP() << "no prefix encoder";
+  }
+  const std::vector<int32_t> prompt = RandomTokens(50, 6);
+  const std::vector<int32_t> steps = RandomTokens(2, 7);
+  for (PrefillMode mode : {PrefillMode::kPrefix, PrefillMode::kPrefixReadTwice,
+                           PrefillMode::kPrefixUnpadded}) {
+    kernels::SetKernelBackend(nullptr);
+    std::unique_ptr<SequenceState> cpu_state = model_->NewState();
+    const std::vector<float> cpu = Run(prompt, steps, *cpu_state, mode);
+    kernels::SetKernelBackend(backend_);
+    std::unique_ptr<SequenceState> gpu_state = model_->NewState();
+    const std::vector<float> gpu = Run(prompt, steps, *gpu_state, mode);
+    EXPECT_LE(RelativeError(gpu, cpu), kModelTolerance)
+        << "mode " << static_cast<int>(mode);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, CudaModelTest,
+                         ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           std::string name = info.param.name;
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace twice::engine
