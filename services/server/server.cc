@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kernels/backend.h"
 #include "services/common/auth.h"
 #include "services/common/log.h"
 #include "services/common/process_memory.h"
@@ -190,6 +191,25 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
         "process_resident_memory_bytes",
         "Resident memory of this process in bytes",
         [] { return static_cast<double>(ResidentMemoryBytes()); });
+    if (kernels::ActiveKernelBackend() != nullptr) {
+      // How much of the kernel work the device ran (--device=cuda).
+      server->metrics_->AddGauge(
+          "twice_kernel_device_calls", "Kernel calls the device backend ran",
+          [] {
+            auto backend = kernels::ActiveKernelBackend();
+            return backend == nullptr
+                       ? 0.0
+                       : static_cast<double>(backend->stats().device_calls);
+          });
+      server->metrics_->AddGauge(
+          "twice_kernel_cpu_fallbacks",
+          "Kernel calls the device backend declined (run on the CPU)", [] {
+            auto backend = kernels::ActiveKernelBackend();
+            return backend == nullptr
+                       ? 0.0
+                       : static_cast<double>(backend->stats().cpu_fallbacks);
+          });
+    }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,
                      " port=", server->metrics_->port()));

@@ -64,8 +64,8 @@ ABSL_FLAG(int, drain_delay_seconds, 0,
           "Seconds after SIGTERM during which health reports NOT_SERVING but "
           "calls are still accepted, before the grace period starts");
 ABSL_FLAG(std::string, device, "cpu",
-          "Where models run: cpu, or cuda (not available yet: refused at "
-          "startup)");
+          "Where prefill and decode run their kernels: cpu, or cuda (GPU 0; "
+          "fails at startup without a CUDA build or a GPU)");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");
