@@ -59,6 +59,22 @@ class TaskTest(unittest.TestCase):
             if fmt == "prefix":
                 self.assertEqual(prefix_len, 128)
 
+    def test_question_first_asks_before_the_document_only(self):
+        vocab = task.token_ids()
+        inverse = {i: w for w, i in vocab.items()}
+        tokens, mask, prefix_len = task.training_example(
+            random.Random(4), "question_first", 64, vocab, 8)
+        words = [inverse[t] for t in tokens]
+        self.assertEqual(words[:3], ["Q:", "what", "is"])
+        key = words[3]
+        # The question is not repeated: one "Q:", the answer right after "A:".
+        self.assertEqual(words.count("Q:"), 1)
+        self.assertEqual(words[-2], "A:")
+        self.assertEqual(mask, [0] * (len(tokens) - 1) + [1])
+        self.assertEqual(prefix_len, 0)
+        fact = words.index(key, 4)
+        self.assertEqual(words[fact + 2], words[-1])
+
     def test_eval_questions_ask_held_out_pairs_in_their_document(self):
         recs = task.eval_records(3, [2, 8], 128, [1, 2], 2, 4)
         key_of = {w: i for i, w in enumerate(task.KEYS)}

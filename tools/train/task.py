@@ -227,7 +227,8 @@ def training_example(
     max_questions: int = 8,
 ) -> Tuple[List[int], List[int], int]:
     """One training sequence in format `fmt` (default, read_twice,
-    read_twice_full, prefix) and its loss mask (1 on answer tokens).
+    read_twice_full, question_first, prefix) and its loss mask (1 on
+    answer tokens).
 
     The document has max_facts / 2 .. max_facts facts and at most max_doc_len (0 =
     doc_len) words. default / prefix: the document, then questions about up
@@ -257,6 +258,14 @@ def training_example(
     elif fmt == "read_twice_full":
         tokens = pre + doc + [vocab["D:"]] + doc
         asked = asked[:1]
+    elif fmt == "question_first":
+        # The question, one reading of the document, then "A:" and the
+        # answer: the question is NOT repeated, so the answer can only come
+        # from what was kept while reading with the question in mind — the
+        # skill read_twice's second pass relies on. Not an ask mode.
+        tokens = pre + doc + [vocab["A:"], vocab[task_value(asked[0][1])]]
+        mask = [0] * (len(tokens) - 1) + [1]
+        return tokens, mask, 0
     elif fmt == "prefix":
         # Left-padded to the cap: the batch's encoder region is one length.
         tokens = [vocab["[PAD]"]] * (cap - len(doc)) + doc
@@ -269,6 +278,10 @@ def training_example(
         tokens += q
         mask += m
     return tokens, mask, prefix_len
+
+
+def task_value(value: int) -> str:
+    return VALUES[value]
 
 
 def write_tokenizer(path: str) -> None:
