@@ -193,22 +193,22 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
         [] { return static_cast<double>(ResidentMemoryBytes()); });
     if (kernels::ActiveKernelBackend() != nullptr) {
       // How much of the kernel work the device ran (--device=cuda).
+      auto stat = [](int64_t kernels::KernelBackendStats::*field) {
+        return [field] {
+          std::shared_ptr<kernels::KernelBackend> backend =
+              kernels::ActiveKernelBackend();
+          return backend == nullptr
+                     ? 0.0
+                     : static_cast<double>(backend->stats().*field);
+        };
+      };
       server->metrics_->AddGauge(
           "twice_kernel_device_calls", "Kernel calls the device backend ran",
-          [] {
-            auto backend = kernels::ActiveKernelBackend();
-            return backend == nullptr
-                       ? 0.0
-                       : static_cast<double>(backend->stats().device_calls);
-          });
+          stat(&kernels::KernelBackendStats::device_calls));
       server->metrics_->AddGauge(
           "twice_kernel_cpu_fallbacks",
-          "Kernel calls the device backend declined (run on the CPU)", [] {
-            auto backend = kernels::ActiveKernelBackend();
-            return backend == nullptr
-                       ? 0.0
-                       : static_cast<double>(backend->stats().cpu_fallbacks);
-          });
+          "Kernel calls the device backend declined (run on the CPU)",
+          stat(&kernels::KernelBackendStats::cpu_fallbacks));
     }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,
