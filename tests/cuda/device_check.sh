@@ -76,7 +76,7 @@ fi
 # ---- 2. build the CUDA targets only ----------------------------------------------
 tests=(cuda_device_info_test cuda_plumbing_test based_cuda_test
        sequence_cuda_test elementwise_cuda_test cuda_kernel_backend_test)
-log "configure + build (${tests[*]} cuda_prefill_bench)"
+log "configure"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
@@ -89,6 +89,7 @@ else
   log "engine not configured: cuda_model_test skipped"
 fi
 targets=("${tests[@]}" cuda_prefill_bench)
+log "build (${targets[*]})"
 timeout 300 ninja -C "$build" -j16 "${targets[@]}" >"$build.build.log" 2>&1 ||
   { tail -50 "$build.build.log" >&2; exit 1; }
 log "built"
