@@ -10,6 +10,8 @@
 #   tests/cuda/device_check.sh            (from anywhere; about 3-6 minutes)
 #   TWICE_CUDA_TEST_SEED=123 ...          reproduce a test run's inputs
 #   TWICE_DEVICE_QUICK=1 ...              tokens 2048,8192 only, no model
+#   TWICE_DEVICE_USE_DEBS=1 ...           build against .device-debs/ (see
+#                                         tests/cuda/fetch_device_debs.sh)
 #
 # Exit status: 0 when every test passed and the bench ran, 1 otherwise, 77
 # when there is no GPU.
@@ -42,8 +44,13 @@ command -v ninja >/dev/null || missing+=(ninja-build)
 command -v g++ >/dev/null || missing+=(g++)
 [ -f /usr/include/absl/status/status.h ] || missing+=(libabsl-dev)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev libgmock-dev)
-ls /usr/lib/*/cmake/openblas/OpenBLASConfig.cmake /usr/lib/*/openblas*/cmake/openblas/OpenBLASConfig.cmake \
-  /usr/lib/cmake/openblas/OpenBLASConfig.cmake >/dev/null 2>&1 || missing+=(libopenblas-dev)
+openblas=""
+for f in /usr/lib/*/cmake/openblas/OpenBLASConfig.cmake \
+         /usr/lib/*/openblas*/cmake/openblas/OpenBLASConfig.cmake \
+         /usr/lib/cmake/openblas/OpenBLASConfig.cmake; do
+  [ -f "$f" ] && openblas="$f"
+done
+[ -n "$openblas" ] || missing+=(libopenblas-dev)
 # The engine's packages are optional: with them the check also runs whole
 # models on the GPU (cuda_model_test).
 engine_missing=()
@@ -52,6 +59,44 @@ engine_missing=()
 [ -f /usr/include/unicode/uchar.h ] || engine_missing+=(libicu-dev)
 [ -f /usr/include/xxhash.h ] || engine_missing+=(libxxhash-dev)
 command -v pkg-config >/dev/null || engine_missing+=(pkg-config)
+# A machine that cannot fetch packages: the .deb files of
+# tests/cuda/fetch_device_debs.sh, carried in .device-debs/, are unpacked
+# into a private prefix beside the build (never into /) and CMake, the
+# loader and pkg-config are pointed at it.
+deps_args=()
+debs=("$root"/.device-debs/*.deb)
+# TWICE_DEVICE_USE_DEBS=1 uses them even when the system has the packages.
+if { [ -n "${TWICE_DEVICE_USE_DEBS:-}" ] ||
+     [ $((${#missing[@]} + ${#engine_missing[@]})) -gt 0 ]; } &&
+   [ -f "${debs[0]}" ]; then
+  prefix="$build.deps"
+  log "unpacking ${#debs[@]} carried packages into $prefix"
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for deb in "${debs[@]}"; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$deb" "$prefix"
+    else
+      tmp=$(mktemp -d) && (cd "$tmp" && ar x "$deb" && tar -xf data.tar.* -C "$prefix")
+      rm -rf "$tmp"
+    fi
+  done
+  lib="$prefix/usr/lib/x86_64-linux-gnu"
+  # OpenBLAS's CMake file names absolute /usr paths; the others are relocatable.
+  for f in "$lib"/cmake/openblas/OpenBLASConfig.cmake \
+           "$lib"/openblas-pthread/cmake/openblas/OpenBLASConfig.cmake; do
+    [ -f "$f" ] && sed -i "s|/usr/|$prefix/usr/|g" "$f"
+  done
+  deps_args=(-DCMAKE_PREFIX_PATH="$prefix/usr" -Dabsl_DIR="$lib/cmake/absl"
+             -DGTest_DIR="$lib/cmake/GTest"
+             -DOpenBLAS_DIR="$lib/openblas-pthread/cmake/openblas"
+             -Dnlohmann_json_DIR="$prefix/usr/share/cmake/nlohmann_json"
+             -DICU_ROOT="$prefix/usr" -DOPENSSL_ROOT_DIR="$prefix/usr")
+  export PATH="$prefix/usr/bin:$PATH"
+  export PKG_CONFIG_PATH="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$prefix"
+  export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  missing=()
+  engine_missing=()
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   sudo_cmd=()
@@ -60,7 +105,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive timeout 240 "${sudo_cmd[@]}" apt-get \
       -o DPkg::Lock::Timeout=60 install -y -qq --no-install-recommends \
       "${missing[@]}" >/dev/null ||
-    { echo "device_check: could not install ${missing[*]}" >&2; exit 1; }
+    { echo "device_check: could not install ${missing[*]}; on a machine" \
+        "that cannot fetch packages, run tests/cuda/fetch_device_debs.sh" \
+        "where it can and carry .device-debs" >&2; exit 1; }
 fi
 
 if [ ${#engine_missing[@]} -gt 0 ]; then
@@ -80,7 +127,7 @@ log "configure"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND >"$build.configure.log" 2>&1 ||
+  -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND "${deps_args[@]}" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }
 # The engine is configured when its packages were found (CMake says so).
 if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^cuda_model_test:'; then
