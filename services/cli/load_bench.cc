@@ -1,7 +1,6 @@
 #include "services/cli/load_bench.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -20,7 +19,7 @@
 #include "services/cli/async_calls.h"
 #include "services/cli/bench_common.h"
 #include "services/cli/delay_scheduler.h"
-#include "services/cli/metrics_scrape.h"
+#include "services/cli/memory_watch.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
@@ -30,7 +29,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kExamples = 5;
-constexpr char kMemoryMetric[] = "process_resident_memory_bytes";
 
 std::string ModeName(v1::AskMode mode) {
   std::string name = v1::AskMode_Name(mode);
@@ -104,13 +102,7 @@ class LoadRun {
   }
 
   absl::StatusOr<LoadBenchResult> Run() {
-    for (const std::string& endpoint : options_.metrics) {
-      LoadMemory m;
-      m.endpoint = endpoint;
-      absl::StatusOr<double> rss = ScrapeMetric(endpoint, kMemoryMetric);
-      if (rss.ok()) m.start_bytes = m.peak_bytes = *rss;
-      result_.memory.push_back(m);
-    }
+    MemoryWatch memory(options_.metrics);
     const int slots = options_.clients * options_.docs_per_client;
     for (int s = 0; s < slots; ++s) {
       auto slot = std::make_unique<Slot>();
@@ -127,26 +119,20 @@ class LoadRun {
     end_ = start + std::chrono::milliseconds(
                        static_cast<int64_t>(options_.seconds * 1000));
     running_ = options_.clients;
-    std::thread sampler([this] { SampleMemory(); });
+    memory.StartSampling();
     for (Client& c : clients_) Next(&c);
     {
       std::unique_lock<std::mutex> lock(done_mu_);
       done_cv_.wait(lock, [this] { return running_ == 0; });
     }
     result_.seconds = MillisSince(start) / 1000.0;
-    sampling_ = false;
-    sampler.join();
+    memory.StopSampling();
 
     FinalCheck();
     std::this_thread::sleep_for(std::chrono::milliseconds(
         static_cast<int64_t>(options_.settle_seconds * 1000)));
-    for (LoadMemory& m : result_.memory) {
-      absl::StatusOr<double> rss = ScrapeMetric(m.endpoint, kMemoryMetric);
-      if (rss.ok()) {
-        m.end_bytes = *rss;
-        m.peak_bytes = std::max(m.peak_bytes, *rss);
-      }
-    }
+    memory.ReadEnd();
+    result_.memory = memory.readings();
     if (!options_.keep_docs) DeleteAll();
     result_.answers = book_->answers();
     result_.answer_keys = book_->keys();
@@ -543,16 +529,6 @@ class LoadRun {
 
   // ---------------------------------------------------------- after load
 
-  void SampleMemory() {
-    while (sampling_) {
-      for (LoadMemory& m : result_.memory) {
-        absl::StatusOr<double> rss = ScrapeMetric(m.endpoint, kMemoryMetric);
-        if (rss.ok()) m.peak_bytes = std::max(m.peak_bytes, *rss);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
-  }
-
   // Every document once more, with retries while the deployment recovers:
   // its length against what was acknowledged, and one greedy answer.
   void FinalCheck() {
@@ -649,7 +625,6 @@ class LoadRun {
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   int running_ = 0;
-  std::atomic<bool> sampling_{true};
 };
 
 }  // namespace
