@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "kernels/backend.h"
+#include "engine/runtime/kernel_device.h"
 #include "services/common/auth.h"
 #include "services/common/log.h"
 #include "services/common/process_memory.h"
@@ -21,7 +21,6 @@
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
-#include "services/server/kernel_device.h"
 #include "services/store/remote_state_store.h"
 #include "services/store/sharded_state_store.h"
 #include "services/store/store_metrics.h"
@@ -75,7 +74,8 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   if (!valid.ok()) return valid;
   // Only the roles that run models have kernels to place.
   if (options.role != Role::kStore && options.role != Role::kOrchestrator) {
-    absl::StatusOr<std::string> device = UseKernelDevice(options.device);
+    absl::StatusOr<std::string> device =
+        engine::UseKernelDevice(options.device);
     if (!device.ok()) return device.status();
     Log(LogLevel::kInfo, "server.device",
         absl::StrCat("kernels=", LogValue(*device)));
@@ -191,24 +191,23 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
         "process_resident_memory_bytes",
         "Resident memory of this process in bytes",
         [] { return static_cast<double>(ResidentMemoryBytes()); });
-    if (kernels::ActiveKernelBackend() != nullptr) {
+    if (engine::KernelDeviceStats().has_value()) {
       // How much of the kernel work the device ran (--device=cuda).
-      auto stat = [](int64_t kernels::KernelBackendStats::*field) {
+      auto stat = [](int64_t engine::KernelDeviceCounts::*field) {
         return [field] {
-          std::shared_ptr<kernels::KernelBackend> backend =
-              kernels::ActiveKernelBackend();
-          return backend == nullptr
-                     ? 0.0
-                     : static_cast<double>(backend->stats().*field);
+          std::optional<engine::KernelDeviceCounts> counts =
+              engine::KernelDeviceStats();
+          return counts.has_value() ? static_cast<double>((*counts).*field)
+                                    : 0.0;
         };
       };
       server->metrics_->AddGauge(
           "twice_kernel_device_calls", "Kernel calls the device backend ran",
-          stat(&kernels::KernelBackendStats::device_calls));
+          stat(&engine::KernelDeviceCounts::device_calls));
       server->metrics_->AddGauge(
           "twice_kernel_cpu_fallbacks",
           "Kernel calls the device backend declined (run on the CPU)",
-          stat(&kernels::KernelBackendStats::cpu_fallbacks));
+          stat(&engine::KernelDeviceCounts::cpu_fallbacks));
     }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,

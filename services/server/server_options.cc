@@ -74,7 +74,8 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError("--shutdown_grace_seconds must be >= 0");
   }
   // "cuda" is valid here; whether this build and machine can run it is
-  // decided at startup (kernel_device.h: FAILED_PRECONDITION otherwise).
+  // decided at startup (engine/runtime/kernel_device.h: FAILED_PRECONDITION
+  // otherwise).
   if (device != "cpu" && device != "cuda") {
     return absl::InvalidArgumentError("--device must be cpu or cuda, got \"" +
                                       device + "\"");

@@ -81,8 +81,8 @@ struct ServerOptions {
   // Seconds an internal call to a remote store may take. Default: 60.
   int store_timeout_seconds = 60;
   // Where prefill and decode run their kernels: "cpu", or "cuda" (GPU 0,
-  // kernel_device.h; startup fails with FAILED_PRECONDITION in a build
-  // without CUDA or on a machine without a GPU). Default: "cpu".
+  // engine/runtime/kernel_device.h; startup fails with FAILED_PRECONDITION in a
+  // build without CUDA or on a machine without a GPU). Default: "cpu".
   std::string device = "cpu";
 
   // TLS of the listener and of outgoing internal calls (tls.h): the

@@ -2,9 +2,8 @@
 // startup: FAILED_PRECONDITION naming why on a build or machine without a
 // GPU (a GPU machine runs the CUDA backend: tests/cuda_engine). Anything
 // else is INVALID_ARGUMENT.
+#include "engine/runtime/kernel_device.h"
 #include "gtest/gtest.h"
-#include "kernels/backend.h"
-#include "services/server/kernel_device.h"
 #include "services/server/server.h"
 #include "services/server/server_options.h"
 
@@ -21,35 +20,35 @@ ServerOptions WithDevice(const std::string& device) {
 TEST(ServerDeviceOptionTest, CpuIsTheDefaultAndValid) {
   EXPECT_EQ(ServerOptions().device, "cpu");
   EXPECT_TRUE(WithDevice("cpu").Validate().ok());
-  absl::StatusOr<std::string> name = UseKernelDevice("cpu");
+  absl::StatusOr<std::string> name = engine::UseKernelDevice("cpu");
   ASSERT_TRUE(name.ok()) << name.status();
   EXPECT_EQ(*name, "cpu");
-  EXPECT_EQ(kernels::ActiveKernelBackend(), nullptr);
+  EXPECT_FALSE(engine::KernelDeviceStats().has_value());
 }
 
 TEST(ServerDeviceOptionTest, CudaIsValidAndDecidedAtStartup) {
   EXPECT_TRUE(WithDevice("cuda").Validate().ok());
-  absl::StatusOr<std::string> name = UseKernelDevice("cuda");
+  absl::StatusOr<std::string> name = engine::UseKernelDevice("cuda");
   if (name.ok()) {
     // A GPU machine with a CUDA build: the backend is installed.
     EXPECT_EQ(name->rfind("cuda:0", 0), 0u) << *name;
-    EXPECT_NE(kernels::ActiveKernelBackend(), nullptr);
-    ASSERT_TRUE(UseKernelDevice("cpu").ok());
+    EXPECT_TRUE(engine::KernelDeviceStats().has_value());
+    ASSERT_TRUE(engine::UseKernelDevice("cpu").ok());
     GTEST_SKIP() << "a GPU is present: " << *name;
   }
   EXPECT_EQ(name.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(name.status().message().find("--device=cpu"),
             absl::string_view::npos)
       << name.status();
-  EXPECT_EQ(kernels::ActiveKernelBackend(), nullptr);
+  EXPECT_FALSE(engine::KernelDeviceStats().has_value());
 }
 
 TEST(ServerDeviceOptionTest, ServerWithoutGpuRefusesCudaAtStart) {
   ServerOptions options = WithDevice("cuda");
   options.listen = "127.0.0.1:0";
-  absl::StatusOr<std::string> probe = UseKernelDevice("cuda");
+  absl::StatusOr<std::string> probe = engine::UseKernelDevice("cuda");
   if (probe.ok()) {
-    ASSERT_TRUE(UseKernelDevice("cpu").ok());
+    ASSERT_TRUE(engine::UseKernelDevice("cpu").ok());
     GTEST_SKIP() << "a GPU is present";
   }
   absl::StatusOr<std::unique_ptr<TwiceServer>> server =
@@ -62,7 +61,7 @@ TEST(ServerDeviceOptionTest, ServerWithoutGpuRefusesCudaAtStart) {
 TEST(ServerDeviceOptionTest, UnknownDeviceIsInvalid) {
   EXPECT_EQ(WithDevice("gpu").Validate().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(UseKernelDevice("gpu").status().code(),
+  EXPECT_EQ(engine::UseKernelDevice("gpu").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

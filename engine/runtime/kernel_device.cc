@@ -1,4 +1,4 @@
-#include "services/server/kernel_device.h"
+#include "engine/runtime/kernel_device.h"
 
 #include <memory>
 
@@ -7,7 +7,7 @@
 #include "kernels/cuda/cuda_kernel_backend.h"
 #endif
 
-namespace twice::services {
+namespace twice::engine {
 
 absl::StatusOr<std::string> UseKernelDevice(const std::string& device) {
   if (device == "cpu") {
@@ -15,7 +15,7 @@ absl::StatusOr<std::string> UseKernelDevice(const std::string& device) {
     return std::string("cpu");
   }
   if (device != "cuda") {
-    return absl::InvalidArgumentError("--device must be cpu or cuda, got \"" +
+    return absl::InvalidArgumentError("device must be cpu or cuda, got \"" +
                                       device + "\"");
   }
 #if TWICE_HAVE_CUDA
@@ -23,18 +23,26 @@ absl::StatusOr<std::string> UseKernelDevice(const std::string& device) {
       kernels::cuda::CudaKernelBackend::Create(0);
   if (!backend.ok()) {
     return absl::FailedPreconditionError(
-        "--device=cuda: " + std::string(backend.status().message()) +
-        "; use --device=cpu on this machine");
+        "device cuda: " + std::string(backend.status().message()) +
+        "; use the cpu device (--device=cpu) on this machine");
   }
   std::string name = (*backend)->name();
   kernels::SetKernelBackend(*std::move(backend));
   return name;
 #else
   return absl::FailedPreconditionError(
-      "--device=cuda: this build of Twice has no CUDA kernels (configured "
+      "device cuda: this build of Twice has no CUDA kernels (configured "
       "with TWICE_WITH_CUDA=OFF or without nvcc); rebuild with CUDA or use "
-      "--device=cpu");
+      "the cpu device (--device=cpu)");
 #endif
 }
 
-}  // namespace twice::services
+std::optional<KernelDeviceCounts> KernelDeviceStats() {
+  std::shared_ptr<kernels::KernelBackend> backend =
+      kernels::ActiveKernelBackend();
+  if (backend == nullptr) return std::nullopt;
+  const kernels::KernelBackendStats stats = backend->stats();
+  return KernelDeviceCounts{stats.device_calls, stats.cpu_fallbacks};
+}
+
+}  // namespace twice::engine
