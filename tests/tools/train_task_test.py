@@ -75,6 +75,31 @@ class TaskTest(unittest.TestCase):
         fact = words.index(key, 4)
         self.assertEqual(words[fact + 2], words[-1])
 
+    def test_early_answer_positions_start_at_the_asked_value_of_the_last_reading(self):
+        vocab = task.token_ids()
+        inverse = {i: w for w, i in vocab.items()}
+        for fmt in ("read_twice", "read_twice_full", "question_first"):
+            for seed in range(20):
+                positions = []
+                tokens, mask, _ = task.training_example(
+                    random.Random(seed), fmt, 128, vocab, 8, answer_after_fact=positions)
+                words = [inverse[t] for t in tokens]
+                first = mask.index(1)
+                answer = words[first]
+                asked_key = words[3] if fmt == "question_first" else words[first - 3]
+                # One contiguous run, ending right before the answer's "A:".
+                self.assertEqual(words[first - 1], "A:")
+                self.assertEqual(positions, list(range(positions[0], first - 1)), fmt)
+                # It starts at the asked fact's value ("K is V") in the last
+                # reading: no "D:" (a further reading) follows it.
+                start = positions[0]
+                self.assertEqual(words[start - 2:start + 1], [asked_key, "is", answer], fmt)
+                self.assertNotIn("D:", words[start:])
+        positions = []
+        task.training_example(random.Random(1), "default", 128, vocab, 8,
+                              answer_after_fact=positions)
+        self.assertEqual(positions, [])
+
     def test_eval_questions_ask_held_out_pairs_in_their_document(self):
         recs = task.eval_records(3, [2, 8], 128, [1, 2], 2, 4)
         key_of = {w: i for i, w in enumerate(task.KEYS)}

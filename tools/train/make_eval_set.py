@@ -5,6 +5,9 @@
 Sets (fixed seeds; every question asks about a held-out (key, value) pair):
   ci.jsonl            the CI eval: 1x the training length, 2 and 8 facts,
                       60 documents, up to 4 questions each (seed 101)
+  ci_read_twice.jsonl the CI check of the read-twice effect: 1x, 16 and 24
+                      facts (more than a small state holds), 30 documents,
+                      4 questions each (seed 104)
   full.jsonl          facts 2 / 8 / 16 / 24 x length 1x / 2x / 4x / 8x,
                       6 documents per cell, 4 questions each (seed 202)
   last_segment.jsonl  facts 8 and 16 placed in the last training-length
@@ -29,6 +32,8 @@ TRAINING_LENGTH = 128  # train.py --doc-len
 SETS = {
     "ci": dict(seed=101, facts_list=[2, 8], multiples=[1], docs_per_cell=30,
                questions_per_doc=4),
+    "ci_read_twice": dict(seed=104, facts_list=[16, 24], multiples=[1], docs_per_cell=15,
+                          questions_per_doc=4),
     "full": dict(seed=202, facts_list=[2, 8, 16, 24], multiples=[1, 2, 4, 8],
                  docs_per_cell=6, questions_per_doc=4),
     "last_segment": dict(seed=303, facts_list=[8, 16], multiples=[1, 2, 4, 8],

@@ -225,6 +225,8 @@ def training_example(
     max_facts: int,
     max_doc_len: int = 0,
     max_questions: int = 8,
+    answer_after_fact: List[int] = None,
+    question_held: List[int] = None,
 ) -> Tuple[List[int], List[int], int]:
     """One training sequence in format `fmt` (default, read_twice,
     read_twice_full, question_first, prefix) and its loss mask (1 on
@@ -239,6 +241,15 @@ def training_example(
     is left-padded with [PAD] to max_doc_len words, the encoder region
     (the serving encoder covers min(M, N) = M words of a document of
     N >= M = doc_len words, with no pads).
+    answer_after_fact: if a list is given, it receives the positions whose
+    logits should already name the answer in the formats where the question
+    comes before a reading of the document (read_twice, read_twice_full,
+    question_first): every position of the last reading from the asked
+    fact's value on, up to the position before the final "A:" (that one
+    is in the mask). Nothing for default and prefix.
+    question_held: likewise, the positions of the last reading before that
+    value, whose logits should name the asked key (the question kept in
+    mind while reading).
     Returns tokens, mask and the encoder region length (0 unless prefix)."""
     cap = max_doc_len or doc_len
     hi = min(max_facts, cap // 4)
@@ -250,6 +261,18 @@ def training_example(
     k0 = asked[0][0]
     pre = [vocab[w] for w in ["Q:", "what", "is", KEYS[k0], "?", "D:"]]
     prefix_len = 0
+    if fmt in ("read_twice", "read_twice_full", "question_first"):
+        # The last reading of the document ends the tokens built below.
+        last_read = len(doc) + len(pre) if fmt == "read_twice" else len(pre)
+        if fmt == "read_twice_full":
+            last_read += len(doc) + 1
+        value_at = last_read + asked[0][2] + 2
+        # read_twice and read_twice_full end with " Q: what is K ?" before "A:".
+        tail = 5 if fmt != "question_first" else 0
+        if answer_after_fact is not None:
+            answer_after_fact.extend(range(value_at, last_read + len(doc) + tail))
+        if question_held is not None:
+            question_held.extend(range(last_read, value_at))
     if fmt == "default":
         tokens = list(doc)
     elif fmt == "read_twice":

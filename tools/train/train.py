@@ -125,17 +125,50 @@ def build_model(arch, cfg, seed):
 def batch(rng, fmt, args, vocab, max_facts):
     """A batch of one format, right-padded with [PAD] (no loss) to its
     longest row."""
-    toks, masks = [], []
+    toks, masks, early, held = [], [], [], []
     for _ in range(args.batch):
+        positions, held_positions = [], []
         t, m, _ = task.training_example(rng, fmt, args.doc_len, vocab, max_facts,
-                                        max_doc_len=args.cur_doc_len)
+                                        max_doc_len=args.cur_doc_len,
+                                        answer_after_fact=positions,
+                                        question_held=held_positions)
         toks.append(t)
         masks.append(m)
+        early.append(positions)
+        held.append(held_positions)
     width = max(len(t) for t in toks)
     pad = vocab["[PAD]"]
     toks = [t + [pad] * (width - len(t)) for t in toks]
     masks = [m + [0] * (width - len(m)) for m in masks]
-    return torch.tensor(toks), torch.tensor(masks, dtype=torch.float32)
+    # Reading targets (--early-answer, --hold-question), for rows whose
+    # question comes before a reading of the document: at the positions of
+    # that reading before the asked fact, the asked key (weight
+    # hold_question / early_answer); from the fact's value on, the answer
+    # (weight 1). Scaled by --early-answer in the loss.
+    early_weight = torch.zeros(len(toks), width)
+    early_target = torch.zeros(len(toks), width, dtype=torch.long)
+    for b, positions in enumerate(early):
+        if not positions:
+            continue
+        first = masks[b].index(1)  # the answer token
+        early_weight[b, positions] = 1.0
+        early_target[b, positions] = toks[b][first]
+        if args.hold_question > 0:
+            # The asked key: "K ? A: V" ends read_twice rows; question_first
+            # rows start "Q: what is K".
+            key = toks[b][first - 3] if fmt != "question_first" else toks[b][3]
+            early_weight[b, held[b]] = args.hold_question / args.early_answer
+            early_target[b, held[b]] = key
+    return (torch.tensor(toks), torch.tensor(masks, dtype=torch.float32),
+            early_target, early_weight)
+
+
+def early_answer_loss(logits, target, weight):
+    """Weighted mean cross-entropy of the reading targets."""
+    lp = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                         reduction="none")
+    w = weight.reshape(-1)
+    return (lp * w).sum() / w.sum().clamp(min=1)
 
 
 def answer_loss(logits, tokens, mask):
@@ -278,7 +311,13 @@ def main():
                     help="gated steps from the easiest to the full curriculum")
     ap.add_argument("--curriculum-loss", type=float, default=1.0,
                     help="answer-loss EMA below which the curriculum advances")
+    ap.add_argument("--early-answer", type=float, default=0.0,
+                    help="weight of the early-answer loss (question before a reading)")
+    ap.add_argument("--hold-question", type=float, default=0.0,
+                    help="weight of the held-question loss (the asked key before its fact)")
     args = ap.parse_args()
+    if args.hold_question > 0 and args.early_answer <= 0:
+        ap.error("--hold-question is a share of the --early-answer loss: set --early-answer too")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -318,6 +357,7 @@ def main():
     args.cur_doc_len = 32
     started = time.time()
     ema = None
+    early_ema = None  # the early-answer loss, when --early-answer is on
     step = 0
     for step in range(args.steps):
         for g in opt.param_groups:
@@ -346,7 +386,7 @@ def main():
             lv = loss_sum
         else:
             fmt = rng.choices(names, weights)[0]
-            toks, mask = batch(rng, fmt, args, vocab, max_facts)
+            toks, mask, early_target, early_weight = batch(rng, fmt, args, vocab, max_facts)
             opt.zero_grad()
             if fmt == "prefix":
                 m = args.cur_doc_len  # every row is left-padded to it
@@ -363,6 +403,10 @@ def main():
                 logits, new_state = model(toks, carry, want_state=args.state_passing)
                 loss = answer_loss(logits, toks, mask)
                 total = loss
+                if args.early_answer > 0 and early_weight.sum() > 0:
+                    early = early_answer_loss(logits, early_target, early_weight)
+                    total = total + args.early_answer * early
+                    early_ema = early.item() if early_ema is None else 0.95 * early_ema + 0.05 * early.item()
                 if args.state_passing:
                     reset = torch.rand(args.batch, generator=torch.Generator().manual_seed(args.seed * 100003 + step)) < args.reset_prob
                     state = detach_state(new_state, reset)
@@ -373,7 +417,8 @@ def main():
         ema = lv if ema is None else 0.95 * ema + 0.05 * lv
         if step % args.log_every == 0 or step == args.steps - 1:
             el = time.time() - started
-            print(f"step {step} loss {lv:.3f} ema {ema:.3f} facts<={max_facts} doc<={args.cur_doc_len} lr {lr_at(step):.2e} {el:.0f}s", flush=True)
+            extra = f" early {early_ema:.3f}" if early_ema is not None else ""
+            print(f"step {step} loss {lv:.3f} ema {ema:.3f}{extra} facts<={max_facts} doc<={args.cur_doc_len} lr {lr_at(step):.2e} {el:.0f}s", flush=True)
         if time.time() - started > args.max_minutes * 60:
             print(f"stopping at step {step}: wall-time cap {args.max_minutes} min", flush=True)
             break
