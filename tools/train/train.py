@@ -15,6 +15,10 @@ Recipes:
     on the suffix;
   * curriculum: short documents with few facts first; harder ones only
     while the answer loss is low (--curriculum-loss, --ramp-steps);
+  * reading targets (--early-answer, --hold-question): where the question
+    comes before a reading, that reading's positions are trained to name
+    the asked key until its fact and the answer from there on (how the -rt
+    models learnt to store selectively);
   * --init-from DIR: warm start from a trained model directory;
   * --state-passing: the detached final state of each batch row is the
     initial state of the next batch's row, reset to zero with probability
