@@ -84,12 +84,19 @@ std::map<std::string, Totals> RunEval(const std::string& address,
   return totals;
 }
 
+// Starts `server` serving the one model `name`=`dir` with its store and log
+// under `data`.
+bool StartServing(ServerProcess& server, const TempDir& data,
+                  const std::string& name, const std::string& dir) {
+  return server.Start(
+      {"--model=" + name + "=" + dir, "--data-dir=" + data.path() + "/store"},
+      data.path() + "/server.log");
+}
+
 TEST(EvalTest, ShippedModelAnswersThroughTheApi) {
   TempDir data;
   ServerProcess server;
-  ASSERT_TRUE(server.Start({std::string("--model=qa=") + kModelDir,
-                            "--data-dir=" + data.path() + "/store"},
-                           data.path() + "/server.log"))
+  ASSERT_TRUE(StartServing(server, data, "qa", kModelDir))
       << server.stderr_text();
   std::map<std::string, Totals> totals =
       RunEval(server.address(), "default,read_twice,prefix");
@@ -108,9 +115,7 @@ TEST(EvalTest, ShippedModelAnswersThroughTheApi) {
 TEST(EvalTest, ReadTwiceBeatsReadingOnceWhenTheStateIsFull) {
   TempDir data;
   ServerProcess server;
-  ASSERT_TRUE(server.Start({std::string("--model=rt=") + kReadTwiceModelDir,
-                            "--data-dir=" + data.path() + "/store"},
-                           data.path() + "/server.log"))
+  ASSERT_TRUE(StartServing(server, data, "rt", kReadTwiceModelDir))
       << server.stderr_text();
   std::map<std::string, Totals> totals =
       RunEval(server.address(), "default,read_twice", kReadTwiceEvalSet);
@@ -144,9 +149,7 @@ TEST(EvalTest, RandomWeightsFailTheThreshold) {
     std::ofstream(path) << config.dump(1);
   }
   ServerProcess server;
-  ASSERT_TRUE(server.Start(
-      {"--model=random=" + random_dir, "--data-dir=" + data.path() + "/store"},
-      data.path() + "/server.log"))
+  ASSERT_TRUE(StartServing(server, data, "random", random_dir))
       << server.stderr_text();
   std::map<std::string, Totals> totals =
       RunEval(server.address(), "default,prefix");
