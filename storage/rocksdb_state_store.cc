@@ -4,7 +4,9 @@
 #include "storage/rocksdb_state_store.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -102,8 +104,8 @@ absl::Status RocksDbStateStore::OpenDb() {
   db_options.sst_file_manager.reset(
       rocksdb::NewSstFileManager(rocksdb::Env::Default()));
   db_options.max_total_wal_size = static_cast<uint64_t>(options_.max_wal_bytes);
-  db_options.listeners.push_back(
-      std::make_shared<BackgroundErrorListener>(&corruptions_));
+  db_options.listeners.push_back(std::make_shared<BackgroundErrorListener>(
+      &corruptions_, &catalog_corruptions_));
 
   rocksdb::ColumnFamilyOptions plain;
   rocksdb::ColumnFamilyOptions states = plain;
@@ -253,8 +255,14 @@ absl::Status RocksDbStateStore::Load() {
     std::unique_ptr<rocksdb::Iterator> it(
         db_->NewIterator(rocksdb::ReadOptions(), documents_));
     for (it->SeekToFirst(); it->Valid(); it->Next()) document_count_ += 1;
+    // A damaged block of records stops the count (it is then a lower
+    // bound) but not the store: the records it holds answer DATA_LOSS,
+    // Verify lists them, and every other document stays readable.
     if (absl::Status s = FromRocksDb(it->status(), "scan documents"); !s.ok()) {
-      return s;
+      if (!absl::IsDataLoss(s)) return s;
+      (void)CountCatalogLoss(s);
+      std::fprintf(stderr, "twice: storage: %s: %s\n", options_.path.c_str(),
+                   std::string(s.message()).c_str());
     }
   }
   return LoadRefs();
@@ -301,7 +309,9 @@ absl::Status RocksDbStateStore::LoadRefs() {
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       rebuild.emplace(it->key().data(), it->key().size());
     }
-    if (absl::Status s = FromRocksDb(it->status(), "scan documents"); !s.ok()) {
+    // Damage (counted above) only leaves its records without refs.
+    if (absl::Status s = FromRocksDb(it->status(), "scan documents");
+        !s.ok() && !absl::IsDataLoss(s)) {
       return s;
     }
   }
@@ -351,6 +361,7 @@ StoreStats RocksDbStateStore::Stats() {
   stats.evictions = evictions_.load();
   stats.evicted_bytes = evicted_bytes_.load();
   stats.corruptions = corruptions_.load();
+  stats.catalog_corruptions = catalog_corruptions_.load();
   stats.recomputes = recomputes_.load();
   stats.budget_bytes = options_.state_budget_bytes;
   stats.disk_bytes = DiskBytes();

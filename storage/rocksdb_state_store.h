@@ -201,6 +201,10 @@ class RocksDbStateStore final : public StateStore {
 
   static std::string DocumentKey(std::string_view tenant,
                                  std::string_view document_id);
+  // Counts `status` in catalog_corruptions_ when it is DATA_LOSS (a record
+  // or token blob found corrupt: reported and kept, never recomputed), and
+  // returns it.
+  [[nodiscard]] absl::Status CountCatalogLoss(absl::Status status);
   [[nodiscard]] absl::StatusOr<DocumentRecord> ReadRecord(
       std::string_view tenant, std::string_view document_id);
   // The states `record` names (segments and mode states, once each).
@@ -217,6 +221,14 @@ class RocksDbStateStore final : public StateStore {
   // `scan_existing`, its present refs are found by a scan and replaced.
   [[nodiscard]] absl::Status RebuildRefsLocked(const DocumentRecord& record,
                                                bool scan_existing);
+  // For Verify: a scan of `family` ended with `status`. A damaged block
+  // (DATA_LOSS) is added to `report` as a bad "(scan)" entry saying how far
+  // the scan got (`after`, the last key reached, printable; may be empty)
+  // and counted; the result is then OK. Any other error is returned.
+  [[nodiscard]] absl::Status ScanStopped(std::string_view family,
+                                         const rocksdb::Status& status,
+                                         std::string_view after,
+                                         VerifyReport& report);
   [[nodiscard]] int64_t DiskBytes();
 
   const RocksDbStoreOptions options_;
@@ -237,6 +249,7 @@ class RocksDbStateStore final : public StateStore {
   std::atomic<int64_t> evictions_{0};
   std::atomic<int64_t> evicted_bytes_{0};
   std::atomic<int64_t> corruptions_{0};
+  std::atomic<int64_t> catalog_corruptions_{0};
   std::atomic<int64_t> recomputes_{0};
   // Bytes of puts that made room and have not yet committed (MakeRoom).
   std::atomic<int64_t> reserved_bytes_{0};

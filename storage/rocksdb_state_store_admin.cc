@@ -1,6 +1,8 @@
 // Administration of RocksDbStateStore: verify, compact, garbage collection.
 // Each walks or rewrites the whole store while serving goes on; none holds a
 // lock longer than one key's change.
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -26,6 +28,23 @@ std::string PrintableDocument(std::string_view document_key) {
 }
 
 }  // namespace
+
+absl::Status RocksDbStateStore::ScanStopped(std::string_view family,
+                                            const rocksdb::Status& status,
+                                            std::string_view after,
+                                            VerifyReport& report) {
+  std::string context =
+      absl::StrCat("the scan of ", AbslView(family), " stopped");
+  if (!after.empty()) absl::StrAppend(&context, " after ", AbslView(after));
+  absl::Status s = FromRocksDb(status, context);
+  if (!absl::IsDataLoss(s)) return s;
+  // A damaged block ends an iterator without naming the keys in or past
+  // it; the report says how far the scan got.
+  report.bad.push_back(
+      {std::string(family), "(scan)", std::string(s.message())});
+  catalog_corruptions_ += 1;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<VerifyReport> RocksDbStateStore::Verify(
     const VerifyOptions& options) {
@@ -130,17 +149,26 @@ absl::StatusOr<VerifyReport> RocksDbStateStore::Verify(
     }
   }
 
-  // Records and their tokens: reported only, tokens being the truth.
+  // Records and their tokens: reported only, tokens being the truth. The
+  // keys come from both families, so a record in a damaged block is still
+  // found (and read, and reported) through its tokens, and the other way
+  // round.
   {
-    std::vector<std::string> document_keys;
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), documents_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      document_keys.emplace_back(it->key().data(), it->key().size());
-    }
-    if (absl::Status s = FromRocksDb(it->status(), "verify documents");
-        !s.ok()) {
-      return s;
+    std::set<std::string> document_keys;
+    for (const auto& [family, handle] :
+         {std::pair{kDocumentsFamily, documents_}, {kTokensFamily, tokens_}}) {
+      std::unique_ptr<rocksdb::Iterator> it(
+          db_->NewIterator(rocksdb::ReadOptions(), handle));
+      std::string last;
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        last.assign(it->key().data(), it->key().size());
+        document_keys.insert(last);
+      }
+      if (absl::Status s = ScanStopped(family, it->status(),
+                                       PrintableDocument(last), report);
+          !s.ok()) {
+        return s;
+      }
     }
     for (const std::string& key : document_keys) {
       const size_t nul = key.find('\0');
@@ -194,7 +222,8 @@ absl::StatusOr<VerifyReport> RocksDbStateStore::Verify(
                                   : parts.status().message())});
       bad_keys.emplace_back(key);
     }
-    if (absl::Status s = FromRocksDb(it->status(), "verify refs"); !s.ok()) {
+    if (absl::Status s = ScanStopped(kRefsFamily, it->status(), "", report);
+        !s.ok()) {
       return s;
     }
     if (options.repair && !bad_keys.empty()) {

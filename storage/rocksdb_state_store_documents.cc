@@ -1,6 +1,7 @@
 // Document records and token blobs of RocksDbStateStore.
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,11 @@ std::string RocksDbStateStore::DocumentKey(std::string_view tenant,
                       AbslView(document_id));
 }
 
+absl::Status RocksDbStateStore::CountCatalogLoss(absl::Status status) {
+  if (absl::IsDataLoss(status)) catalog_corruptions_ += 1;
+  return status;
+}
+
 absl::StatusOr<DocumentRecord> RocksDbStateStore::ReadRecord(
     std::string_view tenant, std::string_view document_id) {
   rocksdb::PinnableSlice value;
@@ -75,15 +81,18 @@ absl::StatusOr<DocumentRecord> RocksDbStateStore::ReadRecord(
     return absl::NotFoundError(
         absl::StrCat(DocumentName(tenant, document_id), " not found"));
   }
+  // A damaged file block is RocksDB's Corruption, DATA_LOSS like a bad
+  // envelope; either way the message names the document.
   if (!s.ok()) {
-    return FromRocksDb(
-        s, absl::StrCat("read ", DocumentName(tenant, document_id)));
+    return CountCatalogLoss(FromRocksDb(
+        s, absl::StrCat("read ", DocumentName(tenant, document_id))));
   }
   absl::StatusOr<DocumentRecord> record =
       DecodeRecordFor({value.data(), value.size()}, tenant, document_id);
   if (!record.ok()) {
-    return Annotate(record.status(),
-                    absl::StrCat(DocumentName(tenant, document_id), " record"));
+    return CountCatalogLoss(
+        Annotate(record.status(),
+                 absl::StrCat(DocumentName(tenant, document_id), " record")));
   }
   return record;
 }
@@ -286,11 +295,15 @@ absl::StatusOr<std::vector<int32_t>> RocksDbStateStore::GetTokens(
   if (s.IsNotFound()) {
     return absl::NotFoundError(absl::StrCat("tokens of ", name, " not found"));
   }
-  if (!s.ok()) return FromRocksDb(s, absl::StrCat("read tokens of ", name));
+  if (!s.ok()) {
+    return CountCatalogLoss(
+        FromRocksDb(s, absl::StrCat("read tokens of ", name)));
+  }
   absl::StatusOr<std::vector<int32_t>> tokens =
       DecodeTokens({value.data(), value.size()});
   if (!tokens.ok()) {
-    return Annotate(tokens.status(), absl::StrCat("tokens of ", name));
+    return CountCatalogLoss(
+        Annotate(tokens.status(), absl::StrCat("tokens of ", name)));
   }
   return tokens;
 }
@@ -333,14 +346,24 @@ absl::StatusOr<DocumentPage> RocksDbStateStore::ListDocuments(
     absl::StatusOr<DocumentRecord> record = DecodeRecordFor(
         {it->value().data(), it->value().size()}, tenant, document_id);
     if (!record.ok()) {
-      return Annotate(
-          record.status(),
-          absl::StrCat(DocumentName(tenant, document_id), " record"));
+      return CountCatalogLoss(
+          Annotate(record.status(),
+                   absl::StrCat(DocumentName(tenant, document_id), " record")));
     }
     page.records.push_back(*std::move(record));
   }
-  if (absl::Status s = FromRocksDb(it->status(), "list documents"); !s.ok()) {
-    return s;
+  if (!it->status().ok()) {
+    // The iterator stops at a damaged block without knowing its keys: say
+    // where the listing got to.
+    std::string after = "the start";
+    if (!page.records.empty()) {
+      after = DocumentName(tenant, page.records.back().document_id);
+    } else if (!page_token.empty()) {
+      after = DocumentName(tenant, page_token);
+    }
+    return CountCatalogLoss(FromRocksDb(
+        it->status(), absl::StrCat("list documents of tenant ",
+                                   AbslView(tenant), " after ", after)));
   }
   return page;
 }

@@ -68,6 +68,8 @@ struct StoreStats {
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t evictions = 0;
+  // Values the store can do without found corrupt and deleted: states with
+  // their index entries (recomputed) and refs (rebuilt from records).
   int64_t corruptions = 0;
   int64_t recomputes = 0;
   int64_t budget_bytes = 0;  // 0: unbounded
@@ -75,6 +77,11 @@ struct StoreStats {
   int64_t block_count = 0;
   int64_t pinned_state_count = 0;  // stored states a pinned record names
   int64_t disk_bytes = 0;          // live SST and blob files (WAL not included)
+  // Times corruption was met in the truth: a document record or token blob
+  // (a bad envelope or a damaged file block), or a file of any family but
+  // states and ephemeral failing a compaction. Nothing deletes or recomputes
+  // these, so each read, scan or compaction that meets the damage counts.
+  int64_t catalog_corruptions = 0;
 };
 
 // One stored value that failed verification.

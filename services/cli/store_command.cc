@@ -56,6 +56,7 @@ int Stats(const CliContext& cli, v1::Store::Stub& stub) {
                                {"evictions", s.evictions()},
                                {"evicted_bytes", s.evicted_bytes()},
                                {"corruptions", s.corruptions()},
+                               {"catalog_corruptions", s.catalog_corruptions()},
                                {"recomputes", s.recomputes()}};
   if (cli.json) {
     PrintJson(json);

@@ -273,6 +273,7 @@ storage::StoreStats ShardedStateStore::Stats() {
     total.block_count += s.block_count;
     total.pinned_state_count += s.pinned_state_count;
     total.disk_bytes += s.disk_bytes;
+    total.catalog_corruptions += s.catalog_corruptions;
   }
   total.recomputes += recomputes_.load();
   return total;

@@ -251,6 +251,10 @@ class StoreCollector : public prometheus::Collectable {
         Family("twice_store_recomputes_total",
                "States recomputed from tokens after a miss",
                MetricType::Counter, d(s.recomputes)),
+        Family("twice_store_catalog_corruptions_total",
+               "Corruption met in document records, token blobs or their "
+               "files (kept, never recomputed)",
+               MetricType::Counter, d(s.catalog_corruptions)),
     };
   }
 
