@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "services/cli/commands.h"
+#include "services/cli/utf8_text.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
@@ -41,6 +42,9 @@ int RunAppend(const CliContext& cli) {
   }
   absl::StatusOr<std::string> text = ReadText(cli.args[1]);
   if (!text.ok()) return ReportError(cli, text.status());
+  if (absl::Status utf8 = CheckUtf8File(cli.args[1], *text); !utf8.ok()) {
+    return ReportError(cli, utf8);
+  }
   auto stub = v1::Orchestrator::NewStub(cli.Connect());
   std::unique_ptr<grpc::ClientContext> call = cli.NewCall();
   auto stream = stub->Append(call.get());
@@ -50,10 +54,12 @@ int RunAppend(const CliContext& cli) {
     if (offset == 0) {
       request.set_document_id(cli.args[0]);
       request.set_segment_tokens(cli.segment_tokens);
+      request.set_total_size(static_cast<int64_t>(text->size()));
     }
-    request.set_text(text->substr(offset, kTextChunkBytes));
+    const size_t end = Utf8PieceEnd(*text, offset, kTextChunkBytes);
+    request.set_text(text->substr(offset, end - offset));
     if (!stream->Write(request)) break;
-    offset += kTextChunkBytes;
+    offset = end;
   } while (offset < text->size());
   stream->WritesDone();
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "services/cli/commands.h"
+#include "services/cli/utf8_text.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
@@ -42,6 +43,9 @@ int RunIngest(const CliContext& cli) {
   if (absl::Status read = ReadAll(cli.args[0], &text); !read.ok()) {
     return ReportError(cli, read);
   }
+  if (absl::Status utf8 = CheckUtf8File(cli.args[0], text); !utf8.ok()) {
+    return ReportError(cli, utf8);
+  }
   auto stub = v1::Orchestrator::NewStub(cli.Connect());
   std::unique_ptr<grpc::ClientContext> call = cli.NewCall();
   auto stream = stub->Ingest(call.get());
@@ -53,12 +57,14 @@ int RunIngest(const CliContext& cli) {
     header->set_document_id(cli.document_id);
     header->set_segment_tokens(cli.segment_tokens);
     header->set_pin(cli.pin);
+    header->set_total_size(static_cast<int64_t>(text.size()));
     size_t offset = 0;
     do {
-      request.set_text(text.substr(offset, kTextChunkBytes));
+      const size_t end = Utf8PieceEnd(text, offset, kTextChunkBytes);
+      request.set_text(text.substr(offset, end - offset));
       if (!stream->Write(request)) break;
       request.Clear();
-      offset += kTextChunkBytes;
+      offset = end;
     } while (offset < text.size());
     stream->WritesDone();
   });

@@ -1,5 +1,6 @@
 #include "services/common/auth.h"
 
+#include <grpc/grpc_security_constants.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 
@@ -18,6 +19,9 @@ namespace {
 
 constexpr size_t kMinTokenLength = 16;
 constexpr size_t kMaxTenantLength = 64;
+constexpr size_t kMaxPeerNameLength = 255;
+// file_mtime_ns_ and file_size_ of a token file that does not exist.
+constexpr int64_t kFileMissing = -2;
 
 bool ValidTenant(std::string_view tenant) {
   if (tenant.empty() || tenant.size() > kMaxTenantLength) return false;
@@ -123,6 +127,14 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokenFile(std::string_view text) {
 
 absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     AuthOptions options) {
+  for (const std::string& name : options.internal_peer_names) {
+    if (!ValidPeerName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--internal_peer_names: \"", name,
+          "\" is not a certificate name (1-255 printable characters, no "
+          "spaces or wildcards)"));
+    }
+  }
   if (!options.internal_token.empty() && !ValidToken(options.internal_token)) {
     return absl::InvalidArgumentError(
         absl::StrCat("the internal token needs at least ", kMinTokenLength,
@@ -140,15 +152,24 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
 
 bool Authenticator::enabled() const {
   return !options_.tokens_file.empty() || !options_.internal_token.empty() ||
-         options_.trust_client_certificates;
+         !options_.internal_peer_names.empty();
 }
 
 absl::Status Authenticator::Load() {
+  // Fail closed: whatever goes wrong below leaves no token valid.
+  entries_.clear();
   struct stat info;
   if (stat(options_.tokens_file.c_str(), &info) != 0) {
+    file_mtime_ns_ = kFileMissing;
+    file_size_ = kFileMissing;
     return absl::NotFoundError(
         absl::StrCat("cannot read token file ", options_.tokens_file));
   }
+  // Remember the version even when it cannot be read or parsed, so a
+  // broken file is reported once, not on every call.
+  file_mtime_ns_ = static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 +
+                   info.st_mtim.tv_nsec;
+  file_size_ = static_cast<int64_t>(info.st_size);
   std::ifstream in(options_.tokens_file, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(
@@ -156,12 +177,11 @@ absl::Status Authenticator::Load() {
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read token file ", options_.tokens_file));
+  }
   absl::StatusOr<std::vector<TokenEntry>> entries = ParseTokenFile(text.str());
-  // Remember the version even when it does not parse, so a broken file is
-  // reported once, not on every call.
-  file_mtime_ns_ = static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 +
-                   info.st_mtim.tv_nsec;
-  file_size_ = static_cast<int64_t>(info.st_size);
   if (!entries.ok()) {
     return absl::Status(
         entries.status().code(),
@@ -185,29 +205,26 @@ void Authenticator::MaybeReload() {
   if (now - last_check_ < std::chrono::seconds(1)) return;
   last_check_ = now;
   struct stat info;
-  if (stat(options_.tokens_file.c_str(), &info) != 0) {
-    Log(LogLevel::kWarning, "auth.tokens_unreadable",
-        absl::StrCat("file=", LogValue(options_.tokens_file),
-                     " keeping=previous"));
-    return;
+  int64_t mtime_ns = kFileMissing;
+  int64_t size = kFileMissing;
+  if (stat(options_.tokens_file.c_str(), &info) == 0) {
+    mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 +
+               info.st_mtim.tv_nsec;
+    size = static_cast<int64_t>(info.st_size);
   }
-  const int64_t mtime_ns =
-      static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 +
-      info.st_mtim.tv_nsec;
-  if (mtime_ns == file_mtime_ns_ &&
-      static_cast<int64_t>(info.st_size) == file_size_) {
-    return;
-  }
+  if (mtime_ns == file_mtime_ns_ && size == file_size_) return;
   absl::Status loaded = Load();
   if (loaded.ok()) {
-    Log(LogLevel::kInfo, "auth.tokens_reloaded",
+    Log(entries_.empty() ? LogLevel::kWarning : LogLevel::kInfo,
+        "auth.tokens_reloaded",
         absl::StrCat("file=", LogValue(options_.tokens_file),
                      " tokens=", entries_.size()));
-  } else {
-    Log(LogLevel::kWarning, "auth.tokens_rejected",
-        absl::StrCat("error=", LogValue(std::string(loaded.message())),
-                     " keeping=previous"));
+    return;
   }
+  token_file_errors_.fetch_add(1);
+  Log(LogLevel::kError, "auth.tokens_rejected",
+      absl::StrCat("error=", LogValue(std::string(loaded.message())),
+                   " valid_tokens=0"));
 }
 
 bool Authenticator::IsInternalPeer(const grpc::ServerContext& context) const {
@@ -215,9 +232,20 @@ bool Authenticator::IsInternalPeer(const grpc::ServerContext& context) const {
       ConstantTimeEquals(BearerToken(context), options_.internal_token)) {
     return true;
   }
-  if (options_.trust_client_certificates) {
-    std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-    return auth != nullptr && auth->IsPeerAuthenticated();
+  if (options_.internal_peer_names.empty()) return false;
+  // A verified certificate alone proves only that the client CA signed it;
+  // public clients hold such certificates too. The identity it names must
+  // be one of ours.
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return false;
+  for (const char* property :
+       {GRPC_PEER_DNS_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
+    for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
+      const std::string_view name(value.data(), value.size());
+      for (const std::string& allowed : options_.internal_peer_names) {
+        if (name == allowed) return true;
+      }
+    }
   }
   return false;
 }
@@ -237,8 +265,9 @@ absl::Status Authenticator::AuthorizeInternal(
     const grpc::ServerContext& context) {
   if (!enabled() || IsInternalPeer(context)) return absl::OkStatus();
   return absl::UnauthenticatedError(
-      "internal call refused: the caller is not a Twice role (no internal "
-      "token or verified client certificate)");
+      "internal call refused: the caller is not a Twice role (neither the "
+      "internal token nor a client certificate named in "
+      "--internal_peer_names)");
 }
 
 absl::Status Authenticator::AuthorizeAdmin(const grpc::ServerContext& context) {
@@ -270,10 +299,21 @@ absl::Status AuthorizeAdmin(Authenticator* auth,
   return auth->AuthorizeAdmin(context);
 }
 
+bool ValidPeerName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxPeerNameLength) return false;
+  for (char c : name) {
+    if (c <= ' ' || c > '~' || c == '*') return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::string> ReadInternalToken(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read token file ", path));
+    return absl::NotFoundError(absl::StrCat(
+        "cannot read the internal token file ", path,
+        " (--internal_token_file; on Kubernetes it comes from the Secret "
+        "twice-internal, see deploy/README.md)"));
   }
   std::string line;
   while (std::getline(in, line)) {

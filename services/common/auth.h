@@ -1,35 +1,44 @@
 // Who a call comes from: bearer tokens mapped to tenants, admin rights, and
 // the trust between Twice's own roles.
 //
-// Trust model
+// Trust model (docs/SECURITY.md has the whole picture)
 // -----------
 // - Public calls (twice.v1.Orchestrator) carry `authorization: Bearer TOKEN`
 //   metadata. The token file (--auth-tokens-file) maps each token to one
 //   tenant, optionally with admin rights. The caller's tenant scopes every
 //   document record and state key it touches, so a tenant sees only its
 //   own documents; another tenant's id answers NOT_FOUND exactly like a
-//   missing one. Without a token file every caller is tenant "default".
+//   missing one. Without a token file every caller is tenant "default". A
+//   client certificate never names a tenant: under mTLS a public caller
+//   still needs its bearer token.
 // - Internal calls (twice.v1.Prefill, twice.v1.Decode, and the data RPCs of
 //   twice.v1.Store) name the tenant in the request message itself (the
 //   orchestrator copies the authenticated caller's tenant there). That field
-//   is trusted only from an internal peer: a caller that presents the
-//   internal token (`authorization: Bearer INTERNAL_TOKEN`, from
-//   --internal-token-file, or generated at startup for role all, whose
-//   orchestrator calls its own prefill and decode in process), or, on a
-//   listener that requires client certificates (--tls-client-ca), any peer
-//   whose certificate that CA verified. Issue certificates of that CA only
-//   to Twice roles: its holders can read any tenant's states. Other callers
-//   of internal RPCs get UNAUTHENTICATED.
+//   is trusted only from an internal peer, recognised explicitly:
+//     * it presents the internal token (`authorization: Bearer
+//       INTERNAL_TOKEN`, from --internal-token-file, or generated at startup
+//       for role all, whose orchestrator calls its own prefill and decode in
+//       process), or
+//     * its client certificate, verified by the listener's client CA, names
+//       in its subject alternative names (DNS or URI, e.g.
+//       `spiffe://twice/role/prefill`) one of --internal-peer-names.
+//   A certificate from the client CA without such a name is a public
+//   caller's. Other callers of internal RPCs get UNAUTHENTICATED.
 // - Admin calls (Store Stats, Verify, Compact, Gc, Backup) need a token
 //   marked `admin` in the token file, or an internal peer; a tenant token
 //   without it gets PERMISSION_DENIED.
-// - When none of token file, internal token and client CA is configured,
-//   authentication is off: every call is allowed, as tenant "default".
+// - When none of token file, internal token and internal peer names is
+//   configured, authentication is off: every call is allowed, as tenant
+//   "default". ServerOptions::Validate keeps such a process on loopback for
+//   the internal roles.
 //
 // Tokens are compared in constant time against every entry and never
 // logged. The token file is re-read when its modification time or size
-// changes, checked at most once a second when a call needs it; a file that
-// no longer parses leaves the previous table in force (logged).
+// changes, checked at most once a second when a call needs it. It fails
+// closed: a file that was deleted, emptied, cannot be read or no longer
+// parses leaves no tenant token valid (every public call UNAUTHENTICATED)
+// until it is fixed; each such reload is logged and counted
+// (token_file_errors()), and never widens access.
 //
 // Thread safety: an Authenticator is safe to share between threads.
 #ifndef TWICE_SERVICES_COMMON_AUTH_H_
@@ -38,7 +47,9 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/client_interceptor.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,9 +84,10 @@ struct AuthOptions {
   std::string tokens_file;
   // The secret internal peers present; empty = none. Default: empty.
   std::string internal_token;
-  // The listener verifies client certificates (mTLS): a verified peer is
-  // an internal peer. Default: false.
-  bool trust_client_certificates = false;
+  // Subject alternative names (DNS names or URIs, compared exactly) of the
+  // client certificates that identify internal peers; only meaningful on a
+  // listener that verifies client certificates (mTLS). Default: none.
+  std::vector<std::string> internal_peer_names;
 };
 
 // The authenticated caller of a public call.
@@ -93,6 +105,9 @@ class Authenticator {
 
   // True when any of the three mechanisms is configured.
   bool enabled() const;
+  // Reloads of the token file that failed (missing, unreadable, malformed)
+  // since startup; each left no tenant token valid.
+  int64_t token_file_errors() const { return token_file_errors_.load(); }
 
   // Public RPCs: the caller's tenant. UNAUTHENTICATED for a missing or
   // unknown bearer token when a token file is configured.
@@ -120,6 +135,7 @@ class Authenticator {
   std::chrono::steady_clock::time_point last_check_ ABSL_GUARDED_BY(mu_);
   int64_t file_mtime_ns_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t file_size_ ABSL_GUARDED_BY(mu_) = -1;
+  std::atomic<int64_t> token_file_errors_{0};
 };
 
 // The three checks for services that may run without an authenticator
@@ -133,6 +149,10 @@ class Authenticator {
 
 // True when `a` equals `b`; the time taken depends only on the lengths.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// True when `name` may be an internal peer name: 1-255 printable
+// characters, no spaces, no wildcard.
+bool ValidPeerName(std::string_view name);
 
 // Reads a secret token file: its first non-blank line, trimmed.
 [[nodiscard]] absl::StatusOr<std::string> ReadInternalToken(

@@ -44,10 +44,12 @@ struct Collected {
   std::vector<int32_t> tokens;
 };
 
+// `total_size`: what the first message announced (text bytes or token
+// ids; 0 = nothing announced), checked against what arrived.
 template <typename Request>
 absl::StatusOr<Collected> Collect(
     Request& request, const std::function<bool(Request*)>& read_next,
-    int64_t max_bytes) {
+    int64_t max_bytes, int64_t total_size) {
   Collected out;
   int64_t bytes = 0;
   do {
@@ -65,6 +67,18 @@ absl::StatusOr<Collected> Collect(
   if (!out.text.empty() && !out.tokens.empty()) {
     return absl::InvalidArgumentError(
         "send the document as text or as token ids, not both");
+  }
+  const int64_t received = out.text.empty()
+                               ? static_cast<int64_t>(out.tokens.size())
+                               : static_cast<int64_t>(out.text.size());
+  if (total_size < 0) {
+    return absl::InvalidArgumentError("total_size must not be negative");
+  }
+  if (total_size > 0 && received != total_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the stream carried ", received, " of the ", total_size,
+        " bytes or token ids that total_size announced: a message was lost "
+        "(is every text piece valid UTF-8?); nothing was stored"));
   }
   return out;
 }
@@ -90,6 +104,16 @@ absl::StatusOr<std::vector<int32_t>> DocumentTokens(const engine::Model& model,
     }
   }
   return tokens;
+}
+
+// Checked before the document is read, so a bad value costs nothing.
+absl::Status ValidateSegmentTokens(int64_t segment_tokens) {
+  if (segment_tokens == 0 || segment_tokens >= kMinSegmentTokens) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("segment_tokens must be 0 (the default) or at least ",
+                   kMinSegmentTokens, ", got ", segment_tokens));
 }
 
 }  // namespace
@@ -120,8 +144,9 @@ grpc::Status OrchestratorService::Ingest(
   if (header.prepare_prefix() && !prepare_prefix) {
     return ToGrpcStatus(NoPrefixEncoder(model_name, model));
   }
-  if (header.segment_tokens() < 0) {
-    return Invalid("segment_tokens must not be negative");
+  if (absl::Status valid = ValidateSegmentTokens(header.segment_tokens());
+      !valid.ok()) {
+    return ToGrpcStatus(valid);
   }
   if (!header.document_id().empty()) {
     absl::Status valid = ValidateDocumentId(header.document_id());
@@ -131,7 +156,7 @@ grpc::Status OrchestratorService::Ingest(
   // Collect the document; limits apply to what arrives, before tokenizing.
   absl::StatusOr<Collected> collected = Collect<v1::IngestRequest>(
       request, [&](v1::IngestRequest* next) { return stream->Read(next); },
-      limits_.max_document_bytes);
+      limits_.max_document_bytes, header.total_size());
   if (!collected.ok()) return ToGrpcStatus(collected.status());
   const bool from_text = !collected->text.empty();
   const std::string text_sha256 = from_text ? TextSha256(collected->text) : "";
@@ -140,20 +165,27 @@ grpc::Status OrchestratorService::Ingest(
   if (!document.ok()) return ToGrpcStatus(document.status());
   const std::vector<int32_t>& tokens = *document;
   if (tokens.empty()) return Invalid("the document is empty");
-  if (absl::Status charged =
-          limiter_.ChargeIngest(tenant, static_cast<int64_t>(tokens.size()));
-      !charged.ok()) {
-    return ToGrpcStatus(charged);
-  }
   if (static_cast<int64_t>(tokens.size()) > limits_.max_document_tokens) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("document has ", tokens.size(), " tokens; the limit is ",
                      limits_.max_document_tokens, " (max_document_tokens)"));
   }
-  int64_t segment = header.segment_tokens();
-  if (segment == 0) segment = model.description().training_context;
-  if (segment <= 0) segment = kFallbackSegmentTokens;
+  const int64_t model_segment = model.description().training_context > 0
+                                    ? model.description().training_context
+                                    : kFallbackSegmentTokens;
+  absl::StatusOr<int64_t> planned =
+      PlanSegment(header.segment_tokens(), model_segment, 0,
+                  static_cast<int64_t>(tokens.size()));
+  if (!planned.ok()) return ToGrpcStatus(planned.status());
+  const int64_t segment = *planned;
+  // Charged only for a request that passed every size check: a refused
+  // one must not use up the tenant's quota.
+  if (absl::Status charged =
+          limiter_.ChargeIngest(tenant, static_cast<int64_t>(tokens.size()));
+      !charged.ok()) {
+    return ToGrpcStatus(charged);
+  }
 
   const std::string fingerprint = model.description().fingerprint;
   const std::string document_id =
@@ -185,6 +217,10 @@ grpc::Status OrchestratorService::Ingest(
     pinned = pinned || existing->pinned;
   } else if (existing.status().code() != absl::StatusCode::kNotFound) {
     return ToGrpcStatus(existing.status());
+  }
+  if (header.pin() && !(existing.ok() && existing->pinned)) {
+    absl::Status allowed = CheckPinAllowed(tenant, document_id);
+    if (!allowed.ok()) return ToGrpcStatus(allowed);
   }
 
   // Prefill segment by segment; segments already stored (a repeated or an
@@ -284,8 +320,9 @@ grpc::Status OrchestratorService::Append(
   if (!stream->Read(&request) || request.document_id().empty()) {
     return Invalid("Append: the first message must name the document");
   }
-  if (request.segment_tokens() < 0) {
-    return Invalid("segment_tokens must not be negative");
+  if (absl::Status valid = ValidateSegmentTokens(request.segment_tokens());
+      !valid.ok()) {
+    return ToGrpcStatus(valid);
   }
   const std::string document_id = request.document_id();
   const int64_t requested_segment = request.segment_tokens();
@@ -305,18 +342,13 @@ grpc::Status OrchestratorService::Append(
 
   absl::StatusOr<Collected> collected = Collect<v1::AppendRequest>(
       request, [&](v1::AppendRequest* next) { return stream->Read(next); },
-      limits_.max_document_bytes);
+      limits_.max_document_bytes, request.total_size());
   if (!collected.ok()) return ToGrpcStatus(collected.status());
   // Appended text is tokenized on its own (see AppendRequest).
   absl::StatusOr<std::vector<int32_t>> appended =
       DocumentTokens(**model, *std::move(collected), record->token_count);
   if (!appended.ok()) return ToGrpcStatus(appended.status());
   if (appended->empty()) return Invalid("Append: nothing to append");
-  if (absl::Status charged = limiter_.ChargeIngest(
-          record->tenant, static_cast<int64_t>(appended->size()));
-      !charged.ok()) {
-    return ToGrpcStatus(charged);
-  }
   const int64_t old_total = record->token_count;
   const int64_t total = old_total + static_cast<int64_t>(appended->size());
   if (total > limits_.max_document_tokens) {
@@ -326,12 +358,23 @@ grpc::Status OrchestratorService::Append(
                      " tokens; the limit is ", limits_.max_document_tokens,
                      " (max_document_tokens)"));
   }
+  absl::StatusOr<int64_t> planned =
+      PlanSegment(requested_segment,
+                  record->segment_tokens > 0 ? record->segment_tokens
+                                             : kFallbackSegmentTokens,
+                  static_cast<int64_t>(record->segments.size()),
+                  static_cast<int64_t>(appended->size()));
+  if (!planned.ok()) return ToGrpcStatus(planned.status());
+  const int64_t segment = *planned;
+  // Charged only once every size check passed.
+  if (absl::Status charged = limiter_.ChargeIngest(
+          record->tenant, static_cast<int64_t>(appended->size()));
+      !charged.ok()) {
+    return ToGrpcStatus(charged);
+  }
   absl::StatusOr<std::vector<int32_t>> tokens =
       store_->GetTokens(record->tenant, record->document_id);
   if (!tokens.ok()) return ToGrpcStatus(tokens.status());
-  int64_t segment = requested_segment;
-  if (segment == 0) segment = record->segment_tokens;
-  if (segment <= 0) segment = kFallbackSegmentTokens;
 
   // Start from the document's last state (recomputed if it was lost); only
   // the new tokens are read.

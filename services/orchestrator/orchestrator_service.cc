@@ -151,12 +151,63 @@ grpc::Status OrchestratorService::DeleteDocument(
   return grpc::Status::OK;
 }
 
+absl::Status OrchestratorService::CheckPinAllowed(
+    const std::string& tenant, const std::string& document_id) {
+  const int64_t limit = limits_.max_pinned_documents_per_tenant;
+  if (limit <= 0) return absl::OkStatus();
+  int64_t pinned = 0;
+  std::string page_token;
+  do {
+    absl::StatusOr<storage::DocumentPage> page =
+        store_->ListDocuments(tenant, 1000, page_token);
+    if (!page.ok()) return page.status();
+    for (const storage::DocumentRecord& record : page->records) {
+      if (record.pinned && record.document_id != document_id) ++pinned;
+    }
+    page_token = page->next_page_token;
+  } while (!page_token.empty() && pinned < limit);
+  if (pinned < limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "this tenant already has ", pinned,
+      " pinned documents, the limit (max_pinned_documents_per_tenant); "
+      "unpin one first"));
+}
+
+absl::StatusOr<int64_t> OrchestratorService::PlanSegment(
+    int64_t requested, int64_t fallback, int64_t old_segments,
+    int64_t new_tokens) const {
+  const int64_t room = limits_.max_segments_per_document - old_segments;
+  if (room <= 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the document has ", old_segments,
+                     " segments, the limit "
+                     "(max_segments_per_document)"));
+  }
+  // The smallest segment that keeps the document within its segments.
+  const int64_t smallest = (new_tokens + room - 1) / room;
+  if (requested == 0) return std::max(fallback, smallest);
+  if (requested < smallest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment_tokens ", requested, " would make the document ",
+        old_segments + (new_tokens + requested - 1) / requested,
+        " segments; at most ", limits_.max_segments_per_document,
+        " are stored per document (max_segments_per_document): use at "
+        "least ",
+        smallest, " or 0"));
+  }
+  return requested;
+}
+
 grpc::Status OrchestratorService::PinDocument(
     grpc::ServerContext* context, const v1::PinDocumentRequest* request,
     v1::DocumentInfo* response) {
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
+  if (request->pinned() && !record->pinned) {
+    absl::Status allowed = CheckPinAllowed(record->tenant, record->document_id);
+    if (!allowed.ok()) return ToGrpcStatus(allowed);
+  }
   record->pinned = request->pinned();
   absl::Status updated = store_->UpdateDocument(*record);
   if (!updated.ok()) return ToGrpcStatus(updated);

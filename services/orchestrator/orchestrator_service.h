@@ -44,7 +44,20 @@ struct OrchestratorLimits {
   int max_batch_questions = 64;
   // Concurrency and ingest-rate limits by tenant (tenant_limiter.h).
   TenantLimits tenants;
+  // Pinned documents one tenant may hold at once: pinned states are never
+  // evicted, so without a bound one tenant could pin the whole state
+  // budget. 0 = no limit. Default: 100.
+  int64_t max_pinned_documents_per_tenant = 100;
+  // Most segments (stored states) one document may have, which bounds the
+  // state writes one ingest or append can cause. With segment_tokens 0 the
+  // segment grows to fit; an explicit segment_tokens that needs more is
+  // refused. Default: 4096.
+  int64_t max_segments_per_document = 4096;
 };
+
+// Smallest non-zero segment_tokens an Ingest or Append accepts
+// (IngestHeader.segment_tokens in orchestrator.proto).
+inline constexpr int64_t kMinSegmentTokens = 16;
 
 class OrchestratorService final : public v1::Orchestrator::Service {
  public:
@@ -207,6 +220,17 @@ class OrchestratorService final : public v1::Orchestrator::Service {
       const std::string& text, absl::Span<const int32_t> ids, v1::AskMode mode,
       const v1::SamplingOptions& sampling, int64_t as_of_tokens);
   grpc::Status CheckBound() const;
+  // OK when `tenant` may pin one more document (document_id, not pinned
+  // yet); RESOURCE_EXHAUSTED at max_pinned_documents_per_tenant.
+  absl::Status CheckPinAllowed(const std::string& tenant,
+                               const std::string& document_id);
+  // The segment size of an ingest or append of `new_tokens` tokens onto a
+  // document of `old_segments` segments: `requested` (already checked
+  // against kMinSegmentTokens; 0 = `fallback`, grown to fit) checked
+  // against max_segments_per_document.
+  absl::StatusOr<int64_t> PlanSegment(int64_t requested, int64_t fallback,
+                                      int64_t old_segments,
+                                      int64_t new_tokens) const;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const engine::Model& model,
                                                 const std::string& text);
   const PromptTemplates& TemplatesFor(const std::string& model_name) const;

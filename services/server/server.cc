@@ -21,6 +21,7 @@
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
+#include "services/server/internal_only_services.h"
 #include "services/store/remote_state_store.h"
 #include "services/store/sharded_state_store.h"
 #include "services/store/store_metrics.h"
@@ -112,7 +113,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   AuthOptions auth_options;
   auth_options.tokens_file = options.auth_tokens_file;
   auth_options.internal_token = internal_token;
-  auth_options.trust_client_certificates = !options.tls.client_ca_file.empty();
+  auth_options.internal_peer_names = options.internal_peer_names;
   {
     absl::StatusOr<std::unique_ptr<Authenticator>> auth =
         Authenticator::Create(auth_options);
@@ -126,7 +127,8 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           " mtls=", options.tls.client_ca_file.empty() ? "off" : "on",
           " outgoing_tls=", options.tls.ca_file.empty() ? "off" : "on",
           " tenant_tokens=", options.auth_tokens_file.empty() ? "off" : "on",
-          " internal_token=", internal_token.empty() ? "off" : "on"));
+          " internal_token=", internal_token.empty() ? "off" : "on",
+          " internal_peer_names=", options.internal_peer_names.size()));
 
   if (role != Role::kStore) {
     for (const ModelSpec& spec : options.models) {
@@ -191,6 +193,17 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
         "process_resident_memory_bytes",
         "Resident memory of this process in bytes",
         [] { return static_cast<double>(ResidentMemoryBytes()); });
+    if (role == Role::kAll || role == Role::kOrchestrator) {
+      server->metrics_->AddGauge(
+          "twice_auth_token_file_errors",
+          "Reloads of --auth_tokens_file that failed (missing, unreadable or "
+          "malformed) and left no tenant token valid",
+          [auth] {
+            return auth != nullptr
+                       ? static_cast<double>(auth->token_file_errors())
+                       : 0.0;
+          });
+    }
     if (engine::KernelDeviceStats().has_value()) {
       // How much of the kernel work the device ran (--device=cuda).
       auto stat = [](int64_t engine::KernelDeviceCounts::*field) {
@@ -216,10 +229,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *server_credentials, &server->port_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  {
+  auto interceptors = [&] {
     // Request ids first, so the metrics interceptor and the handler run
     // with the call's id set.
     std::vector<
@@ -231,27 +241,58 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
         creators.push_back(std::move(creator));
       }
     }
-    builder.experimental().SetInterceptorCreators(std::move(creators));
+    return creators;
+  };
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *server_credentials, &server->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.experimental().SetInterceptorCreators(interceptors());
+  // Role all keeps the services that trust the tenant named in a request
+  // (Store data RPCs, Prefill, Decode) on a second server that has no
+  // public port: its orchestrator reaches them in process, and other roles
+  // only through --internal_listen. Every other role has one listener,
+  // which serves exactly its own services.
+  const bool all = role == Role::kAll;
+  grpc::ServerBuilder internal_builder;
+  grpc::ServerBuilder& internal = all ? internal_builder : builder;
+  if (all) {
+    if (!options.internal_listen.empty()) {
+      internal_builder.AddListeningPort(options.internal_listen,
+                                        *server_credentials,
+                                        &server->internal_port_);
+    }
+    internal_builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    internal_builder.experimental().SetInterceptorCreators(interceptors());
   }
 
-  auto add = [&](std::unique_ptr<grpc::Service> service) {
-    builder.RegisterService(service.get());
+  auto add = [&](grpc::ServerBuilder& to,
+                 std::unique_ptr<grpc::Service> service) {
+    to.RegisterService(service.get());
     server->services_.push_back(std::move(service));
   };
-  const bool all = role == Role::kAll;
+  const std::string backup_dir = options.backup_dir.empty()
+                                     ? options.data_dir + "-backups"
+                                     : options.backup_dir;
   if (all || role == Role::kStore) {
-    const std::string backup_dir = options.backup_dir.empty()
-                                       ? options.data_dir + "-backups"
-                                       : options.backup_dir;
     auto service = std::make_unique<StoreService>(store, backup_dir);
     service->SetAuthenticator(auth);
-    add(std::move(service));
+    add(internal, std::move(service));
+  }
+  if (all) {
+    // The public face of the internal services: the Store's admin RPCs
+    // (twice store ...), and a clear refusal for everything else.
+    auto store_admin = std::make_unique<StoreService>(store, backup_dir,
+                                                      /*serve_data=*/false);
+    store_admin->SetAuthenticator(auth);
+    add(builder, std::move(store_admin));
+    add(builder, std::make_unique<RefusingPrefillService>());
+    add(builder, std::make_unique<RefusingDecodeService>());
   }
   if (all || role == Role::kPrefill) {
     auto service = std::make_unique<PrefillService>(models, store,
                                                     options.state_cache_bytes);
     service->SetAuthenticator(auth);
-    add(std::move(service));
+    add(internal, std::move(service));
   }
   if (all || role == Role::kDecode) {
     auto decode =
@@ -268,7 +309,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
             return static_cast<double>(stats.active_sequences());
           });
     }
-    add(std::move(decode));
+    add(internal, std::move(decode));
   }
   OrchestratorService* orchestrator = nullptr;
   if (all || role == Role::kOrchestrator) {
@@ -279,9 +320,19 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       if (!templates.ok()) return templates;
     }
     orchestrator = service.get();
-    add(std::move(service));
+    add(builder, std::move(service));
   }
 
+  if (all) {
+    server->internal_server_ = internal_builder.BuildAndStart();
+    if (server->internal_server_ == nullptr ||
+        (!options.internal_listen.empty() && server->internal_port_ == 0)) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                                 options.internal_listen,
+                                                 " (--internal_listen)"));
+    }
+    server->internal_server_->GetHealthCheckService()->SetServingStatus(true);
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
@@ -289,18 +340,19 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   }
   if (orchestrator != nullptr) {
     // In role all the orchestrator reaches prefill and decode through the
-    // same gRPC interfaces, over this server's in-process channel; that
-    // channel exists only once the server runs, hence the late binding.
-    // Otherwise each address list (comma-separated) names the endpoints
-    // the orchestrator spreads its calls over.
+    // same gRPC interfaces, over the internal server's in-process channel;
+    // that channel exists only once the server runs, hence the late
+    // binding. Otherwise each address list (comma-separated) names the
+    // endpoints the orchestrator spreads its calls over.
     std::vector<Endpoint<v1::Prefill::StubInterface>> prefill;
     std::vector<Endpoint<v1::Decode::StubInterface>> decode;
     if (all) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(kMaxMessageBytes);
       std::shared_ptr<grpc::Channel> channel =
-          server->server_->experimental().InProcessChannelWithInterceptors(
-              args, InternalInterceptors(internal_token));
+          server->internal_server_->experimental()
+              .InProcessChannelWithInterceptors(
+                  args, InternalInterceptors(internal_token));
       prefill.push_back({"in-process", v1::Prefill::NewStub(channel)});
       decode.push_back({"in-process", v1::Decode::NewStub(channel)});
     } else {
@@ -324,7 +376,9 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "server.started",
       absl::StrCat("role=", std::string(RoleName(role)),
-                   " listen=", options.listen, " port=", server->port_));
+                   " listen=", options.listen, " port=", server->port_,
+                   " internal_listen=", LogValue(options.internal_listen),
+                   " internal_port=", server->internal_port_));
   return server;
 }
 
@@ -342,19 +396,26 @@ void TwiceServer::Shutdown() {
     std::this_thread::sleep_for(
         std::chrono::seconds(options_.drain_delay_seconds));
   }
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::seconds(options_.shutdown_grace_seconds));
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::seconds(options_.shutdown_grace_seconds);
+  server_->Shutdown(deadline);
+  // After the public calls: an orchestrator call still finishing needs
+  // the internal services until it returns.
+  if (internal_server_ != nullptr) internal_server_->Shutdown(deadline);
   Log(LogLevel::kInfo, "server.stopped", "");
 }
 
 void TwiceServer::Wait() {
   if (server_ != nullptr) server_->Wait();
+  if (internal_server_ != nullptr) internal_server_->Wait();
 }
 
 TwiceServer::~TwiceServer() {
   Shutdown();
   if (server_ != nullptr) server_->Wait();
+  if (internal_server_ != nullptr) internal_server_->Wait();
   server_.reset();
+  internal_server_.reset();
   services_.clear();
   metrics_.reset();
   store_.reset();

@@ -29,6 +29,8 @@ class TwiceServer {
 
   // The port actually bound (useful with port 0).
   int port() const { return port_; }
+  // The port of --internal_listen (role all); 0 when there is none.
+  int internal_port() const { return internal_port_; }
   // Stops accepting calls, gives in-flight ones the grace period, then
   // cancels the rest. Idempotent. The store is flushed and closed when the
   // server is destroyed.
@@ -48,8 +50,12 @@ class TwiceServer {
   // destroyed after the second.
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
+  // The public listener, and for role all the server of its internal
+  // services (in process, plus --internal_listen when given).
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> internal_server_;
   int port_ = 0;
+  int internal_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -94,6 +94,44 @@ absl::Status ServerOptions::Validate() const {
         ": give --tls_cert and --tls_key, listen on a loopback address, or "
         "pass --allow_plaintext"));
   }
+  if (!internal_peer_names.empty() && tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--internal_peer_names needs --tls_client_ca: the names are read "
+        "from verified client certificates");
+  }
+  if (!internal_listen.empty() && role != Role::kAll) {
+    return absl::InvalidArgumentError(
+        "--internal_listen is for role all; the prefill, decode and store "
+        "roles serve their internal services on --listen");
+  }
+  const bool any_port =
+      internal_listen.size() > 2 &&
+      internal_listen.compare(internal_listen.size() - 2, 2, ":0") == 0;
+  if (!internal_listen.empty() && internal_listen == listen && !any_port) {
+    return absl::InvalidArgumentError(
+        "--internal_listen must differ from --listen: the public listener "
+        "never serves the internal services");
+  }
+  // A listener that serves the tenant-scoped internal RPCs (which trust the
+  // tenant named in the request) to anyone who can reach it would let any
+  // caller read every tenant's documents. Off loopback it must recognise
+  // internal peers; TLS alone (or --allow_plaintext) does not do that.
+  const bool internal_role =
+      role == Role::kStore || role == Role::kPrefill || role == Role::kDecode;
+  auto unauthenticated_internal = [&](const std::string& address) {
+    return !IsLoopbackListen(address) && !has_internal_credentials();
+  };
+  if ((internal_role && unauthenticated_internal(listen)) ||
+      (!internal_listen.empty() && unauthenticated_internal(internal_listen))) {
+    const std::string& address = internal_role ? listen : internal_listen;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to serve the internal services (Store, Prefill, Decode) of "
+        "role ",
+        std::string(RoleName(role)), " on ", address,
+        " without internal credentials: give --internal_token_file, or "
+        "--tls_client_ca with --internal_peer_names, or listen on a loopback "
+        "address (--allow_plaintext does not waive this)"));
+  }
   // Tenant tokens protect nothing if the roles this process calls accept
   // anyone: calls to other processes must carry an internal credential.
   const bool calls_other_processes =
@@ -107,10 +145,26 @@ absl::Status ServerOptions::Validate() const {
         "--internal_token_file or client certificates (--tls_ca, --tls_cert, "
         "--tls_key) to call them");
   }
+  if (!internal_listen.empty() && !tls.server_tls() && !allow_plaintext &&
+      !IsLoopbackListen(internal_listen)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to listen in plaintext on ", internal_listen,
+        " (--internal_listen): give --tls_cert and --tls_key, listen on a "
+        "loopback address, or pass --allow_plaintext"));
+  }
   if (orchestrator_limits.max_document_tokens <= 0 ||
       orchestrator_limits.max_question_tokens <= 0 ||
       decode_limits.max_new_tokens <= 0) {
     return absl::InvalidArgumentError("limits must be positive");
+  }
+  if (orchestrator_limits.max_pinned_documents_per_tenant < 0) {
+    return absl::InvalidArgumentError(
+        "--max_pinned_documents_per_tenant must not be negative (0 = no "
+        "limit)");
+  }
+  if (orchestrator_limits.max_segments_per_document <= 0) {
+    return absl::InvalidArgumentError(
+        "--max_segments_per_document must be positive");
   }
   const TenantLimits& tenants = orchestrator_limits.tenants;
   if (tenants.max_concurrent_calls < 0 ||
@@ -120,6 +174,11 @@ absl::Status ServerOptions::Validate() const {
         "tenant limits must not be negative (0 = no limit)");
   }
   return absl::OkStatus();
+}
+
+bool ServerOptions::has_internal_credentials() const {
+  return !internal_token_file.empty() ||
+         (!internal_peer_names.empty() && !tls.client_ca_file.empty());
 }
 
 }  // namespace twice::services

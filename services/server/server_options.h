@@ -104,12 +104,26 @@ struct ServerOptions {
   // auth_tokens_file, uses a random token generated at startup. Default:
   // empty.
   std::string internal_token_file;
+  // Subject alternative names (DNS or URI, exact) of client certificates
+  // that identify Twice roles on a listener with tls.client_ca_file
+  // (services/common/auth.h). Any other certificate of that CA is a public
+  // caller's. Default: none.
+  std::vector<std::string> internal_peer_names;
+  // Role all only: host:port where its internal services (Store data RPCs,
+  // Prefill, Decode) also listen, for a mixed deployment whose other roles
+  // call them. Same TLS as the public listener; callers must be internal
+  // peers. The public listener never serves them. Default: empty (internal
+  // services reachable in process only).
+  std::string internal_listen;
 
   OrchestratorLimits orchestrator_limits;
   DecodeLimits decode_limits;
   PromptTemplates templates;
 
   [[nodiscard]] absl::Status Validate() const;
+  // True when internal peers can be recognised: an internal token file, or
+  // internal peer names on an mTLS listener.
+  bool has_internal_credentials() const;
 };
 
 // "all", "orchestrator", ... ; INVALID_ARGUMENT for anything else.

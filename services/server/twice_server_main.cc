@@ -3,7 +3,8 @@
 //   twice-server --role=all --listen=127.0.0.1:50051 --data-dir=twice-data
 //
 // With --listen=HOST:0 a free port is chosen; the first line on stdout is
-// always "twice-server listening on HOST:PORT".
+// always "twice-server listening on HOST:PORT"; with --internal_listen the
+// second is "twice-server internal services on HOST:PORT".
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,8 +77,9 @@ ABSL_FLAG(std::string, tls_cert, "",
           "certificate of outgoing internal calls");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
-          "PEM CA: require client certificates signed by it (mTLS); their "
-          "holders count as internal Twice roles");
+          "PEM CA: require client certificates signed by it (mTLS). A "
+          "certificate alone makes no caller internal: see "
+          "--internal_peer_names");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM trust roots: outgoing internal calls (prefill, decode, store) "
           "use TLS and verify the peer against them");
@@ -92,6 +94,15 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
 ABSL_FLAG(std::string, internal_token_file, "",
           "File with the token Twice roles present to and require from each "
           "other");
+ABSL_FLAG(std::vector<std::string>, internal_peer_names, {},
+          "Comma-separated subject alternative names (DNS or URI, exact, e.g. "
+          "spiffe://twice/role/orchestrator) of the client certificates of "
+          "Twice roles; needs --tls_client_ca. Other certificates of that CA "
+          "are public callers");
+ABSL_FLAG(std::string, internal_listen, "",
+          "Role all: host:port where its internal services (Store data, "
+          "Prefill, Decode) also listen for internal peers (empty = in "
+          "process only; the public --listen never serves them)");
 ABSL_FLAG(int64_t, max_document_tokens, int64_t{1} << 22,
           "Largest document, in tokens");
 ABSL_FLAG(int64_t, max_document_bytes, int64_t{64} << 20,
@@ -107,6 +118,12 @@ ABSL_FLAG(int32_t, max_concurrent_calls, 0,
 ABSL_FLAG(int32_t, max_concurrent_calls_per_tenant, 0,
           "Ingest/Append/Ask/BatchAsk calls in flight per tenant (0 = no "
           "limit)");
+ABSL_FLAG(int64_t, max_pinned_documents_per_tenant, 100,
+          "Pinned documents one tenant may hold (pinned states are never "
+          "evicted; 0 = no limit)");
+ABSL_FLAG(int64_t, max_segments_per_document, 4096,
+          "Most segments (stored states) per document: bounds the state "
+          "writes of one ingest or append");
 ABSL_FLAG(int64_t, max_ingest_tokens_per_minute, 0,
           "Document tokens one tenant may ingest or append per minute (0 = "
           "no limit)");
@@ -191,6 +208,10 @@ int main(int argc, char** argv) {
   options.allow_plaintext = absl::GetFlag(FLAGS_allow_plaintext);
   options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   options.internal_token_file = absl::GetFlag(FLAGS_internal_token_file);
+  for (const std::string& name : absl::GetFlag(FLAGS_internal_peer_names)) {
+    if (!name.empty()) options.internal_peer_names.push_back(name);
+  }
+  options.internal_listen = absl::GetFlag(FLAGS_internal_listen);
   options.orchestrator_limits.max_document_tokens =
       absl::GetFlag(FLAGS_max_document_tokens);
   options.orchestrator_limits.max_document_bytes =
@@ -203,6 +224,10 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_concurrent_calls_per_tenant);
   options.orchestrator_limits.tenants.max_ingest_tokens_per_minute =
       absl::GetFlag(FLAGS_max_ingest_tokens_per_minute);
+  options.orchestrator_limits.max_pinned_documents_per_tenant =
+      absl::GetFlag(FLAGS_max_pinned_documents_per_tenant);
+  options.orchestrator_limits.max_segments_per_document =
+      absl::GetFlag(FLAGS_max_segments_per_document);
   options.decode_limits.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
   options.decode_limits.default_max_tokens =
       absl::GetFlag(FLAGS_default_max_tokens);
@@ -228,6 +253,12 @@ int main(int argc, char** argv) {
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   std::printf("twice-server listening on %s:%d\n", host.c_str(),
               (*server)->port());
+  if ((*server)->internal_port() != 0) {
+    const std::string& internal = options.internal_listen;
+    std::printf("twice-server internal services on %s:%d\n",
+                internal.substr(0, internal.rfind(':')).c_str(),
+                (*server)->internal_port());
+  }
   std::fflush(stdout);
 
   std::thread waiter([&] {

@@ -20,11 +20,22 @@ grpc::Status Invalid(std::string_view message) {
 
 }  // namespace
 
+absl::Status StoreService::AuthorizeData(
+    const grpc::ServerContext& context) const {
+  if (!serve_data_) {
+    return absl::PermissionDeniedError(
+        "the data RPCs of twice.v1.Store are internal and not served on this "
+        "listener (role all serves them in process, or on --internal_listen "
+        "to internal peers); call twice.v1.Orchestrator");
+  }
+  return AuthorizeInternal(auth_, context);
+}
+
 grpc::Status StoreService::PutState(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PutStateRequest>* reader,
     v1::PutStateResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   v1::PutStateRequest request;
@@ -66,7 +77,7 @@ grpc::Status StoreService::PutState(
 grpc::Status StoreService::GetState(
     grpc::ServerContext* context, const v1::GetStateRequest* request,
     grpc::ServerWriter<v1::StateChunk>* writer) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
@@ -90,7 +101,7 @@ grpc::Status StoreService::GetState(
 grpc::Status StoreService::StatState(grpc::ServerContext* context,
                                      const v1::StatStateRequest* request,
                                      v1::StatStateResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
@@ -104,7 +115,7 @@ grpc::Status StoreService::StatState(grpc::ServerContext* context,
 grpc::Status StoreService::DeleteState(grpc::ServerContext* context,
                                        const v1::DeleteStateRequest* request,
                                        v1::DeleteStateResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
@@ -121,7 +132,7 @@ grpc::Status StoreService::PutDocument(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PutDocumentRequest>* reader,
     v1::PutDocumentResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   v1::PutDocumentRequest request;
@@ -148,7 +159,7 @@ grpc::Status StoreService::PutDocument(
 grpc::Status StoreService::GetDocument(
     grpc::ServerContext* context, const v1::GetDocumentRecordRequest* request,
     v1::DocumentRecord* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::DocumentRecord> record =
@@ -161,7 +172,7 @@ grpc::Status StoreService::GetDocument(
 grpc::Status StoreService::GetTokens(
     grpc::ServerContext* context, const v1::GetTokensRequest* request,
     grpc::ServerWriter<v1::TokenChunk>* writer) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
@@ -181,7 +192,7 @@ grpc::Status StoreService::GetTokens(
 grpc::Status StoreService::ListDocuments(
     grpc::ServerContext* context, const v1::ListDocumentRecordsRequest* request,
     v1::ListDocumentRecordsResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::DocumentPage> page = store_->ListDocuments(
@@ -198,7 +209,7 @@ grpc::Status StoreService::DeleteDocument(
     grpc::ServerContext* context,
     const v1::DeleteDocumentRecordRequest* request,
     v1::DeleteStateResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<int64_t> deleted =
@@ -222,7 +233,7 @@ grpc::Status StoreService::PutStateBlocks(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PutStateBlocksRequest>* reader,
     v1::PutStateResponse* response) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   v1::PutStateBlocksRequest request;
@@ -280,7 +291,7 @@ grpc::Status StoreService::PutStateBlocks(
 grpc::Status StoreService::GetStateBlocks(
     grpc::ServerContext* context, const v1::GetStateRequest* request,
     grpc::ServerWriter<v1::StateChunk>* writer) {
-  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
@@ -421,6 +432,7 @@ v1::StoreStats StoreStatsToProto(const storage::StoreStats& stats) {
   proto.set_block_count(stats.block_count);
   proto.set_pinned_state_count(stats.pinned_state_count);
   proto.set_disk_bytes(stats.disk_bytes);
+  proto.set_catalog_corruptions(stats.catalog_corruptions);
   return proto;
 }
 
@@ -439,6 +451,7 @@ storage::StoreStats StoreStatsFromProto(const v1::StoreStats& proto) {
   stats.block_count = proto.block_count();
   stats.pinned_state_count = proto.pinned_state_count();
   stats.disk_bytes = proto.disk_bytes();
+  stats.catalog_corruptions = proto.catalog_corruptions();
   return stats;
 }
 

@@ -28,8 +28,14 @@ class StoreService final : public v1::Store::Service {
   // `store` must outlive the service. Backup writes checkpoints under
   // `backup_dir` (created when missing); empty = Backup is refused
   // (FAILED_PRECONDITION).
-  explicit StoreService(storage::StateStore* store, std::string backup_dir = "")
-      : store_(store), backup_dir_(std::move(backup_dir)) {}
+  // `serve_data` = false makes every data RPC (states, blocks, records,
+  // tokens) answer PERMISSION_DENIED whoever calls, leaving only the admin
+  // RPCs: the Store that role all serves on its public listener.
+  explicit StoreService(storage::StateStore* store, std::string backup_dir = "",
+                        bool serve_data = true)
+      : store_(store),
+        backup_dir_(std::move(backup_dir)),
+        serve_data_(serve_data) {}
 
   grpc::Status PutState(grpc::ServerContext* context,
                         grpc::ServerReader<v1::PutStateRequest>* reader,
@@ -89,9 +95,14 @@ class StoreService final : public v1::Store::Service {
   void SetAuthenticator(Authenticator* auth) { auth_ = auth; }
 
  private:
+  // The checks every data RPC starts with: served here at all, and called
+  // by an internal peer.
+  absl::Status AuthorizeData(const grpc::ServerContext& context) const;
+
   storage::StateStore* store_;
   Authenticator* auth_ = nullptr;
   std::string backup_dir_;
+  bool serve_data_ = true;
 };
 
 }  // namespace twice::services

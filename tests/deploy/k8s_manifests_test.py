@@ -1,7 +1,8 @@
 """Invariants of the rendered Kubernetes manifests (both overlays), checked
 without a cluster: ports consistent with the flags, probes on gRPC health,
 pinned images, limits on every container, hardened pods, the store as a
-StatefulSet and only the public API exposed.
+StatefulSet, only the public API exposed, tenant tokens on the public API
+and the internal token on every disaggregated role by default.
 
     /usr/bin/python3 tests/deploy/k8s_manifests_test.py
 """
@@ -169,6 +170,40 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(open_rules, ["twice-api-public"])
         deny = next(p for p in policies if p["metadata"]["name"] == "twice-default-deny")
         self.assertNotIn("ingress", deny["spec"])
+
+    def secret_mount(self, container, pod, secret_name):
+        """Mount path of the Secret volume `secret_name`, or None."""
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for m in container["volumeMounts"]:
+            secret = volumes[m["name"]].get("secret")
+            if secret is not None and secret["secretName"] == secret_name:
+                self.assertTrue(m.get("readOnly"), m)
+                return m["mountPath"]
+        return None
+
+    def test_internal_credentials_and_tenant_tokens_by_default(self):
+        for overlay, w, c in self.each_container():
+            name = f"{overlay}/{w['metadata']['name']}"
+            pod = w["spec"]["template"]["spec"]
+            flags = self.flags_of(overlay, c)
+            role = flag_value(c["args"], "role")
+            # The public API behind the LoadBalancer requires tenant tokens.
+            if role in ("all", "orchestrator"):
+                mount = self.secret_mount(c, pod, "twice-tenant-tokens")
+                self.assertIsNotNone(mount, name)
+                self.assertEqual(flags.get("auth_tokens_file"), mount + "/tokens", name)
+            # Every role of the disaggregated overlay serves or calls
+            # internal RPCs off loopback: the internal token, from a Secret.
+            if overlay == "disaggregated":
+                mount = self.secret_mount(c, pod, "twice-internal")
+                self.assertIsNotNone(mount, name)
+                self.assertEqual(flags.get("internal_token_file"), mount + "/token", name)
+            else:
+                self.assertNotIn("internal_listen", flags, name)
+        # deploy/README.md shows how to create both Secrets.
+        readme = open(os.path.join(k8s_render.ROOT, "deploy", "README.md")).read()
+        self.assertIn("create secret generic twice-internal", readme)
+        self.assertIn("create secret generic twice-tenant-tokens", readme)
 
     def test_dashboard_uses_documented_metrics(self):
         import json

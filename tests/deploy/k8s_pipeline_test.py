@@ -7,6 +7,9 @@ the orchestrator with the `twice` CLI, placement of documents over the two
 store replicas (rendezvous hashing, recomputed here independently), every
 metric deploy/METRICS.md names on every role, request ids across roles in
 the JSON logs, backup and restore of a replica, and graceful termination.
+The two Secrets deploy/README.md tells the user to create (the internal
+token, the tenant tokens) are written into their volumes as Kubernetes
+would mount them; without the internal one a role refuses to start.
 
 Needs the built binaries: TWICE_BINARY_DIR (set by ctest) holds
 services/twice-server and services/twice.
@@ -32,6 +35,15 @@ BINARY_DIR = os.environ.get("TWICE_BINARY_DIR", os.path.join(ROOT, "build"))
 SERVER = os.path.join(BINARY_DIR, "services", "twice-server")
 CLI = os.path.join(BINARY_DIR, "services", "twice")
 START_ORDER = ["store", "prefill", "decode", "orchestrator"]
+# What `kubectl create secret generic twice-internal --from-file=token=...`
+# and `... twice-tenant-tokens --from-file=tokens=...` would mount.
+INTERNAL_TOKEN = "k8s-test-internal-0123456789abcdef"
+TENANT = "acme"
+TENANT_TOKEN = "k8s-test-acme-token-0123456789"
+SECRET_FILES = {
+    "twice-internal": {"token": INTERNAL_TOKEN + "\n"},
+    "twice-tenant-tokens": {"tokens": f"{TENANT_TOKEN} {TENANT}\n"},
+}
 
 
 def free_port():
@@ -152,10 +164,16 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
             for p in [p for p in plan if p["role"] == role]:
                 root = os.path.join(cls.tmp, p["name"])
                 paths = {"/usr/share/twice/models/default": model}
+                volumes = {v["name"]: v for v in p["workload"]["spec"]["template"]["spec"]["volumes"]}
                 for m in p["container"]["volumeMounts"]:
                     local = os.path.join(root, m["name"])
                     os.makedirs(local, exist_ok=True)
                     paths[m["mountPath"]] = local
+                    secret = volumes.get(m["name"], {}).get("secret")
+                    if secret is not None:
+                        for key, content in SECRET_FILES[secret["secretName"]].items():
+                            with open(os.path.join(local, key), "w") as f:
+                                f.write(content)
                 config_dir = paths[next(m["mountPath"] for m in p["container"]["volumeMounts"]
                                         if m["name"] == "config")]
 
@@ -204,8 +222,12 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def cli(self, *args, server=None, check=True):
+        # The public API takes the tenant's token; a store role's admin
+        # RPCs take the internal token (an internal peer's).
+        token = INTERNAL_TOKEN if server else TENANT_TOKEN
         server = server or f"127.0.0.1:{self.orchestrator.grpc}"
-        r = subprocess.run([CLI, *args, f"--server={server}", "--json", "--timeout-seconds=120"],
+        r = subprocess.run([CLI, *args, f"--server={server}", f"--token={token}", "--json",
+                            "--timeout-seconds=120"],
                            capture_output=True, text=True)
         if check:
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -247,7 +269,7 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
         # hashing gives it, and both hold some.
         expected = [0] * len(self.store_names)
         for doc in doc_ids:
-            expected[rendezvous_owner(self.store_names, "default", doc)] += 1
+            expected[rendezvous_owner(self.store_names, TENANT, doc)] += 1
         counts = [self.cli("store", "stats", server=name)["document_count"] for name in self.store_names]
         self.assertEqual(counts, expected)
         self.assertTrue(all(c > 0 for c in counts), counts)
@@ -295,10 +317,12 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
         self.assertGreater(backup["bytes"], 0)
         self.assertTrue(os.path.isfile(os.path.join(backup["path"], "CURRENT")))
         # The name is one path component, and is never overwritten.
-        bad = subprocess.run([CLI, "store", "backup", "../x", f"--server={name}", "--json"],
+        bad = subprocess.run([CLI, "store", "backup", "../x", f"--server={name}",
+                              f"--token={INTERNAL_TOKEN}", "--json"],
                              capture_output=True, text=True)
         self.assertNotEqual(bad.returncode, 0)
-        again = subprocess.run([CLI, "store", "backup", "nightly", f"--server={name}", "--json"],
+        again = subprocess.run([CLI, "store", "backup", "nightly", f"--server={name}",
+                                f"--token={INTERNAL_TOKEN}", "--json"],
                                capture_output=True, text=True)
         self.assertNotEqual(again.returncode, 0)
         self.assertIn("ALREADY_EXISTS", again.stdout + again.stderr)
@@ -325,7 +349,36 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
 
-    def test_3_graceful_termination(self):
+    def test_3_security_defaults(self):
+        # The public API wants a tenant token; a token of the wrong kind
+        # gets nowhere.
+        for token in ("", INTERNAL_TOKEN):
+            r = subprocess.run([CLI, "docs", f"--server=127.0.0.1:{self.orchestrator.grpc}",
+                                f"--token={token}", "--json"], capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("UNAUTHENTICATED", r.stdout + r.stderr)
+        # A store replica answers no admin call without the internal token.
+        store = self.store_names[0]
+        r = subprocess.run([CLI, "store", "stats", f"--server={store}", "--json"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("UNAUTHENTICATED", r.stdout + r.stderr)
+        # Without the twice-internal Secret a role does not start, and says
+        # which file and Secret it needs.
+        prefill = next(p for p in self.processes if p.role == "prefill")
+        token_file = os.path.join(prefill.paths["/etc/twice-internal"], "token")
+        os.rename(token_file, token_file + ".away")
+        try:
+            r = subprocess.run([SERVER, *prefill.args, f"--listen=127.0.0.1:{free_port()}",
+                                f"--metrics_listen=127.0.0.1:{free_port()}"],
+                               capture_output=True, text=True, timeout=60)
+        finally:
+            os.rename(token_file + ".away", token_file)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("twice-internal", r.stderr)
+        self.assertIn(token_file, r.stderr)
+
+    def test_4_graceful_termination(self):
         # SIGTERM: every role drains and exits 0 within its pod's
         # terminationGracePeriodSeconds (the store last, as Kubernetes would
         # not guarantee; clients are already idle).

@@ -1,15 +1,17 @@
 // Tenants and bearer tokens against a real twice-server (role all) started
 // with --auth-tokens-file: two tenants call every public RPC, each attempt
 // to reach the other's document answers NOT_FOUND with the message of a
-// missing id, missing or wrong tokens answer UNAUTHENTICATED, tenant tokens
-// cannot call the internal or admin RPCs that role all also serves, and the
-// token file is re-read when it changes.
+// missing id, missing or wrong tokens answer UNAUTHENTICATED, the public
+// listener refuses every internal RPC whatever the token, tenant tokens
+// cannot call the admin RPCs, and the token file is re-read when it
+// changes, failing closed when it is deleted, emptied or broken.
 #include "services/common/auth.h"
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -282,29 +284,30 @@ TEST_F(AuthTest, TenantTokensCannotCallInternalOrAdminRpcs) {
   auto prefill = v1::Prefill::NewStub(channel_);
   for (const std::string& token : {std::string(), std::string(kBob),
                                    std::string(kAlice), std::string(kOps)}) {
-    // Internal RPCs trust the tenant in the request: only Twice roles.
+    // Internal RPCs trust the tenant in the request: role all does not
+    // serve them on its public listener at all, whoever asks.
     v1::GetDocumentRecordRequest get;
     get.set_tenant("alice");
     get.set_document_id(alice.last.document_id());
     v1::DocumentRecord record;
     EXPECT_EQ(store->GetDocument(Call(token).get(), get, &record).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
+              grpc::StatusCode::PERMISSION_DENIED);
     v1::ListDocumentRecordsRequest list;
     list.set_tenant("alice");
     v1::ListDocumentRecordsResponse listed;
     EXPECT_EQ(
         store->ListDocuments(Call(token).get(), list, &listed).error_code(),
-        grpc::StatusCode::UNAUTHENTICATED);
+        grpc::StatusCode::PERMISSION_DENIED);
     v1::StatStateRequest stat;
     v1::StatStateResponse stat_response;
     EXPECT_EQ(
         store->StatState(Call(token).get(), stat, &stat_response).error_code(),
-        grpc::StatusCode::UNAUTHENTICATED);
+        grpc::StatusCode::PERMISSION_DENIED);
     v1::DecodeStatsRequest stats_request;
     v1::DecodeStats stats;
     EXPECT_EQ(
         decode->Stats(Call(token).get(), stats_request, &stats).error_code(),
-        grpc::StatusCode::UNAUTHENTICATED);
+        grpc::StatusCode::PERMISSION_DENIED);
     v1::GenerateRequest generate;
     generate.set_tenant("alice");
     {
@@ -314,7 +317,7 @@ TEST_F(AuthTest, TenantTokensCannotCallInternalOrAdminRpcs) {
       while (reader->Read(&response)) {
       }
       EXPECT_EQ(reader->Finish().error_code(),
-                grpc::StatusCode::UNAUTHENTICATED);
+                grpc::StatusCode::PERMISSION_DENIED);
     }
     {
       auto context = Call(token);
@@ -324,7 +327,7 @@ TEST_F(AuthTest, TenantTokensCannotCallInternalOrAdminRpcs) {
       while (stream->Read(&response)) {
       }
       EXPECT_EQ(stream->Finish().error_code(),
-                grpc::StatusCode::UNAUTHENTICATED);
+                grpc::StatusCode::PERMISSION_DENIED);
     }
   }
 
@@ -384,17 +387,47 @@ TEST_F(AuthTest, TokenFileIsReloadedWhenItChanges) {
   EXPECT_TRUE(Models(kCarol).ok());
   EXPECT_EQ(Models(kBob).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(Models(kAlice).ok());
-  // A broken file keeps the previous table in force.
+  // A broken file fails closed: no token stays valid (keeping the old
+  // table would keep a token the operator meant to remove).
   WriteFile(tokens_file_, "short alice\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  EXPECT_TRUE(Models(kCarol).ok());
+  EXPECT_EQ(Models(kCarol).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Models("short").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // Fixed again: the tokens it names are back.
+  WriteFile(tokens_file_, std::string(kCarol) + " carol\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_TRUE(Models(kCarol).ok());
   // No token ever appears in the log.
   const std::string log = server_.stderr_text();
   for (const char* token : {kAlice, kBob, kOps, kCarol}) {
     EXPECT_EQ(log.find(token), std::string::npos) << token;
   }
   EXPECT_NE(log.find("auth.tokens_rejected"), std::string::npos);
+}
+
+// Deleting or emptying the token file revokes every token; access never
+// widens to "authentication off".
+TEST_F(AuthTest, DeletingOrEmptyingTheTokenFileRevokesEveryToken) {
+  ASSERT_TRUE(Models(kAlice).ok());
+  ASSERT_TRUE(std::filesystem::remove(tokens_file_));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  for (const char* token : {kAlice, kBob, kOps}) {
+    EXPECT_EQ(Models(token).error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << token;
+  }
+  EXPECT_EQ(Models("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // Restored: back in force.
+  WriteFile(tokens_file_, std::string(kAlice) + " alice\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_TRUE(Models(kAlice).ok());
+  // Emptied: a valid file with no tokens.
+  WriteFile(tokens_file_, "# every tenant removed\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(Models(kAlice).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Models("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const std::string log = server_.stderr_text();
+  EXPECT_NE(log.find("auth.tokens_rejected"), std::string::npos) << log;
+  EXPECT_NE(log.find("valid_tokens=0"), std::string::npos) << log;
 }
 
 TEST_F(AuthTest, CliSendsTokenFromFlagOrEnvironment) {

@@ -115,13 +115,14 @@ class BatchingTest : public ::testing::Test {
       absl::StrAppend(&models, models.size() > 8 ? "," : "", arch, "=",
                       ModelDir(arch));
     }
-    ASSERT_TRUE(
-        server_->Start({models, "--data-dir=" + data_.path() + "/store"},
-                       data_.path() + "/server.log"))
+    ASSERT_TRUE(server_->Start({models, "--data-dir=" + data_.path() + "/store",
+                                "--internal-listen=127.0.0.1:0"},
+                               data_.path() + "/server.log"))
         << server_->stderr_text();
-    client_ = std::make_unique<WorkflowClient>(server_->address());
+    client_ = std::make_unique<WorkflowClient>(server_->address(),
+                                               server_->internal_address());
     store_ = std::make_unique<services::RemoteStateStore>(
-        client_->channel(), std::chrono::seconds(30));
+        client_->internal_channel(), std::chrono::seconds(30));
   }
 
   std::unique_ptr<engine::Model> LoadModel(const std::string& arch) {

@@ -73,7 +73,8 @@ class CrashTest : public ::testing::Test {
   void StartServer() {
     server_ = std::make_unique<ServerProcess>();
     ASSERT_TRUE(server_->Start({"--model=" + dir_.path() + "/model",
-                                "--data-dir=" + dir_.path() + "/store"},
+                                "--data-dir=" + dir_.path() + "/store",
+                                "--internal-listen=127.0.0.1:0"},
                                dir_.path() + "/server.log"))
         << server_->stderr_text();
   }
@@ -86,7 +87,7 @@ class CrashTest : public ::testing::Test {
 
   // The invariants, checked against a freshly restarted server.
   void VerifyAfterRestart(const std::vector<Doc>& docs) {
-    ServingClient client(server_->address());
+    ServingClient client(server_->address(), server_->internal_address());
     std::map<std::string, const Doc*> by_id;
     for (const Doc& doc : docs) by_id[doc.id] = &doc;
     for (const Doc& doc : docs) {
@@ -149,7 +150,7 @@ TEST_F(CrashTest, AcknowledgedIngestsSurviveKillNineAtRandomPoints) {
     std::vector<std::thread> writers;
     for (int w = 0; w < kWriters; ++w) {
       writers.emplace_back([&] {
-        ServingClient client(server_->address());
+        ServingClient client(server_->address(), server_->internal_address());
         while (!stop.load()) {
           size_t slot;
           std::string id, text;
@@ -185,7 +186,7 @@ TEST_F(CrashTest, AcknowledgedIngestsSurviveKillNineAtRandomPoints) {
 
   StartServer();
   VerifyAfterRestart(docs);
-  ServingClient client(server_->address());
+  ServingClient client(server_->address(), server_->internal_address());
   const v1::VerifyStoreResponse verified = client.Verify(/*repair=*/false);
   EXPECT_EQ(verified.bad_size(), 0);
   EXPECT_GT(verified.states_checked(), 0);

@@ -72,15 +72,18 @@ class JrtPipelineTest : public ::testing::Test {
   void StartServer() {
     server_ = std::make_unique<ServerProcess>();
     // One list flag: the first model (jrt) is the default.
-    ASSERT_TRUE(server_->Start({"--model=jrt=" + models_->path() + "/jrt," +
-                                    "based=" + models_->path() + "/based",
-                                "--data-dir=" + StoreDir()},
-                               data_.path() + "/server.log"))
+    ASSERT_TRUE(server_->Start(
+        {"--model=jrt=" + models_->path() + "/jrt," +
+             "based=" + models_->path() + "/based",
+         "--data-dir=" + StoreDir(), "--internal-listen=127.0.0.1:0"},
+        data_.path() + "/server.log"))
         << server_->stderr_text();
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
     stub_ = v1::Orchestrator::NewStub(channel);
-    prefill_ = v1::Prefill::NewStub(channel);
+    // Prefill is internal: role all serves it on --internal-listen only.
+    prefill_ = v1::Prefill::NewStub(grpc::CreateChannel(
+        server_->internal_address(), grpc::InsecureChannelCredentials()));
   }
 
   int StopServer() {

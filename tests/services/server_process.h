@@ -109,16 +109,36 @@ class ServerProcess {
       return false;
     }
     // Read the first stdout line: "twice-server listening on HOST:PORT".
-    std::string line;
-    char c;
-    while (read(out_pipe[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    close(out_pipe[0]);
+    auto read_line = [&] {
+      std::string line;
+      char c;
+      while (read(out_pipe[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+      return line;
+    };
+    const std::string line = read_line();
     const std::string prefix = "twice-server listening on ";
     if (line.rfind(prefix, 0) != 0) {
+      close(out_pipe[0]);
       exit_code_ = Wait();
       return false;
     }
     address_ = line.substr(prefix.size());
+    // With --internal-listen, role all prints its internal address next.
+    bool internal = false;
+    for (const std::string& arg : extra_args) {
+      if (arg.rfind("--internal-listen=", 0) == 0 ||
+          arg.rfind("--internal_listen=", 0) == 0) {
+        internal = true;
+      }
+    }
+    if (internal) {
+      const std::string second = read_line();
+      const std::string internal_prefix = "twice-server internal services on ";
+      if (second.rfind(internal_prefix, 0) == 0) {
+        internal_address_ = second.substr(internal_prefix.size());
+      }
+    }
+    close(out_pipe[0]);
     return true;
   }
 
@@ -138,6 +158,8 @@ class ServerProcess {
   }
 
   const std::string& address() const { return address_; }
+  // Role all's --internal-listen address; empty without one.
+  const std::string& internal_address() const { return internal_address_; }
   int exit_code() const { return exit_code_; }
   std::string stderr_text() const {
     FILE* f = fopen(log_path_.c_str(), "r");
@@ -163,6 +185,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int exit_code_ = -1;
   std::string address_;
+  std::string internal_address_;
   std::string log_path_;
 };
 

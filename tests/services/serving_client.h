@@ -24,11 +24,20 @@ struct AskResult {
 
 class ServingClient {
  public:
-  explicit ServingClient(const std::string& address)
+  // `internal_address`: role all's --internal-listen, for the Store's data
+  // RPCs (AllStatesStored); empty = the public address, where only the
+  // Store's admin RPCs answer.
+  explicit ServingClient(const std::string& address,
+                         const std::string& internal_address = "")
       : channel_(
             grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
         orchestrator_(v1::Orchestrator::NewStub(channel_)),
-        store_(v1::Store::NewStub(channel_)) {}
+        store_(v1::Store::NewStub(channel_)),
+        store_data_(v1::Store::NewStub(
+            internal_address.empty()
+                ? channel_
+                : grpc::CreateChannel(internal_address,
+                                      grpc::InsecureChannelCredentials()))) {}
 
   // Ingests `text` under `document_id`; `info` gets the document on success.
   grpc::Status Ingest(const std::string& document_id, const std::string& text,
@@ -107,7 +116,7 @@ class ServingClient {
       v1::StatStateRequest request;
       *request.mutable_key() = segment.state_key();
       v1::StatStateResponse response;
-      if (!store_->StatState(&context, request, &response).ok() ||
+      if (!store_data_->StatState(&context, request, &response).ok() ||
           !response.exists()) {
         return false;
       }
@@ -143,6 +152,7 @@ class ServingClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Orchestrator::Stub> orchestrator_;
   std::unique_ptr<v1::Store::Stub> store_;
+  std::unique_ptr<v1::Store::Stub> store_data_;
 };
 
 }  // namespace twice::testing

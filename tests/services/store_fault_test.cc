@@ -93,9 +93,11 @@ class StoreFaultTest : public ::testing::Test {
     server_ = std::make_unique<ServerProcess>();
     extra.push_back("--model=" + dir_.path() + "/model");
     extra.push_back("--data-dir=" + StoreDir());
+    extra.push_back("--internal-listen=127.0.0.1:0");
     ASSERT_TRUE(server_->Start(extra, dir_.path() + "/server.log"))
         << server_->stderr_text();
-    client_ = std::make_unique<ServingClient>(server_->address());
+    client_ = std::make_unique<ServingClient>(server_->address(),
+                                              server_->internal_address());
   }
   void StopServer() {
     client_.reset();

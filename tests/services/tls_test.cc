@@ -1,7 +1,10 @@
 // TLS and mTLS on real twice-server processes, with throwaway certificates
 // made by the `openssl` command at test time: a CA, a server certificate
-// for 127.0.0.1 and a client certificate signed by it, and a second,
-// unrelated CA with its own client certificate for the failure cases.
+// for 127.0.0.1, one certificate per Twice role naming it by a SPIFFE-style
+// URI (spiffe://twice/role/NAME), a public client certificate signed by the
+// same CA, and a second, unrelated CA with its own client certificate for
+// the failure cases. Holding a certificate of the CA makes no caller
+// internal: only the internal token or a role's name does.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/services/internal_rpc_probe.h"
 #include "tests/services/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
@@ -44,6 +48,16 @@ bool Shell(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
 }
 
+std::string RoleUri(const std::string& role) {
+  return "spiffe://twice/role/" + role;
+}
+
+// Every role trusts these three as internal peers.
+std::string InternalPeerNames() {
+  return "--internal-peer-names=" + RoleUri("orchestrator") + "," +
+         RoleUri("prefill") + "," + RoleUri("decode");
+}
+
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -57,11 +71,18 @@ class TlsTest : public ::testing::Test {
                         d + "/" + ca + ".key -out " + d + "/" + ca +
                         ".pem -subj /CN=twice-test-" + ca));
     }
-    // server (CA), client (CA), stranger (other CA).
-    const std::vector<std::vector<std::string>> certs = {
+    // server (CA), client (CA), stranger (other CA), and a certificate per
+    // role (CA) that serves as its server and its client certificate.
+    std::vector<std::vector<std::string>> certs = {
         {"server", "ca", "server.ext"},
         {"client", "ca", "client.ext"},
         {"stranger", "other-ca", "client.ext"}};
+    for (const char* role : {"orchestrator", "prefill", "decode", "store"}) {
+      WriteFile(d + "/" + role + ".ext",
+                std::string("subjectAltName=IP:127.0.0.1,URI:") +
+                    RoleUri(role) + "\n");
+      certs.push_back({role, "ca", std::string(role) + ".ext"});
+    }
     for (const auto& c : certs) {
       ASSERT_TRUE(Shell("openssl req -nodes" + ec + " -keyout " + d + "/" +
                         c[0] + ".key -out " + d + "/" + c[0] +
@@ -101,6 +122,20 @@ class TlsTest : public ::testing::Test {
     EXPECT_TRUE(server->Start(flags, data_.path() + "/" + name + ".log"))
         << server->stderr_text();
     return server;
+  }
+
+  // A TLS channel trusting `ca`, presenting the certificate `client` (name
+  // of a .pem/.key pair; empty = none).
+  static std::shared_ptr<grpc::Channel> TlsChannel(const std::string& address,
+                                                   const std::string& ca,
+                                                   const std::string& client) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(Path(ca + ".pem"));
+    if (!client.empty()) {
+      ssl.pem_cert_chain = ReadFile(Path(client + ".pem"));
+      ssl.pem_private_key = ReadFile(Path(client + ".key"));
+    }
+    return grpc::CreateChannel(address, grpc::SslCredentials(ssl));
   }
 
   // ListModels over a channel with `ca` as trust roots (empty = plaintext)
@@ -214,27 +249,38 @@ TEST_F(TlsTest, PlaintextOnlyOnLoopbackUnlessAllowed) {
 // certificate. A peer without one reaches no internal RPC.
 TEST_F(TlsTest, DisaggregatedRolesOverMutualTls) {
   WriteFile(Path("tokens"), std::string(kAlice) + " alice\n");
-  std::vector<std::string> role_tls = ServerTls(true);
-  role_tls.push_back("--tls-ca=" + Path("ca.pem"));
-  auto with = [&](std::vector<std::string> flags) {
-    flags.insert(flags.end(), role_tls.begin(), role_tls.end());
+  // Each role serves and calls with its own certificate, requires client
+  // certificates of the CA, and trusts the roles' names: the recipe of
+  // docs/SECURITY.md, on 0.0.0.0 as in a cluster.
+  auto with = [&](const std::string& role, std::vector<std::string> flags) {
+    flags.push_back("--role=" + role);
+    flags.push_back("--listen=0.0.0.0:0");
+    flags.push_back("--tls-cert=" + Path(role + ".pem"));
+    flags.push_back("--tls-key=" + Path(role + ".key"));
+    flags.push_back("--tls-client-ca=" + Path("ca.pem"));
+    flags.push_back("--tls-ca=" + Path("ca.pem"));
+    flags.push_back(InternalPeerNames());
     return flags;
   };
-  std::unique_ptr<ServerProcess> store = Start("store", with({"--role=store"}));
-  const std::string use_store = "--store-address=" + store->address();
+  auto local = [](const ServerProcess& server) {
+    return "127.0.0.1:" +
+           server.address().substr(server.address().rfind(':') + 1);
+  };
+  std::unique_ptr<ServerProcess> store = Start("store", with("store", {}));
+  const std::string use_store = "--store-address=" + local(*store);
   std::unique_ptr<ServerProcess> prefill =
-      Start("prefill", with({"--role=prefill", use_store}));
+      Start("prefill", with("prefill", {use_store}));
   std::unique_ptr<ServerProcess> decode =
-      Start("decode", with({"--role=decode", use_store}));
-  std::unique_ptr<ServerProcess> orchestrator =
-      Start("orchestrator", with({"--role=orchestrator", use_store,
-                                  "--prefill-address=" + prefill->address(),
-                                  "--decode-address=" + decode->address(),
-                                  "--auth-tokens-file=" + Path("tokens")}));
+      Start("decode", with("decode", {use_store}));
+  std::unique_ptr<ServerProcess> orchestrator = Start(
+      "orchestrator",
+      with("orchestrator", {use_store, "--prefill-address=" + local(*prefill),
+                            "--decode-address=" + local(*decode),
+                            "--auth-tokens-file=" + Path("tokens")}));
   WriteFile(Path("doc.txt"),
             "The cat sat on the mat while the dog slept by the door.");
   const std::vector<std::string> client = {
-      "--server=" + orchestrator->address(), "--tls-ca=" + Path("ca.pem"),
+      "--server=" + local(*orchestrator), "--tls-ca=" + Path("ca.pem"),
       "--tls-cert=" + Path("client.pem"), "--tls-key=" + Path("client.key"),
       "--json"};
   auto cli = [&](std::vector<std::string> args) {
@@ -258,8 +304,199 @@ TEST_F(TlsTest, DisaggregatedRolesOverMutualTls) {
   EXPECT_EQ(anonymous.exit_code, 1);
   EXPECT_NE(anonymous.out.find("UNAUTHENTICATED"), std::string::npos);
   // A peer with the wrong CA's certificate cannot reach the prefill role.
-  EXPECT_EQ(ListModels(prefill->address(), "ca", "stranger").error_code(),
+  EXPECT_EQ(ListModels(local(*prefill), "ca", "stranger").error_code(),
             grpc::StatusCode::UNAVAILABLE);
+  // A public client's certificate of the same CA, with a tenant token or
+  // without, reaches no internal RPC of any role.
+  testing::ProbeTarget target{"alice", id, {}};
+  target.state_key.set_digest(std::string(32, 'k'));
+  const std::vector<std::pair<const ServerProcess*, std::string>> roles = {
+      {store.get(), "Store/"},
+      {prefill.get(), "Prefill/"},
+      {decode.get(), "Decode/"}};
+  for (const auto& [role, served] : roles) {
+    for (const std::string& token : {std::string(), std::string(kAlice)}) {
+      for (const auto& [rpc, code] : testing::CallEveryInternalRpc(
+               TlsChannel(local(*role), "ca", "client"), token, target)) {
+        // The role's own service refuses the caller; the others are not
+        // served by this role at all.
+        EXPECT_EQ(code, rpc.rfind(served, 0) == 0
+                            ? grpc::StatusCode::UNAUTHENTICATED
+                            : grpc::StatusCode::UNIMPLEMENTED)
+            << rpc << " on " << role->address();
+      }
+    }
+  }
+  // The store role's certificate names a role the others do not list.
+  const testing::ProbeResults as_store = testing::CallEveryInternalRpc(
+      TlsChannel(local(*decode), "ca", "store"), "", target);
+  EXPECT_EQ(as_store.back().second, grpc::StatusCode::UNAUTHENTICATED);
+  // The orchestrator's identity is trusted: Decode/Stats answers.
+  const testing::ProbeResults as_orchestrator = testing::CallEveryInternalRpc(
+      TlsChannel(local(*decode), "ca", "orchestrator"), "", target);
+  EXPECT_EQ(as_orchestrator.back().first, "Decode/Stats");
+  EXPECT_EQ(as_orchestrator.back().second, grpc::StatusCode::OK);
+  // Alice's document is intact after all of it.
+  const testing::CommandResult again =
+      cli({"ask", id, "Where did the cat sit?", "--max-tokens=3",
+           "--token=" + std::string(kAlice)});
+  EXPECT_EQ(again.exit_code, 0) << again.out;
+}
+
+// The hole this suite guards: on role all with mTLS and tenant tokens, a
+// public client holding a certificate of the client CA and its own token
+// calls every Store, Prefill and Decode RPC for another tenant. Each is
+// refused, and the victim's document is intact afterwards.
+TEST_F(TlsTest, PublicClientCertificateReachesNoOtherTenant) {
+  constexpr char kBob[] = "bob-token-abcdefghijkl";
+  WriteFile(Path("two-tenants"),
+            std::string(kAlice) + " alice\n" + kBob + " bob\n");
+  std::vector<std::string> flags = ServerTls(true);
+  flags.push_back("--auth-tokens-file=" + Path("two-tenants"));
+  std::unique_ptr<ServerProcess> server = Start("all-mtls", flags);
+  WriteFile(Path("bob.txt"), "Bob keeps his notes here: the key is blue.");
+  auto cli = [&](std::vector<std::string> args, const char* token) {
+    args.insert(args.begin(), CliBinary());
+    for (const std::string& flag :
+         {"--server=" + server->address(), "--tls-ca=" + Path("ca.pem"),
+          "--tls-cert=" + Path("client.pem"), "--tls-key=" + Path("client.key"),
+          "--token=" + std::string(token), std::string("--json")}) {
+      args.push_back(flag);
+    }
+    return RunCommand(args);
+  };
+  const testing::CommandResult ingested =
+      cli({"ingest", Path("bob.txt"), "--doc-id=bob-notes"}, kBob);
+  ASSERT_EQ(ingested.exit_code, 0) << ingested.out << server->stderr_text();
+
+  // Bob's first state key, as the attacker might have learned it.
+  auto orchestrator =
+      v1::Orchestrator::NewStub(TlsChannel(server->address(), "ca", "client"));
+  v1::DocumentInfo before;
+  {
+    auto context = testing::ProbeContext(kBob);
+    v1::GetDocumentRequest request;
+    request.set_document_id("bob-notes");
+    ASSERT_TRUE(
+        orchestrator->GetDocument(context.get(), request, &before).ok());
+    ASSERT_GT(before.segments_size(), 0);
+  }
+  const testing::ProbeTarget target{"bob", "bob-notes",
+                                    before.segments(0).state_key()};
+  for (const std::string& token : {std::string(kAlice), std::string()}) {
+    for (const auto& [rpc, code] : testing::CallEveryInternalRpc(
+             TlsChannel(server->address(), "ca", "client"), token, target)) {
+      EXPECT_TRUE(code == grpc::StatusCode::PERMISSION_DENIED ||
+                  code == grpc::StatusCode::UNAUTHENTICATED)
+          << rpc << " answered " << code << " to alice";
+    }
+  }
+  // Admin RPCs: alice's token is no admin's.
+  auto store =
+      v1::Store::NewStub(TlsChannel(server->address(), "ca", "client"));
+  {
+    auto context = testing::ProbeContext(kAlice);
+    v1::StoreStats stats;
+    EXPECT_EQ(store->Stats(context.get(), v1::StoreStatsRequest(), &stats)
+                  .error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Bob's document: same record, and it still answers.
+  v1::DocumentInfo after;
+  {
+    auto context = testing::ProbeContext(kBob);
+    v1::GetDocumentRequest request;
+    request.set_document_id("bob-notes");
+    ASSERT_TRUE(orchestrator->GetDocument(context.get(), request, &after).ok());
+  }
+  EXPECT_EQ(after.tokens(), before.tokens());
+  EXPECT_EQ(after.segments_size(), before.segments_size());
+  const testing::CommandResult asked = cli(
+      {"ask", "bob-notes", "What colour is the key?", "--max-tokens=2"}, kBob);
+  EXPECT_EQ(asked.exit_code, 0) << asked.out;
+  const testing::CommandResult listed = cli({"docs"}, kAlice);
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  EXPECT_EQ(listed.out.find("bob-notes"), std::string::npos) << listed.out;
+}
+
+// Internal roles never serve unauthenticated off loopback, TLS or not;
+// internal credentials (a token file, or peer names under mTLS) let them.
+TEST_F(TlsTest, InternalRolesRefuseToServeUnauthenticatedOffLoopback) {
+  WriteFile(Path("internal-refusal"), "internal-secret-0123456789abcdef\n");
+  for (const std::string role : {"store", "prefill", "decode"}) {
+    for (const std::vector<std::string>& security :
+         {std::vector<std::string>{"--allow-plaintext"}, ServerTls(false),
+          ServerTls(true)}) {
+      std::vector<std::string> flags = {"--role=" + role, "--listen=0.0.0.0:0",
+                                        "--model=" + Path("model"),
+                                        "--data-dir=" + data_.path() + "/r"};
+      flags.insert(flags.end(), security.begin(), security.end());
+      ServerProcess refused;
+      EXPECT_FALSE(refused.Start(flags, data_.path() + "/refused.log")) << role;
+      EXPECT_NE(refused.stderr_text().find("--internal_token_file"),
+                std::string::npos)
+          << refused.stderr_text();
+      EXPECT_NE(refused.stderr_text().find("--internal_peer_names"),
+                std::string::npos);
+    }
+  }
+  // With a token file the same role starts.
+  std::unique_ptr<ServerProcess> prefill =
+      Start("prefill-off-loopback",
+            {"--role=prefill", "--listen=0.0.0.0:0", "--allow-plaintext",
+             "--internal-token-file=" + Path("internal-refusal")});
+  EXPECT_FALSE(prefill->address().empty()) << prefill->stderr_text();
+  // Peer names without client certificates to read them from: refused.
+  ServerProcess names_only;
+  EXPECT_FALSE(names_only.Start(
+      {"--role=decode", "--model=" + Path("model"),
+       "--data-dir=" + data_.path() + "/names", InternalPeerNames()},
+      data_.path() + "/names.log"));
+  EXPECT_NE(names_only.stderr_text().find("--tls_client_ca"), std::string::npos)
+      << names_only.stderr_text();
+  // Role all's internal listener off loopback needs credentials too.
+  ServerProcess all_internal;
+  EXPECT_FALSE(all_internal.Start(
+      {"--internal-listen=0.0.0.0:0", "--allow-plaintext",
+       "--model=" + Path("model"), "--data-dir=" + data_.path() + "/all-int"},
+      data_.path() + "/all-internal.log"));
+  EXPECT_NE(all_internal.stderr_text().find("--internal_token_file"),
+            std::string::npos)
+      << all_internal.stderr_text();
+}
+
+// Role all in a mixed deployment: its internal services listen on
+// --internal-listen for peers with the internal token, and never on the
+// public listener, whatever the caller presents.
+TEST_F(TlsTest, RoleAllServesInternalServicesOnlyOnTheInternalListener) {
+  const std::string internal_token = "internal-secret-0123456789abcdef";
+  WriteFile(Path("internal-all"), internal_token + "\n");
+  WriteFile(Path("tokens-all"), std::string(kAlice) + " alice\n");
+  std::unique_ptr<ServerProcess> server =
+      Start("all-internal", {"--internal-listen=127.0.0.1:0",
+                             "--internal-token-file=" + Path("internal-all"),
+                             "--auth-tokens-file=" + Path("tokens-all")});
+  ASSERT_FALSE(server->internal_address().empty()) << server->stderr_text();
+  const testing::ProbeTarget target{"alice", "missing", {}};
+  auto plaintext = [](const std::string& address) {
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  };
+  for (const auto& [rpc, code] : testing::CallEveryInternalRpc(
+           plaintext(server->address()), internal_token, target)) {
+    EXPECT_EQ(code, grpc::StatusCode::PERMISSION_DENIED) << rpc;
+  }
+  for (const auto& [rpc, code] : testing::CallEveryInternalRpc(
+           plaintext(server->internal_address()), kAlice, target)) {
+    EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
+  }
+  // With the internal token the calls get past authentication: they fail
+  // on their content (or succeed), never on who is calling.
+  for (const auto& [rpc, code] : testing::CallEveryInternalRpc(
+           plaintext(server->internal_address()), internal_token, target)) {
+    EXPECT_NE(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
+    EXPECT_NE(code, grpc::StatusCode::PERMISSION_DENIED) << rpc;
+    EXPECT_NE(code, grpc::StatusCode::UNKNOWN) << rpc;
+  }
 }
 
 // Without TLS, internal roles trust only callers with the internal token.

@@ -32,11 +32,19 @@ struct IngestResult {
 
 class WorkflowClient {
  public:
-  explicit WorkflowClient(const std::string& address)
+  // `internal_address`: where the server's internal services listen (role
+  // all's --internal-listen); empty = `address` (a decode role's own).
+  explicit WorkflowClient(const std::string& address,
+                          const std::string& internal_address = "")
       : channel_(
             grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+        internal_channel_(
+            internal_address.empty()
+                ? channel_
+                : grpc::CreateChannel(internal_address,
+                                      grpc::InsecureChannelCredentials())),
         orchestrator_(v1::Orchestrator::NewStub(channel_)),
-        decode_(v1::Decode::NewStub(channel_)) {}
+        decode_(v1::Decode::NewStub(internal_channel_)) {}
 
   // Ingests token ids (or `text` when `tokens` is empty).
   IngestResult Ingest(const std::vector<int32_t>& tokens, int64_t segment,
@@ -117,6 +125,9 @@ class WorkflowClient {
 
   v1::Orchestrator::Stub& orchestrator() { return *orchestrator_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
+  std::shared_ptr<grpc::Channel> internal_channel() {
+    return internal_channel_;
+  }
 
   static std::chrono::system_clock::time_point Deadline(int seconds) {
     return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
@@ -139,6 +150,7 @@ class WorkflowClient {
   }
 
   std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::Channel> internal_channel_;
   std::unique_ptr<v1::Orchestrator::Stub> orchestrator_;
   std::unique_ptr<v1::Decode::Stub> decode_;
 };

@@ -77,7 +77,8 @@ class WorkflowTest : public ::testing::Test {
                                        const std::string& model_dir) {
     auto server = std::make_unique<ServerProcess>();
     EXPECT_TRUE(server->Start(
-        {"--model=" + model_dir, "--data-dir=" + data_.path() + "/" + name},
+        {"--model=" + model_dir, "--data-dir=" + data_.path() + "/" + name,
+         "--internal-listen=127.0.0.1:0"},
         data_.path() + "/" + name + ".log"))
         << server->stderr_text();
     return server;
@@ -85,7 +86,8 @@ class WorkflowTest : public ::testing::Test {
 
   void StartServer() {
     server_ = Start("store", ModelDir());
-    client_ = std::make_unique<WorkflowClient>(server_->address());
+    client_ = std::make_unique<WorkflowClient>(server_->address(),
+                                               server_->internal_address());
   }
 
   int64_t CountTokens(const std::string& text) {
@@ -161,7 +163,7 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
   ASSERT_TRUE(before.status.ok());
 
   // Lose every state after the first boundary.
-  services::RemoteStateStore store(client_->channel(),
+  services::RemoteStateStore store(client_->internal_channel(),
                                    std::chrono::seconds(30));
   const v1::DocumentInfo& info = appended.done.done();
   for (int i = 1; i < info.segments_size(); ++i) {
