@@ -53,6 +53,12 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
                      "non-negative, got ",
                      options.state_budget_bytes));
   }
+  if (options.tenant_state_budget_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RocksDbStoreOptions.tenant_state_budget_bytes must be "
+                     "non-negative, got ",
+                     options.tenant_state_budget_bytes));
+  }
   if (options.state_cache_bytes < 0) {
     return absl::InvalidArgumentError(
         "RocksDbStoreOptions.state_cache_bytes must be non-negative");
@@ -206,7 +212,8 @@ absl::Status RocksDbStateStore::Load() {
                       .recompute_tokens = l.entry.recompute_tokens,
                       .flops_per_token = l.entry.flops_per_token,
                       .form = l.entry.form,
-                      .blocks = {}};
+                      .blocks = {},
+                      .tenant = l.entry.tenant};
     if (l.entry.form == StateForm::kManifest) {
       // Manifests are small (inline in the LSM tree), so reading them all
       // here is cheap. One that is unreadable or lists a missing block can

@@ -8,8 +8,8 @@
 //                block (a state envelope). BlobDB: values of 64 KiB and more
 //                live in blob files, out of the LSM tree
 //   state_index  32-byte key -> index envelope: stored size,
-//                recompute_tokens, write time, FLOPs per token, form
-//                (state_value.h)
+//                recompute_tokens, write time, FLOPs per token, form,
+//                tenant (state_value.h)
 //   refs         32-byte key + document key -> pin flag (state_ref.h)
 //   ephemeral    32-byte key -> state envelope, expired by age
 //                (ephemeral_ttl.h)
@@ -42,6 +42,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -128,6 +129,10 @@ class RocksDbStateStore final : public StateStore {
   // filter drops every expired state (RocksDB otherwise picks the time).
   [[nodiscard]] absl::Status CompactEphemeral();
 
+  // Bytes of the durable values (whole states, manifests and blocks) of
+  // `tenant`: what tenant_state_budget_bytes bounds. 0 for the empty tenant.
+  int64_t TenantStateBytes(std::string_view tenant) const;
+
  private:
   static constexpr size_t kStateLockStripes = 64;
   using KeySet = StateKeySet;
@@ -193,11 +198,30 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] absl::StatusOr<StateRead> RemoveBadState(const StateKey& key,
                                                          bool ephemeral);
 
-  // Evicts until `incoming` more bytes fit the budget (or only pinned and
-  // `exclude`d states are left), then reserves them; the caller calls
-  // Unreserve(incoming) once its write is committed or has failed.
-  [[nodiscard]] absl::Status MakeRoom(int64_t incoming, const KeySet& exclude);
-  void Unreserve(int64_t incoming);
+  // Evicts until `incoming` more bytes of `tenant` fit its budget and the
+  // store's (or only pinned and `exclude`d states are left), then reserves
+  // them; the caller calls Unreserve(incoming, tenant) once its write is
+  // committed or has failed. RESOURCE_EXHAUSTED, nothing reserved, when the
+  // tenant's own states cannot make room in its budget.
+  [[nodiscard]] absl::Status MakeRoom(int64_t incoming, const KeySet& exclude,
+                                      std::string_view tenant);
+  void Unreserve(int64_t incoming, std::string_view tenant);
+  // The tenant part of MakeRoom: evicts states of `tenant` only. Caller
+  // holds evict_mu_.
+  [[nodiscard]] absl::Status MakeTenantRoomLocked(int64_t incoming,
+                                                  const KeySet& exclude,
+                                                  std::string_view tenant);
+  static KeySet VictimKeys(const std::vector<EvictionVictim>& victims);
+  // Bytes that deleting `keys` would free, the blocks only they name
+  // included.
+  int64_t FreedBytes(const KeySet& keys) const;
+  // Deletes `keys` (those still unpinned and stored) and counts them as
+  // evictions.
+  [[nodiscard]] absl::Status Evict(const KeySet& keys);
+  bool TenantBounded(std::string_view tenant) const {
+    return options_.tenant_state_budget_bytes > 0 && !tenant.empty();
+  }
+  int64_t TenantReserved(std::string_view tenant);
 
   static std::string DocumentKey(std::string_view tenant,
                                  std::string_view document_id);
@@ -253,6 +277,10 @@ class RocksDbStateStore final : public StateStore {
   std::atomic<int64_t> recomputes_{0};
   // Bytes of puts that made room and have not yet committed (MakeRoom).
   std::atomic<int64_t> reserved_bytes_{0};
+  // The same per tenant, for tenant_state_budget_bytes (non-zero only).
+  // Added to under evict_mu_ (so two puts of a tenant never count the same
+  // room) and guarded by tenant_reserved_mu_, which commits take alone.
+  std::unordered_map<std::string, int64_t> tenant_reserved_;
 
   // Declared before db_: RocksDB calls it until the database is closed.
   std::unique_ptr<EphemeralTtlFilter> ttl_filter_;
@@ -268,6 +296,7 @@ class RocksDbStateStore final : public StateStore {
   std::array<std::mutex, kStateLockStripes> state_locks_;
   std::mutex document_mu_;
   std::mutex evict_mu_;
+  std::mutex tenant_reserved_mu_;  // taken after evict_mu_, never before
 };
 
 }  // namespace twice::storage

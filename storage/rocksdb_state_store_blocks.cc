@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/slice.h"
+#include "storage/record_validation.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_status.h"
 
@@ -34,6 +35,9 @@ absl::Status RocksDbStateStore::PutStateBlocks(
       options.flops_per_token < 0) {
     return absl::InvalidArgumentError(
         "recompute_tokens and flops_per_token must be non-negative");
+  }
+  if (!options.tenant.empty()) {
+    if (absl::Status s = ValidateTenant(options.tenant); !s.ok()) return s;
   }
   if (base.has_value() && *base == key) {
     return absl::InvalidArgumentError("a chunked state cannot extend itself");
@@ -75,7 +79,9 @@ absl::Status RocksDbStateStore::PutStateBlocks(
   }
   KeySet exclude = {key};
   if (base.has_value()) exclude.insert(*base);
-  if (absl::Status s = MakeRoom(incoming, exclude); !s.ok()) return s;
+  if (absl::Status s = MakeRoom(incoming, exclude, options.tenant); !s.ok()) {
+    return s;
+  }
 
   KeySet listed;
   for (const BlockRef& block : manifest.blocks) listed.insert(block.key);
@@ -99,7 +105,7 @@ absl::Status RocksDbStateStore::PutStateBlocks(
   for (size_t i = 0; i < base_count; ++i) {
     if (!index_.Contains(manifest.blocks[i].key)) {
       locks.clear();
-      Unreserve(incoming);
+      Unreserve(incoming, options.tenant);
       return absl::NotFoundError(absl::StrCat(
           "base state ", base->Hex(), " lost block ", i, "; write it whole"));
     }
@@ -114,7 +120,8 @@ absl::Status RocksDbStateStore::PutStateBlocks(
         .recompute_tokens = options.recompute_tokens,
         .written_unix_ms = manifest.written_unix_ms,
         .flops_per_token = options.flops_per_token,
-        .form = StateForm::kBlock};
+        .form = StateForm::kBlock,
+        .tenant = options.tenant};
     s = batch.Put(states_, ToSlice(block.key.Bytes()), ToSlice(values[i]));
     if (s.ok()) {
       s = batch.Put(state_index_, ToSlice(block.key.Bytes()),
@@ -126,7 +133,8 @@ absl::Status RocksDbStateStore::PutStateBlocks(
       .recompute_tokens = options.recompute_tokens,
       .written_unix_ms = manifest.written_unix_ms,
       .flops_per_token = options.flops_per_token,
-      .form = StateForm::kManifest};
+      .form = StateForm::kManifest,
+      .tenant = options.tenant};
   if (s.ok()) {
     s = batch.Put(states_, ToSlice(key.Bytes()), ToSlice(manifest_value));
   }
@@ -152,20 +160,22 @@ absl::Status RocksDbStateStore::PutStateBlocks(
                       .recompute_tokens = options.recompute_tokens,
                       .flops_per_token = options.flops_per_token,
                       .form = StateForm::kBlock,
-                      .blocks = {}});
+                      .blocks = {},
+                      .tenant = options.tenant});
     }
     CachedState state{.stored_bytes = manifest_entry.stored_bytes,
                       .recompute_tokens = options.recompute_tokens,
                       .flops_per_token = options.flops_per_token,
                       .form = StateForm::kManifest,
-                      .blocks = {}};
+                      .blocks = {},
+                      .tenant = options.tenant};
     for (const BlockRef& block : manifest.blocks)
       state.blocks.push_back(block.key);
     index_.Upsert(key, state);
     for (const StateKey& block : dropped) index_.Remove(block, nullptr);
   }
   locks.clear();
-  Unreserve(incoming);
+  Unreserve(incoming, options.tenant);
   return status;
 }
 

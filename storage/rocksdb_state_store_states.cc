@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "rocksdb/slice.h"
 #include "storage/blob_envelope.h"
+#include "storage/record_validation.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_status.h"
 
@@ -24,6 +25,7 @@ absl::Status CheckPutOptions(const PutStateOptions& options) {
     return absl::InvalidArgumentError(
         "flops_per_token must be finite and non-negative");
   }
+  if (!options.tenant.empty()) return ValidateTenant(options.tenant);
   return absl::OkStatus();
 }
 
@@ -240,13 +242,16 @@ absl::Status RocksDbStateStore::PutState(const StateKey& key,
     if (!dropped.ok()) return dropped.status();
   }
   const int64_t bytes = edges.stored_bytes;
-  if (absl::Status s = MakeRoom(bytes, {key}); !s.ok()) return s;
+  if (absl::Status s = MakeRoom(bytes, {key}, options.tenant); !s.ok()) {
+    return s;
+  }
 
   const StateIndexEntry entry{.stored_bytes = bytes,
                               .recompute_tokens = options.recompute_tokens,
                               .written_unix_ms = now,
                               .flops_per_token = options.flops_per_token,
-                              .form = StateForm::kWhole};
+                              .form = StateForm::kWhole,
+                              .tenant = options.tenant};
   absl::Status status;
   {
     StripeLocks locks = LockStripes({key});
@@ -264,10 +269,11 @@ absl::Status RocksDbStateStore::PutState(const StateKey& key,
                                 .recompute_tokens = options.recompute_tokens,
                                 .flops_per_token = options.flops_per_token,
                                 .form = StateForm::kWhole,
-                                .blocks = {}});
+                                .blocks = {},
+                                .tenant = options.tenant});
     }
   }
-  Unreserve(bytes);
+  Unreserve(bytes, options.tenant);
   return status;
 }
 

@@ -13,6 +13,7 @@ void StateCacheIndex::Upsert(const StateKey& key, const CachedState& state) {
   const bool pinned = refs_.contains(key) && refs_.at(key).pinned > 0;
   if (!inserted) {
     totals_.bytes -= entry.state.stored_bytes;
+    AddTenantBytesLocked(entry.state.tenant, -entry.state.stored_bytes);
     for (const StateKey& block : entry.state.blocks) {
       auto b = entries_.find(block);
       if (b != entries_.end()) b->second.manifest_refs -= 1;
@@ -30,6 +31,7 @@ void StateCacheIndex::Upsert(const StateKey& key, const CachedState& state) {
   entry.state = state;
   entry.last_use = Tick();
   totals_.bytes += state.stored_bytes;
+  AddTenantBytesLocked(state.tenant, state.stored_bytes);
 }
 
 std::optional<CachedState> StateCacheIndex::Remove(
@@ -40,6 +42,7 @@ std::optional<CachedState> StateCacheIndex::Remove(
   CachedState removed = std::move(it->second.state);
   entries_.erase(it);
   totals_.bytes -= removed.stored_bytes;
+  AddTenantBytesLocked(removed.tenant, -removed.stored_bytes);
   if (removed.form == StateForm::kBlock) {
     totals_.blocks -= 1;
   } else {
@@ -147,6 +150,20 @@ CacheTotals StateCacheIndex::Totals() const {
   return totals_;
 }
 
+int64_t StateCacheIndex::TenantBytes(std::string_view tenant) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = tenant_bytes_.find(std::string(tenant));
+  return it == tenant_bytes_.end() ? 0 : it->second;
+}
+
+void StateCacheIndex::AddTenantBytesLocked(const std::string& tenant,
+                                           int64_t bytes) {
+  if (tenant.empty() || bytes == 0) return;
+  auto it = tenant_bytes_.try_emplace(tenant, 0).first;
+  it->second += bytes;
+  if (it->second == 0) tenant_bytes_.erase(it);
+}
+
 std::vector<StateKey> StateCacheIndex::Keys(StateForm form) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   std::vector<StateKey> keys;
@@ -168,8 +185,8 @@ int64_t StateCacheIndex::FreedBytesLocked(const Entry& entry) const {
 }
 
 std::vector<EvictionVictim> StateCacheIndex::PickVictims(
-    int64_t bytes_to_free, double cost_weight,
-    const StateKeySet& exclude) const {
+    int64_t bytes_to_free, double cost_weight, const StateKeySet& exclude,
+    std::optional<std::string_view> tenant) const {
   std::vector<EvictionVictim> victims;
   if (bytes_to_free <= 0) return victims;
   struct Raw {
@@ -183,7 +200,8 @@ std::vector<EvictionVictim> StateCacheIndex::PickVictims(
     std::shared_lock<std::shared_mutex> lock(mu_);
     raw.reserve(entries_.size());
     for (const auto& [key, entry] : entries_) {
-      if (entry.state.form == StateForm::kBlock || exclude.contains(key)) {
+      if (entry.state.form == StateForm::kBlock || exclude.contains(key) ||
+          (tenant.has_value() && entry.state.tenant != *tenant)) {
         continue;
       }
       auto r = refs_.find(key);

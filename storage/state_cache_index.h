@@ -3,10 +3,10 @@
 // RocksDB on the request path.
 //
 // It mirrors two column families (rebuilt from them at open): state_index
-// (size, recompute cost, form of each key) and refs (how many records, and
-// how many pinned records, name each key). Only recency is kept here alone:
-// a read bumps a logical clock in memory rather than writing to disk, and
-// after a restart recency restarts from write times.
+// (size, recompute cost, form and tenant of each key) and refs (how many
+// records, and how many pinned records, name each key). Only recency is kept
+// here alone: a read bumps a logical clock in memory rather than writing to
+// disk, and after a restart recency restarts from write times.
 //
 // Eviction score (Marconi's, applied to a disk tier), per candidate c:
 //
@@ -19,7 +19,8 @@
 // lowest score goes first: a state that saves many prefill FLOPs per byte
 // outlives a cheap one of the same age. Candidates are whole states and
 // manifests that no pinned record names; blocks are never candidates on
-// their own and go with the last manifest naming them.
+// their own and go with the last manifest naming them. A tenant's budget
+// picks among that tenant's candidates only.
 //
 // Thread safety: every method may be called concurrently; one internal
 // shared mutex guards the maps and Touch takes it shared, so readers never
@@ -33,6 +34,8 @@
 #include <cstdint>
 #include <optional>
 #include <shared_mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -50,6 +53,7 @@ struct CachedState {
   double flops_per_token = 0;
   StateForm form = StateForm::kWhole;
   std::vector<StateKey> blocks;  // manifests: their blocks, in order
+  std::string tenant{};          // empty: counted against no tenant
 };
 
 struct CacheTotals {
@@ -96,15 +100,19 @@ class StateCacheIndex {
   bool IsPinned(const StateKey& key) const;
 
   CacheTotals Totals() const;
+  // Bytes of every durable value (states, manifests, blocks) of `tenant`; 0
+  // for the empty tenant.
+  int64_t TenantBytes(std::string_view tenant) const;
   // Every stored key of `form`.
   std::vector<StateKey> Keys(StateForm form) const;
 
   // Victims, lowest score first, whose freed bytes add up to at least
   // `bytes_to_free` (fewer when not enough is evictable). `exclude` is never
-  // picked (the key being written).
-  std::vector<EvictionVictim> PickVictims(int64_t bytes_to_free,
-                                          double cost_weight,
-                                          const StateKeySet& exclude) const;
+  // picked (the key being written). With `tenant`, only states of that
+  // tenant are candidates, and scores are normalised among them.
+  std::vector<EvictionVictim> PickVictims(
+      int64_t bytes_to_free, double cost_weight, const StateKeySet& exclude,
+      std::optional<std::string_view> tenant = std::nullopt) const;
 
  private:
   struct Entry {
@@ -122,11 +130,14 @@ class StateCacheIndex {
   int64_t Tick() { return clock_.fetch_add(1, std::memory_order_relaxed) + 1; }
   // Bytes freed by evicting `entry` (its exclusive blocks included).
   int64_t FreedBytesLocked(const Entry& entry) const;
+  // Adds `bytes` to the total of `tenant` (none for the empty tenant).
+  void AddTenantBytesLocked(const std::string& tenant, int64_t bytes);
 
   mutable std::shared_mutex mu_;
   std::unordered_map<StateKey, Entry, StateKeyHash> entries_;
   std::unordered_map<StateKey, Refs, StateKeyHash> refs_;
   CacheTotals totals_;
+  std::unordered_map<std::string, int64_t> tenant_bytes_;  // non-zero only
   std::atomic<int64_t> clock_{0};
 };
 

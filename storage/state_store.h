@@ -14,7 +14,8 @@
 // - Bounded: with a byte budget, puts evict durable states, lowest score
 //   (recompute cost per byte and recency, state_cache_index.h) first; states
 //   that a pinned record names are never evicted. Readers never wait for an
-//   eviction.
+//   eviction. With a per-tenant budget, a tenant's put evicts only that
+//   tenant's states to stay within it, and fails when they cannot make room.
 // - Chunked states (chunk-KV) are append-only blocks (block_manifest.h):
 //   PutStateBlocks writes only the blocks a base state lacks; GetState of a
 //   chunked state returns its blocks assembled.
@@ -23,7 +24,9 @@
 // - Thread safety: every method may be called concurrently.
 // - Errors: NOT_FOUND (missing), INVALID_ARGUMENT (bad request),
 //   DATA_LOSS (a stored document record or token blob is corrupt),
-//   UNAVAILABLE (I/O that may succeed on retry), INTERNAL otherwise.
+//   RESOURCE_EXHAUSTED (the disk is nearly full, or a put does not fit its
+//   tenant's budget), UNAVAILABLE (I/O that may succeed on retry), INTERNAL
+//   otherwise.
 #ifndef TWICE_STORAGE_STATE_STORE_H_
 #define TWICE_STORAGE_STATE_STORE_H_
 
@@ -52,6 +55,12 @@ struct PutStateOptions {
   // compare fairly. The store does not otherwise interpret it. Default: 0
   // (cost counted in tokens).
   double flops_per_token = 0;
+  // The tenant the durable state belongs to (the tenant of its chain root,
+  // state_key.h): its bytes count against that tenant's budget
+  // (RocksDbStoreOptions::tenant_state_budget_bytes). Empty: no tenant, and
+  // outside every tenant's budget. Ignored for ephemeral states. Default:
+  // empty.
+  std::string tenant{};
 };
 
 struct DocumentPage {
@@ -228,6 +237,16 @@ struct RocksDbStoreOptions {
   // never evicted and may hold the store above the budget on their own.
   // 0 means unbounded. Default: 0.
   int64_t state_budget_bytes = 0;
+  // Bytes the durable state values of one tenant (PutStateOptions::tenant)
+  // may occupy. A put that would take its tenant above it first evicts that
+  // tenant's own lowest-scoring unpinned states, never another tenant's,
+  // and fails with RESOURCE_EXHAUSTED, evicting nothing, when they cannot
+  // make room (the tenant's pinned states fill it, or the value alone is
+  // larger). States of no tenant are outside it. While the tenants' budgets
+  // add up to at most state_budget_bytes (and every state has a tenant), no
+  // tenant's put evicts another tenant's states. 0 means unbounded.
+  // Default: 0.
+  int64_t tenant_state_budget_bytes = 0;
   // Weight of recompute cost per byte against recency in the eviction score
   // (Marconi's alpha); 0 makes eviction least-recently-used. Default: 1.
   double eviction_cost_weight = 1.0;

@@ -8,13 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "storage/blob_envelope.h"
 #include "storage/byte_io.h"
+#include "storage/record_validation.h"
 
 namespace twice::storage {
 namespace {
 
 constexpr size_t kStateHeaderBytes = 16;
 constexpr size_t kStateIndexV1Bytes = 24;
-constexpr size_t kStateIndexBytes = 33;
+constexpr size_t kStateIndexV2Bytes = 33;
 
 }  // namespace
 
@@ -82,6 +83,7 @@ std::string EncodeStateIndex(const StateIndexEntry& entry) {
   AppendI64(payload, entry.written_unix_ms);
   AppendU64(payload, std::bit_cast<uint64_t>(entry.flops_per_token));
   AppendU8(payload, static_cast<uint8_t>(entry.form));
+  AppendLengthPrefixed(payload, entry.tenant);
   const std::string_view parts[] = {payload};
   return SealEnvelope(BlobKind::kStateIndex, parts);
 }
@@ -90,8 +92,8 @@ absl::StatusOr<StateIndexEntry> DecodeStateIndex(std::string_view stored) {
   absl::StatusOr<std::string_view> payload =
       OpenEnvelope(stored, BlobKind::kStateIndex);
   if (!payload.ok()) return payload.status();
-  if (payload->size() != kStateIndexBytes &&
-      payload->size() != kStateIndexV1Bytes) {
+  if (payload->size() != kStateIndexV1Bytes &&
+      payload->size() < kStateIndexV2Bytes) {
     return absl::DataLossError("state index entry has the wrong size");
   }
   ByteReader reader(*payload);
@@ -119,6 +121,13 @@ absl::StatusOr<StateIndexEntry> DecodeStateIndex(std::string_view stored) {
         absl::StrCat("state index entry has unknown form ", form));
   }
   entry.form = static_cast<StateForm>(form);
+  if (payload->size() == kStateIndexV2Bytes) return entry;
+  std::string_view tenant;
+  if (!reader.ReadLengthPrefixed(tenant) || reader.remaining() != 0 ||
+      tenant.size() > kMaxRecordFieldBytes) {
+    return absl::DataLossError("state index entry has a bad tenant length");
+  }
+  entry.tenant = std::string(tenant);
   return entry;
 }
 

@@ -3,14 +3,15 @@
 //   kState payload:      le64 recompute_tokens | le64 written_unix_ms | blob
 //   kStateIndex payload: le64 stored_bytes | le64 recompute_tokens |
 //                        le64 written_unix_ms | le64 flops_per_token (IEEE
-//                        double bits) | u8 form
+//                        double bits) | u8 form | le32 n | n bytes tenant
 //
 // The state value is self-describing (an ephemeral state's age is read from
 // it). Each durable state also has a small index entry so that counting,
 // HasState and eviction scoring by recompute cost per byte never have to
-// read multi-megabyte blobs. Index entries of the first layout (24 bytes,
-// no flops_per_token or form) still decode, as whole states costed in
-// tokens. Both layouts are fixed and versioned by the envelope version.
+// read multi-megabyte blobs. The index layout is told by its size: the
+// first (24 bytes, no flops_per_token, form or tenant) decodes as a whole
+// state costed in tokens, the second (33 bytes, no tenant) as a state of no
+// tenant; the third carries the tenant.
 #ifndef TWICE_STORAGE_STATE_VALUE_H_
 #define TWICE_STORAGE_STATE_VALUE_H_
 
@@ -43,6 +44,9 @@ struct StateIndexEntry {
   // caller did not say (cost is then counted in tokens).
   double flops_per_token = 0;
   StateForm form = StateForm::kWhole;
+  // The tenant whose byte budget the value counts against; empty for none.
+  // At most kMaxRecordFieldBytes (record_validation.h).
+  std::string tenant{};
 };
 
 std::string EncodeStateValue(std::string_view blob, int64_t recompute_tokens,

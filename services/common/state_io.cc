@@ -49,7 +49,8 @@ namespace {
 absl::Status PutBlocks(storage::StateStore& store, const storage::StateKey& key,
                        const engine::SequenceState& state,
                        const std::optional<storage::StateKey>& base,
-                       absl::Span<const int64_t> base_rows) {
+                       absl::Span<const int64_t> base_rows,
+                       std::string_view tenant) {
   absl::StatusOr<std::vector<std::string>> blocks =
       engine::EncodeStateBlocks(state, base_rows);
   if (!blocks.ok()) return blocks.status();
@@ -57,24 +58,31 @@ absl::Status PutBlocks(storage::StateStore& store, const storage::StateKey& key,
   return store.PutStateBlocks(key, base, views,
                               {.ephemeral = false,
                                .recompute_tokens = state.token_count(),
-                               .flops_per_token = 0});
+                               .flops_per_token = 0,
+                               .tenant = std::string(tenant)});
 }
 
 }  // namespace
 
 absl::Status SaveState(storage::StateStore& store, const storage::StateKey& key,
                        const engine::SequenceState& state, bool ephemeral,
+                       std::string_view tenant,
                        const std::optional<StateBase>& base) {
   if (ephemeral || !engine::HasBlockRows(state)) {
     const std::string blob = engine::EncodeState(state);
-    return store.PutState(key, blob, {ephemeral, state.token_count()});
+    return store.PutState(key, blob,
+                          {.ephemeral = ephemeral,
+                           .recompute_tokens = state.token_count(),
+                           .flops_per_token = 0,
+                           .tenant = std::string(tenant)});
   }
   if (base.has_value() && base->key != key) {
-    absl::Status extended = PutBlocks(store, key, state, base->key, base->rows);
+    absl::Status extended =
+        PutBlocks(store, key, state, base->key, base->rows, tenant);
     // NOT_FOUND: the base is gone or stored whole; write every block.
     if (extended.code() != absl::StatusCode::kNotFound) return extended;
   }
-  return PutBlocks(store, key, state, std::nullopt, {});
+  return PutBlocks(store, key, state, std::nullopt, {}, tenant);
 }
 
 std::string_view PrefillModeName(engine::PrefillMode mode) {

@@ -39,10 +39,11 @@ struct StateBase {
 // base and a small head are written (StateStore::PutStateBlocks); when the
 // store no longer holds the base as blocks (NOT_FOUND), or without a base,
 // every block is written. Other states, and ephemeral ones, are stored
-// whole.
+// whole. A durable state counts against the byte budget of `tenant` (the
+// tenant of its chain root; storage::PutStateOptions::tenant).
 [[nodiscard]] absl::Status SaveState(
     storage::StateStore& store, const storage::StateKey& key,
-    const engine::SequenceState& state, bool ephemeral,
+    const engine::SequenceState& state, bool ephemeral, std::string_view tenant,
     const std::optional<StateBase>& base = std::nullopt);
 
 // The chain-root mode name of a prefill mode ("causal", "prefix", ...): chains

@@ -112,8 +112,8 @@ absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
   // The state has advanced: whatever happens next, it is no longer the
   // stored state at state_key_.
   state_stored_ = false;
-  absl::Status saved =
-      SaveState(store_, next, *state_, options_.ephemeral, base);
+  absl::Status saved = SaveState(store_, next, *state_, options_.ephemeral,
+                                 options_.tenant, base);
   if (!saved.ok()) return saved;
   current_key_ = next;
   state_key_ = next;

@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     store_options.path = options.data_dir;
     store_options.sync_writes = options.sync_writes;
     store_options.state_budget_bytes = options.state_budget_bytes;
+    store_options.tenant_state_budget_bytes = options.tenant_state_budget_bytes;
     store_options.min_free_disk_bytes = options.store_min_free_disk_bytes;
     store_options.state_cache_bytes = options.store_state_cache_bytes;
     absl::StatusOr<std::unique_ptr<storage::StateStore>> store =

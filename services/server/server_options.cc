@@ -67,6 +67,10 @@ absl::Status ServerOptions::Validate() const {
   if (state_budget_bytes < 0) {
     return absl::InvalidArgumentError("--state_budget_bytes must be >= 0");
   }
+  if (tenant_state_budget_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "--tenant_state_budget_bytes must be >= 0");
+  }
   if (drain_delay_seconds < 0) {
     return absl::InvalidArgumentError("--drain_delay_seconds must be >= 0");
   }

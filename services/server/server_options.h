@@ -53,6 +53,12 @@ struct ServerOptions {
   // lowest-scoring unpinned states to stay within it. 0 = unbounded.
   // Default: 0.
   int64_t state_budget_bytes = 0;
+  // Byte budget of one tenant's durable states in the embedded store: a
+  // tenant's put evicts only its own lowest-scoring unpinned states to stay
+  // within it, and fails with RESOURCE_EXHAUSTED when they cannot make room
+  // (storage::RocksDbStoreOptions::tenant_state_budget_bytes). 0 = off.
+  // Default: 0.
+  int64_t tenant_state_budget_bytes = 0;
   // Free bytes the embedded store's file system must keep: below it writes
   // fail with RESOURCE_EXHAUSTED instead of filling the disk
   // (storage/disk_space_guard.h). Default: 64 MiB.

@@ -47,6 +47,12 @@ ABSL_FLAG(bool, sync_writes, true,
 ABSL_FLAG(int64_t, state_budget_bytes, 0,
           "Byte budget of the store's durable states; puts evict the "
           "least valuable unpinned states to stay within it (0 = unbounded)");
+ABSL_FLAG(int64_t, tenant_state_budget_bytes, 0,
+          "Per-tenant byte budget of the store's durable states (0 = off): "
+          "a tenant's put evicts only its own unpinned states, or fails with "
+          "RESOURCE_EXHAUSTED; with tenants' budgets summing to at most "
+          "--state_budget_bytes no tenant's put evicts another tenant's "
+          "states");
 ABSL_FLAG(int64_t, store_min_free_disk_bytes, int64_t{64} << 20,
           "Free bytes the embedded store's disk must keep; below it writes "
           "fail with RESOURCE_EXHAUSTED instead of filling the disk");
@@ -190,6 +196,8 @@ int main(int argc, char** argv) {
   options.decode_address = absl::GetFlag(FLAGS_decode_address);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
   options.state_budget_bytes = absl::GetFlag(FLAGS_state_budget_bytes);
+  options.tenant_state_budget_bytes =
+      absl::GetFlag(FLAGS_tenant_state_budget_bytes);
   options.store_min_free_disk_bytes =
       absl::GetFlag(FLAGS_store_min_free_disk_bytes);
   options.store_state_cache_bytes =

@@ -35,6 +35,7 @@ absl::Status RemoteStateStore::PutState(
   header->set_total_bytes(static_cast<int64_t>(blob.size()));
   header->set_recompute_tokens(options.recompute_tokens);
   header->set_flops_per_token(options.flops_per_token);
+  header->set_tenant(options.tenant);
   for (size_t offset = 0; offset < blob.size() || offset == 0;
        offset += kStateChunkBytes) {
     request.set_chunk(std::string(blob.substr(offset, kStateChunkBytes)));
@@ -121,6 +122,7 @@ absl::Status RemoteStateStore::PutStateBlocks(
   }
   header->set_recompute_tokens(options.recompute_tokens);
   header->set_flops_per_token(options.flops_per_token);
+  header->set_tenant(options.tenant);
   bool open = writer->Write(request);
   request.clear_header();
   // The blocks travel as one byte sequence in chunks of kStateChunkBytes.

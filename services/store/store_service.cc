@@ -71,7 +71,8 @@ grpc::Status StoreService::PutState(
       store_->PutState(*key, blob,
                        {.ephemeral = header.ephemeral(),
                         .recompute_tokens = header.recompute_tokens(),
-                        .flops_per_token = header.flops_per_token()}));
+                        .flops_per_token = header.flops_per_token(),
+                        .tenant = header.tenant()}));
 }
 
 grpc::Status StoreService::GetState(
@@ -285,7 +286,8 @@ grpc::Status StoreService::PutStateBlocks(
       store_->PutStateBlocks(*key, base, blocks,
                              {.ephemeral = false,
                               .recompute_tokens = header.recompute_tokens(),
-                              .flops_per_token = header.flops_per_token()}));
+                              .flops_per_token = header.flops_per_token(),
+                              .tenant = header.tenant()}));
 }
 
 grpc::Status StoreService::GetStateBlocks(

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "services/common/state_io.h"
 #include "services/prefill/prefill_run.h"
+#include "storage/rocksdb_state_store.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
 
@@ -98,6 +99,25 @@ TEST_F(StateIoBlocksTest, PrefillRunStoresSegmentsAsExtendingBlocks) {
   EXPECT_EQ(listed->size(), 7u);  // rows+head, head, rows+head, rows+head
 }
 
+TEST_F(StateIoBlocksTest, PrefillRunCountsItsStatesAgainstItsTenant) {
+  testing::TempDir dir;
+  storage::RocksDbStoreOptions store_options;
+  store_options.path = dir.path() + "/db";
+  store_options.sync_writes = false;
+  store_options.tenant_state_budget_bytes = int64_t{1} << 30;
+  auto store = storage::RocksDbStateStore::Open(store_options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  PrefillRunOptions options;
+  options.tenant = "t";
+  PrefillRun run(*model_, **store, options);
+  const std::vector<int32_t> tokens = Tokens(60, 3);
+  ASSERT_TRUE(run.RunSegment(absl::MakeConstSpan(tokens).subspan(0, 40)).ok());
+  ASSERT_TRUE(run.RunSegment(absl::MakeConstSpan(tokens).subspan(40)).ok());
+  const storage::StoreStats stats = (*store)->Stats();
+  EXPECT_GT(stats.block_count, 0);
+  EXPECT_EQ((*store)->TenantStateBytes("t"), stats.state_bytes);
+}
+
 TEST_F(StateIoBlocksTest, MissingBaseWritesEveryBlock) {
   auto state = model_->NewState();
   ASSERT_TRUE(
@@ -107,7 +127,8 @@ TEST_F(StateIoBlocksTest, MissingBaseWritesEveryBlock) {
       storage::ChainKey(storage::RootKey("fp", "causal", "t"), Tokens(70, 5));
   const storage::StateKey gone = storage::ChainKey(key, Tokens(1, 1));
   ASSERT_TRUE(
-      SaveState(*store_, key, *state, false, StateBase{gone, {2, 2}}).ok());
+      SaveState(*store_, key, *state, false, "t", StateBase{gone, {2, 2}})
+          .ok());
   auto blocks = store_->GetStateBlocks(key);
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ(blocks->size(), 2u);

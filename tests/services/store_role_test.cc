@@ -33,6 +33,11 @@ storage::StateKey Key(int i) {
                            std::vector<int32_t>{i});
 }
 
+storage::StateKey TenantKey(const std::string& tenant, int i) {
+  return storage::ChainKey(storage::RootKey("fp", "causal", tenant),
+                           std::vector<int32_t>{i});
+}
+
 // A value that names its key, writer and version in its first bytes and is
 // otherwise determined by them, sized past one gRPC chunk: any mix of two
 // writes, or a torn one, fails Valid.
@@ -96,12 +101,14 @@ std::unique_ptr<RemoteStateStore> Connect(const std::string& address) {
 class StoreRoleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(
-        server_.Start({"--role=store", "--data-dir=" + dir_.path() + "/store"},
-                      dir_.path() + "/server.log"))
+    std::vector<std::string> flags = {"--role=store",
+                                      "--data-dir=" + dir_.path() + "/store"};
+    for (const std::string& flag : ExtraFlags()) flags.push_back(flag);
+    ASSERT_TRUE(server_.Start(flags, dir_.path() + "/server.log"))
         << server_.stderr_text();
     store_ = Connect(server_.address());
   }
+  virtual std::vector<std::string> ExtraFlags() const { return {}; }
   void TearDown() override {
     store_.reset();
     EXPECT_EQ(server_.Stop(), 0);
@@ -209,6 +216,61 @@ TEST_F(StoreRoleTest, ConcurrentThreadsAndProcessesNeverSeeTornValues) {
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(Valid(key, *got));
   }
+}
+
+// Room for one 1 MiB state of each tenant, not two.
+constexpr int64_t kTenantBudget = (3 << 20) / 2;
+
+class StoreRoleTenantBudgetTest : public StoreRoleTest {
+ protected:
+  std::vector<std::string> ExtraFlags() const override {
+    return {"--tenant_state_budget_bytes=" + std::to_string(kTenantBudget)};
+  }
+};
+
+TEST_F(StoreRoleTenantBudgetTest, TenantTravelsWithEveryPut) {
+  auto has = [&](const storage::StateKey& key) {
+    absl::StatusOr<bool> stored = store_->HasState(key, false);
+    EXPECT_TRUE(stored.ok()) << stored.status();
+    return stored.ok() && *stored;
+  };
+  ASSERT_TRUE(
+      store_->PutState(TenantKey("a", 1), Value(1, 0, 0), {.tenant = "a"})
+          .ok());
+  ASSERT_TRUE(
+      store_->PutState(TenantKey("b", 1), Value(1, 1, 0), {.tenant = "b"})
+          .ok());
+  // a's second state evicts a's first, never b's.
+  ASSERT_TRUE(
+      store_->PutState(TenantKey("a", 2), Value(2, 0, 0), {.tenant = "a"})
+          .ok());
+  EXPECT_FALSE(has(TenantKey("a", 1)));
+  EXPECT_TRUE(has(TenantKey("a", 2)));
+  EXPECT_TRUE(has(TenantKey("b", 1)));
+  EXPECT_EQ(store_->Stats().evictions, 1);
+
+  // So does a chunked state's.
+  const std::string block = Value(3, 0, 0);
+  const std::vector<std::string_view> blocks = {block};
+  ASSERT_TRUE(store_
+                  ->PutStateBlocks(TenantKey("a", 3), std::nullopt, blocks,
+                                   {.tenant = "a"})
+                  .ok());
+  EXPECT_FALSE(has(TenantKey("a", 2)));
+  EXPECT_TRUE(has(TenantKey("a", 3)));
+  EXPECT_TRUE(has(TenantKey("b", 1)));
+  EXPECT_EQ(store_->Stats().evictions, 2);
+
+  // A state larger than the budget is refused, naming the tenant.
+  const absl::Status refused = store_->PutState(
+      TenantKey("a", 4), std::string(2 << 20, 'x'), {.tenant = "a"});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(std::string(refused.message()).find("tenant \"a\""),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(std::string(refused.message()).find("--tenant_state_budget_bytes"),
+            std::string::npos);
+  EXPECT_TRUE(has(TenantKey("a", 3)));
 }
 
 // Runs only as a worker process spawned by the test above.

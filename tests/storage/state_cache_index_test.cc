@@ -2,6 +2,7 @@
 // eviction order.
 #include "storage/state_cache_index.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -103,6 +104,46 @@ TEST(StateCacheIndexTest, ManifestsOwnTheirBlocksForEviction) {
   index.Remove(Key(2), &orphaned);
   EXPECT_EQ(orphaned, std::vector<StateKey>{Key(12)});
   EXPECT_EQ(index.OrphanBlocks(), std::vector<StateKey>{Key(12)});
+}
+
+TEST(StateCacheIndexTest, TenantBytesAndVictimsOfOneTenant) {
+  StateCacheIndex index;
+  auto of = [](const std::string& tenant, int64_t bytes, StateForm form,
+               std::vector<StateKey> blocks) {
+    return CachedState{.stored_bytes = bytes,
+                       .recompute_tokens = 1,
+                       .flops_per_token = 0,
+                       .form = form,
+                       .blocks = std::move(blocks),
+                       .tenant = tenant};
+  };
+  index.Upsert(Key(1), of("a", 100, StateForm::kWhole, {}));  // oldest
+  index.Upsert(Key(2), of("b", 50, StateForm::kWhole, {}));
+  index.Upsert(Key(10), of("a", 1000, StateForm::kBlock, {}));
+  index.Upsert(Key(3), of("a", 10, StateForm::kManifest, {Key(10)}));
+  index.Upsert(Key(4), of("", 7, StateForm::kWhole, {}));
+  EXPECT_EQ(index.TenantBytes("a"), 1110);
+  EXPECT_EQ(index.TenantBytes("b"), 50);
+  EXPECT_EQ(index.TenantBytes(""), 0);
+  EXPECT_EQ(index.Totals().bytes, 1167);
+
+  // Only a's states are candidates, however old or cheap b's are.
+  EXPECT_EQ(Order(index.PickVictims(1, 0.0, {}, "a")),
+            std::vector<StateKey>{Key(1)});
+  EXPECT_EQ(Order(index.PickVictims(5000, 0.0, {}, "a")),
+            (std::vector<StateKey>{Key(1), Key(3)}));
+  EXPECT_EQ(Order(index.PickVictims(5000, 0.0, {Key(1)}, "b")),
+            std::vector<StateKey>{Key(2)});
+  EXPECT_TRUE(index.PickVictims(5000, 0.0, {}, "c").empty());
+
+  index.Upsert(Key(1), of("a", 30, StateForm::kWhole, {}));  // replaced
+  EXPECT_EQ(index.TenantBytes("a"), 1040);
+  std::vector<StateKey> orphaned;
+  index.Remove(Key(3), &orphaned);
+  index.Remove(Key(10), nullptr);
+  index.Remove(Key(2), nullptr);
+  EXPECT_EQ(index.TenantBytes("a"), 30);
+  EXPECT_EQ(index.TenantBytes("b"), 0);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include <bit>
 #include <limits>
 #include <string>
 #include <vector>
@@ -6,6 +7,8 @@
 #include "gtest/gtest.h"
 #include "storage/blob_envelope.h"
 #include "storage/block_manifest.h"
+#include "storage/byte_io.h"
+#include "storage/record_validation.h"
 #include "storage/state_ref.h"
 #include "storage/state_value.h"
 #include "storage/token_codec.h"
@@ -120,6 +123,83 @@ TEST(StateIndexTest, FormAndFlopsRoundTripAndOldLayoutDecodes) {
   EXPECT_EQ(decoded->form, StateForm::kWhole);
   EXPECT_EQ(decoded->flops_per_token, 0);
   EXPECT_EQ(decoded->stored_bytes, 5);
+}
+
+// The second layout (33 bytes: no tenant) of `entry`, as stores before
+// tenant budgets wrote it.
+std::string IndexV2Payload(const StateIndexEntry& entry) {
+  std::string payload;
+  AppendI64(payload, entry.stored_bytes);
+  AppendI64(payload, entry.recompute_tokens);
+  AppendI64(payload, entry.written_unix_ms);
+  AppendU64(payload, std::bit_cast<uint64_t>(entry.flops_per_token));
+  AppendU8(payload, static_cast<uint8_t>(entry.form));
+  return payload;
+}
+
+TEST(StateIndexTest, TenantRoundTripsAndTheSecondLayoutHasNone) {
+  const StateIndexEntry entry{.stored_bytes = 5,
+                              .recompute_tokens = 6,
+                              .written_unix_ms = 7,
+                              .flops_per_token = 1.5,
+                              .form = StateForm::kBlock,
+                              .tenant = "acme"};
+  absl::StatusOr<StateIndexEntry> decoded =
+      DecodeStateIndex(EncodeStateIndex(entry));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->tenant, "acme");
+  EXPECT_EQ(decoded->form, StateForm::kBlock);
+  EXPECT_EQ(decoded->flops_per_token, 1.5);
+  EXPECT_EQ(decoded->stored_bytes, 5);
+
+  decoded = DecodeStateIndex(EncodeStateIndex({.stored_bytes = 5}));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->tenant, "");
+
+  const std::string v2 = IndexV2Payload(entry);
+  ASSERT_EQ(v2.size(), 33u);
+  const std::string_view v2_parts[] = {v2};
+  decoded = DecodeStateIndex(SealEnvelope(BlobKind::kStateIndex, v2_parts));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->tenant, "");
+  EXPECT_EQ(decoded->form, StateForm::kBlock);
+  EXPECT_EQ(decoded->recompute_tokens, 6);
+
+  // The longest tenant a record may hold still decodes.
+  const StateIndexEntry longest{.tenant =
+                                    std::string(kMaxRecordFieldBytes, 't')};
+  decoded = DecodeStateIndex(EncodeStateIndex(longest));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->tenant.size(), kMaxRecordFieldBytes);
+}
+
+TEST(StateIndexTest, MalformedTenantLengthIsDataLoss) {
+  const StateIndexEntry entry{.stored_bytes = 5, .tenant = "acme"};
+  auto decode = [](const std::string& payload) {
+    const std::string_view parts[] = {payload};
+    return DecodeStateIndex(SealEnvelope(BlobKind::kStateIndex, parts))
+        .status()
+        .code();
+  };
+  std::string payload = IndexV2Payload(entry);
+  std::string longer = payload;
+  AppendU32(longer, 5);  // says 5 bytes, holds 4
+  longer += "acme";
+  EXPECT_EQ(decode(longer), absl::StatusCode::kDataLoss);
+  std::string shorter = payload;
+  AppendU32(shorter, 3);  // says 3 bytes, holds 4
+  shorter += "acme";
+  EXPECT_EQ(decode(shorter), absl::StatusCode::kDataLoss);
+  std::string huge = payload;
+  AppendU32(huge, 0xffffffffu);
+  huge += "acme";
+  EXPECT_EQ(decode(huge), absl::StatusCode::kDataLoss);
+  std::string cut = payload;  // a length prefix cut short
+  cut += std::string("\x04\x00", 2);
+  EXPECT_EQ(decode(cut), absl::StatusCode::kDataLoss);
+  std::string too_long = payload;
+  AppendLengthPrefixed(too_long, std::string(kMaxRecordFieldBytes + 1, 't'));
+  EXPECT_EQ(decode(too_long), absl::StatusCode::kDataLoss);
 }
 
 TEST(BlockManifestTest, RoundTripAndMalformedCounts) {
