@@ -384,7 +384,16 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
 }
 
 void TwiceServer::Shutdown() {
-  if (shut_down_ || server_ == nullptr) return;
+  if (shut_down_) return;
+  if (server_ == nullptr) {
+    // Start failed after the internal server started: stop it, or the
+    // destructor would wait for it forever.
+    if (internal_server_ != nullptr) {
+      shut_down_ = true;
+      internal_server_->Shutdown(std::chrono::system_clock::now());
+    }
+    return;
+  }
   shut_down_ = true;
   // Readiness goes false first so load balancers stop sending new calls.
   server_->GetHealthCheckService()->SetServingStatus(false);

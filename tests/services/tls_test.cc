@@ -489,6 +489,18 @@ TEST_F(TlsTest, RoleAllServesInternalServicesOnlyOnTheInternalListener) {
            plaintext(server->internal_address()), kAlice, target)) {
     EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
   }
+  // A public listener that cannot be bound fails startup at once, although
+  // the internal server had already started (it is stopped, not waited
+  // for forever).
+  ServerProcess unbound;
+  EXPECT_FALSE(unbound.Start(
+      {"--listen=256.1.1.1:0", "--allow-plaintext",
+       "--internal-listen=127.0.0.1:0", "--model=" + Path("model"),
+       "--data-dir=" + data_.path() + "/unbound"},
+      data_.path() + "/unbound.log"));
+  EXPECT_NE(unbound.stderr_text().find("cannot listen on 256.1.1.1:0"),
+            std::string::npos)
+      << unbound.stderr_text();
   // With the internal token the calls get past authentication: they fail
   // on their content (or succeed), never on who is calling.
   for (const auto& [rpc, code] : testing::CallEveryInternalRpc(
