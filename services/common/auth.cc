@@ -144,6 +144,12 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
   if (!auth->options_.tokens_file.empty()) {
     absl::MutexLock lock(&auth->mu_);
     absl::Status loaded = auth->Load();
+    if (loaded.code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(
+          loaded.message(),
+          " (--auth_tokens_file; on Kubernetes it comes from the Secret "
+          "twice-tenant-tokens, see deploy/README.md)"));
+    }
     if (!loaded.ok()) return loaded;
     auth->last_check_ = std::chrono::steady_clock::now();
   }

@@ -377,6 +377,19 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("twice-internal", r.stderr)
         self.assertIn(token_file, r.stderr)
+        # Likewise the public API without the twice-tenant-tokens Secret.
+        orch = self.orchestrator
+        tokens_file = os.path.join(orch.paths["/etc/twice-tokens"], "tokens")
+        os.rename(tokens_file, tokens_file + ".away")
+        try:
+            r = subprocess.run([SERVER, *orch.args, f"--listen=127.0.0.1:{free_port()}",
+                                f"--metrics_listen=127.0.0.1:{free_port()}"],
+                               capture_output=True, text=True, timeout=60)
+        finally:
+            os.rename(tokens_file + ".away", tokens_file)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("twice-tenant-tokens", r.stderr)
+        self.assertIn(tokens_file, r.stderr)
 
     def test_4_graceful_termination(self):
         # SIGTERM: every role drains and exits 0 within its pod's
