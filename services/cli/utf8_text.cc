@@ -1,5 +1,6 @@
 #include "services/cli/utf8_text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
