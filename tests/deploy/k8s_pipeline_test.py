@@ -363,33 +363,28 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("UNAUTHENTICATED", r.stdout + r.stderr)
-        # Without the twice-internal Secret a role does not start, and says
-        # which file and Secret it needs.
+        # Without its Secret a role does not start, and says which file and
+        # Secret it needs: the internal token (every role), the tenant
+        # tokens (the public API).
         prefill = next(p for p in self.processes if p.role == "prefill")
-        token_file = os.path.join(prefill.paths["/etc/twice-internal"], "token")
-        os.rename(token_file, token_file + ".away")
+        self.assert_refuses_without_secret(prefill, "/etc/twice-internal", "token", "twice-internal")
+        self.assert_refuses_without_secret(self.orchestrator, "/etc/twice-tokens", "tokens",
+                                           "twice-tenant-tokens")
+
+    def assert_refuses_without_secret(self, process, mount, key, secret):
+        """Starts `process`'s command line again (fresh ports) with the
+        Secret file mount/key gone, and expects a startup error naming it."""
+        path = os.path.join(process.paths[mount], key)
+        os.rename(path, path + ".away")
         try:
-            r = subprocess.run([SERVER, *prefill.args, f"--listen=127.0.0.1:{free_port()}",
+            r = subprocess.run([SERVER, *process.args, f"--listen=127.0.0.1:{free_port()}",
                                 f"--metrics_listen=127.0.0.1:{free_port()}"],
                                capture_output=True, text=True, timeout=60)
         finally:
-            os.rename(token_file + ".away", token_file)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("twice-internal", r.stderr)
-        self.assertIn(token_file, r.stderr)
-        # Likewise the public API without the twice-tenant-tokens Secret.
-        orch = self.orchestrator
-        tokens_file = os.path.join(orch.paths["/etc/twice-tokens"], "tokens")
-        os.rename(tokens_file, tokens_file + ".away")
-        try:
-            r = subprocess.run([SERVER, *orch.args, f"--listen=127.0.0.1:{free_port()}",
-                                f"--metrics_listen=127.0.0.1:{free_port()}"],
-                               capture_output=True, text=True, timeout=60)
-        finally:
-            os.rename(tokens_file + ".away", tokens_file)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("twice-tenant-tokens", r.stderr)
-        self.assertIn(tokens_file, r.stderr)
+            os.rename(path + ".away", path)
+        self.assertNotEqual(r.returncode, 0, process.name)
+        self.assertIn(secret, r.stderr)
+        self.assertIn(path, r.stderr)
 
     def test_4_graceful_termination(self):
         # SIGTERM: every role drains and exits 0 within its pod's
