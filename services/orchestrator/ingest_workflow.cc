@@ -7,6 +7,7 @@
 // documents sharing a prefix share its states. The document record is
 // written last, in one atomic store write, after the states it names are
 // durable.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -117,6 +118,31 @@ absl::Status ValidateSegmentTokens(int64_t segment_tokens) {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> OrchestratorService::PlanSegment(
+    int64_t requested, int64_t fallback, int64_t old_segments,
+    int64_t new_tokens) const {
+  const int64_t room = limits_.max_segments_per_document - old_segments;
+  if (room <= 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the document has ", old_segments,
+                     " segments, the limit "
+                     "(max_segments_per_document)"));
+  }
+  // The smallest segment that keeps the document within its segments.
+  const int64_t smallest = (new_tokens + room - 1) / room;
+  if (requested == 0) return std::max(fallback, smallest);
+  if (requested < smallest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment_tokens ", requested, " would make the document ",
+        old_segments + (new_tokens + requested - 1) / requested,
+        " segments; at most ", limits_.max_segments_per_document,
+        " are stored per document (max_segments_per_document): use at "
+        "least ",
+        smallest, " or 0"));
+  }
+  return requested;
+}
 
 grpc::Status OrchestratorService::Ingest(
     grpc::ServerContext* context,
