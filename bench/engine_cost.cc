@@ -5,7 +5,9 @@
 #include <string_view>
 
 #include "engine/config/json_fields.h"
-#include "engine/models/load_llama_rat.h"
+#include "engine/config/llama_config.h"
+#include "engine/config/mamba2_config.h"
+#include "engine/config/rat_config.h"
 #include "kernels/status_macros.h"
 #include "kernels/taylor_feature_map.h"
 #include "nlohmann/json.hpp"
@@ -16,8 +18,9 @@ absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
     absl::string_view config_json) {
   const std::string_view text(config_json.data(), config_json.size());
   EngineCost cost;
-  if (engine::IsLlamaOrRatConfig(text)) {
-    if (engine::config::ConfigArchitecture(text) == "llama") {
+  const std::string arch = engine::config::ConfigArchitecture(text);
+  if (arch == "llama" || arch == "rat") {
+    if (arch == "llama") {
       TWICE_ASSIGN_OR_RETURN(engine::LlamaConfig llama,
                              engine::ParseLlamaConfig(text));
       cost.params_ = LlamaParams(llama);

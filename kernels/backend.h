@@ -36,6 +36,7 @@
 #include "kernels/linear_attention.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/tensor.h"
 #include "kernels/window_attention.h"
 
 namespace twice::kernels {
@@ -56,8 +57,10 @@ class KernelBackend {
 
   // Arguments are already validated by the entry point (sizes match the
   // dimensions); see each entry point's header for the equations.
+  // `weight` may be of any dtype (linear.h); a backend declines the ones it
+  // has no kernel for with UNIMPLEMENTED (kernels/check.h UnsupportedTensor).
   virtual absl::Status Linear(absl::Span<const float> x, int64_t m, int64_t k,
-                              absl::Span<const float> weight, int64_t n,
+                              const Tensor& weight, int64_t n,
                               absl::Span<const float> bias,
                               absl::Span<float> y) = 0;
   virtual absl::Status RmsNorm(absl::Span<const float> x, int64_t rows,

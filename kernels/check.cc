@@ -1,5 +1,7 @@
 #include "kernels/check.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace twice::kernels {
@@ -17,6 +19,23 @@ absl::Status CheckAtLeast(absl::string_view op, absl::string_view what,
   return absl::InvalidArgumentError(
       absl::StrCat(op, ": ", what, " has ", actual,
                    " elements, expected at least ", expected));
+}
+
+absl::Status CheckShape(absl::string_view op, absl::string_view what,
+                        const Shape& actual, const Shape& expected) {
+  if (actual == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
+                                                 ShapeToString(actual),
+                                                 ", expected ",
+                                                 ShapeToString(expected)));
+}
+
+absl::Status UnsupportedTensor(absl::string_view op, absl::string_view what,
+                               const Tensor& tensor) {
+  return absl::UnimplementedError(
+      absl::StrCat(op, ": no kernel for ", what, " of dtype ",
+                   std::string(DTypeName(tensor.dtype())), " on ",
+                   std::string(DeviceName(tensor.device()))));
 }
 
 absl::Status CheckArg(bool ok, absl::string_view op, absl::string_view what) {

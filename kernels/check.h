@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "kernels/tensor.h"
 
 namespace twice::kernels {
 
@@ -26,6 +27,18 @@ inline int64_t StridedExtent(int64_t rows, int64_t cols, int64_t stride) {
 [[nodiscard]] absl::Status CheckAtLeast(absl::string_view op,
                                         absl::string_view what, int64_t actual,
                                         int64_t expected);
+// INVALID_ARGUMENT "<op>: <what> has shape [..], expected [..]" unless
+// the shapes are equal.
+[[nodiscard]] absl::Status CheckShape(absl::string_view op,
+                                      absl::string_view what,
+                                      const Shape& actual,
+                                      const Shape& expected);
+// UNIMPLEMENTED "<op>: no kernel for <what> of dtype <D> on <device>": the
+// answer for a tensor no implementation serves (never a silent copy or
+// conversion).
+[[nodiscard]] absl::Status UnsupportedTensor(absl::string_view op,
+                                             absl::string_view what,
+                                             const Tensor& tensor);
 // INVALID_ARGUMENT "<op>: <what>" unless `ok`.
 [[nodiscard]] absl::Status CheckArg(bool ok, absl::string_view op,
                                     absl::string_view what);

@@ -2,8 +2,11 @@
 //
 // Layouts (row-major, contiguous): x [m, k], W [n, k] (PyTorch nn.Linear
 // order, [out_features, in_features]), bias [n] or empty, y [m, n].
-// y is overwritten. Fails with INVALID_ARGUMENT when a span's size does not
-// match the dimensions. Thread-safe: no shared mutable state.
+// x, bias and y are f32; W is a Tensor of F32, BF16, F16 or I8 (per-row
+// scales, tensor.h) with shape [n, k], accumulated in f32. y is
+// overwritten. INVALID_ARGUMENT when a size or W's shape does not match
+// the dimensions; UNIMPLEMENTED naming the op, dtype and device for a W
+// no kernel serves. Thread-safe: no shared mutable state.
 #ifndef TWICE_KERNELS_LINEAR_H_
 #define TWICE_KERNELS_LINEAR_H_
 
@@ -11,9 +14,16 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/tensor.h"
 
 namespace twice::kernels {
 
+[[nodiscard]] absl::Status Linear(absl::Span<const float> x, int64_t m,
+                                  int64_t k, const Tensor& weight, int64_t n,
+                                  absl::Span<const float> bias,
+                                  absl::Span<float> y);
+
+// The same with f32 weights given as a span of n * k floats.
 [[nodiscard]] absl::Status Linear(absl::Span<const float> x, int64_t m,
                                   int64_t k, absl::Span<const float> weight,
                                   int64_t n, absl::Span<const float> bias,

@@ -16,11 +16,11 @@ absl::StatusOr<std::unique_ptr<BaseConv>> BaseConv::Load(
   std::unique_ptr<BaseConv> m(new BaseConv());
   const std::string p = prefix + "mixer.";
   TWICE_ASSIGN_OR_RETURN(m->in_proj_,
-                         weights.Get(p + "in_proj.weight", {2 * inner, dim}));
+                         weights.GetMatrix(p + "in_proj.weight", {2 * inner, dim}));
   TWICE_ASSIGN_OR_RETURN(m->in_bias_,
                          weights.Get(p + "in_proj.bias", {2 * inner}));
   TWICE_ASSIGN_OR_RETURN(m->out_proj_,
-                         weights.Get(p + "out_proj.weight", {dim, inner}));
+                         weights.GetMatrix(p + "out_proj.weight", {dim, inner}));
   TWICE_ASSIGN_OR_RETURN(m->out_bias_, weights.Get(p + "out_proj.bias", {dim}));
   TWICE_ASSIGN_OR_RETURN(
       m->conv_, weights.Get(p + "conv.conv.weight", {inner, 1, kernel_size}));
@@ -52,7 +52,7 @@ absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
   std::vector<float> u(tokens * 2 * c);  // [T, 2C] = u1 | u2
   std::vector<float> conv(tokens * c);   // [T, C]
   std::vector<float> gated(tokens * c);  // [T, C]
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_.span(), 2 * c,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_, 2 * c,
                                         in_bias_.span(), absl::MakeSpan(u)));
   TWICE_RETURN_IF_ERROR(kernels::CausalConv1d(u, tokens, c, 2 * c, conv_.span(),
                                               kernel_size_, conv_state->tail(),
@@ -60,7 +60,7 @@ absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
   TWICE_RETURN_IF_ERROR(
       kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c,
                        tokens, c, absl::MakeSpan(gated)));
-  return kernels::Linear(gated, tokens, c, out_proj_.span(), dim_,
+  return kernels::Linear(gated, tokens, c, out_proj_, dim_,
                          out_bias_.span(), out);
 }
 
@@ -77,7 +77,7 @@ absl::Status BaseConv::StepBatch(absl::Span<const float> x,
   std::vector<float> u(rows * 2 * c);  // [B, 2C] = u1 | u2
   std::vector<float> conv(rows * c);   // [B, C]
   std::vector<float> gated(rows * c);  // [B, C]
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_.span(), 2 * c,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_, 2 * c,
                                         in_bias_.span(), absl::MakeSpan(u)));
   for (int64_t b = 0; b < rows; ++b) {
     TWICE_RETURN_IF_ERROR(kernels::CausalConv1d(
@@ -88,7 +88,7 @@ absl::Status BaseConv::StepBatch(absl::Span<const float> x,
   TWICE_RETURN_IF_ERROR(
       kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c, rows,
                        c, absl::MakeSpan(gated)));
-  return kernels::Linear(gated, rows, c, out_proj_.span(), dim_,
+  return kernels::Linear(gated, rows, c, out_proj_, dim_,
                          out_bias_.span(), out);
 }
 

@@ -25,10 +25,10 @@ BasedLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
   const int64_t d = options.dim;
   const int64_t qk = options.heads * options.feature_dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.Get(p + "proj_q.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.Get(p + "proj_k.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.Get(p + "proj_v.weight", {d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.Get(p + "out_proj.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.GetMatrix(p + "proj_q.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.GetMatrix(p + "proj_k.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.GetMatrix(p + "proj_v.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "out_proj.weight", {d, d}));
   return m;
 }
 
@@ -59,11 +59,11 @@ absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
   const int64_t f = options_.feature_dim;
   std::vector<float> q(tokens * h * f), k(tokens * h * f), v(tokens * d);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wq_.span(), h * f, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, tokens, d, wq_, h * f, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wk_.span(), h * f, {}, absl::MakeSpan(k)));
+      kernels::Linear(x, tokens, d, wk_, h * f, {}, absl::MakeSpan(k)));
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wv_.span(), d, {}, absl::MakeSpan(v)));
+      kernels::Linear(x, tokens, d, wv_, d, {}, absl::MakeSpan(v)));
   // [T, H, F] -> [T, H, D]: the map works on T·H independent vectors.
   std::vector<float> phi_q(tokens * h * feature_size_);
   std::vector<float> phi_k(tokens * h * feature_size_);
@@ -82,7 +82,7 @@ absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
         phi_q, phi_k, v, tokens, dims, options_.eps, la->kv(), la->k_sum(),
         absl::MakeSpan(y)));
   }
-  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
 }
 
 absl::Status BasedLinearAttention::StepBatch(
@@ -107,11 +107,11 @@ absl::Status LinearAttentionStepBatch(
   const int64_t hd = d / h;
   const int64_t fs = kernels::TaylorFeatureDim(f);
   std::vector<float> q(rows * h * f), k(rows * h * f), v(rows * d);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, weights.wq->span(), h * f,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, *weights.wq, h * f,
                                         {}, absl::MakeSpan(q)));
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, weights.wk->span(), h * f,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, *weights.wk, h * f,
                                         {}, absl::MakeSpan(k)));
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, weights.wv->span(), d, {},
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, *weights.wv, d, {},
                                         absl::MakeSpan(v)));
   std::vector<float> phi_q(rows * h * fs), phi_k(rows * h * fs);
   TWICE_RETURN_IF_ERROR(
@@ -127,7 +127,7 @@ absl::Status LinearAttentionStepBatch(
         pv.subspan(b * d, d), dims, options.eps, states[b]->kv(),
         states[b]->k_sum(), absl::MakeSpan(y).subspan(b * d, d)));
   }
-  return kernels::Linear(y, rows, d, weights.wo->span(), d, {}, out);
+  return kernels::Linear(y, rows, d, *weights.wo, d, {}, out);
 }
 
 }  // namespace twice::engine

@@ -13,9 +13,9 @@ absl::StatusOr<std::unique_ptr<GeluMlp>> GeluMlp::Load(
     int64_t hidden) {
   auto m = std::make_unique<GeluMlp>();
   TWICE_ASSIGN_OR_RETURN(m->fc1_,
-                         weights.Get(prefix + "fc1.weight", {hidden, dim}));
+                         weights.GetMatrix(prefix + "fc1.weight", {hidden, dim}));
   TWICE_ASSIGN_OR_RETURN(m->fc2_,
-                         weights.Get(prefix + "fc2.weight", {dim, hidden}));
+                         weights.GetMatrix(prefix + "fc2.weight", {dim, hidden}));
   m->dim_ = dim;
   m->hidden_ = hidden;
   return m;
@@ -24,14 +24,14 @@ absl::StatusOr<std::unique_ptr<GeluMlp>> GeluMlp::Load(
 absl::Status GeluMlp::Forward(absl::Span<const float> x, int64_t tokens,
                               absl::Span<float> out) const {
   std::vector<float> u(tokens * hidden_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, fc1_.span(), hidden_,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, fc1_, hidden_,
                                         {}, absl::MakeSpan(u)));
   // The erf form, not the tanh approximation: upstream uses nn.GELU().
   // Elementwise and cheap next to the two GEMMs, so it stays here rather
   // than in a kernel file.
   constexpr float kInvSqrt2 = 0.70710678118654752f;
   for (float& v : u) v = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
-  return kernels::Linear(u, tokens, hidden_, fc2_.span(), dim_, {}, out);
+  return kernels::Linear(u, tokens, hidden_, fc2_, dim_, {}, out);
 }
 
 }  // namespace twice::engine

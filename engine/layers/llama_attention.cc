@@ -24,12 +24,12 @@ absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Load(
   m->options_ = o;
   const int64_t qw = o.heads * o.head_dim, kvw = o.kv_heads * o.head_dim;
   const std::string p = prefix + "self_attn.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.Get(p + "q_proj.weight", {qw, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.GetMatrix(p + "q_proj.weight", {qw, o.dim}));
   TWICE_ASSIGN_OR_RETURN(m->wk_,
-                         weights.Get(p + "k_proj.weight", {kvw, o.dim}));
+                         weights.GetMatrix(p + "k_proj.weight", {kvw, o.dim}));
   TWICE_ASSIGN_OR_RETURN(m->wv_,
-                         weights.Get(p + "v_proj.weight", {kvw, o.dim}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.Get(p + "o_proj.weight", {o.dim, qw}));
+                         weights.GetMatrix(p + "v_proj.weight", {kvw, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "o_proj.weight", {o.dim, qw}));
   return m;
 }
 
@@ -63,10 +63,10 @@ absl::Status LlamaAttention::Project(absl::Span<const float> x, int64_t rows,
   k.resize(rows * kvw);
   v.resize(rows * kvw);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, rows, o.dim, wq_.span(), qw, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, rows, o.dim, wq_, qw, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, rows, o.dim, wk_.span(), kvw, {}, absl::MakeSpan(k)));
-  return kernels::Linear(x, rows, o.dim, wv_.span(), kvw, {},
+      kernels::Linear(x, rows, o.dim, wk_, kvw, {}, absl::MakeSpan(k)));
+  return kernels::Linear(x, rows, o.dim, wv_, kvw, {},
                          absl::MakeSpan(v));
 }
 
@@ -101,7 +101,7 @@ absl::Status LlamaAttention::Forward(absl::Span<const float> x, int64_t tokens,
   std::vector<float> y(tokens * qw);
   TWICE_RETURN_IF_ERROR(Attend(q.data(), k.data(), v.data(), tokens, start_pos,
                                *kv, absl::MakeSpan(y)));
-  return kernels::Linear(y, tokens, qw, wo_.span(), options_.dim, {}, out);
+  return kernels::Linear(y, tokens, qw, wo_, options_.dim, {}, out);
 }
 
 absl::Status LlamaAttention::StepBatch(absl::Span<const float> x,
@@ -127,7 +127,7 @@ absl::Status LlamaAttention::StepBatch(absl::Span<const float> x,
                                  v.data() + b * kvw, 1, positions[b], *kvs[b],
                                  absl::MakeSpan(y).subspan(b * qw, qw)));
   }
-  return kernels::Linear(y, rows, qw, wo_.span(), options_.dim, {}, out);
+  return kernels::Linear(y, rows, qw, wo_, options_.dim, {}, out);
 }
 
 }  // namespace twice::engine

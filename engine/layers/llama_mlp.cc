@@ -14,11 +14,11 @@ absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Load(
   auto m = std::make_unique<LlamaMlp>();
   const std::string p = prefix + "mlp.";
   TWICE_ASSIGN_OR_RETURN(m->gate_,
-                         weights.Get(p + "gate_proj.weight", {hidden, dim}));
+                         weights.GetMatrix(p + "gate_proj.weight", {hidden, dim}));
   TWICE_ASSIGN_OR_RETURN(m->up_,
-                         weights.Get(p + "up_proj.weight", {hidden, dim}));
+                         weights.GetMatrix(p + "up_proj.weight", {hidden, dim}));
   TWICE_ASSIGN_OR_RETURN(m->down_,
-                         weights.Get(p + "down_proj.weight", {dim, hidden}));
+                         weights.GetMatrix(p + "down_proj.weight", {dim, hidden}));
   m->dim_ = dim;
   m->hidden_ = hidden;
   return m;
@@ -28,13 +28,13 @@ absl::Status LlamaMlp::Forward(absl::Span<const float> x, int64_t tokens,
                                absl::Span<float> out) const {
   std::vector<float> g(tokens * hidden_), u(tokens * hidden_),
       a(tokens * hidden_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, gate_.span(), hidden_,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, gate_, hidden_,
                                         {}, absl::MakeSpan(g)));
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, up_.span(), hidden_,
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, up_, hidden_,
                                         {}, absl::MakeSpan(u)));
   TWICE_RETURN_IF_ERROR(kernels::SiluMul(g, hidden_, u, hidden_, tokens,
                                          hidden_, absl::MakeSpan(a)));
-  return kernels::Linear(a, tokens, hidden_, down_.span(), dim_, {}, out);
+  return kernels::Linear(a, tokens, hidden_, down_, dim_, {}, out);
 }
 
 }  // namespace twice::engine

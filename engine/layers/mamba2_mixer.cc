@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
   const int64_t h = config.num_heads();
   const int64_t conv_dim = config.conv_dim();
   TWICE_ASSIGN_OR_RETURN(
-      m->in_proj_, weights.Get(p + "in_proj.weight", {config.d_in_proj(), d}));
+      m->in_proj_, weights.GetMatrix(p + "in_proj.weight", {config.d_in_proj(), d}));
   TWICE_ASSIGN_OR_RETURN(m->conv_w_, weights.Get(p + "conv1d.weight",
                                                  {conv_dim, 1, config.d_conv}));
   TWICE_ASSIGN_OR_RETURN(m->conv_b_,
@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
   TWICE_ASSIGN_OR_RETURN(m->d_, weights.Get(p + "D", {h}));
   TWICE_ASSIGN_OR_RETURN(m->norm_w_, weights.Get(p + "norm.weight", {e}));
   TWICE_ASSIGN_OR_RETURN(m->out_proj_,
-                         weights.Get(p + "out_proj.weight", {d, e}));
+                         weights.GetMatrix(p + "out_proj.weight", {d, e}));
   m->a_.resize(h);
   for (int64_t i = 0; i < h; ++i) m->a_[i] = -std::exp(a_log.data()[i]);
   m->dim_ = d;
@@ -117,7 +117,7 @@ absl::Status Mamba2Mixer::GateNormOut(absl::Span<const float> zxbcdt,
       for (int64_t i = 0; i < group; ++i) vg[i] = vg[i] * rstd * wg[i];
     }
   }
-  return kernels::Linear(v, rows, e, out_proj_.span(), dim_, {}, out);
+  return kernels::Linear(v, rows, e, out_proj_, dim_, {}, out);
 }
 
 absl::Status Mamba2Mixer::Forward(absl::Span<const float> x, int64_t tokens,
@@ -127,7 +127,7 @@ absl::Status Mamba2Mixer::Forward(absl::Span<const float> x, int64_t tokens,
   const int64_t c = shape_.conv_dim;
   const int64_t gn = groups_ * shape_.state_dim;
   std::vector<float> zxbcdt(tokens * in_proj_dim_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_.span(),
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_,
                                         in_proj_dim_, {},
                                         absl::MakeSpan(zxbcdt)));
   std::vector<float> conv(tokens * c);  // [T, conv_dim] = x | B | C
@@ -161,7 +161,7 @@ absl::Status Mamba2Mixer::StepBatch(absl::Span<const float> x,
   const int64_t c = shape_.conv_dim;
   const int64_t gn = groups_ * shape_.state_dim;
   std::vector<float> zxbcdt(rows * in_proj_dim_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_.span(),
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_,
                                         in_proj_dim_, {},
                                         absl::MakeSpan(zxbcdt)));
   std::vector<float> conv(rows * c);

@@ -27,14 +27,14 @@ PrefixLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
   const int64_t d = options.dim;
   const int64_t qk = options.heads * options.feature_dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.Get(p + "proj_q.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.Get(p + "proj_k.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.Get(p + "proj_v.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.GetMatrix(p + "proj_q.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.GetMatrix(p + "proj_k.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.GetMatrix(p + "proj_v.weight", {d, d}));
   TWICE_ASSIGN_OR_RETURN(m->wk_enc_,
-                         weights.Get(p + "proj_k_enc.weight", {qk, d}));
+                         weights.GetMatrix(p + "proj_k_enc.weight", {qk, d}));
   TWICE_ASSIGN_OR_RETURN(m->wv_enc_,
-                         weights.Get(p + "proj_v_enc.weight", {d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.Get(p + "out_proj.weight", {d, d}));
+                         weights.GetMatrix(p + "proj_v_enc.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "out_proj.weight", {d, d}));
   return m;
 }
 
@@ -64,9 +64,9 @@ absl::Status PrefixLinearAttention::KeysValues(
   std::vector<float> k(rows * hf);
   v.resize(rows * d);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(xr, rows, d, wk.span(), hf, {}, absl::MakeSpan(k)));
+      kernels::Linear(xr, rows, d, wk, hf, {}, absl::MakeSpan(k)));
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(xr, rows, d, wv.span(), d, {}, absl::MakeSpan(v)));
+      kernels::Linear(xr, rows, d, wv, d, {}, absl::MakeSpan(v)));
   // The released mask zeroes the raw 16-wide keys of pads; their values stay.
   std::fill(k.begin(), k.begin() + masked * hf, 0.0f);
   phi_k.resize(rows * options_.heads * feature_size_);
@@ -85,7 +85,7 @@ absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
   const int64_t f = options_.feature_dim;
   std::vector<float> q(tokens * h * f), phi_q(tokens * h * feature_size_);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wq_.span(), h * f, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, tokens, d, wq_, h * f, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
   std::vector<float> phi_k, v;
@@ -105,7 +105,7 @@ absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
         phi_q, phi_k, v, tokens, {}, {}, /*encoder_tokens=*/0, dims,
         options_.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
   }
-  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
 }
 
 absl::Status PrefixLinearAttention::StepBatch(
@@ -138,7 +138,7 @@ absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
   const int64_t f = options_.feature_dim;
   std::vector<float> q(tokens * h * f), phi_q(tokens * h * feature_size_);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wq_.span(), h * f, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, tokens, d, wq_, h * f, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
   std::vector<float> phi_kd, vd, phi_ke, ve;
@@ -149,7 +149,7 @@ absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
   TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
       phi_q, phi_kd, vd, tokens, phi_ke, ve, e, dims, options_.eps, la->kv(),
       la->k_sum(), absl::MakeSpan(y)));
-  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
 }
 
 }  // namespace twice::engine

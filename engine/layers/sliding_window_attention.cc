@@ -29,8 +29,8 @@ SlidingWindowAttention::Load(const WeightMap& weights,
   m->head_dim_ = options.dim / options.heads;
   const int64_t d = options.dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wqkv_, weights.Get(p + "Wqkv.weight", {3 * d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.Get(p + "out_proj.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wqkv_, weights.GetMatrix(p + "Wqkv.weight", {3 * d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "out_proj.weight", {d, d}));
   return m;
 }
 
@@ -63,12 +63,12 @@ absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
   TWICE_ASSIGN_OR_RETURN(WindowKvState * ring, CheckState(state, start_pos));
   const int64_t d = options_.dim;
   std::vector<float> qkv(tokens * 3 * d);  // [T, 3d] = q | k | v
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, d, wqkv_.span(), 3 * d, {},
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, d, wqkv_, 3 * d, {},
                                         absl::MakeSpan(qkv)));
   std::vector<float> y(tokens * d);
   TWICE_RETURN_IF_ERROR(
       Attend(absl::MakeSpan(qkv), tokens, start_pos, *ring, absl::MakeSpan(y)));
-  return kernels::Linear(y, tokens, d, wo_.span(), d, {}, out);
+  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
 }
 
 absl::Status SlidingWindowAttention::StepBatch(
@@ -85,7 +85,7 @@ absl::Status SlidingWindowAttention::StepBatch(
   }
   const int64_t d = options_.dim;
   std::vector<float> qkv(rows * 3 * d);  // [B, 3d]
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, wqkv_.span(), 3 * d, {},
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, wqkv_, 3 * d, {},
                                         absl::MakeSpan(qkv)));
   std::vector<float> y(rows * d);
   for (int64_t b = 0; b < rows; ++b) {
@@ -93,7 +93,7 @@ absl::Status SlidingWindowAttention::StepBatch(
                                  1, positions[b], *rings[b],
                                  absl::MakeSpan(y).subspan(b * d, d)));
   }
-  return kernels::Linear(y, rows, d, wo_.span(), d, {}, out);
+  return kernels::Linear(y, rows, d, wo_, d, {}, out);
 }
 
 absl::Status SlidingWindowAttention::Attend(absl::Span<float> qkv,

@@ -13,9 +13,9 @@ absl::StatusOr<SwiGluMlp> SwiGluMlp::Load(const WeightMap& weights,
                                           int64_t dim, int64_t hidden) {
   SwiGluMlp mlp;
   TWICE_ASSIGN_OR_RETURN(
-      mlp.fc1_, weights.Get(prefix + "mlp.fc1.weight", {2 * hidden, dim}));
+      mlp.fc1_, weights.GetMatrix(prefix + "mlp.fc1.weight", {2 * hidden, dim}));
   TWICE_ASSIGN_OR_RETURN(mlp.fc2_,
-                         weights.Get(prefix + "mlp.fc2.weight", {dim, hidden}));
+                         weights.GetMatrix(prefix + "mlp.fc2.weight", {dim, hidden}));
   mlp.dim_ = dim;
   mlp.hidden_ = hidden;
   return mlp;
@@ -25,10 +25,10 @@ absl::Status SwiGluMlp::Forward(absl::Span<const float> x, int64_t tokens,
                                 absl::Span<float> out) const {
   std::vector<float> u(tokens * 2 * hidden_);
   std::vector<float> a(tokens * hidden_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, fc1_.span(),
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, fc1_,
                                         2 * hidden_, {}, absl::MakeSpan(u)));
   TWICE_RETURN_IF_ERROR(kernels::SwiGlu(u, tokens, hidden_, absl::MakeSpan(a)));
-  return kernels::Linear(a, tokens, hidden_, fc2_.span(), dim_, {}, out);
+  return kernels::Linear(a, tokens, hidden_, fc2_, dim_, {}, out);
 }
 
 }  // namespace twice::engine

@@ -10,6 +10,7 @@
 #include "engine/layers/sliding_window_attention.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
+#include "kernels/tensor_convert.h"
 
 namespace twice::engine {
 namespace {
@@ -76,15 +77,15 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
   // The public checkpoints store the tied matrix under either name.
   const char* embedding_name =
       w.Has(kEmbedding) || !w.Has(kLmHead) ? kEmbedding : kLmHead;
-  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.Get(embedding_name, {vocab, d}));
+  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.GetMatrix(embedding_name, {vocab, d}));
   if (config.tie_word_embeddings) {
     // A view, not a copy: a converted (bf16) embedding is hundreds of MB.
-    m->lm_head_ = Tensor::View(m->embedding_.data(), m->embedding_.shape());
+    m->lm_head_ = m->embedding_;
     if (w.Has(kLmHead)) {
-      TWICE_RETURN_IF_ERROR(w.Get(kLmHead, {vocab, d}).status());
+      TWICE_RETURN_IF_ERROR(w.Check(kLmHead, {vocab, d}));
     }
   } else {
-    TWICE_ASSIGN_OR_RETURN(m->lm_head_, w.Get(kLmHead, {vocab, d}));
+    TWICE_ASSIGN_OR_RETURN(m->lm_head_, w.GetMatrix(kLmHead, {vocab, d}));
   }
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string prefix = absl::StrCat("transformer.layers.", i, ".");
@@ -178,8 +179,7 @@ absl::Status BasedModel::ForwardChunk(absl::Span<const int32_t> tokens,
   const int64_t t = static_cast<int64_t>(tokens.size());
   x.resize(t * d);
   for (int64_t i = 0; i < t; ++i) {
-    const float* row = embedding_.data() + int64_t{tokens[i]} * d;
-    std::copy(row, row + d, x.begin() + i * d);
+    kernels::RowToF32(embedding_, tokens[i], x.data() + i * d);
   }
   std::vector<float> h(t * d), y(t * d);
   const int64_t start = state.token_count();
@@ -231,7 +231,7 @@ absl::Status BasedModel::Forward(absl::Span<const int32_t> tokens,
   TWICE_RETURN_IF_ERROR(final_norm_.Forward(
       absl::MakeConstSpan(x).subspan(last * d, d), 1, absl::MakeSpan(h)));
   logits.resize(description_.padded_vocab_size);
-  return kernels::Linear(h, 1, d, lm_head_.span(),
+  return kernels::Linear(h, 1, d, lm_head_,
                          description_.padded_vocab_size, {},
                          absl::MakeSpan(logits));
 }
@@ -319,8 +319,7 @@ absl::StatusOr<std::vector<float>> BasedModel::StepBatch(
   }
   std::vector<float> x(rows * d), h(rows * d), y(rows * d);
   for (int64_t b = 0; b < rows; ++b) {
-    const float* row = embedding_.data() + int64_t{tokens[b]} * d;
-    std::copy(row, row + d, x.begin() + b * d);
+    kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
   }
   std::vector<LayerState*> layer_states(rows);
   for (size_t l = 0; l < blocks_.size(); ++l) {
@@ -338,7 +337,7 @@ absl::StatusOr<std::vector<float>> BasedModel::StepBatch(
   }
   TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
   std::vector<float> logits(rows * description_.padded_vocab_size);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(h, rows, d, lm_head_.span(),
+  TWICE_RETURN_IF_ERROR(kernels::Linear(h, rows, d, lm_head_,
                                         description_.padded_vocab_size, {},
                                         absl::MakeSpan(logits)));
   for (int64_t b = 0; b < rows; ++b) {

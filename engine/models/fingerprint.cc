@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 
 namespace twice::engine {
 namespace {
@@ -67,6 +68,16 @@ absl::StatusOr<std::string> ModelFingerprint(std::string_view architecture,
   }
   sha.Field(tokenizer_json);
   sha.Field(state_dtype);
+  // A load that converts matrices computes something else than the stored
+  // weights do. Loads as stored add nothing, so states made before the
+  // dtype was part of the fingerprint stay valid.
+  if (const std::optional<DType> to = weights.matrix_dtype()) {
+    bool converts = false;
+    for (const auto& [name, stored] : weights.tensors()) {
+      converts = converts || stored.entry->dtype != to;
+    }
+    if (converts) sha.Field(absl::StrCat("weights_dtype=", std::string(DTypeFlagName(*to))));
+  }
   return sha.HexDigest();
 }
 

@@ -19,11 +19,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   const WeightMap& w = weights;
   Parts p;
   TWICE_ASSIGN_OR_RETURN(p.embedding,
-                         w.Get("model.embed_tokens.weight", {vocab, d}));
+                         w.GetMatrix("model.embed_tokens.weight", {vocab, d}));
   if (c.tie_word_embeddings && !w.Has("lm_head.weight")) {
-    p.lm_head = Tensor::View(p.embedding.data(), p.embedding.shape());
+    p.lm_head = p.embedding;
   } else {
-    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.Get("lm_head.weight", {vocab, d}));
+    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.GetMatrix("lm_head.weight", {vocab, d}));
   }
   LlamaAttentionOptions ao;
   ao.dim = d;

@@ -1,5 +1,6 @@
 // LoadModel: reads a model directory (config.json, model.safetensors or a
-// sharded index, tokenizer.json) and builds the model its config names.
+// sharded index, tokenizer.json) and builds the architecture its config
+// names (architectures.h), the same steps for every architecture.
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -7,13 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
-#include "engine/config/based_config.h"
-#include "engine/config/mamba2_config.h"
-#include "engine/models/based_model.h"
+#include "engine/models/architectures.h"
 #include "engine/models/fingerprint.h"
-#include "engine/models/load_llama_rat.h"
-#include "engine/models/mamba2_model.h"
 #include "engine/models/model.h"
 #include "engine/util/absl_view.h"
 #include "engine/weights/weight_map.h"
@@ -22,6 +18,7 @@
 namespace twice::engine {
 namespace {
 
+// States are f32 whatever the weights' dtype (design §3).
 constexpr char kStateDType[] = "f32";
 
 [[nodiscard]] absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -42,23 +39,14 @@ constexpr char kStateDType[] = "f32";
                       absl::StrCat(AbslView(where), ": ", s.message()));
 }
 
-// Upstream's checkpoint loading rules: drop a leading Lightning "model."
-// prefix, drop training metric entries, and rename the legacy "conv1" of
-// BaseConv layers to "conv".
-std::string BasedWeightName(std::string_view stored) {
-  if (stored.find("metrics") != std::string_view::npos) return "";
-  if (stored.starts_with("model.")) stored.remove_prefix(6);
-  return absl::StrReplaceAll(AbslView(stored), {{"conv1", "conv"}});
-}
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
+                                                 const LoadOptions& options) {
   const std::string config_path = dir + "/config.json";
   TWICE_ASSIGN_OR_RETURN(std::string config_json, ReadFile(config_path));
-  if (IsMamba2ConfigJson(config_json)) return LoadMamba2Model(dir, config_json);
-  if (IsLlamaOrRatConfig(config_json)) return LoadLlamaOrRat(dir, config_json);
-  absl::StatusOr<BasedConfig> config = ParseBasedConfig(config_json);
+  const Architecture& arch = ArchitectureOf(config_json);
+  absl::StatusOr<ParsedConfig> config = arch.parse(config_json);
   if (!config.ok()) return Annotate(config.status(), dir);
 
   const std::string tokenizer_path = dir + "/tokenizer.json";
@@ -68,17 +56,15 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
       Tokenizer::FromJson(tokenizer_json);
   if (!tokenizer.ok()) return Annotate(tokenizer.status(), tokenizer_path);
 
-  TWICE_ASSIGN_OR_RETURN(WeightMap weights,
-                         WeightMap::OpenDir(dir, BasedWeightName));
+  TWICE_ASSIGN_OR_RETURN(
+      WeightMap weights,
+      WeightMap::OpenDir(dir, arch.weight_name, options.weights_dtype));
   TWICE_ASSIGN_OR_RETURN(
       std::string fingerprint,
       ModelFingerprint(config->architecture, config->canonical_json, weights,
                        tokenizer_json, kStateDType));
-  TWICE_ASSIGN_OR_RETURN(
-      std::unique_ptr<BasedModel> model,
-      BasedModel::Create(*std::move(config), std::move(weights),
-                         *std::move(tokenizer), std::move(fingerprint)));
-  return std::unique_ptr<Model>(std::move(model));
+  return arch.build(config_json, std::move(weights), *std::move(tokenizer),
+                    std::move(fingerprint));
 }
 
 }  // namespace twice::engine

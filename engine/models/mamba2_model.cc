@@ -7,6 +7,7 @@
 #include "engine/util/absl_view.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
+#include "kernels/tensor_convert.h"
 
 namespace twice::engine {
 namespace {
@@ -48,14 +49,14 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   // Tied checkpoints may store the matrix under either name, or both.
   const char* embedding_name =
       w.Has(kEmbedding) || !w.Has(kLmHead) ? kEmbedding : kLmHead;
-  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.Get(embedding_name, {vocab, d}));
+  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.GetMatrix(embedding_name, {vocab, d}));
   if (config.tie_word_embeddings) {
-    m->lm_head_ = Tensor::View(m->embedding_.data(), m->embedding_.shape());
+    m->lm_head_ = m->embedding_;
     if (w.Has(kLmHead)) {
-      TWICE_RETURN_IF_ERROR(w.Get(kLmHead, {vocab, d}).status());
+      TWICE_RETURN_IF_ERROR(w.Check(kLmHead, {vocab, d}));
     }
   } else {
-    TWICE_ASSIGN_OR_RETURN(m->lm_head_, w.Get(kLmHead, {vocab, d}));
+    TWICE_ASSIGN_OR_RETURN(m->lm_head_, w.GetMatrix(kLmHead, {vocab, d}));
   }
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string prefix = absl::StrCat("backbone.layers.", i, ".");
@@ -145,8 +146,7 @@ absl::Status Mamba2Model::ForwardChunk(absl::Span<const int32_t> tokens,
   const int64_t t = static_cast<int64_t>(tokens.size());
   x.resize(t * d);
   for (int64_t i = 0; i < t; ++i) {
-    const float* row = embedding_.data() + int64_t{tokens[i]} * d;
-    std::copy(row, row + d, x.begin() + i * d);
+    kernels::RowToF32(embedding_, tokens[i], x.data() + i * d);
   }
   std::vector<float> h(t * d), y(t * d);
   const int64_t start = state.token_count();
@@ -167,7 +167,7 @@ absl::Status Mamba2Model::Head(absl::Span<const float> x, int64_t rows,
   std::vector<float> h(rows * d);
   TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
   logits.resize(rows * description_.padded_vocab_size);
-  return kernels::Linear(h, rows, d, lm_head_.span(),
+  return kernels::Linear(h, rows, d, lm_head_,
                          description_.padded_vocab_size, {},
                          absl::MakeSpan(logits));
 }
@@ -224,8 +224,7 @@ absl::StatusOr<std::vector<float>> Mamba2Model::StepBatch(
   }
   std::vector<float> x(rows * d), h(rows * d), y(rows * d);
   for (int64_t b = 0; b < rows; ++b) {
-    const float* row = embedding_.data() + int64_t{tokens[b]} * d;
-    std::copy(row, row + d, x.begin() + b * d);
+    kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
   }
   std::vector<LayerState*> layer_states(rows);
   for (size_t l = 0; l < blocks_.size(); ++l) {

@@ -42,12 +42,6 @@ namespace twice::engine {
 // but lm_head under "backbone.".
 std::string Mamba2WeightName(std::string_view stored);
 
-// LoadModel's Mamba-2 branch: parses `config_json` (dir/config.json, already
-// read), reads dir/tokenizer.json and the weights under Mamba2WeightName and
-// fingerprints them. Errors name the file or tensor.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Model>> LoadMamba2Model(
-    const std::string& dir, std::string_view config_json);
-
 class Mamba2Model final : public Model {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Mamba2Model>> Create(

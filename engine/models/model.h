@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/state/sequence_state.h"
+#include "engine/tensor/tensor.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace twice::engine {
@@ -51,7 +53,7 @@ inline bool IsPrefixMode(PrefillMode mode) {
 }
 
 struct ModelDescription {
-  std::string architecture;  // "based" | "jrt"
+  std::string architecture;  // "based", "jrt", "mamba2", "llama", "rat"
   std::string fingerprint;   // hex SHA-256 (design §3)
   int32_t vocab_size = 0;    // ids the model accepts (tokenizer vocabulary)
   int32_t padded_vocab_size = 0;  // rows of the embedding / logits width
@@ -103,10 +105,21 @@ class Model {
 [[nodiscard]] absl::Status CheckStepBatchShape(
     absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states);
 
-// Loads config.json, *.safetensors and tokenizer.json from `dir`. Errors name
-// the file and, for weights, the tensor that is missing or mis-shaped.
+struct LoadOptions {
+  // The dtype projection and embedding matrices are kept in
+  // (--weights_dtype): nullopt ("auto") keeps each as stored, memory
+  // mapped; otherwise they are converted once at load (I8: weight-only,
+  // per output row). Norms, biases and other small tensors are f32 either
+  // way, as are activations and states. Part of the fingerprint when it
+  // converts anything (fingerprint.h).
+  std::optional<DType> weights_dtype;
+};
+
+// Loads config.json, *.safetensors and tokenizer.json from `dir` as the
+// architecture its config names (architectures.h). Errors name the file
+// and, for weights, the tensor that is missing or mis-shaped.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Model>> LoadModel(
-    const std::string& dir);
+    const std::string& dir, const LoadOptions& options = {});
 
 }  // namespace twice::engine
 

@@ -20,14 +20,14 @@ absl::StatusOr<std::unique_ptr<RatModel>> RatModel::Create(
   const WeightMap& w = weights;
   Parts p;
   TWICE_ASSIGN_OR_RETURN(p.embedding,
-                         w.Get("embedding.wte.weight", {vocab, d}));
+                         w.GetMatrix("embedding.wte.weight", {vocab, d}));
   if (c.tie_embedding) {
-    p.lm_head = Tensor::View(p.embedding.data(), p.embedding.shape());
+    p.lm_head = p.embedding;
     if (w.Has("head.lm_head.weight")) {
-      TWICE_RETURN_IF_ERROR(w.Get("head.lm_head.weight", {vocab, d}).status());
+      TWICE_RETURN_IF_ERROR(w.Check("head.lm_head.weight", {vocab, d}));
     }
   } else {
-    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.Get("head.lm_head.weight", {vocab, d}));
+    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.GetMatrix("head.lm_head.weight", {vocab, d}));
   }
   RatAttentionOptions ro;
   ro.dim = d;

@@ -8,6 +8,7 @@
 #include "engine/state/state_io.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
+#include "kernels/tensor_convert.h"
 
 namespace twice::engine {
 namespace {
@@ -134,8 +135,7 @@ absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
   const int64_t t = static_cast<int64_t>(tokens.size());
   x.resize(t * d);
   for (int64_t i = 0; i < t; ++i) {
-    const float* row = embedding_.data() + int64_t{tokens[i]} * d;
-    std::copy(row, row + d, x.begin() + i * d);
+    kernels::RowToF32(embedding_, tokens[i], x.data() + i * d);
   }
   std::vector<float> h(t * d), y(t * d);
   const int64_t start = state.token_count();
@@ -185,7 +185,7 @@ absl::StatusOr<std::vector<float>> StackedModel::Prefill(
     return s;
   }
   std::vector<float> logits(description_.padded_vocab_size);
-  if (absl::Status s = kernels::Linear(h, 1, d_, lm_head_.span(),
+  if (absl::Status s = kernels::Linear(h, 1, d_, lm_head_,
                                        description_.padded_vocab_size, {},
                                        absl::MakeSpan(logits));
       !s.ok()) {
@@ -223,8 +223,7 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
   };
   std::vector<float> x(rows * d), h(rows * d), y(rows * d);
   for (int64_t b = 0; b < rows; ++b) {
-    const float* row = embedding_.data() + int64_t{tokens[b]} * d;
-    std::copy(row, row + d, x.begin() + b * d);
+    kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
   }
   std::vector<LayerState*> layer_states(rows);
   for (size_t l = 0; l < blocks_.size(); ++l) {
@@ -246,7 +245,7 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
   std::vector<float> logits(rows * description_.padded_vocab_size);
   absl::Status s = final_norm_.Forward(x, rows, absl::MakeSpan(h));
   if (s.ok()) {
-    s = kernels::Linear(h, rows, d, lm_head_.span(),
+    s = kernels::Linear(h, rows, d, lm_head_,
                         description_.padded_vocab_size, {},
                         absl::MakeSpan(logits));
   }

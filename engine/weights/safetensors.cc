@@ -72,7 +72,7 @@ int AnyDTypeSize(std::string_view name) {
     return BadTensor(path, name,
                      absl::StrCat("unknown dtype \"", entry.dtype_name, "\""));
   }
-  entry.dtype = ParseDType(entry.dtype_name);
+  entry.dtype = ParseFloatDType(entry.dtype_name);
 
   const auto shape = value.find("shape");
   if (shape == value.end() || !shape->is_array()) {
@@ -255,6 +255,14 @@ absl::Span<const uint8_t> SafetensorsFile::Bytes(
     const SafetensorsEntry& entry) const {
   return absl::MakeConstSpan(map_ + header_.data_offset + entry.begin,
                              static_cast<size_t>(entry.end - entry.begin));
+}
+
+absl::StatusOr<Tensor> SafetensorsFile::Read(
+    const SafetensorsEntry& entry) const {
+  if (!entry.dtype.has_value() || *entry.dtype == DType::kF32) {
+    return ReadF32(entry);
+  }
+  return Tensor::ViewOf(*entry.dtype, Bytes(entry).data(), entry.shape);
 }
 
 absl::StatusOr<Tensor> SafetensorsFile::ReadF32(

@@ -13,7 +13,7 @@
 // and tensor; I/O failures are NOT_FOUND (missing file) or UNAVAILABLE.
 //
 // Thread safety: immutable after Open; all methods may run concurrently.
-// Views returned by ReadF32 stay valid while the SafetensorsFile lives.
+// Views returned by Read and ReadF32 stay valid while the SafetensorsFile lives.
 #ifndef TWICE_ENGINE_WEIGHTS_SAFETENSORS_H_
 #define TWICE_ENGINE_WEIGHTS_SAFETENSORS_H_
 
@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/tensor/dtype.h"
+#include "kernels/dtype.h"
 #include "engine/tensor/tensor.h"
 
 namespace twice::engine {
@@ -74,6 +74,11 @@ class SafetensorsFile {
   // The tensor as f32: a view of the mapping when stored as 4-byte aligned
   // F32, otherwise a converted copy. INVALID_ARGUMENT for non-float dtypes.
   [[nodiscard]] absl::StatusOr<Tensor> ReadF32(
+      const SafetensorsEntry& entry) const;
+  // The tensor in its stored dtype: a view of the mapping (an F32 tensor
+  // that is not 4-byte aligned is copied). INVALID_ARGUMENT for non-float
+  // dtypes.
+  [[nodiscard]] absl::StatusOr<Tensor> Read(
       const SafetensorsEntry& entry) const;
 
  private:

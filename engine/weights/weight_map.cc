@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/util/absl_view.h"
 #include "kernels/status_macros.h"
+#include "kernels/tensor_convert.h"
 #include "nlohmann/json.hpp"
 
 namespace twice::engine {
@@ -70,9 +71,11 @@ absl::StatusOr<std::map<std::string, std::string>> ParseWeightIndex(
   }
 }
 
-absl::StatusOr<WeightMap> WeightMap::OpenDir(const std::string& dir,
-                                             const WeightNameRule& rule) {
+absl::StatusOr<WeightMap> WeightMap::OpenDir(
+    const std::string& dir, const WeightNameRule& rule,
+    std::optional<DType> matrix_dtype) {
   WeightMap map;
+  map.matrix_dtype_ = matrix_dtype;
   // Stored name -> shard file; nullopt-like empty map for the single file.
   std::map<std::string, std::string> shard_of;
   const std::string index_path = absl::StrCat(dir, "/", kIndexFile);
@@ -140,8 +143,8 @@ bool WeightMap::Has(std::string_view name) const {
   return tensors_.find(name) != tensors_.end();
 }
 
-absl::StatusOr<Tensor> WeightMap::Get(std::string_view name,
-                                      const Shape& expected) const {
+absl::StatusOr<WeightMap::Stored> WeightMap::Find(
+    std::string_view name, const Shape& expected) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     return absl::InvalidArgumentError(
@@ -154,7 +157,28 @@ absl::StatusOr<Tensor> WeightMap::Get(std::string_view name,
         "tensor '", AbslView(name), "' in ", s.file->path(), " has shape ",
         ShapeToString(s.entry->shape), ", expected ", ShapeToString(expected)));
   }
+  return s;
+}
+
+absl::Status WeightMap::Check(std::string_view name,
+                              const Shape& expected) const {
+  return Find(name, expected).status();
+}
+
+absl::StatusOr<Tensor> WeightMap::Get(std::string_view name,
+                                      const Shape& expected) const {
+  TWICE_ASSIGN_OR_RETURN(Stored s, Find(name, expected));
   return s.file->ReadF32(*s.entry);
+}
+
+absl::StatusOr<Tensor> WeightMap::GetMatrix(std::string_view name,
+                                            const Shape& expected) const {
+  TWICE_ASSIGN_OR_RETURN(Stored s, Find(name, expected));
+  TWICE_ASSIGN_OR_RETURN(Tensor stored, s.file->Read(*s.entry));
+  if (!matrix_dtype_.has_value() || *matrix_dtype_ == stored.dtype()) {
+    return stored;
+  }
+  return kernels::ConvertTensor(stored, *matrix_dtype_);
 }
 
 }  // namespace twice::engine

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,14 +43,28 @@ class WeightMap {
 
   // Opens `dir`/model.safetensors.index.json when present (its "weight_map"
   // names each tensor's shard, a file in `dir`), else `dir`/model.safetensors.
+  // `matrix_dtype` is the dtype GetMatrix returns (nullopt: as stored).
   [[nodiscard]] static absl::StatusOr<WeightMap> OpenDir(
-      const std::string& dir, const WeightNameRule& rule);
+      const std::string& dir, const WeightNameRule& rule,
+      std::optional<DType> matrix_dtype = std::nullopt);
 
   bool Has(std::string_view name) const;
-  // The tensor as f32 with exactly `expected` shape. INVALID_ARGUMENT naming
+  // The tensor as f32 with exactly `expected` shape (norms, biases, conv
+  // taps: small tensors the kernels read in f32). INVALID_ARGUMENT naming
   // the tensor, the file and expected vs actual shape otherwise.
   [[nodiscard]] absl::StatusOr<Tensor> Get(std::string_view name,
                                            const Shape& expected) const;
+  // A projection or embedding matrix, in matrix_dtype(): a view of the
+  // mapping when that is its stored dtype (no copy), else converted once
+  // (int8: quantized per row, kernels/tensor_convert.h). Errors as Get.
+  [[nodiscard]] absl::StatusOr<Tensor> GetMatrix(std::string_view name,
+                                                 const Shape& expected) const;
+  // OK when `name` exists with exactly `expected` shape (errors as Get),
+  // without reading it.
+  [[nodiscard]] absl::Status Check(std::string_view name,
+                                   const Shape& expected) const;
+  // The dtype GetMatrix converts to; nullopt keeps every matrix as stored.
+  std::optional<DType> matrix_dtype() const { return matrix_dtype_; }
   // Canonical name -> stored tensor, in name order.
   const std::map<std::string, Stored, std::less<>>& tensors() const {
     return tensors_;
@@ -61,6 +76,11 @@ class WeightMap {
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;
   std::map<std::string, Stored, std::less<>> tensors_;
   std::string source_;
+  std::optional<DType> matrix_dtype_;
+
+  // The stored entry of `name` after the shape check.
+  [[nodiscard]] absl::StatusOr<Stored> Find(std::string_view name,
+                                            const Shape& expected) const;
 };
 
 }  // namespace twice::engine

@@ -7,10 +7,19 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/lowp_dot.h"
+
 namespace twice::kernels::cpu {
 
 void Linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
             const float* bias, float* y);
+// Linear on the calling thread for W = `rows` f32 rows [rows, k], writing
+// y[i * ldy + c] for c < rows (+ bias[c]): a block of a larger product.
+void LinearPanelF32(const float* x, int64_t m, int64_t k, const float* w,
+                    int64_t rows, int64_t ldy, const float* bias, float* y);
+// Linear with W in bf16 / f16 / int8 (lowp_dot.h), f32 x, y and bias.
+void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
+                const float* bias, float* y);
 
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* w,
              float eps, float* y);

@@ -175,6 +175,25 @@ void SmallMRows(const float* w, const float* x, int64_t m, int64_t k, int64_t n,
 
 }  // namespace
 
+void LinearPanelF32(const float* x, int64_t m, int64_t k, const float* w,
+                    int64_t rows, int64_t ldy, const float* bias, float* y) {
+  if (m == 1) {
+    GemvRows(w, x, k, bias, 0, rows, y);
+  } else if (m <= kMaxSmallM) {
+    SmallMRows(w, x, m, k, ldy, bias, 0, rows, y);
+  } else {
+    float beta = 0.0f;
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < m; ++i) std::copy(bias, bias + rows, y + i * ldy);
+      beta = 1.0f;
+    }
+    const int ki = static_cast<int>(k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                static_cast<int>(rows), ki, 1.0f, x, ki, w, ki, beta, y,
+                static_cast<int>(ldy));
+  }
+}
+
 void Linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
             const float* bias, float* y) {
   const int ki = static_cast<int>(k);

@@ -191,10 +191,17 @@ namespace {
 }  // namespace
 
 absl::Status CudaKernelBackend::Linear(absl::Span<const float> x, int64_t m,
-                                       int64_t k,
-                                       absl::Span<const float> weight,
+                                       int64_t k, const Tensor& weight_tensor,
                                        int64_t n, absl::Span<const float> bias,
                                        absl::Span<float> y) {
+  // The offload path takes host f32 weights (it rounds them to bf16 on the
+  // device); other dtypes are the CPU's until the device-resident executor.
+  if (weight_tensor.dtype() != DType::kF32 ||
+      weight_tensor.device() != Device::kCpu) {
+    Declined().IgnoreError();
+    return UnsupportedTensor("Linear", "weight", weight_tensor);
+  }
+  const absl::Span<const float> weight = weight_tensor.span();
   // cuBLASLt's bf16 GEMM needs 16-byte aligned rows (GemmRunner).
   if (k % 8 != 0 || n % 8 != 0) return Declined();
   std::lock_guard<std::mutex> lock(mu_);

@@ -53,7 +53,7 @@ class CudaKernelBackend final : public KernelBackend {
   int64_t cached_weight_bytes() const;
 
   absl::Status Linear(absl::Span<const float> x, int64_t m, int64_t k,
-                      absl::Span<const float> weight, int64_t n,
+                      const Tensor& weight, int64_t n,
                       absl::Span<const float> bias,
                       absl::Span<float> y) override;
   absl::Status RmsNorm(absl::Span<const float> x, int64_t rows, int64_t dim,

@@ -35,7 +35,7 @@ class RecordingBackend final : public kernels::KernelBackend {
   }
 
   absl::Status Linear(absl::Span<const float>, int64_t, int64_t,
-                      absl::Span<const float>, int64_t, absl::Span<const float>,
+                      const kernels::Tensor&, int64_t, absl::Span<const float>,
                       absl::Span<float>) override {
     return Offered("Linear");
   }

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "engine/tensor/dtype.h"
+#include "kernels/dtype.h"
 #include "engine/weights/safetensors_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -43,8 +43,8 @@ TEST(DTypeTest, ConvertsHalfFormats) {
   EXPECT_TRUE(std::signbit(F16ToF32(0x8000)));
   EXPECT_EQ(F16ToF32(0x7c00), std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(F16ToF32(0x7e00)));
-  EXPECT_EQ(ParseDType("BF16"), DType::kBF16);
-  EXPECT_EQ(ParseDType("I64"), std::nullopt);
+  EXPECT_EQ(ParseFloatDType("BF16"), DType::kBF16);
+  EXPECT_EQ(ParseFloatDType("I64"), std::nullopt);
 }
 
 TEST(SafetensorsTest, WriteThenReadRoundTrips) {

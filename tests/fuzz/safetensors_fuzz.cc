@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "engine/tensor/dtype.h"
+#include "kernels/dtype.h"
 #include "engine/weights/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 

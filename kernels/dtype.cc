@@ -1,9 +1,9 @@
-#include "engine/tensor/dtype.h"
+#include "kernels/dtype.h"
 
 #include <bit>
 #include <cstring>
 
-namespace twice::engine {
+namespace twice::kernels {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors and state blobs are little-endian");
@@ -15,6 +15,8 @@ int DTypeSize(DType dtype) {
     case DType::kBF16:
     case DType::kF16:
       return 2;
+    case DType::kI8:
+      return 1;
   }
   return 0;
 }
@@ -27,11 +29,27 @@ std::string_view DTypeName(DType dtype) {
       return "BF16";
     case DType::kF16:
       return "F16";
+    case DType::kI8:
+      return "I8";
   }
   return "?";
 }
 
-std::optional<DType> ParseDType(std::string_view name) {
+std::string_view DTypeFlagName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI8:
+      return "int8";
+  }
+  return "?";
+}
+
+std::optional<DType> ParseFloatDType(std::string_view name) {
   if (name == "F32") return DType::kF32;
   if (name == "BF16") return DType::kBF16;
   if (name == "F16") return DType::kF16;
@@ -65,6 +83,22 @@ float F16ToF32(uint16_t bits) {
   return std::bit_cast<float>(out);
 }
 
+uint16_t F32ToBf16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  }
+  // Round to nearest even: add 0x7fff plus the lowest kept bit.
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+uint16_t F32ToF16(float value) {
+  // GCC's _Float16 conversion rounds to nearest even and handles overflow,
+  // subnormals and NaN as IEEE 754 says.
+  return std::bit_cast<uint16_t>(static_cast<_Float16>(value));
+}
+
 void ConvertToF32(DType dtype, const void* src, int64_t count, float* dst) {
   const auto* bytes = static_cast<const unsigned char*>(src);
   switch (dtype) {
@@ -79,7 +113,9 @@ void ConvertToF32(DType dtype, const void* src, int64_t count, float* dst) {
         dst[i] = dtype == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
       }
       return;
+    case DType::kI8:
+      return;  // needs scales: Tensor conversion, never called here
   }
 }
 
-}  // namespace twice::engine
+}  // namespace twice::kernels

@@ -1,0 +1,114 @@
+// Linear on CPU with bf16 / f16 / int8 weights (f32 x, y, accumulation).
+//
+// One row (decode): the fused GEMV of lowp_dot.h, which widens W while it
+// streams it, in tasks of about 128 KiB of W handed out to the pool.
+//
+// Several rows (batched decode, prefill): W is widened panel by panel (at
+// most kPanelRows rows, a few hundred KiB of f32) into a per-thread scratch
+// buffer, and each panel runs the f32 kernel of linear_cpu.cc (our small-m
+// kernel, or single-threaded BLAS SGEMM for m > 16). The widening costs
+// O(n·k) against the product's O(m·n·k), and the weight is never held in
+// f32 as a whole.
+//   - With enough outputs, tasks take slices of W's rows (each slice's
+//     panels are private to one core).
+//   - With few (narrow projections), each panel is widened once on the
+//     calling thread and the pool splits the rows of x.
+#include <algorithm>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lowp_dot.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace twice::kernels::cpu {
+namespace {
+
+// Weights per GEMV task: 64 Ki elements (128 KiB of bf16).
+constexpr int64_t kGemvTaskElements = 64 * 1024;
+// Below this many weights one thread is faster than waking the others.
+constexpr int64_t kMinParallelElements = 64 * 1024;
+// Rows of W widened at a time for the f32 kernels: 256 rows of k = 1024
+// are 1 MiB of f32, which stays in a core's L2 while every row of x
+// passes over it.
+constexpr int64_t kPanelRows = 256;
+constexpr int64_t kMinPanelElements = 64 * 1024;
+// Rows of x per task when the pool splits x.
+constexpr int64_t kMinXRows = 64;
+
+int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// Rows per panel: kPanelRows, or more for short rows so that a panel is
+// still worth a BLAS call.
+int64_t PanelRows(int64_t k) {
+  return RoundUp(std::max(kPanelRows, kMinPanelElements / k), 16);
+}
+
+// y[:, r0:r1] for all m rows of x, panel by panel, on the calling thread.
+void PanelsOfRows(Isa isa, const float* x, int64_t m, const LowpRows& w,
+                  int64_t n, const float* bias, int64_t r0, int64_t r1,
+                  float* y) {
+  const int64_t k = w.k;
+  const int64_t panel = PanelRows(k);
+  float* scratch = ScratchFloats(0, static_cast<size_t>(panel * k));
+  for (int64_t p = r0; p < r1; p += panel) {
+    const int64_t rows = std::min(panel, r1 - p);
+    LowpRowsToF32(isa, w, p, p + rows, scratch);
+    LinearPanelF32(x, m, k, scratch, rows, n,
+                   bias != nullptr ? bias + p : nullptr, y + p);
+  }
+}
+
+}  // namespace
+
+void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
+                const float* bias, float* y) {
+  const Isa isa = CpuIsa();
+  const int64_t k = w.k;
+  const int threads = DefaultPool().threads();
+  const bool parallel = threads > 1 && n * k >= kMinParallelElements;
+  if (m == 1) {
+    if (!parallel) {
+      LowpGemvRows(isa, w, x, bias, 0, n, y);
+      return;
+    }
+    const int64_t rows = RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
+    ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
+      LowpGemvRows(isa, w, x, bias, t * rows, std::min(n, (t + 1) * rows), y);
+    });
+    return;
+  }
+  if (!parallel) {
+    PanelsOfRows(isa, x, m, w, n, bias, 0, n, y);
+    return;
+  }
+  const int64_t panel = PanelRows(k);
+  if (n >= 2 * threads * 64 || m <= 16) {
+    // Slices of W's rows, about two per thread (a core shared with other
+    // work then holds up little), each a whole number of 16 rows.
+    const int64_t want = std::max<int64_t>(
+        1, std::min<int64_t>(2 * threads, (n + 63) / 64));
+    const int64_t step = RoundUp((n + want - 1) / want, 16);
+    ParallelFor((n + step - 1) / step, [&](int64_t t) {
+      const int64_t r0 = t * step;
+      PanelsOfRows(isa, x, m, w, n, bias, r0, std::min(n, r0 + step), y);
+    });
+    return;
+  }
+  // Narrow W: widen each panel once here, split the rows of x.
+  float* scratch = ScratchFloats(1, static_cast<size_t>(panel * k));
+  for (int64_t p = 0; p < n; p += panel) {
+    const int64_t rows = std::min(panel, n - p);
+    LowpRowsToF32(isa, w, p, p + rows, scratch);
+    const int64_t want =
+        std::max<int64_t>(1, std::min<int64_t>(2 * threads, m / kMinXRows));
+    const int64_t step = (m + want - 1) / want;
+    ParallelFor((m + step - 1) / step, [&](int64_t t) {
+      const int64_t i0 = t * step;
+      const int64_t i1 = std::min(m, i0 + step);
+      LinearPanelF32(x + i0 * k, i1 - i0, k, scratch, rows, n,
+                     bias != nullptr ? bias + p : nullptr, y + i0 * n + p);
+    });
+  }
+}
+
+}  // namespace twice::kernels::cpu

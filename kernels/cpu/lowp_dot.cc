@@ -1,0 +1,351 @@
+#include "kernels/cpu/lowp_dot.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+// GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*,
+// which its -Wmaybe-uninitialized reports inside the intrinsic headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace twice::kernels::cpu {
+namespace {
+
+// Portable element loads (any alignment, little-endian).
+inline float LoadWeight(DType dtype, const void* base, int64_t i) {
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  switch (dtype) {
+    case DType::kBF16:
+    case DType::kF16: {
+      uint16_t bits;
+      std::memcpy(&bits, bytes + 2 * i, 2);
+      return dtype == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
+    }
+    case DType::kI8:
+      return static_cast<float>(static_cast<int8_t>(bytes[i]));
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      return v;
+    }
+  }
+  return 0.0f;
+}
+
+// Row scale and bias applied to a finished dot product.
+inline float Finish(const LowpRows& w, const float* bias, int64_t r,
+                    float dot) {
+  if (w.scales != nullptr) dot *= w.scales[r];
+  return bias != nullptr ? dot + bias[r] : dot;
+}
+
+void GemvRowsPortable(const LowpRows& w, const float* x, const float* bias,
+                      int64_t r0, int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float a = 0.0f;
+    for (int64_t j = 0; j < w.k; ++j) {
+      a += LoadWeight(w.dtype, w.data, r * w.k + j) * x[j];
+    }
+    y[r] = Finish(w, bias, r, a);
+  }
+}
+
+void RowsToF32Portable(const LowpRows& w, int64_t r0, int64_t r1,
+                       float* out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float scale = w.scales != nullptr ? w.scales[r] : 1.0f;
+    float* o = out + (r - r0) * w.k;
+    for (int64_t j = 0; j < w.k; ++j) {
+      o[j] = LoadWeight(w.dtype, w.data, r * w.k + j) * scale;
+    }
+  }
+}
+
+#if defined(__x86_64__)
+
+#define TWICE_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define TWICE_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// 16 weights from element `i` on, widened to f32; `mask` selects the
+// lanes of a tail (the others read nothing and are zero).
+template <DType D>
+TWICE_AVX512 inline __m512 Widen16(const void* base, int64_t i,
+                                   __mmask16 mask) {
+  if constexpr (D == DType::kBF16) {
+    const __m256i h = _mm256_maskz_loadu_epi16(
+        mask, static_cast<const uint16_t*>(base) + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else if constexpr (D == DType::kF16) {
+    const __m256i h = _mm256_maskz_loadu_epi16(
+        mask, static_cast<const uint16_t*>(base) + i);
+    return _mm512_cvtph_ps(h);
+  } else {
+    const __m128i b =
+        _mm_maskz_loadu_epi8(mask, static_cast<const int8_t*>(base) + i);
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+  }
+}
+
+// Four rows of W at a time against x, two accumulators per row (eight
+// independent FMA chains), so four row streams are in flight per thread.
+template <DType D>
+TWICE_AVX512 void GemvRowsAvx512(const LowpRows& w, const float* x,
+                                 const float* bias, int64_t r0, int64_t r1,
+                                 float* y) {
+  const int64_t k = w.k;
+  const __mmask16 all = 0xffff;
+  const int64_t tail = k % 16;
+  const __mmask16 tail_mask = static_cast<__mmask16>((1u << tail) - 1u);
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const int64_t b0 = r * k, b1 = b0 + k, b2 = b1 + k, b3 = b2 + k;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+      const __m512 xa = _mm512_loadu_ps(x + j);
+      const __m512 xb = _mm512_loadu_ps(x + j + 16);
+      a0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j, all), xa, a0);
+      a1 = _mm512_fmadd_ps(Widen16<D>(w.data, b1 + j, all), xa, a1);
+      a2 = _mm512_fmadd_ps(Widen16<D>(w.data, b2 + j, all), xa, a2);
+      a3 = _mm512_fmadd_ps(Widen16<D>(w.data, b3 + j, all), xa, a3);
+      c0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j + 16, all), xb, c0);
+      c1 = _mm512_fmadd_ps(Widen16<D>(w.data, b1 + j + 16, all), xb, c1);
+      c2 = _mm512_fmadd_ps(Widen16<D>(w.data, b2 + j + 16, all), xb, c2);
+      c3 = _mm512_fmadd_ps(Widen16<D>(w.data, b3 + j + 16, all), xb, c3);
+    }
+    for (; j + 16 <= k; j += 16) {
+      const __m512 xa = _mm512_loadu_ps(x + j);
+      a0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j, all), xa, a0);
+      a1 = _mm512_fmadd_ps(Widen16<D>(w.data, b1 + j, all), xa, a1);
+      a2 = _mm512_fmadd_ps(Widen16<D>(w.data, b2 + j, all), xa, a2);
+      a3 = _mm512_fmadd_ps(Widen16<D>(w.data, b3 + j, all), xa, a3);
+    }
+    if (tail != 0) {
+      const __m512 xa = _mm512_maskz_loadu_ps(tail_mask, x + j);
+      a0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j, tail_mask), xa, a0);
+      a1 = _mm512_fmadd_ps(Widen16<D>(w.data, b1 + j, tail_mask), xa, a1);
+      a2 = _mm512_fmadd_ps(Widen16<D>(w.data, b2 + j, tail_mask), xa, a2);
+      a3 = _mm512_fmadd_ps(Widen16<D>(w.data, b3 + j, tail_mask), xa, a3);
+    }
+    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(_mm512_add_ps(a0, c0)));
+    y[r + 1] =
+        Finish(w, bias, r + 1, _mm512_reduce_add_ps(_mm512_add_ps(a1, c1)));
+    y[r + 2] =
+        Finish(w, bias, r + 2, _mm512_reduce_add_ps(_mm512_add_ps(a2, c2)));
+    y[r + 3] =
+        Finish(w, bias, r + 3, _mm512_reduce_add_ps(_mm512_add_ps(a3, c3)));
+  }
+  for (; r < r1; ++r) {
+    const int64_t b0 = r * k;
+    __m512 a0 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+      a0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j, all),
+                           _mm512_loadu_ps(x + j), a0);
+    }
+    if (tail != 0) {
+      a0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j, tail_mask),
+                           _mm512_maskz_loadu_ps(tail_mask, x + j), a0);
+    }
+    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(a0));
+  }
+}
+
+template <DType D>
+TWICE_AVX512 void RowsToF32Avx512(const LowpRows& w, int64_t r0, int64_t r1,
+                                  float* out) {
+  const int64_t k = w.k;
+  const int64_t tail = k % 16;
+  const __mmask16 tail_mask = static_cast<__mmask16>((1u << tail) - 1u);
+  for (int64_t r = r0; r < r1; ++r) {
+    const __m512 scale =
+        _mm512_set1_ps(w.scales != nullptr ? w.scales[r] : 1.0f);
+    float* o = out + (r - r0) * k;
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+      __m512 v = Widen16<D>(w.data, r * k + j, 0xffff);
+      if constexpr (D == DType::kI8) v = _mm512_mul_ps(v, scale);
+      _mm512_storeu_ps(o + j, v);
+    }
+    if (tail != 0) {
+      __m512 v = Widen16<D>(w.data, r * k + j, tail_mask);
+      if constexpr (D == DType::kI8) v = _mm512_mul_ps(v, scale);
+      _mm512_mask_storeu_ps(o + j, tail_mask, v);
+    }
+  }
+}
+
+// 8 weights from element `i` on, widened to f32 (no tail form: callers
+// finish rows with the portable loop).
+template <DType D>
+TWICE_AVX2 inline __m256 Widen8(const void* base, int64_t i) {
+  if constexpr (D == DType::kBF16) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+        static_cast<const uint16_t*>(base) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else if constexpr (D == DType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+        static_cast<const uint16_t*>(base) + i)));
+  } else {
+    int64_t bits;
+    std::memcpy(&bits, static_cast<const int8_t*>(base) + i, 8);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bits)));
+  }
+}
+
+TWICE_AVX2 inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <DType D>
+TWICE_AVX2 void GemvRowsAvx2(const LowpRows& w, const float* x,
+                             const float* bias, int64_t r0, int64_t r1,
+                             float* y) {
+  const int64_t k = w.k;
+  const int64_t body = k / 8 * 8;
+  int64_t r = r0;
+  auto tail_dot = [&](int64_t row) {
+    float a = 0.0f;
+    for (int64_t j = body; j < k; ++j) {
+      a += LoadWeight(D, w.data, row * k + j) * x[j];
+    }
+    return a;
+  };
+  for (; r + 4 <= r1; r += 4) {
+    const int64_t b0 = r * k, b1 = b0 + k, b2 = b1 + k, b3 = b2 + k;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t j = 0; j < body; j += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + j);
+      a0 = _mm256_fmadd_ps(Widen8<D>(w.data, b0 + j), xv, a0);
+      a1 = _mm256_fmadd_ps(Widen8<D>(w.data, b1 + j), xv, a1);
+      a2 = _mm256_fmadd_ps(Widen8<D>(w.data, b2 + j), xv, a2);
+      a3 = _mm256_fmadd_ps(Widen8<D>(w.data, b3 + j), xv, a3);
+    }
+    y[r] = Finish(w, bias, r, HorizontalSum(a0) + tail_dot(r));
+    y[r + 1] = Finish(w, bias, r + 1, HorizontalSum(a1) + tail_dot(r + 1));
+    y[r + 2] = Finish(w, bias, r + 2, HorizontalSum(a2) + tail_dot(r + 2));
+    y[r + 3] = Finish(w, bias, r + 3, HorizontalSum(a3) + tail_dot(r + 3));
+  }
+  for (; r < r1; ++r) {
+    __m256 a0 = _mm256_setzero_ps();
+    for (int64_t j = 0; j < body; j += 8) {
+      a0 = _mm256_fmadd_ps(Widen8<D>(w.data, r * k + j), _mm256_loadu_ps(x + j),
+                           a0);
+    }
+    y[r] = Finish(w, bias, r, HorizontalSum(a0) + tail_dot(r));
+  }
+}
+
+template <DType D>
+TWICE_AVX2 void RowsToF32Avx2(const LowpRows& w, int64_t r0, int64_t r1,
+                              float* out) {
+  const int64_t k = w.k;
+  const int64_t body = k / 8 * 8;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float s = w.scales != nullptr ? w.scales[r] : 1.0f;
+    const __m256 scale = _mm256_set1_ps(s);
+    float* o = out + (r - r0) * k;
+    for (int64_t j = 0; j < body; j += 8) {
+      __m256 v = Widen8<D>(w.data, r * k + j);
+      if constexpr (D == DType::kI8) v = _mm256_mul_ps(v, scale);
+      _mm256_storeu_ps(o + j, v);
+    }
+    for (int64_t j = body; j < k; ++j) {
+      o[j] = LoadWeight(D, w.data, r * k + j) * s;
+    }
+  }
+}
+
+// Calls fn.template operator()<D>() for the dtype of `w`.
+template <typename Fn>
+void ForDType(DType dtype, Fn fn) {
+  switch (dtype) {
+    case DType::kBF16:
+      fn.template operator()<DType::kBF16>();
+      return;
+    case DType::kF16:
+      fn.template operator()<DType::kF16>();
+      return;
+    case DType::kI8:
+      fn.template operator()<DType::kI8>();
+      return;
+    case DType::kF32:
+      return;  // not a low-precision format; callers never pass it
+  }
+}
+
+#endif  // __x86_64__
+
+}  // namespace
+
+Isa CpuIsa() {
+#if defined(__x86_64__)
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq")) {
+      return Isa::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+      return Isa::kAvx2;
+    }
+    return Isa::kPortable;
+  }();
+  return isa;
+#else
+  return Isa::kPortable;
+#endif
+}
+
+std::string_view IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kPortable:
+      return "portable";
+  }
+  return "?";
+}
+
+void LowpGemvRows(Isa isa, const LowpRows& w, const float* x,
+                  const float* bias, int64_t r0, int64_t r1, float* y) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512) {
+    ForDType(w.dtype, [&]<DType D>() { GemvRowsAvx512<D>(w, x, bias, r0, r1, y); });
+    return;
+  }
+  if (isa == Isa::kAvx2) {
+    ForDType(w.dtype, [&]<DType D>() { GemvRowsAvx2<D>(w, x, bias, r0, r1, y); });
+    return;
+  }
+#endif
+  GemvRowsPortable(w, x, bias, r0, r1, y);
+}
+
+void LowpRowsToF32(Isa isa, const LowpRows& w, int64_t r0, int64_t r1,
+                   float* out) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512) {
+    ForDType(w.dtype, [&]<DType D>() { RowsToF32Avx512<D>(w, r0, r1, out); });
+    return;
+  }
+  if (isa == Isa::kAvx2) {
+    ForDType(w.dtype, [&]<DType D>() { RowsToF32Avx2<D>(w, r0, r1, out); });
+    return;
+  }
+#endif
+  RowsToF32Portable(w, r0, r1, out);
+}
+
+}  // namespace twice::kernels::cpu

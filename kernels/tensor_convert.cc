@@ -1,0 +1,103 @@
+#include "kernels/tensor_convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/check.h"
+#include "kernels/cpu/lowp_dot.h"
+
+namespace twice::kernels {
+namespace {
+
+// Element i of a floating tensor as f32.
+float ElementF32(const Tensor& t, int64_t i) {
+  const auto* bytes = static_cast<const unsigned char*>(t.raw_data());
+  if (t.dtype() == DType::kF32) {
+    float v;
+    std::memcpy(&v, bytes + 4 * i, 4);
+    return v;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes + 2 * i, 2);
+  return t.dtype() == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
+}
+
+int64_t Cols(const Tensor& t) { return t.rank() == 0 ? 1 : t.size() / std::max<int64_t>(t.dim(0), 1); }
+
+// The tensor as f32 values (I8 dequantized).
+std::vector<float> ToF32Values(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.size()));
+  if (t.dtype() == DType::kI8) {
+    const auto* q = static_cast<const int8_t*>(t.raw_data());
+    const int64_t cols = Cols(t);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      out[i] = static_cast<float>(q[i]) * t.scales()[i / cols];
+    }
+  } else {
+    for (int64_t i = 0; i < t.size(); ++i) out[i] = ElementF32(t, i);
+  }
+  return out;
+}
+
+Tensor QuantizeRows(const Tensor& t, const std::vector<float>& values) {
+  const int64_t rows = t.dim(0);
+  const int64_t cols = Cols(t);
+  std::vector<int8_t> q(values.size());
+  std::vector<float> scales(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = values.data() + r * cols;
+    float max_abs = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
+    const float scale = max_abs / 127.0f;
+    scales[r] = scale;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = std::nearbyint(row[c] * inv);
+      q[r * cols + c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+    }
+  }
+  return Tensor::QuantizedRows(t.shape(), std::move(q), std::move(scales));
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ConvertTensor(const Tensor& tensor, DType to) {
+  if (tensor.device() != Device::kCpu) {
+    return UnsupportedTensor("ConvertTensor", "tensor", tensor);
+  }
+  if (tensor.dtype() == to) return tensor;
+  if (to == DType::kI8 && tensor.rank() == 0) {
+    return absl::InvalidArgumentError(
+        "ConvertTensor: int8 needs rows (a tensor of rank >= 1)");
+  }
+  const std::vector<float> values = ToF32Values(tensor);
+  if (to == DType::kI8) return QuantizeRows(tensor, values);
+  const int64_t n = tensor.size();
+  std::shared_ptr<void> buffer = AllocateAligned(n * DTypeSize(to));
+  if (to == DType::kF32) {
+    std::memcpy(buffer.get(), values.data(), static_cast<size_t>(n) * 4);
+  } else {
+    auto* out = static_cast<uint16_t*>(buffer.get());
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = to == DType::kBF16 ? F32ToBf16(values[i]) : F32ToF16(values[i]);
+    }
+  }
+  return Tensor::Immutable(to, tensor.shape(), std::move(buffer));
+}
+
+void RowToF32(const Tensor& tensor, int64_t row, float* out) {
+  const int64_t cols = Cols(tensor);
+  if (tensor.dtype() == DType::kF32) {
+    std::memcpy(out, tensor.data() + row * cols,
+                static_cast<size_t>(cols) * sizeof(float));
+    return;
+  }
+  cpu::LowpRowsToF32(cpu::CpuIsa(),
+                     {tensor.dtype(), tensor.raw_data(), tensor.scales(), cols},
+                     row, row + 1, out);
+}
+
+}  // namespace twice::kernels
