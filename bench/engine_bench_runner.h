@@ -33,11 +33,13 @@
 #define TWICE_BENCH_ENGINE_BENCH_RUNNER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "kernels/dtype.h"
 
 namespace twice::bench {
 
@@ -71,12 +73,17 @@ struct EngineBenchOptions {
   std::string model_dir;
   // Random weight seed. Default 0.
   uint64_t seed = 0;
+  // The model (written in f32) is loaded once per entry, rows of each in
+  // turn (engine::LoadOptions::weights_dtype; nullopt = as stored, f32).
+  // Default {nullopt}.
+  std::vector<std::optional<kernels::DType>> weights_dtypes = {std::nullopt};
 };
 
 struct EngineBenchRow {
   std::string kind;  // "prefill" or "decode" (decode columns only)
   std::string arch;
   std::string preset;
+  std::string weights_dtype;  // "auto", "f32", "bf16", "f16", "int8"
   int threads = 0;
   int64_t tokens = 0;       // prompt length T
   int64_t read_tokens = 0;  // tokens the prefill read (JRT pads to M)
@@ -96,7 +103,7 @@ struct EngineBenchRow {
   double decode_median_tokens_per_s = 0;  // median step
   double decode_bound_tokens_per_s = 0;
   double memory_gbps = 0;
-  int64_t weight_bytes = 0;         // all weights, f32 in memory
+  int64_t weight_bytes = 0;         // all weights, in their load dtype
   int64_t decode_weight_bytes = 0;  // weights one decode step reads
   int64_t state_bytes = 0;          // at decode_position
   int64_t peak_rss_bytes = 0;

@@ -73,10 +73,16 @@ class EngineCost {
   // prefix read), LM head of the last position included.
   double PrefillFlops(int64_t prompt) const;
 
-  // All weights as held in memory.
-  int64_t weight_bytes() const { return 4 * params_; }
+  // All weights as held in memory, at `bytes_per_weight` (4 for f32, 2 for
+  // bf16 / f16, 1 for int8, whose per-row scales add under 1 %: not
+  // counted; the small f32 tensors of a low-precision load neither).
+  int64_t weight_bytes(int bytes_per_weight = 4) const {
+    return bytes_per_weight * params_;
+  }
   // Weights one decode step reads.
-  int64_t decode_weight_bytes() const { return 4 * decode_params_; }
+  int64_t decode_weight_bytes(int bytes_per_weight = 4) const {
+    return bytes_per_weight * decode_params_;
+  }
 
  private:
   EngineCost() = default;

@@ -24,10 +24,9 @@ absl::Status CheckAtLeast(absl::string_view op, absl::string_view what,
 absl::Status CheckShape(absl::string_view op, absl::string_view what,
                         const Shape& actual, const Shape& expected) {
   if (actual == expected) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
-                                                 ShapeToString(actual),
-                                                 ", expected ",
-                                                 ShapeToString(expected)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", what, " has shape ", ShapeToString(actual),
+                   ", expected ", ShapeToString(expected)));
 }
 
 absl::Status UnsupportedTensor(absl::string_view op, absl::string_view what,

@@ -44,10 +44,12 @@ Tensor Tensor::View(const float* data, Shape shape) {
   return ViewOf(DType::kF32, data, std::move(shape));
 }
 
-Tensor Tensor::ViewOf(DType dtype, const void* data, Shape shape) {
+Tensor Tensor::ViewOf(DType dtype, const void* data, Shape shape,
+                      Device device) {
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
+  t.device_ = device;
   t.view_ = data;
   return t;
 }
@@ -68,8 +70,7 @@ Tensor Tensor::QuantizedRows(Shape shape, std::vector<int8_t> values,
   t.dtype_ = DType::kI8;
   auto buffer = std::make_shared<const std::vector<int8_t>>(std::move(values));
   t.shared_ = std::shared_ptr<const void>(buffer, buffer->data());
-  t.scales_ =
-      std::make_shared<const std::vector<float>>(std::move(row_scales));
+  t.scales_ = std::make_shared<const std::vector<float>>(std::move(row_scales));
   return t;
 }
 
@@ -90,11 +91,12 @@ void Tensor::DieNotF32(const char* accessor) const {
 
 std::shared_ptr<void> AllocateAligned(int64_t bytes) {
   constexpr size_t kAlign = 64;
-  const size_t size = (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign;
-  void* p = ::operator new(size == 0 ? kAlign : size, std::align_val_t{kAlign});
-  return std::shared_ptr<void>(p, [](void* q) {
-    ::operator delete(q, std::align_val_t{kAlign});
-  });
+  const size_t size =
+      (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign;
+  void* p =
+      ::operator new (size == 0 ? kAlign : size, std::align_val_t{kAlign});
+  return std::shared_ptr<void>(
+      p, [](void* q) { ::operator delete (q, std::align_val_t{kAlign}); });
 }
 
 }  // namespace twice::kernels

@@ -61,8 +61,10 @@ class Tensor {
   // Non-owning read-only f32 view of NumElements(shape) floats at `data`.
   static Tensor View(const float* data, Shape shape);
   // Non-owning read-only view of NumElements(shape) little-endian `dtype`
-  // elements at `data` (any alignment). Not for I8 (it has scales).
-  static Tensor ViewOf(DType dtype, const void* data, Shape shape);
+  // elements at `data` (any alignment) in the memory of `device`. Not for
+  // I8 (it has scales).
+  static Tensor ViewOf(DType dtype, const void* data, Shape shape,
+                       Device device = Device::kCpu);
   // Immutable buffer of NumElements(shape) `dtype` elements, shared by
   // copies. Not for I8.
   static Tensor Immutable(DType dtype, Shape shape,

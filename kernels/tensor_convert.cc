@@ -25,32 +25,34 @@ float ElementF32(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
 }
 
-int64_t Cols(const Tensor& t) { return t.rank() == 0 ? 1 : t.size() / std::max<int64_t>(t.dim(0), 1); }
+int64_t Cols(const Tensor& t) {
+  return t.rank() == 0 ? 1 : t.size() / std::max<int64_t>(t.dim(0), 1);
+}
 
-// The tensor as f32 values (I8 dequantized).
-std::vector<float> ToF32Values(const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.size()));
+// Elements [begin, end) of `t` as f32 into `out` (I8 dequantized).
+void ElementsToF32(const Tensor& t, int64_t begin, int64_t end, float* out) {
   if (t.dtype() == DType::kI8) {
     const auto* q = static_cast<const int8_t*>(t.raw_data());
     const int64_t cols = Cols(t);
-    for (int64_t i = 0; i < t.size(); ++i) {
-      out[i] = static_cast<float>(q[i]) * t.scales()[i / cols];
+    for (int64_t i = begin; i < end; ++i) {
+      out[i - begin] = static_cast<float>(q[i]) * t.scales()[i / cols];
     }
   } else {
-    for (int64_t i = 0; i < t.size(); ++i) out[i] = ElementF32(t, i);
+    for (int64_t i = begin; i < end; ++i) out[i - begin] = ElementF32(t, i);
   }
-  return out;
 }
 
-Tensor QuantizeRows(const Tensor& t, const std::vector<float>& values) {
+// Row by row, so no f32 copy of a large weight is ever made.
+Tensor QuantizeRows(const Tensor& t) {
   const int64_t rows = t.dim(0);
   const int64_t cols = Cols(t);
-  std::vector<int8_t> q(values.size());
+  std::vector<int8_t> q(static_cast<size_t>(t.size()));
   std::vector<float> scales(static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = values.data() + r * cols;
+    ElementsToF32(t, r * cols, (r + 1) * cols, row.data());
     float max_abs = 0.0f;
-    for (int64_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
+    for (float v : row) max_abs = std::max(max_abs, std::fabs(v));
     const float scale = max_abs / 127.0f;
     scales[r] = scale;
     const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
@@ -73,16 +75,23 @@ absl::StatusOr<Tensor> ConvertTensor(const Tensor& tensor, DType to) {
     return absl::InvalidArgumentError(
         "ConvertTensor: int8 needs rows (a tensor of rank >= 1)");
   }
-  const std::vector<float> values = ToF32Values(tensor);
-  if (to == DType::kI8) return QuantizeRows(tensor, values);
+  if (to == DType::kI8) return QuantizeRows(tensor);
   const int64_t n = tensor.size();
   std::shared_ptr<void> buffer = AllocateAligned(n * DTypeSize(to));
-  if (to == DType::kF32) {
-    std::memcpy(buffer.get(), values.data(), static_cast<size_t>(n) * 4);
-  } else {
-    auto* out = static_cast<uint16_t*>(buffer.get());
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = to == DType::kBF16 ? F32ToBf16(values[i]) : F32ToF16(values[i]);
+  // In blocks, through a small f32 buffer.
+  constexpr int64_t kBlock = 16384;
+  std::vector<float> block(static_cast<size_t>(std::min(n, kBlock)));
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    ElementsToF32(tensor, b, e, block.data());
+    if (to == DType::kF32) {
+      std::memcpy(static_cast<float*>(buffer.get()) + b, block.data(),
+                  static_cast<size_t>(e - b) * sizeof(float));
+      continue;
+    }
+    auto* out = static_cast<uint16_t*>(buffer.get()) + b;
+    for (int64_t i = 0; i < e - b; ++i) {
+      out[i] = to == DType::kBF16 ? F32ToBf16(block[i]) : F32ToF16(block[i]);
     }
   }
   return Tensor::Immutable(to, tensor.shape(), std::move(buffer));

@@ -15,12 +15,12 @@ absl::StatusOr<std::unique_ptr<BaseConv>> BaseConv::Load(
     int64_t inner, int64_t kernel_size) {
   std::unique_ptr<BaseConv> m(new BaseConv());
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->in_proj_,
-                         weights.GetMatrix(p + "in_proj.weight", {2 * inner, dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->in_proj_, weights.GetMatrix(p + "in_proj.weight", {2 * inner, dim}));
   TWICE_ASSIGN_OR_RETURN(m->in_bias_,
                          weights.Get(p + "in_proj.bias", {2 * inner}));
-  TWICE_ASSIGN_OR_RETURN(m->out_proj_,
-                         weights.GetMatrix(p + "out_proj.weight", {dim, inner}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->out_proj_, weights.GetMatrix(p + "out_proj.weight", {dim, inner}));
   TWICE_ASSIGN_OR_RETURN(m->out_bias_, weights.Get(p + "out_proj.bias", {dim}));
   TWICE_ASSIGN_OR_RETURN(
       m->conv_, weights.Get(p + "conv.conv.weight", {inner, 1, kernel_size}));
@@ -60,8 +60,8 @@ absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
   TWICE_RETURN_IF_ERROR(
       kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c,
                        tokens, c, absl::MakeSpan(gated)));
-  return kernels::Linear(gated, tokens, c, out_proj_, dim_,
-                         out_bias_.span(), out);
+  return kernels::Linear(gated, tokens, c, out_proj_, dim_, out_bias_.span(),
+                         out);
 }
 
 absl::Status BaseConv::StepBatch(absl::Span<const float> x,
@@ -88,8 +88,8 @@ absl::Status BaseConv::StepBatch(absl::Span<const float> x,
   TWICE_RETURN_IF_ERROR(
       kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c, rows,
                        c, absl::MakeSpan(gated)));
-  return kernels::Linear(gated, rows, c, out_proj_, dim_,
-                         out_bias_.span(), out);
+  return kernels::Linear(gated, rows, c, out_proj_, dim_, out_bias_.span(),
+                         out);
 }
 
 }  // namespace twice::engine

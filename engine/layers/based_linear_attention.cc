@@ -25,10 +25,14 @@ BasedLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
   const int64_t d = options.dim;
   const int64_t qk = options.heads * options.feature_dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.GetMatrix(p + "proj_q.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.GetMatrix(p + "proj_k.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.GetMatrix(p + "proj_v.weight", {d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "out_proj.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wq_,
+                         weights.GetMatrix(p + "proj_q.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wk_,
+                         weights.GetMatrix(p + "proj_k.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wv_,
+                         weights.GetMatrix(p + "proj_v.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_,
+                         weights.GetMatrix(p + "out_proj.weight", {d, d}));
   return m;
 }
 
@@ -107,12 +111,12 @@ absl::Status LinearAttentionStepBatch(
   const int64_t hd = d / h;
   const int64_t fs = kernels::TaylorFeatureDim(f);
   std::vector<float> q(rows * h * f), k(rows * h * f), v(rows * d);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, *weights.wq, h * f,
-                                        {}, absl::MakeSpan(q)));
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, *weights.wk, h * f,
-                                        {}, absl::MakeSpan(k)));
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, *weights.wv, d, {},
-                                        absl::MakeSpan(v)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, rows, d, *weights.wq, h * f, {}, absl::MakeSpan(q)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, rows, d, *weights.wk, h * f, {}, absl::MakeSpan(k)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, rows, d, *weights.wv, d, {}, absl::MakeSpan(v)));
   std::vector<float> phi_q(rows * h * fs), phi_k(rows * h * fs);
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(q, rows * h, f, absl::MakeSpan(phi_q)));

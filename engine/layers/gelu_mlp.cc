@@ -12,10 +12,10 @@ absl::StatusOr<std::unique_ptr<GeluMlp>> GeluMlp::Load(
     const WeightMap& weights, const std::string& prefix, int64_t dim,
     int64_t hidden) {
   auto m = std::make_unique<GeluMlp>();
-  TWICE_ASSIGN_OR_RETURN(m->fc1_,
-                         weights.GetMatrix(prefix + "fc1.weight", {hidden, dim}));
-  TWICE_ASSIGN_OR_RETURN(m->fc2_,
-                         weights.GetMatrix(prefix + "fc2.weight", {dim, hidden}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->fc1_, weights.GetMatrix(prefix + "fc1.weight", {hidden, dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->fc2_, weights.GetMatrix(prefix + "fc2.weight", {dim, hidden}));
   m->dim_ = dim;
   m->hidden_ = hidden;
   return m;
@@ -24,8 +24,8 @@ absl::StatusOr<std::unique_ptr<GeluMlp>> GeluMlp::Load(
 absl::Status GeluMlp::Forward(absl::Span<const float> x, int64_t tokens,
                               absl::Span<float> out) const {
   std::vector<float> u(tokens * hidden_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, fc1_, hidden_,
-                                        {}, absl::MakeSpan(u)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, dim_, fc1_, hidden_, {}, absl::MakeSpan(u)));
   // The erf form, not the tanh approximation: upstream uses nn.GELU().
   // Elementwise and cheap next to the two GEMMs, so it stays here rather
   // than in a kernel file.

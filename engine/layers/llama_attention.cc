@@ -24,12 +24,14 @@ absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Load(
   m->options_ = o;
   const int64_t qw = o.heads * o.head_dim, kvw = o.kv_heads * o.head_dim;
   const std::string p = prefix + "self_attn.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.GetMatrix(p + "q_proj.weight", {qw, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(m->wq_,
+                         weights.GetMatrix(p + "q_proj.weight", {qw, o.dim}));
   TWICE_ASSIGN_OR_RETURN(m->wk_,
                          weights.GetMatrix(p + "k_proj.weight", {kvw, o.dim}));
   TWICE_ASSIGN_OR_RETURN(m->wv_,
                          weights.GetMatrix(p + "v_proj.weight", {kvw, o.dim}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "o_proj.weight", {o.dim, qw}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_,
+                         weights.GetMatrix(p + "o_proj.weight", {o.dim, qw}));
   return m;
 }
 
@@ -66,8 +68,7 @@ absl::Status LlamaAttention::Project(absl::Span<const float> x, int64_t rows,
       kernels::Linear(x, rows, o.dim, wq_, qw, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, rows, o.dim, wk_, kvw, {}, absl::MakeSpan(k)));
-  return kernels::Linear(x, rows, o.dim, wv_, kvw, {},
-                         absl::MakeSpan(v));
+  return kernels::Linear(x, rows, o.dim, wv_, kvw, {}, absl::MakeSpan(v));
 }
 
 absl::Status LlamaAttention::Attend(float* q, float* k, const float* v,

@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
   const int64_t h = config.num_heads();
   const int64_t conv_dim = config.conv_dim();
   TWICE_ASSIGN_OR_RETURN(
-      m->in_proj_, weights.GetMatrix(p + "in_proj.weight", {config.d_in_proj(), d}));
+      m->in_proj_,
+      weights.GetMatrix(p + "in_proj.weight", {config.d_in_proj(), d}));
   TWICE_ASSIGN_OR_RETURN(m->conv_w_, weights.Get(p + "conv1d.weight",
                                                  {conv_dim, 1, config.d_conv}));
   TWICE_ASSIGN_OR_RETURN(m->conv_b_,
@@ -127,9 +128,8 @@ absl::Status Mamba2Mixer::Forward(absl::Span<const float> x, int64_t tokens,
   const int64_t c = shape_.conv_dim;
   const int64_t gn = groups_ * shape_.state_dim;
   std::vector<float> zxbcdt(tokens * in_proj_dim_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_,
-                                        in_proj_dim_, {},
-                                        absl::MakeSpan(zxbcdt)));
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_, in_proj_dim_,
+                                        {}, absl::MakeSpan(zxbcdt)));
   std::vector<float> conv(tokens * c);  // [T, conv_dim] = x | B | C
   TWICE_RETURN_IF_ERROR(
       kernels::CausalConv1d(absl::MakeConstSpan(zxbcdt).subspan(inner_), tokens,
@@ -161,9 +161,8 @@ absl::Status Mamba2Mixer::StepBatch(absl::Span<const float> x,
   const int64_t c = shape_.conv_dim;
   const int64_t gn = groups_ * shape_.state_dim;
   std::vector<float> zxbcdt(rows * in_proj_dim_);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_,
-                                        in_proj_dim_, {},
-                                        absl::MakeSpan(zxbcdt)));
+  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_, in_proj_dim_,
+                                        {}, absl::MakeSpan(zxbcdt)));
   std::vector<float> conv(rows * c);
   for (int64_t b = 0; b < rows; ++b) {
     TWICE_RETURN_IF_ERROR(kernels::CausalConv1d(

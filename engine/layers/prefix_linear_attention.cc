@@ -27,14 +27,18 @@ PrefixLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
   const int64_t d = options.dim;
   const int64_t qk = options.heads * options.feature_dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_, weights.GetMatrix(p + "proj_q.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wk_, weights.GetMatrix(p + "proj_k.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wv_, weights.GetMatrix(p + "proj_v.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wq_,
+                         weights.GetMatrix(p + "proj_q.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wk_,
+                         weights.GetMatrix(p + "proj_k.weight", {qk, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wv_,
+                         weights.GetMatrix(p + "proj_v.weight", {d, d}));
   TWICE_ASSIGN_OR_RETURN(m->wk_enc_,
                          weights.GetMatrix(p + "proj_k_enc.weight", {qk, d}));
   TWICE_ASSIGN_OR_RETURN(m->wv_enc_,
                          weights.GetMatrix(p + "proj_v_enc.weight", {d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "out_proj.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_,
+                         weights.GetMatrix(p + "out_proj.weight", {d, d}));
   return m;
 }
 

@@ -32,11 +32,11 @@ absl::StatusOr<std::unique_ptr<RatAttention>> RatAttention::Load(
   m->head_dim_ = o.dim / o.heads;
   const int64_t rows = 3 * o.dim + 2 * o.groups * m->head_dim_;
   const std::string p = prefix + "seq_layer.";
-  TWICE_ASSIGN_OR_RETURN(m->in_proj_,
-                         weights.GetMatrix(p + "in_proj.weight", {rows, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->in_proj_, weights.GetMatrix(p + "in_proj.weight", {rows, o.dim}));
   TWICE_ASSIGN_OR_RETURN(m->gate_bias_, weights.Get(p + "gate_bias", {o.dim}));
-  TWICE_ASSIGN_OR_RETURN(m->out_proj_,
-                         weights.GetMatrix(p + "out_proj.weight", {o.dim, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->out_proj_, weights.GetMatrix(p + "out_proj.weight", {o.dim, o.dim}));
   return m;
 }
 
@@ -67,8 +67,8 @@ absl::Status RatAttention::Forward(absl::Span<const float> x, int64_t tokens,
   const int64_t d = options_.dim;
   const int64_t w = 3 * d + 2 * options_.groups * head_dim_;
   std::vector<float> proj(tokens * w);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, d, in_proj_, w, {},
-                                        absl::MakeSpan(proj)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, d, in_proj_, w, {}, absl::MakeSpan(proj)));
   std::vector<float> y(tokens * d);
   TWICE_RETURN_IF_ERROR(
       Mix(proj.data(), tokens, start_pos, *st, absl::MakeSpan(y)));
@@ -91,8 +91,8 @@ absl::Status RatAttention::StepBatch(absl::Span<const float> x,
   const int64_t d = options_.dim;
   const int64_t w = 3 * d + 2 * options_.groups * head_dim_;
   std::vector<float> proj(rows * w);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, in_proj_, w, {},
-                                        absl::MakeSpan(proj)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, rows, d, in_proj_, w, {}, absl::MakeSpan(proj)));
   std::vector<float> y(rows * d);
   for (int64_t b = 0; b < rows; ++b) {
     TWICE_RETURN_IF_ERROR(Mix(proj.data() + b * w, 1, positions[b], *sts[b],

@@ -26,10 +26,10 @@ absl::StatusOr<std::unique_ptr<RatSwaAttention>> RatSwaAttention::Load(
   m->options_ = o;
   m->head_dim_ = o.dim / o.heads;
   const std::string p = prefix + "seq_layer.";
-  TWICE_ASSIGN_OR_RETURN(m->in_proj_,
-                         weights.GetMatrix(p + "in_proj.weight", {3 * o.dim, o.dim}));
-  TWICE_ASSIGN_OR_RETURN(m->out_proj_,
-                         weights.GetMatrix(p + "out_proj.weight", {o.dim, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->in_proj_, weights.GetMatrix(p + "in_proj.weight", {3 * o.dim, o.dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->out_proj_, weights.GetMatrix(p + "out_proj.weight", {o.dim, o.dim}));
   return m;
 }
 
@@ -55,8 +55,8 @@ absl::Status RatSwaAttention::Forward(absl::Span<const float> x, int64_t tokens,
   }
   const int64_t d = o.dim, cap = o.window;
   std::vector<float> vqk(tokens * 3 * d);  // [T, 3D] = v | q | k
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, d, in_proj_, 3 * d,
-                                        {}, absl::MakeSpan(vqk)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, d, in_proj_, 3 * d, {}, absl::MakeSpan(vqk)));
   auto all = absl::MakeSpan(vqk);
   TWICE_RETURN_IF_ERROR(kernels::RopeRotateHalf(all.subspan(d), tokens, 3 * d,
                                                 o.heads, head_dim_, start_pos,

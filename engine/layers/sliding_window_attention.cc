@@ -29,8 +29,10 @@ SlidingWindowAttention::Load(const WeightMap& weights,
   m->head_dim_ = options.dim / options.heads;
   const int64_t d = options.dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wqkv_, weights.GetMatrix(p + "Wqkv.weight", {3 * d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_, weights.GetMatrix(p + "out_proj.weight", {d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wqkv_,
+                         weights.GetMatrix(p + "Wqkv.weight", {3 * d, d}));
+  TWICE_ASSIGN_OR_RETURN(m->wo_,
+                         weights.GetMatrix(p + "out_proj.weight", {d, d}));
   return m;
 }
 
@@ -63,8 +65,8 @@ absl::Status SlidingWindowAttention::Forward(absl::Span<const float> x,
   TWICE_ASSIGN_OR_RETURN(WindowKvState * ring, CheckState(state, start_pos));
   const int64_t d = options_.dim;
   std::vector<float> qkv(tokens * 3 * d);  // [T, 3d] = q | k | v
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, d, wqkv_, 3 * d, {},
-                                        absl::MakeSpan(qkv)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, d, wqkv_, 3 * d, {}, absl::MakeSpan(qkv)));
   std::vector<float> y(tokens * d);
   TWICE_RETURN_IF_ERROR(
       Attend(absl::MakeSpan(qkv), tokens, start_pos, *ring, absl::MakeSpan(y)));
@@ -85,8 +87,8 @@ absl::Status SlidingWindowAttention::StepBatch(
   }
   const int64_t d = options_.dim;
   std::vector<float> qkv(rows * 3 * d);  // [B, 3d]
-  TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, d, wqkv_, 3 * d, {},
-                                        absl::MakeSpan(qkv)));
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, rows, d, wqkv_, 3 * d, {}, absl::MakeSpan(qkv)));
   std::vector<float> y(rows * d);
   for (int64_t b = 0; b < rows; ++b) {
     TWICE_RETURN_IF_ERROR(Attend(absl::MakeSpan(qkv).subspan(b * 3 * d, 3 * d),

@@ -20,8 +20,7 @@ namespace {
 
 // Parse + build for a config type C (with .architecture and
 // .canonical_json) and a model type M with M::Create(C, ...).
-template <typename C, typename M,
-          absl::StatusOr<C> (*Parse)(std::string_view)>
+template <typename C, typename M, absl::StatusOr<C> (*Parse)(std::string_view)>
 struct Entry {
   static absl::StatusOr<ParsedConfig> ParseOnly(std::string_view json) {
     TWICE_ASSIGN_OR_RETURN(C config, Parse(json));

@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
   // The public checkpoints store the tied matrix under either name.
   const char* embedding_name =
       w.Has(kEmbedding) || !w.Has(kLmHead) ? kEmbedding : kLmHead;
-  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.GetMatrix(embedding_name, {vocab, d}));
+  TWICE_ASSIGN_OR_RETURN(m->embedding_,
+                         w.GetMatrix(embedding_name, {vocab, d}));
   if (config.tie_word_embeddings) {
     // A view, not a copy: a converted (bf16) embedding is hundreds of MB.
     m->lm_head_ = m->embedding_;
@@ -231,8 +232,7 @@ absl::Status BasedModel::Forward(absl::Span<const int32_t> tokens,
   TWICE_RETURN_IF_ERROR(final_norm_.Forward(
       absl::MakeConstSpan(x).subspan(last * d, d), 1, absl::MakeSpan(h)));
   logits.resize(description_.padded_vocab_size);
-  return kernels::Linear(h, 1, d, lm_head_,
-                         description_.padded_vocab_size, {},
+  return kernels::Linear(h, 1, d, lm_head_, description_.padded_vocab_size, {},
                          absl::MakeSpan(logits));
 }
 

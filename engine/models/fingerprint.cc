@@ -76,7 +76,9 @@ absl::StatusOr<std::string> ModelFingerprint(std::string_view architecture,
     for (const auto& [name, stored] : weights.tensors()) {
       converts = converts || stored.entry->dtype != to;
     }
-    if (converts) sha.Field(absl::StrCat("weights_dtype=", std::string(DTypeFlagName(*to))));
+    if (converts)
+      sha.Field(
+          absl::StrCat("weights_dtype=", std::string(DTypeFlagName(*to))));
   }
   return sha.HexDigest();
 }

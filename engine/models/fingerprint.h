@@ -3,9 +3,9 @@
 // dtype, shape, stored bytes) in name order, the tokenizer.json bytes and the
 // state dtype, then the weights' load dtype when the load converts any
 // tensor (WeightMap::matrix_dtype; states of an f32 and a bf16 load never
-// mix, while a load as stored hashes as before). Every field is length-prefixed so no two inputs collide by
-// concatenation. A state carries its model's fingerprint and is refused by
-// any other model.
+// mix, while a load as stored hashes as before). Every field is length-prefixed
+// so no two inputs collide by concatenation. A state carries its model's
+// fingerprint and is refused by any other model.
 #ifndef TWICE_ENGINE_MODELS_FINGERPRINT_H_
 #define TWICE_ENGINE_MODELS_FINGERPRINT_H_
 

@@ -1,20 +1,16 @@
 #include "engine/models/init_llama_rat.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <numbers>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/rat_config.h"
+#include "engine/models/random_model_dir.h"
 #include "engine/tensor/tensor.h"
-#include "engine/tokenizer/tokenizer.h"
-#include "engine/weights/safetensors_writer.h"
 #include "kernels/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -80,65 +76,6 @@ class WeightSet {
   std::map<std::string, Tensor> w_;
 };
 
-[[nodiscard]] absl::Status WriteText(const std::string& path,
-                                     std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
-struct TokenizerInfo {
-  std::string json;
-  int64_t vocab = 0;
-  int64_t eos = -1;
-};
-
-[[nodiscard]] absl::StatusOr<TokenizerInfo> ReadTokenizer(
-    const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("init-model: cannot read ", path));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  TokenizerInfo info;
-  info.json = std::move(buf).str();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      Tokenizer::FromJson(info.json);
-  if (!tok.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("init-model: ", path, ": ", tok.status().message()));
-  }
-  info.vocab = (*tok)->vocab_size();
-  info.eos = (*tok)
-                 ->TokenToId("<|endoftext|>")
-                 .value_or((*tok)->TokenToId("</s>").value_or(-1));
-  return info;
-}
-
-[[nodiscard]] absl::Status WriteDir(const InitModelOptions& options,
-                                    const TokenizerInfo& tok,
-                                    const std::string& config_text,
-                                    const WeightSet& weights) {
-  std::error_code ec;
-  std::filesystem::create_directories(options.out_dir, ec);
-  if (ec) {
-    return absl::UnavailableError(absl::StrCat(
-        "init-model: cannot create ", options.out_dir, ": ", ec.message()));
-  }
-  std::vector<NamedTensor> named;
-  for (const auto& [name, tensor] : weights.tensors()) {
-    named.push_back({name, &tensor});
-  }
-  TWICE_RETURN_IF_ERROR(WriteSafetensors(options.out_dir + "/model.safetensors",
-                                         std::move(named), {{"format", "pt"}}));
-  TWICE_RETURN_IF_ERROR(
-      WriteText(options.out_dir + "/tokenizer.json", tok.json));
-  return WriteText(options.out_dir + "/config.json", config_text);
-}
-
 [[nodiscard]] absl::Status UnknownPreset(std::string_view arch,
                                          const std::string& preset,
                                          std::string_view expected) {
@@ -153,8 +90,8 @@ absl::Status WriteRandomLlamaModel(const InitModelOptions& options) {
   if (options.out_dir.empty()) {
     return absl::InvalidArgumentError("init-model: out_dir is empty");
   }
-  TWICE_ASSIGN_OR_RETURN(TokenizerInfo tok,
-                         ReadTokenizer(options.tokenizer_json));
+  TWICE_ASSIGN_OR_RETURN(InitTokenizer tok,
+                         ReadInitTokenizer(options.tokenizer_json));
   Json c;
   c["architectures"] = {"LlamaForCausalLM"};
   c["model_type"] = "llama";
@@ -213,15 +150,15 @@ absl::Status WriteRandomLlamaModel(const InitModelOptions& options) {
     w.Normal(p + "mlp.up_proj.weight", {cfg.intermediate_size, d}, std);
     w.Normal(p + "mlp.down_proj.weight", {d, cfg.intermediate_size}, out_std);
   }
-  return WriteDir(options, tok, text, w);
+  return WriteModelDir(options, text, tok.json, w.tensors());
 }
 
 absl::Status WriteRandomRatModel(const InitModelOptions& options) {
   if (options.out_dir.empty()) {
     return absl::InvalidArgumentError("init-model: out_dir is empty");
   }
-  TWICE_ASSIGN_OR_RETURN(TokenizerInfo tok,
-                         ReadTokenizer(options.tokenizer_json));
+  TWICE_ASSIGN_OR_RETURN(InitTokenizer tok,
+                         ReadInitTokenizer(options.tokenizer_json));
   Json c;
   c["architecture"] = "rat";
   c["model_type"] = "rat";
@@ -272,7 +209,7 @@ absl::Status WriteRandomRatModel(const InitModelOptions& options) {
     w.Normal(p + "hidden_layer.fc1.weight", {cfg.ffn_hidden, d}, std);
     w.Normal(p + "hidden_layer.fc2.weight", {d, cfg.ffn_hidden}, out_std);
   }
-  return WriteDir(options, tok, text, w);
+  return WriteModelDir(options, text, tok.json, w.tensors());
 }
 
 }  // namespace twice::engine

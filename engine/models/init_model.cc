@@ -1,11 +1,8 @@
 #include "engine/models/init_model.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <numbers>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -13,10 +10,9 @@
 #include "engine/config/based_config.h"
 #include "engine/models/init_llama_rat.h"
 #include "engine/models/init_mamba2.h"
+#include "engine/models/random_model_dir.h"
 #include "engine/tensor/tensor.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "engine/util/absl_view.h"
-#include "engine/weights/safetensors_writer.h"
 #include "kernels/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -183,15 +179,6 @@ std::map<std::string, Tensor> BasedWeights(const BasedConfig& c,
   return w;
 }
 
-[[nodiscard]] absl::Status WriteText(const std::string& path,
-                                     std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status WriteRandomModel(const InitModelOptions& options) {
@@ -203,48 +190,17 @@ absl::Status WriteRandomModel(const InitModelOptions& options) {
         "init-model: unknown architecture \"", options.architecture,
         "\" (expected \"based\" or \"jrt\")"));
   }
-  if (options.out_dir.empty()) {
-    return absl::InvalidArgumentError("init-model: out_dir is empty");
-  }
-  std::ifstream in(options.tokenizer_json, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("init-model: cannot read ", options.tokenizer_json));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  const std::string tokenizer_json = std::move(buf).str();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-      Tokenizer::FromJson(tokenizer_json);
-  if (!tokenizer.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("init-model: ", options.tokenizer_json, ": ",
-                     tokenizer.status().message()));
-  }
-  const int64_t eos = (*tokenizer)->TokenToId("<|endoftext|>").value_or(-1);
-  TWICE_ASSIGN_OR_RETURN(Json config_json,
-                         PresetConfig(options.architecture, options.preset,
-                                      (*tokenizer)->vocab_size(), eos));
+  TWICE_ASSIGN_OR_RETURN(const InitTokenizer tok,
+                         ReadInitTokenizer(options.tokenizer_json));
+  TWICE_ASSIGN_OR_RETURN(
+      Json config_json,
+      PresetConfig(options.architecture, options.preset, tok.vocab, tok.eos));
   const std::string config_text = config_json.dump(2) + "\n";
   // Derive every shape from the parsed config, as LoadModel will.
   TWICE_ASSIGN_OR_RETURN(BasedConfig config, ParseBasedConfig(config_text));
 
-  std::error_code ec;
-  std::filesystem::create_directories(options.out_dir, ec);
-  if (ec) {
-    return absl::UnavailableError(absl::StrCat(
-        "init-model: cannot create ", options.out_dir, ": ", ec.message()));
-  }
-  const std::map<std::string, Tensor> weights =
-      BasedWeights(config, options.seed);
-  std::vector<NamedTensor> named;
-  named.reserve(weights.size());
-  for (const auto& [name, tensor] : weights) named.push_back({name, &tensor});
-  TWICE_RETURN_IF_ERROR(WriteSafetensors(options.out_dir + "/model.safetensors",
-                                         std::move(named), {{"format", "pt"}}));
-  TWICE_RETURN_IF_ERROR(
-      WriteText(options.out_dir + "/tokenizer.json", tokenizer_json));
-  return WriteText(options.out_dir + "/config.json", config_text);
+  return WriteModelDir(options, config_text, tok.json,
+                       BasedWeights(config, options.seed));
 }
 
 }  // namespace twice::engine

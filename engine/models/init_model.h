@@ -1,17 +1,20 @@
 // WriteRandomModel: writes a model directory with random weights, for
 // tests, benchmarks and smoke runs of the services (`twice init-model`).
 //
-// The directory gets config.json, model.safetensors (f32) and a copy of the
-// tokenizer.json; LoadModel reads it back. The output depends only on the
-// options: the same seed gives byte-identical files on every platform (the
-// generator is self-contained, not std::normal_distribution).
+// The directory gets config.json, model.safetensors (f32, or bf16 / f16 as
+// requested) and a copy of the tokenizer.json; LoadModel reads it back. The
+// output depends only on the options: the same seed gives byte-identical files
+// on every platform (the generator is self-contained, not
+// std::normal_distribution).
 #ifndef TWICE_ENGINE_MODELS_INIT_MODEL_H_
 #define TWICE_ENGINE_MODELS_INIT_MODEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/tensor/tensor.h"
 
 namespace twice::engine {
 
@@ -34,6 +37,10 @@ struct InitModelOptions {
   std::string tokenizer_json = "models/tokenizers/gpt2/tokenizer.json";
   // Default 0.
   uint64_t seed = 0;
+  // The dtype every tensor is stored in (F32, BF16 or F16, as a published
+  // checkpoint; `twice init-model --weights_dtype`). The random values are
+  // drawn in f32 and rounded. Default: unset = F32.
+  std::optional<DType> weights_dtype;
 };
 
 // INVALID_ARGUMENT for an unknown architecture / preset, an empty out_dir or

@@ -23,7 +23,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   if (c.tie_word_embeddings && !w.Has("lm_head.weight")) {
     p.lm_head = p.embedding;
   } else {
-    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.GetMatrix("lm_head.weight", {vocab, d}));
+    TWICE_ASSIGN_OR_RETURN(p.lm_head,
+                           w.GetMatrix("lm_head.weight", {vocab, d}));
   }
   LlamaAttentionOptions ao;
   ao.dim = d;

@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   // Tied checkpoints may store the matrix under either name, or both.
   const char* embedding_name =
       w.Has(kEmbedding) || !w.Has(kLmHead) ? kEmbedding : kLmHead;
-  TWICE_ASSIGN_OR_RETURN(m->embedding_, w.GetMatrix(embedding_name, {vocab, d}));
+  TWICE_ASSIGN_OR_RETURN(m->embedding_,
+                         w.GetMatrix(embedding_name, {vocab, d}));
   if (config.tie_word_embeddings) {
     m->lm_head_ = m->embedding_;
     if (w.Has(kLmHead)) {
@@ -167,9 +168,8 @@ absl::Status Mamba2Model::Head(absl::Span<const float> x, int64_t rows,
   std::vector<float> h(rows * d);
   TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
   logits.resize(rows * description_.padded_vocab_size);
-  return kernels::Linear(h, rows, d, lm_head_,
-                         description_.padded_vocab_size, {},
-                         absl::MakeSpan(logits));
+  return kernels::Linear(h, rows, d, lm_head_, description_.padded_vocab_size,
+                         {}, absl::MakeSpan(logits));
 }
 
 absl::StatusOr<std::vector<float>> Mamba2Model::Prefill(

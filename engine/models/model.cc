@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/absl_view.h"
 
 namespace twice::engine {
 
@@ -43,6 +44,20 @@ absl::StatusOr<std::vector<float>> Model::StepBatch(
   }
   for (size_t b = 0; b < tokens.size(); ++b) *states[b] = std::move(*work[b]);
   return logits;
+}
+
+absl::StatusOr<std::optional<DType>> ParseWeightsDType(std::string_view flag) {
+  if (flag == "auto") return std::nullopt;
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8}) {
+    if (flag == DTypeFlagName(d)) return d;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--weights_dtype must be auto, f32, bf16, f16 or int8, got \"",
+      AbslView(flag), "\""));
+}
+
+std::string WeightsDTypeName(std::optional<DType> dtype) {
+  return dtype.has_value() ? std::string(DTypeFlagName(*dtype)) : "auto";
 }
 
 }  // namespace twice::engine

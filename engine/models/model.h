@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -114,6 +115,13 @@ struct LoadOptions {
   // converts anything (fingerprint.h).
   std::optional<DType> weights_dtype;
 };
+
+// The --weights_dtype flag: "auto" (nullopt), "f32", "bf16", "f16" or
+// "int8"; INVALID_ARGUMENT listing them otherwise.
+[[nodiscard]] absl::StatusOr<std::optional<DType>> ParseWeightsDType(
+    std::string_view flag);
+// "auto" for nullopt, else DTypeFlagName.
+std::string WeightsDTypeName(std::optional<DType> dtype);
 
 // Loads config.json, *.safetensors and tokenizer.json from `dir` as the
 // architecture its config names (architectures.h). Errors name the file

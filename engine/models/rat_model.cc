@@ -27,7 +27,8 @@ absl::StatusOr<std::unique_ptr<RatModel>> RatModel::Create(
       TWICE_RETURN_IF_ERROR(w.Check("head.lm_head.weight", {vocab, d}));
     }
   } else {
-    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.GetMatrix("head.lm_head.weight", {vocab, d}));
+    TWICE_ASSIGN_OR_RETURN(p.lm_head,
+                           w.GetMatrix("head.lm_head.weight", {vocab, d}));
   }
   RatAttentionOptions ro;
   ro.dim = d;

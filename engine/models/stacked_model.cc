@@ -185,9 +185,9 @@ absl::StatusOr<std::vector<float>> StackedModel::Prefill(
     return s;
   }
   std::vector<float> logits(description_.padded_vocab_size);
-  if (absl::Status s = kernels::Linear(h, 1, d_, lm_head_,
-                                       description_.padded_vocab_size, {},
-                                       absl::MakeSpan(logits));
+  if (absl::Status s =
+          kernels::Linear(h, 1, d_, lm_head_, description_.padded_vocab_size,
+                          {}, absl::MakeSpan(logits));
       !s.ok()) {
     undo.Restore(state);
     return s;
@@ -245,9 +245,8 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
   std::vector<float> logits(rows * description_.padded_vocab_size);
   absl::Status s = final_norm_.Forward(x, rows, absl::MakeSpan(h));
   if (s.ok()) {
-    s = kernels::Linear(h, rows, d, lm_head_,
-                        description_.padded_vocab_size, {},
-                        absl::MakeSpan(logits));
+    s = kernels::Linear(h, rows, d, lm_head_, description_.padded_vocab_size,
+                        {}, absl::MakeSpan(logits));
   }
   if (!s.ok()) return fail(s);
   for (int64_t b = 0; b < rows; ++b) {

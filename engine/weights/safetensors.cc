@@ -257,6 +257,18 @@ absl::Span<const uint8_t> SafetensorsFile::Bytes(
                              static_cast<size_t>(entry.end - entry.begin));
 }
 
+void SafetensorsFile::ReleasePages(const SafetensorsEntry& entry) const {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(Bytes(entry).data());
+  const uintptr_t end = begin + static_cast<uintptr_t>(entry.end - entry.begin);
+  // Only pages wholly inside the tensor: a neighbour may still be in use.
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = end / page * page;
+  if (last > first) {
+    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+}
+
 absl::StatusOr<Tensor> SafetensorsFile::Read(
     const SafetensorsEntry& entry) const {
   if (!entry.dtype.has_value() || *entry.dtype == DType::kF32) {

@@ -13,7 +13,8 @@
 // and tensor; I/O failures are NOT_FOUND (missing file) or UNAVAILABLE.
 //
 // Thread safety: immutable after Open; all methods may run concurrently.
-// Views returned by Read and ReadF32 stay valid while the SafetensorsFile lives.
+// Views returned by Read and ReadF32 stay valid while the SafetensorsFile
+// lives.
 #ifndef TWICE_ENGINE_WEIGHTS_SAFETENSORS_H_
 #define TWICE_ENGINE_WEIGHTS_SAFETENSORS_H_
 
@@ -27,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/dtype.h"
 #include "engine/tensor/tensor.h"
+#include "kernels/dtype.h"
 
 namespace twice::engine {
 
@@ -80,6 +81,11 @@ class SafetensorsFile {
   // dtypes.
   [[nodiscard]] absl::StatusOr<Tensor> Read(
       const SafetensorsEntry& entry) const;
+  // Drops the whole pages of this tensor's bytes from the process's
+  // memory (they stay in the page cache, and a later read faults them back
+  // in): for tensors a load converted and no longer reads, so a bf16 or
+  // int8 load of an f32 file does not keep the f32 bytes resident.
+  void ReleasePages(const SafetensorsEntry& entry) const;
 
  private:
   SafetensorsFile() = default;

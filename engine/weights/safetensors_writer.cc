@@ -33,8 +33,15 @@ namespace {
       return absl::InvalidArgumentError(
           absl::StrCat("WriteSafetensors: duplicate tensor '", t.name, "'"));
     }
-    const int64_t bytes = t.tensor->size() * 4;
-    header[t.name] = {{"dtype", "F32"},
+    if (t.tensor->dtype() == DType::kI8 || t.tensor->device() != Device::kCpu) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WriteSafetensors: tensor '", t.name, "' is ",
+                       std::string(DTypeName(t.tensor->dtype())), " on ",
+                       std::string(kernels::DeviceName(t.tensor->device())),
+                       " (F32, BF16 or F16 in host memory can be stored)"));
+    }
+    const int64_t bytes = t.tensor->ByteSize();
+    header[t.name] = {{"dtype", std::string(DTypeName(t.tensor->dtype()))},
                       {"shape", t.tensor->shape()},
                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -56,8 +63,8 @@ absl::StatusOr<std::string> SerializeSafetensors(
   out += json;
   for (const NamedTensor& t : tensors) {
     if (t.tensor->size() == 0) continue;
-    out.append(reinterpret_cast<const char*>(t.tensor->data()),
-               static_cast<size_t>(t.tensor->size()) * 4);
+    out.append(static_cast<const char*>(t.tensor->raw_data()),
+               static_cast<size_t>(t.tensor->ByteSize()));
   }
   return out;
 }
@@ -77,9 +84,9 @@ absl::Status WriteSafetensors(
             std::fwrite(json.data(), 1, json.size(), f) == json.size();
   // Tensor by tensor, so a large model is never copied into one buffer.
   for (size_t i = 0; ok && i < tensors.size(); ++i) {
-    const size_t n = static_cast<size_t>(tensors[i].tensor->size());
+    const size_t n = static_cast<size_t>(tensors[i].tensor->ByteSize());
     if (n == 0) continue;  // an empty tensor may have no buffer at all
-    ok = std::fwrite(tensors[i].tensor->data(), 4, n, f) == n;
+    ok = std::fwrite(tensors[i].tensor->raw_data(), 1, n, f) == n;
   }
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {

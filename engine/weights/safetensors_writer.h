@@ -1,7 +1,8 @@
-// Safetensors writer: stores f32 tensors (init-model, tests, conversions).
-// The header lists tensors in name order, data follows in the same order,
-// and the header is space-padded so the data section starts 8-byte aligned
-// (then every f32 tensor can be used in place after mapping).
+// Safetensors writer: stores F32, BF16 and F16 tensors, each in its own
+// dtype (init-model, tests, conversions). The header lists tensors in name
+// order, data follows in the same order, and the header is space-padded so
+// the data section starts 8-byte aligned (then every tensor of an all-f32
+// or all-16-bit file can be used in place after mapping).
 #ifndef TWICE_ENGINE_WEIGHTS_SAFETENSORS_WRITER_H_
 #define TWICE_ENGINE_WEIGHTS_SAFETENSORS_WRITER_H_
 
@@ -21,9 +22,10 @@ struct NamedTensor {
   const Tensor* tensor = nullptr;  // not owned; must outlive the call
 };
 
-// Writes `tensors` (unique names) as F32 to `path`, through a temporary file
+// Writes `tensors` (unique names) to `path`, through a temporary file
 // renamed into place so a reader never sees a partial file. Errors:
-// INVALID_ARGUMENT (duplicate or empty name), UNAVAILABLE (I/O).
+// INVALID_ARGUMENT (duplicate or empty name; an I8 tensor, whose scales
+// the format cannot hold; a tensor not in host memory), UNAVAILABLE (I/O).
 [[nodiscard]] absl::Status WriteSafetensors(
     const std::string& path, std::vector<NamedTensor> tensors,
     const std::map<std::string, std::string>& metadata = {});

@@ -143,8 +143,8 @@ bool WeightMap::Has(std::string_view name) const {
   return tensors_.find(name) != tensors_.end();
 }
 
-absl::StatusOr<WeightMap::Stored> WeightMap::Find(
-    std::string_view name, const Shape& expected) const {
+absl::StatusOr<WeightMap::Stored> WeightMap::Find(std::string_view name,
+                                                  const Shape& expected) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     return absl::InvalidArgumentError(
@@ -178,7 +178,11 @@ absl::StatusOr<Tensor> WeightMap::GetMatrix(std::string_view name,
   if (!matrix_dtype_.has_value() || *matrix_dtype_ == stored.dtype()) {
     return stored;
   }
-  return kernels::ConvertTensor(stored, *matrix_dtype_);
+  absl::StatusOr<Tensor> converted =
+      kernels::ConvertTensor(stored, *matrix_dtype_);
+  // The stored bytes are not read again (the fingerprint read them first).
+  if (converted.ok() && stored.is_view()) s.file->ReleasePages(*s.entry);
+  return converted;
 }
 
 }  // namespace twice::engine

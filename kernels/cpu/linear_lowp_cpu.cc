@@ -71,7 +71,8 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
       LowpGemvRows(isa, w, x, bias, 0, n, y);
       return;
     }
-    const int64_t rows = RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
+    const int64_t rows =
+        RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
     ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
       LowpGemvRows(isa, w, x, bias, t * rows, std::min(n, (t + 1) * rows), y);
     });
@@ -85,8 +86,8 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
   if (n >= 2 * threads * 64 || m <= 16) {
     // Slices of W's rows, about two per thread (a core shared with other
     // work then holds up little), each a whole number of 16 rows.
-    const int64_t want = std::max<int64_t>(
-        1, std::min<int64_t>(2 * threads, (n + 63) / 64));
+    const int64_t want =
+        std::max<int64_t>(1, std::min<int64_t>(2 * threads, (n + 63) / 64));
     const int64_t step = RoundUp((n + want - 1) / want, 16);
     ParallelFor((n + step - 1) / step, [&](int64_t t) {
       const int64_t r0 = t * step;

@@ -38,8 +38,8 @@ struct LowpRows {
 
 // y[r] = W[r, :] · x (+ bias[r]) for rows [r0, r1), with the kernels of
 // `isa` (callers pass CpuIsa(); tests pass each one the CPU has).
-void LowpGemvRows(Isa isa, const LowpRows& w, const float* x,
-                  const float* bias, int64_t r0, int64_t r1, float* y);
+void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
+                  int64_t r0, int64_t r1, float* y);
 // Rows [r0, r1) of W widened to f32 into `out` ((r1 - r0) * k floats; I8
 // multiplied by its row scale).
 void LowpRowsToF32(Isa isa, const LowpRows& w, int64_t r0, int64_t r1,

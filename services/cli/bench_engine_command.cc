@@ -8,7 +8,9 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/engine_bench_runner.h"
+#include "engine/models/model.h"
 #include "services/cli/commands.h"
 #include "services/server/default_model.h"
 
@@ -33,7 +35,7 @@ int RunBenchEngine(const CliContext& cli) {
                  "[--arch=based,jrt,mamba2,llama,rat] "
                  "[--preset=tiny|realistic|<preset>] [--tokens=512,2048,8192] "
                  "[--decode-positions=2048,8192,32768] [--threads=N] "
-                 "[--json]"));
+                 "[--weights_dtype=f32,bf16,int8] [--json]"));
   }
   bench::EngineBenchOptions options;
   options.arch = cli.arch;
@@ -43,6 +45,15 @@ int RunBenchEngine(const CliContext& cli) {
   options.seed = cli.seed;
   options.threads = absl::GetFlag(FLAGS_threads);
   options.decode_steps = absl::GetFlag(FLAGS_decode_steps);
+  options.weights_dtypes.clear();
+  for (absl::string_view name :
+       absl::StrSplit(cli.weights_dtype, ',', absl::SkipEmpty())) {
+    absl::StatusOr<std::optional<engine::DType>> dtype =
+        engine::ParseWeightsDType(std::string_view(name.data(), name.size()));
+    if (!dtype.ok()) return ReportError(cli, dtype.status());
+    options.weights_dtypes.push_back(*dtype);
+  }
+  if (options.weights_dtypes.empty()) options.weights_dtypes.push_back({});
   auto parse_list = [&](const std::vector<std::string>& texts, const char* flag,
                         std::vector<int64_t>& out) -> absl::Status {
     out.clear();

@@ -47,6 +47,8 @@ struct CliContext {
   std::string preset = "tiny";
   std::string out;
   std::string tokenizer;  // empty = the built-in GPT-2 tokenizer
+  // init-model: stored dtype; bench engine: comma-separated load dtypes.
+  std::string weights_dtype = "auto";
 
   // A channel to `server` (TLS with tls_ca). An unreadable PEM file is
   // reported like a failed call and the command exits with code 1.

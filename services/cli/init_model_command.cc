@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "engine/models/init_model.h"
+#include "engine/models/model.h"
 #include "services/cli/commands.h"
 #include "services/server/default_model.h"
 
@@ -11,7 +12,8 @@ int RunInitModel(const CliContext& cli) {
     return ReportError(
         cli, absl::InvalidArgumentError("usage: twice init-model "
                                         "--arch=based|jrt|mamba2|llama|rat "
-                                        "--preset=PRESET --out=DIR"));
+                                        "--preset=PRESET --out=DIR "
+                                        "[--weights_dtype=f32|bf16|f16]"));
   }
   engine::InitModelOptions options;
   options.architecture = cli.arch;
@@ -20,6 +22,10 @@ int RunInitModel(const CliContext& cli) {
   options.tokenizer_json =
       cli.tokenizer.empty() ? services::BuiltinTokenizerPath() : cli.tokenizer;
   options.seed = cli.seed;
+  absl::StatusOr<std::optional<engine::DType>> dtype =
+      engine::ParseWeightsDType(cli.weights_dtype);
+  if (!dtype.ok()) return ReportError(cli, dtype.status());
+  options.weights_dtype = *dtype;
   if (absl::Status written = engine::WriteRandomModel(options); !written.ok()) {
     return ReportError(cli, written);
   }

@@ -64,6 +64,10 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, preset, "tiny",
           "init-model, bench engine: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
+ABSL_FLAG(std::string, weights_dtype, "auto",
+          "init-model: dtype the weights are stored in (auto = f32, bf16, "
+          "f16); bench engine: comma-separated dtypes the weights are loaded "
+          "in, rows of each side by side (auto, f32, bf16, f16, int8)");
 ABSL_FLAG(std::string, tokenizer, "",
           "init-model: tokenizer.json to ship (empty = built-in GPT-2)");
 
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
   cli.arch = absl::GetFlag(FLAGS_arch);
   cli.preset = absl::GetFlag(FLAGS_preset);
   cli.out = absl::GetFlag(FLAGS_out);
+  cli.weights_dtype = absl::GetFlag(FLAGS_weights_dtype);
   cli.tokenizer = absl::GetFlag(FLAGS_tokenizer);
 
   const std::string command = positional[1];

@@ -8,8 +8,10 @@
 namespace twice::services {
 
 absl::Status ModelRegistry::Load(const std::string& name,
-                                 const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::LoadModel(dir);
+                                 const std::string& dir,
+                                 const engine::LoadOptions& options) {
+  absl::StatusOr<std::unique_ptr<engine::Model>> model =
+      engine::LoadModel(dir, options);
   if (!model.ok()) {
     return absl::Status(model.status().code(),
                         absl::StrCat("loading model '", name, "' from ", dir,

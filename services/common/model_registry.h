@@ -19,7 +19,8 @@ class ModelRegistry {
   // Loads the model in `dir` under `name`. The first model added is the
   // default.
   [[nodiscard]] absl::Status Load(const std::string& name,
-                                  const std::string& dir);
+                                  const std::string& dir,
+                                  const engine::LoadOptions& options = {});
   void Add(const std::string& name, std::unique_ptr<engine::Model> model);
 
   // Empty name = the default model. NOT_FOUND names the known models.

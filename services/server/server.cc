@@ -131,15 +131,18 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           " internal_peer_names=", options.internal_peer_names.size()));
 
   if (role != Role::kStore) {
+    const engine::LoadOptions load = options.ModelLoadOptions();
     for (const ModelSpec& spec : options.models) {
-      absl::Status loaded = server->models_.Load(spec.name, spec.dir);
+      absl::Status loaded = server->models_.Load(spec.name, spec.dir, load);
       if (!loaded.ok()) return loaded;
       const engine::ModelDescription& d =
           (*server->models_.Find(spec.name))->description();
       Log(LogLevel::kInfo, "model.loaded",
-          absl::StrCat("name=", spec.name, " arch=", d.architecture,
-                       " layers=", d.num_layers, " hidden=", d.hidden_size,
-                       " fingerprint=", d.fingerprint.substr(0, 16)));
+          absl::StrCat(
+              "name=", spec.name, " arch=", d.architecture,
+              " weights_dtype=", engine::WeightsDTypeName(load.weights_dtype),
+              " layers=", d.num_layers, " hidden=", d.hidden_size,
+              " fingerprint=", d.fingerprint.substr(0, 16)));
     }
   }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/models/model.h"
 #include "services/common/tls.h"
 #include "services/decode/decode_service.h"
 #include "services/orchestrator/orchestrator_service.h"
@@ -90,6 +91,12 @@ struct ServerOptions {
   // engine/runtime/kernel_device.h; startup fails with FAILED_PRECONDITION in a
   // build without CUDA or on a machine without a GPU). Default: "cpu".
   std::string device = "cpu";
+  // --weights_dtype (engine::ParseWeightsDType): auto | f32 | bf16 | f16 |
+  // int8. With --device=cuda only auto (which then loads f32: the CUDA
+  // kernels take f32 host weights) and f32. Default: "auto".
+  std::string weights_dtype = "auto";
+  // The LoadOptions weights_dtype and device give.
+  engine::LoadOptions ModelLoadOptions() const;
 
   // TLS of the listener and of outgoing internal calls (tls.h): the
   // listener serves TLS with tls.cert_file/key_file and requires client

@@ -73,6 +73,11 @@ ABSL_FLAG(int, drain_delay_seconds, 0,
 ABSL_FLAG(std::string, device, "cpu",
           "Where prefill and decode run their kernels: cpu, or cuda (GPU 0; "
           "fails at startup without a CUDA build or a GPU)");
+ABSL_FLAG(std::string, weights_dtype, "auto",
+          "dtype the models' projection and embedding matrices are kept in: "
+          "auto (as stored in the checkpoint, memory mapped), f32, bf16, "
+          "f16, or int8 (weight-only, per output row, made at load); part "
+          "of the model fingerprint");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");
@@ -207,6 +212,7 @@ int main(int argc, char** argv) {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.device = absl::GetFlag(FLAGS_device);
+  options.weights_dtype = absl::GetFlag(FLAGS_weights_dtype);
   options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);

@@ -8,10 +8,10 @@
 #include <limits>
 #include <string>
 
-#include "kernels/dtype.h"
 #include "engine/weights/safetensors_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/dtype.h"
 #include "kernels/immutable_host_regions.h"
 #include "tests/engine/test_model_util.h"
 

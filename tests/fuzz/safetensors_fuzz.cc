@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "kernels/dtype.h"
 #include "engine/weights/safetensors.h"
+#include "kernels/dtype.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

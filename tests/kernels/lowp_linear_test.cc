@@ -1,0 +1,147 @@
+// Linear with bf16 / f16 / int8 weights against a float64 reference over
+// the same rounded (or quantized) weights, so the tolerance measures the
+// kernels, not the rounding: f32 accumulation, 2e-5 + 2e-5 relative for
+// k <= 1000 and inputs in [-1, 1] (as for f32 weights). Each instruction
+// set this CPU runs is checked directly, and the entry point over every
+// way of splitting the work and every thread count.
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/lowp_dot.h"
+#include "kernels/linear.h"
+#include "kernels/tensor_convert.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace twice::kernels {
+namespace {
+
+using testing::ExpectClose;
+using testing::RandomVector;
+
+constexpr DType kLowpTypes[] = {DType::kBF16, DType::kF16, DType::kI8};
+
+Tensor Rounded(const std::vector<float>& w, int64_t n, int64_t k, DType to) {
+  absl::StatusOr<Tensor> t = ConvertTensor(Tensor::FromVector({n, k}, w), to);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+// W's elements as the kernels must see them, in float64 (widened exactly;
+// int8 as value times row scale).
+std::vector<double> Widened(const Tensor& w) {
+  absl::StatusOr<Tensor> f = ConvertTensor(w, DType::kF32);
+  EXPECT_TRUE(f.ok());
+  std::vector<double> out(f->span().begin(), f->span().end());
+  if (w.dtype() == DType::kI8) {
+    const auto* q = static_cast<const int8_t*>(w.raw_data());
+    const int64_t k = w.dim(1);
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i] = static_cast<double>(q[i]) * double{w.scales()[i / k]};
+    }
+  }
+  return out;
+}
+
+std::vector<double> Reference(const std::vector<float>& x, int64_t m, int64_t k,
+                              const std::vector<double>& w, int64_t n,
+                              const std::vector<float>& bias) {
+  std::vector<double> y(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t o = 0; o < n; ++o) {
+      double acc = bias.empty() ? 0.0 : bias[o];
+      for (int64_t j = 0; j < k; ++j)
+        acc += double{x[i * k + j]} * w[o * k + j];
+      y[i * n + o] = acc;
+    }
+  }
+  return y;
+}
+
+std::vector<cpu::Isa> IsasOfThisCpu() {
+  std::vector<cpu::Isa> isas = {cpu::Isa::kPortable};
+  if (cpu::CpuIsa() != cpu::Isa::kPortable) isas.push_back(cpu::Isa::kAvx2);
+  if (cpu::CpuIsa() == cpu::Isa::kAvx512) isas.push_back(cpu::Isa::kAvx512);
+  return isas;
+}
+
+// The GEMV and the widening of every build, on row counts and lengths
+// that leave every kind of tail (rows not a multiple of 4, k not a
+// multiple of 8, 16 or 32).
+TEST(LowpDotTest, EveryIsaMatchesReference) {
+  for (cpu::Isa isa : IsasOfThisCpu()) {
+    SCOPED_TRACE(std::string(cpu::IsaName(isa)));
+    for (DType dtype : kLowpTypes) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)));
+      for (auto [k, n] : {std::tuple{1, 1}, std::tuple{7, 5}, std::tuple{16, 4},
+                          std::tuple{33, 9}, std::tuple{64, 13},
+                          std::tuple{100, 8}, std::tuple{1000, 3}}) {
+        const auto w = RandomVector(n * k, 11);
+        const auto x = RandomVector(k, 12);
+        const auto bias = RandomVector(n, 13);
+        const Tensor wq = Rounded(w, n, k, dtype);
+        const cpu::LowpRows rows{dtype, wq.raw_data(), wq.scales(), k};
+        std::vector<float> y(n, 99.0f);
+        cpu::LowpGemvRows(isa, rows, x.data(), bias.data(), 0, n, y.data());
+        const std::vector<double> wide = Widened(wq);
+        ExpectClose(y, Reference(x, 1, k, wide, n, bias), 2e-5, 2e-5, "gemv");
+        std::vector<float> f32(n * k, 99.0f);
+        cpu::LowpRowsToF32(isa, rows, 0, n, f32.data());
+        ExpectClose(f32, wide, 1e-7, 1e-7, "widen");
+      }
+    }
+  }
+}
+
+// Through the entry point: the GEMV (m = 1), the panel path with our
+// small-m kernel (m = 2..16) and with SGEMM (m > 16), split by rows of W
+// (wide n) and by rows of x (narrow n, large m), serial and threaded.
+TEST(LowpLinearTest, EverySplitMatchesReference) {
+  testing::ForEachThreadCount([](int) {
+    for (DType dtype : kLowpTypes) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)));
+      for (auto [m, k, n] : {std::tuple{1, 64, 48}, std::tuple{1, 1000, 203},
+                             std::tuple{1, 100, 1000}, std::tuple{2, 100, 1000},
+                             std::tuple{5, 333, 203}, std::tuple{16, 200, 600},
+                             std::tuple{17, 200, 600}, std::tuple{40, 64, 520},
+                             std::tuple{300, 64, 50}, std::tuple{129, 96, 257},
+                             std::tuple{3, 1, 1}, std::tuple{20, 7, 5}}) {
+        SCOPED_TRACE(::testing::Message() << m << "x" << k << "x" << n);
+        for (bool with_bias : {false, true}) {
+          const auto x = RandomVector(m * k, 1);
+          const auto w = RandomVector(n * k, 2);
+          const auto b = with_bias ? RandomVector(n, 3) : std::vector<float>{};
+          const Tensor wq = Rounded(w, n, k, dtype);
+          std::vector<float> y(m * n, 123.0f);
+          ASSERT_TRUE(Linear(x, m, k, wq, n, b, absl::MakeSpan(y)).ok());
+          ExpectClose(y, Reference(x, m, k, Widened(wq), n, b), 2e-5, 2e-5);
+        }
+      }
+    }
+  });
+}
+
+TEST(LowpLinearTest, WrongShapeIsInvalidArgument) {
+  const Tensor w = Rounded(RandomVector(6 * 4, 1), 6, 4, DType::kBF16);
+  std::vector<float> x(4), y(5);
+  const absl::Status s = Linear(x, 1, 4, w, 5, {}, absl::MakeSpan(y));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("[6, 4]"), std::string::npos) << s;
+}
+
+TEST(LowpLinearTest, TensorOnAnotherDeviceIsUnimplementedNotCopied) {
+  std::vector<uint16_t> storage(8 * 4);
+  const Tensor w =
+      Tensor::ViewOf(DType::kBF16, storage.data(), {8, 4}, Device::kCuda);
+  std::vector<float> x(4), y(8);
+  const absl::Status s = Linear(x, 1, 4, w, 8, {}, absl::MakeSpan(y));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("Linear"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("BF16"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("cuda"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace twice::kernels
