@@ -34,6 +34,10 @@ std::unique_ptr<LayerState> BaseConv::NewState() const {
   return std::make_unique<ShortConvState>(kernel_size_, inner_);
 }
 
+absl::Status BaseConv::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state).status();
+}
+
 absl::StatusOr<ShortConvState*> BaseConv::CheckState(LayerState& state) const {
   auto* conv_state = dynamic_cast<ShortConvState*>(&state);
   if (conv_state == nullptr || conv_state->channels() != inner_ ||

@@ -34,6 +34,8 @@ class BaseConv final : public Mixer {
       int64_t inner, int64_t kernel_size);
 
   std::unique_ptr<LayerState> NewState() const override;
+  [[nodiscard]] absl::Status ValidateState(LayerState& state,
+                                           int64_t start_pos) const override;
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;

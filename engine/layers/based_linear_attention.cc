@@ -41,6 +41,10 @@ std::unique_ptr<LayerState> BasedLinearAttention::NewState() const {
                                                 feature_size_);
 }
 
+absl::Status BasedLinearAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state).status();
+}
+
 absl::StatusOr<LinearAttentionState*> BasedLinearAttention::CheckState(
     LayerState& state) const {
   auto* la = dynamic_cast<LinearAttentionState*>(&state);

@@ -59,6 +59,8 @@ class BasedLinearAttention final : public Mixer {
        const LinearAttentionOptions& options);
 
   std::unique_ptr<LayerState> NewState() const override;
+  [[nodiscard]] absl::Status ValidateState(LayerState& state,
+                                           int64_t start_pos) const override;
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;

@@ -26,23 +26,6 @@ void FullKvState::Append(const float* k, const float* v, int64_t tokens,
   count_ += tokens;
 }
 
-namespace {
-struct RowCount final : StateSnapshot {
-  explicit RowCount(int64_t n) : count(n) {}
-  int64_t count;
-};
-}  // namespace
-
-std::unique_ptr<StateSnapshot> FullKvState::TakeSnapshot() const {
-  return std::make_unique<RowCount>(count_);
-}
-
-void FullKvState::RestoreSnapshot(const StateSnapshot& snapshot) {
-  count_ = static_cast<const RowCount&>(snapshot).count;
-  keys_.resize(count_ * row());
-  values_.resize(count_ * row());
-}
-
 void FullKvState::Serialize(StateWriter& writer) const {
   writer.WriteI64(count_);
   writer.WriteTensor({count_, kv_heads_, head_dim_}, keys_);

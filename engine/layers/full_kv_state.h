@@ -17,12 +17,11 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "engine/layers/snapshot_state.h"
 #include "engine/state/layer_state.h"
 
 namespace twice::engine {
 
-class FullKvState final : public LayerState, public SnapshotState {
+class FullKvState final : public LayerState {
  public:
   static constexpr std::string_view kKind = "full_kv";
 
@@ -34,9 +33,6 @@ class FullKvState final : public LayerState, public SnapshotState {
   std::unique_ptr<LayerState> Clone() const override;
   void Serialize(StateWriter& writer) const override;
   [[nodiscard]] absl::Status Deserialize(StateReader& reader) override;
-  // The snapshot is the row count; restoring drops the rows added since.
-  std::unique_ptr<StateSnapshot> TakeSnapshot() const override;
-  void RestoreSnapshot(const StateSnapshot& snapshot) override;
 
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }

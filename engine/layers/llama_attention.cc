@@ -39,6 +39,10 @@ std::unique_ptr<LayerState> LlamaAttention::NewState() const {
   return std::make_unique<FullKvState>(options_.kv_heads, options_.head_dim);
 }
 
+absl::Status LlamaAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state, start_pos).status();
+}
+
 absl::StatusOr<FullKvState*> LlamaAttention::CheckState(
     LayerState& state, int64_t start_pos) const {
   auto* kv = dynamic_cast<FullKvState*>(&state);

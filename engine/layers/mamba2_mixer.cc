@@ -63,6 +63,10 @@ std::unique_ptr<LayerState> Mamba2Mixer::NewState() const {
   return std::make_unique<Mamba2State>(shape_);
 }
 
+absl::Status Mamba2Mixer::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state).status();
+}
+
 absl::StatusOr<Mamba2State*> Mamba2Mixer::CheckState(LayerState& state) const {
   auto* s = dynamic_cast<Mamba2State*>(&state);
   if (s == nullptr || !(s->shape() == shape_)) {

@@ -34,11 +34,20 @@ class Mixer {
   // A state for a sequence that has read no tokens.
   virtual std::unique_ptr<LayerState> NewState() const = 0;
 
+  // The checks Forward and StepBatch make before they change anything:
+  // FAILED_PRECONDITION when `state` is not this mixer's kind (shapes
+  // included) or has not read exactly `start_pos` tokens. Models run it on
+  // every layer before the first layer reads, so that a read is either
+  // refused with no state changed or runs to its end in place (no copy of
+  // the state per step).
+  [[nodiscard]] virtual absl::Status ValidateState(LayerState& state,
+                                                   int64_t start_pos) const = 0;
+
   // Reads `tokens` rows of x ([tokens, d], already normalised) that follow
   // `start_pos` earlier tokens, writes out [tokens, d] and advances `state`.
-  // FAILED_PRECONDITION when `state` is not this mixer's kind or does not
-  // match start_pos. May leave `state` modified on error; callers work on a
-  // copy.
+  // Fails as ValidateState does; may leave `state` modified when it fails
+  // after that (a device fault), and the model then marks the sequence
+  // damaged.
   [[nodiscard]] virtual absl::Status Forward(absl::Span<const float> x,
                                              int64_t tokens, int64_t start_pos,
                                              LayerState& state,

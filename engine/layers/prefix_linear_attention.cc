@@ -47,6 +47,10 @@ std::unique_ptr<LayerState> PrefixLinearAttention::NewState() const {
                                                 feature_size_);
 }
 
+absl::Status PrefixLinearAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state).status();
+}
+
 absl::StatusOr<LinearAttentionState*> PrefixLinearAttention::CheckState(
     LayerState& state) const {
   auto* la = dynamic_cast<LinearAttentionState*>(&state);

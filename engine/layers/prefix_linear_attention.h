@@ -48,6 +48,8 @@ class PrefixLinearAttention final : public Mixer {
        const LinearAttentionOptions& options);
 
   std::unique_ptr<LayerState> NewState() const override;
+  [[nodiscard]] absl::Status ValidateState(LayerState& state,
+                                           int64_t start_pos) const override;
   // Causal read: Based linear attention with the decoder projections.
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,

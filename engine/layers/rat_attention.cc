@@ -44,6 +44,10 @@ std::unique_ptr<LayerState> RatAttention::NewState() const {
   return std::make_unique<RatChunkKvState>(options_.chunk_size, options_.dim);
 }
 
+absl::Status RatAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state, start_pos).status();
+}
+
 absl::StatusOr<RatChunkKvState*> RatAttention::CheckState(
     LayerState& state, int64_t start_pos) const {
   auto* st = dynamic_cast<RatChunkKvState*>(&state);

@@ -16,29 +16,6 @@ std::unique_ptr<LayerState> RatChunkKvState::Clone() const {
   return std::make_unique<RatChunkKvState>(*this);
 }
 
-namespace {
-struct Head final : StateSnapshot {
-  int64_t count = 0;
-  size_t closed_floats = 0;
-  std::vector<float> open;
-};
-}  // namespace
-
-std::unique_ptr<StateSnapshot> RatChunkKvState::TakeSnapshot() const {
-  auto h = std::make_unique<Head>();
-  h->count = count_;
-  h->closed_floats = closed_.size();
-  h->open = open_;
-  return h;
-}
-
-void RatChunkKvState::RestoreSnapshot(const StateSnapshot& snapshot) {
-  const auto& h = static_cast<const Head&>(snapshot);
-  count_ = h.count;
-  closed_.resize(h.closed_floats);
-  open_ = h.open;
-}
-
 void RatChunkKvState::CloseChunk(const float* key, const float* value) {
   closed_.insert(closed_.end(), key, key + dim_);
   closed_.insert(closed_.end(), value, value + dim_);

@@ -32,15 +32,12 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "engine/layers/snapshot_state.h"
 #include "engine/state/block_rows_state.h"
 #include "engine/state/layer_state.h"
 
 namespace twice::engine {
 
-class RatChunkKvState final : public LayerState,
-                              public SnapshotState,
-                              public BlockRowsState {
+class RatChunkKvState final : public LayerState, public BlockRowsState {
  public:
   static constexpr std::string_view kKind = "rat_chunk_kv";
 
@@ -52,9 +49,6 @@ class RatChunkKvState final : public LayerState,
   std::unique_ptr<LayerState> Clone() const override;
   void Serialize(StateWriter& writer) const override;
   [[nodiscard]] absl::Status Deserialize(StateReader& reader) override;
-  // The snapshot is the count, the closed-row count and the open chunk.
-  std::unique_ptr<StateSnapshot> TakeSnapshot() const override;
-  void RestoreSnapshot(const StateSnapshot& snapshot) override;
 
   int64_t chunk_size() const { return chunk_size_; }
   int64_t dim() const { return dim_; }

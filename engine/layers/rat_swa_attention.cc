@@ -38,9 +38,12 @@ std::unique_ptr<LayerState> RatSwaAttention::NewState() const {
                                          head_dim_);
 }
 
-absl::Status RatSwaAttention::Forward(absl::Span<const float> x, int64_t tokens,
-                                      int64_t start_pos, LayerState& state,
-                                      absl::Span<float> out) const {
+absl::Status RatSwaAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state, start_pos).status();
+}
+
+absl::StatusOr<WindowKvState*> RatSwaAttention::CheckState(
+    LayerState& state, int64_t start_pos) const {
   const RatSwaOptions& o = options_;
   auto* ring = dynamic_cast<WindowKvState*>(&state);
   if (ring == nullptr || ring->capacity() != o.window ||
@@ -53,6 +56,14 @@ absl::Status RatSwaAttention::Forward(absl::Span<const float> x, int64_t tokens,
         absl::StrCat("RatSwaAttention: window state has read ", ring->count(),
                      " tokens but the sequence has read ", start_pos));
   }
+  return ring;
+}
+
+absl::Status RatSwaAttention::Forward(absl::Span<const float> x, int64_t tokens,
+                                      int64_t start_pos, LayerState& state,
+                                      absl::Span<float> out) const {
+  const RatSwaOptions& o = options_;
+  TWICE_ASSIGN_OR_RETURN(WindowKvState * ring, CheckState(state, start_pos));
   const int64_t d = o.dim, cap = o.window;
   std::vector<float> vqk(tokens * 3 * d);  // [T, 3D] = v | q | k
   TWICE_RETURN_IF_ERROR(

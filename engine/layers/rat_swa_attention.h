@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/layers/mixer.h"
+#include "engine/layers/window_kv_state.h"
 #include "engine/tensor/tensor.h"
 #include "engine/weights/weight_map.h"
 
@@ -39,11 +40,15 @@ class RatSwaAttention final : public Mixer {
       const RatSwaOptions& options);
 
   std::unique_ptr<LayerState> NewState() const override;
+  [[nodiscard]] absl::Status ValidateState(LayerState& state,
+                                           int64_t start_pos) const override;
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;
 
  private:
+  [[nodiscard]] absl::StatusOr<WindowKvState*> CheckState(
+      LayerState& state, int64_t start_pos) const;
   RatSwaAttention() = default;
 
   RatSwaOptions options_;

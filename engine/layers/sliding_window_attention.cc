@@ -41,6 +41,10 @@ std::unique_ptr<LayerState> SlidingWindowAttention::NewState() const {
                                          head_dim_);
 }
 
+absl::Status SlidingWindowAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+  return CheckState(state, start_pos).status();
+}
+
 absl::StatusOr<WindowKvState*> SlidingWindowAttention::CheckState(
     LayerState& state, int64_t start_pos) const {
   auto* ring = dynamic_cast<WindowKvState*>(&state);

@@ -9,6 +9,7 @@
 #include "engine/layers/prefix_linear_attention.h"
 #include "engine/layers/sliding_window_attention.h"
 #include "kernels/linear.h"
+#include "engine/models/state_checks.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_convert.h"
 
@@ -100,6 +101,7 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
         RmsNormLayer::Load(w, prefix + "norm2.weight", d, config.norm_eps));
     TWICE_ASSIGN_OR_RETURN(SwiGluMlp mlp,
                            SwiGluMlp::Load(w, prefix, d, config.mlp_hidden()));
+    m->mixers_.push_back(mixer.get());
     m->blocks_.push_back(Block{std::move(norm1), std::move(mixer),
                                std::move(norm2), std::move(mlp)});
   }
@@ -145,31 +147,11 @@ std::unique_ptr<SequenceState> BasedModel::NewState() const {
 }
 
 absl::Status BasedModel::CheckTokens(absl::Span<const int32_t> tokens) const {
-  if (tokens.empty()) {
-    return absl::InvalidArgumentError("no tokens to read");
-  }
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= description_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", tokens[i], " at index ", i,
-          " is outside the vocabulary [0, ", description_.vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckTokenIds(tokens, description_.vocab_size);
 }
 
-absl::Status BasedModel::CheckState(const SequenceState& state) const {
-  if (state.fingerprint() != description_.fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state belongs to model ", state.fingerprint(),
-                     ", not to ", description_.fingerprint));
-  }
-  if (state.num_layers() != static_cast<int>(blocks_.size())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state has ", state.num_layers(), " layers, the model ",
-                     blocks_.size()));
-  }
-  return absl::OkStatus();
+absl::Status BasedModel::CheckState(SequenceState& state) const {
+  return CheckReadableState(state, description_.fingerprint, mixers_);
 }
 
 absl::Status BasedModel::ForwardChunk(absl::Span<const int32_t> tokens,
@@ -240,11 +222,10 @@ absl::StatusOr<std::vector<float>> BasedModel::Run(
     absl::Span<const int32_t> tokens, SequenceState& state) const {
   TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
   TWICE_RETURN_IF_ERROR(CheckState(state));
-  // Work on a copy so that `state` is untouched unless everything succeeds.
-  std::unique_ptr<SequenceState> work = state.Clone();
   std::vector<float> logits;
-  TWICE_RETURN_IF_ERROR(Forward(tokens, *work, logits, nullptr));
-  state = std::move(*work);
+  SequenceState* states[] = {&state};
+  TWICE_RETURN_IF_ERROR(
+      DamagedOnError(Forward(tokens, state, logits, nullptr), states));
   return logits;
 }
 
@@ -280,10 +261,10 @@ absl::StatusOr<std::vector<float>> BasedModel::PrefillPrefix(
   PrefixEncoding prefix;
   prefix.encoder_tokens = std::min<int64_t>(m, pads + body);
   prefix.masked_tokens = pads;
-  std::unique_ptr<SequenceState> work = state.Clone();
   std::vector<float> logits;
-  TWICE_RETURN_IF_ERROR(Forward(input, *work, logits, &prefix));
-  state = std::move(*work);
+  SequenceState* states[] = {&state};
+  TWICE_RETURN_IF_ERROR(
+      DamagedOnError(Forward(input, state, logits, &prefix), states));
   return logits;
 }
 
@@ -305,44 +286,43 @@ absl::StatusOr<std::vector<float>> BasedModel::StepBatch(
     absl::Span<SequenceState* const> states) const {
   TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));
   TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
-  for (const SequenceState* state : states) {
+  for (SequenceState* state : states) {
     TWICE_RETURN_IF_ERROR(CheckState(*state));
   }
   const int64_t d = config_.hidden_size;
   const int64_t rows = static_cast<int64_t>(tokens.size());
-  // Work on copies so that no state changes unless every row succeeds.
-  std::vector<std::unique_ptr<SequenceState>> work;
   std::vector<int64_t> positions;
   for (const SequenceState* state : states) {
-    work.push_back(state->Clone());
     positions.push_back(state->token_count());
   }
-  std::vector<float> x(rows * d), h(rows * d), y(rows * d);
-  for (int64_t b = 0; b < rows; ++b) {
-    kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
-  }
-  std::vector<LayerState*> layer_states(rows);
-  for (size_t l = 0; l < blocks_.size(); ++l) {
-    const Block& blk = blocks_[l];
-    for (int64_t b = 0; b < rows; ++b) {
-      layer_states[b] = &work[b]->layer(static_cast<int>(l));
-    }
-    TWICE_RETURN_IF_ERROR(blk.norm1.Forward(x, rows, absl::MakeSpan(h)));
-    TWICE_RETURN_IF_ERROR(
-        blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
-    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
-    TWICE_RETURN_IF_ERROR(blk.norm2.Forward(x, rows, absl::MakeSpan(h)));
-    TWICE_RETURN_IF_ERROR(blk.mlp.Forward(h, rows, absl::MakeSpan(y)));
-    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
-  }
-  TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
   std::vector<float> logits(rows * description_.padded_vocab_size);
-  TWICE_RETURN_IF_ERROR(kernels::Linear(h, rows, d, lm_head_,
-                                        description_.padded_vocab_size, {},
-                                        absl::MakeSpan(logits)));
+  auto step = [&]() -> absl::Status {
+    std::vector<float> x(rows * d), h(rows * d), y(rows * d);
+    for (int64_t b = 0; b < rows; ++b) {
+      kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
+    }
+    std::vector<LayerState*> layer_states(rows);
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& blk = blocks_[l];
+      for (int64_t b = 0; b < rows; ++b) {
+        layer_states[b] = &states[b]->layer(static_cast<int>(l));
+      }
+      TWICE_RETURN_IF_ERROR(blk.norm1.Forward(x, rows, absl::MakeSpan(h)));
+      TWICE_RETURN_IF_ERROR(
+          blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
+      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+      TWICE_RETURN_IF_ERROR(blk.norm2.Forward(x, rows, absl::MakeSpan(h)));
+      TWICE_RETURN_IF_ERROR(blk.mlp.Forward(h, rows, absl::MakeSpan(y)));
+      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+    }
+    TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
+    return kernels::Linear(h, rows, d, lm_head_,
+                           description_.padded_vocab_size, {},
+                           absl::MakeSpan(logits));
+  };
+  TWICE_RETURN_IF_ERROR(DamagedOnError(step(), states));
   for (int64_t b = 0; b < rows; ++b) {
-    work[b]->set_token_count(positions[b] + 1);
-    *states[b] = std::move(*work[b]);
+    states[b]->set_token_count(positions[b] + 1);
   }
   return logits;
 }

@@ -76,7 +76,7 @@ class BasedModel final : public Model {
 
   [[nodiscard]] absl::Status CheckTokens(
       absl::Span<const int32_t> tokens) const;
-  [[nodiscard]] absl::Status CheckState(const SequenceState& state) const;
+  [[nodiscard]] absl::Status CheckState(SequenceState& state) const;
   // Runs `tokens` through every layer, advancing `state`; writes the logits
   // of the last token. With `prefix`, `state` is empty and the tokens are a
   // prefix read (pads included).
@@ -102,6 +102,7 @@ class BasedModel final : public Model {
   Tensor embedding_;  // [V_pad, d]
   Tensor lm_head_;    // [V_pad, d]
   std::vector<Block> blocks_;
+  std::vector<const Mixer*> mixers_;  // blocks_[l].mixer, for state checks
   RmsNormLayer final_norm_;
 };
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/util/absl_view.h"
 #include "kernels/linear.h"
+#include "engine/models/state_checks.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_convert.h"
 
@@ -66,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
         RmsNormLayer::Load(w, prefix + "norm.weight", d, config.norm_eps));
     TWICE_ASSIGN_OR_RETURN(std::unique_ptr<Mamba2Mixer> mixer,
                            Mamba2Mixer::Load(w, prefix, config));
+    m->mixers_.push_back(mixer.get());
     m->blocks_.push_back(Block{std::move(norm), std::move(mixer)});
   }
   TWICE_ASSIGN_OR_RETURN(
@@ -113,31 +115,11 @@ int64_t Mamba2Model::StatePayloadBytes() const {
 }
 
 absl::Status Mamba2Model::CheckTokens(absl::Span<const int32_t> tokens) const {
-  if (tokens.empty()) {
-    return absl::InvalidArgumentError("no tokens to read");
-  }
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= description_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", tokens[i], " at index ", i,
-          " is outside the vocabulary [0, ", description_.vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckTokenIds(tokens, description_.vocab_size);
 }
 
-absl::Status Mamba2Model::CheckState(const SequenceState& state) const {
-  if (state.fingerprint() != description_.fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state belongs to model ", state.fingerprint(),
-                     ", not to ", description_.fingerprint));
-  }
-  if (state.num_layers() != static_cast<int>(blocks_.size())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state has ", state.num_layers(), " layers, the model ",
-                     blocks_.size()));
-  }
-  return absl::OkStatus();
+absl::Status Mamba2Model::CheckState(SequenceState& state) const {
+  return CheckReadableState(state, description_.fingerprint, mixers_);
 }
 
 absl::Status Mamba2Model::ForwardChunk(absl::Span<const int32_t> tokens,
@@ -182,20 +164,20 @@ absl::StatusOr<std::vector<float>> Mamba2Model::Prefill(
   }
   TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
   TWICE_RETURN_IF_ERROR(CheckState(state));
-  // Work on a copy so that `state` is untouched unless everything succeeds.
-  std::unique_ptr<SequenceState> work = state.Clone();
-  std::vector<float> x;
-  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
-    const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
-    TWICE_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(begin, n), *work, x));
-  }
-  // Only the last position is projected to logits.
-  const int64_t d = config_.hidden_size;
-  const int64_t last = static_cast<int64_t>(x.size()) / d - 1;
   std::vector<float> logits;
-  TWICE_RETURN_IF_ERROR(
-      Head(absl::MakeConstSpan(x).subspan(last * d, d), 1, logits));
-  state = std::move(*work);
+  auto read = [&]() -> absl::Status {
+    std::vector<float> x;
+    for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
+      const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
+      TWICE_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(begin, n), state, x));
+    }
+    // Only the last position is projected to logits.
+    const int64_t d = config_.hidden_size;
+    const int64_t last = static_cast<int64_t>(x.size()) / d - 1;
+    return Head(absl::MakeConstSpan(x).subspan(last * d, d), 1, logits);
+  };
+  SequenceState* states[] = {&state};
+  TWICE_RETURN_IF_ERROR(DamagedOnError(read(), states));
   return logits;
 }
 
@@ -210,38 +192,37 @@ absl::StatusOr<std::vector<float>> Mamba2Model::StepBatch(
     absl::Span<SequenceState* const> states) const {
   TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));
   TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
-  for (const SequenceState* state : states) {
+  for (SequenceState* state : states) {
     TWICE_RETURN_IF_ERROR(CheckState(*state));
   }
   const int64_t d = config_.hidden_size;
   const int64_t rows = static_cast<int64_t>(tokens.size());
-  // Work on copies so that no state changes unless every row succeeds.
-  std::vector<std::unique_ptr<SequenceState>> work;
   std::vector<int64_t> positions;
   for (const SequenceState* state : states) {
-    work.push_back(state->Clone());
     positions.push_back(state->token_count());
   }
-  std::vector<float> x(rows * d), h(rows * d), y(rows * d);
-  for (int64_t b = 0; b < rows; ++b) {
-    kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
-  }
-  std::vector<LayerState*> layer_states(rows);
-  for (size_t l = 0; l < blocks_.size(); ++l) {
-    const Block& blk = blocks_[l];
-    for (int64_t b = 0; b < rows; ++b) {
-      layer_states[b] = &work[b]->layer(static_cast<int>(l));
-    }
-    TWICE_RETURN_IF_ERROR(blk.norm.Forward(x, rows, absl::MakeSpan(h)));
-    TWICE_RETURN_IF_ERROR(
-        blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
-    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
-  }
   std::vector<float> logits;
-  TWICE_RETURN_IF_ERROR(Head(x, rows, logits));
+  auto step = [&]() -> absl::Status {
+    std::vector<float> x(rows * d), h(rows * d), y(rows * d);
+    for (int64_t b = 0; b < rows; ++b) {
+      kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
+    }
+    std::vector<LayerState*> layer_states(rows);
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& blk = blocks_[l];
+      for (int64_t b = 0; b < rows; ++b) {
+        layer_states[b] = &states[b]->layer(static_cast<int>(l));
+      }
+      TWICE_RETURN_IF_ERROR(blk.norm.Forward(x, rows, absl::MakeSpan(h)));
+      TWICE_RETURN_IF_ERROR(
+          blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
+      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+    }
+    return Head(x, rows, logits);
+  };
+  TWICE_RETURN_IF_ERROR(DamagedOnError(step(), states));
   for (int64_t b = 0; b < rows; ++b) {
-    work[b]->set_token_count(positions[b] + 1);
-    *states[b] = std::move(*work[b]);
+    states[b]->set_token_count(positions[b] + 1);
   }
   return logits;
 }

@@ -79,7 +79,7 @@ class Mamba2Model final : public Model {
 
   [[nodiscard]] absl::Status CheckTokens(
       absl::Span<const int32_t> tokens) const;
-  [[nodiscard]] absl::Status CheckState(const SequenceState& state) const;
+  [[nodiscard]] absl::Status CheckState(SequenceState& state) const;
   [[nodiscard]] absl::Status ForwardChunk(absl::Span<const int32_t> tokens,
                                           SequenceState& state,
                                           std::vector<float>& x) const;
@@ -93,6 +93,7 @@ class Mamba2Model final : public Model {
   Tensor embedding_;  // [V_pad, D]
   Tensor lm_head_;    // [V_pad, D]
   std::vector<Block> blocks_;
+  std::vector<const Mixer*> mixers_;  // blocks_[l].mixer, for state checks
   RmsNormLayer final_norm_;
 };
 

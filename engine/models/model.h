@@ -78,8 +78,11 @@ class Model {
   virtual std::unique_ptr<SequenceState> NewState() const = 0;
 
   // Reads `tokens` (at least one) after whatever `state` holds and returns
-  // the logits of the last position (padded_vocab_size floats). On error the
-  // state is left unchanged. A prefix mode is UNIMPLEMENTED on a model
+  // the logits of the last position (padded_vocab_size floats). Invalid
+  // input (ids, a state of another model or of the wrong shape) is refused
+  // with the state unchanged; the read then runs in place, and a failure
+  // after that (a device fault) leaves the state marked damaged
+  // (state_checks.h). A prefix mode is UNIMPLEMENTED on a model
   // without a prefix encoder and FAILED_PRECONDITION on a state that holds
   // tokens (see PrefillMode).
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Prefill(
@@ -94,8 +97,8 @@ class Model {
   // row-major). Equal to B calls of Step up to float summation order; a
   // model overrides it so that the B sequences share each pass over the
   // weights (one GEMM with m = B per projection): this is what lets a decode
-  // loop serve concurrent sequences for about the cost of one. All or
-  // nothing: on error no state is changed. The default calls Step per row.
+  // loop serve concurrent sequences for about the cost of one. Invalid
+  // input changes no state (as Prefill). The default calls Step per row.
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> StepBatch(
       absl::Span<const int32_t> tokens,
       absl::Span<SequenceState* const> states) const;

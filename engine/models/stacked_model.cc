@@ -4,8 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/layers/snapshot_state.h"
-#include "engine/state/state_io.h"
+#include "engine/models/state_checks.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_convert.h"
@@ -16,47 +15,6 @@ namespace {
 // Tokens per block-by-block pass: bounds activation memory (the FFN holds
 // [chunk, F] floats) without changing results.
 constexpr int64_t kPrefillChunk = 512;
-
-// Everything needed to return a state to its value before a failed read:
-// per layer a cheap snapshot where the state offers one (the growing KV
-// states), else its serialized bytes (the small fixed-size window ring).
-class Undo {
- public:
-  explicit Undo(const SequenceState& s) : token_count_(s.token_count()) {
-    for (int l = 0; l < s.num_layers(); ++l) {
-      const LayerState& layer = s.layer(l);
-      if (const auto* snap = dynamic_cast<const SnapshotState*>(&layer)) {
-        snapshots_.push_back(snap->TakeSnapshot());
-        bytes_.emplace_back();
-      } else {
-        snapshots_.push_back(nullptr);
-        std::string b;
-        StateWriter w(&b);
-        layer.Serialize(w);
-        bytes_.push_back(std::move(b));
-      }
-    }
-  }
-  void Restore(SequenceState& s) const {
-    s.set_token_count(token_count_);
-    for (int l = 0; l < s.num_layers(); ++l) {
-      if (snapshots_[l] != nullptr) {
-        dynamic_cast<SnapshotState&>(s.layer(l))
-            .RestoreSnapshot(*snapshots_[l]);
-      } else {
-        StateReader r(bytes_[l]);
-        // The bytes were written by this very layer; reading them back
-        // cannot fail short of memory corruption.
-        (void)s.layer(l).Deserialize(r);
-      }
-    }
-  }
-
- private:
-  int64_t token_count_;
-  std::vector<std::unique_ptr<StateSnapshot>> snapshots_;
-  std::vector<std::string> bytes_;
-};
 
 }  // namespace
 
@@ -90,6 +48,7 @@ absl::Status StackedModel::Finish(Parts p) {
   embedding_ = std::move(p.embedding);
   lm_head_ = std::move(p.lm_head);
   blocks_ = std::move(p.blocks);
+  for (const Block& b : blocks_) mixers_.push_back(b.mixer.get());
   final_norm_ = std::move(p.final_norm);
   return absl::OkStatus();
 }
@@ -100,32 +59,6 @@ std::unique_ptr<SequenceState> StackedModel::NewState() const {
   for (const Block& b : blocks_) layers.push_back(b.mixer->NewState());
   return std::make_unique<SequenceState>(description_.fingerprint,
                                          std::move(layers));
-}
-
-absl::Status StackedModel::CheckTokens(absl::Span<const int32_t> tokens) const {
-  if (tokens.empty()) return absl::InvalidArgumentError("no tokens to read");
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= description_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", tokens[i], " at index ", i,
-          " is outside the vocabulary [0, ", description_.vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status StackedModel::CheckState(const SequenceState& state) const {
-  if (state.fingerprint() != description_.fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state belongs to model ", state.fingerprint(),
-                     ", not to ", description_.fingerprint));
-  }
-  if (state.num_layers() != static_cast<int>(blocks_.size())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state has ", state.num_layers(), " layers, the model ",
-                     blocks_.size()));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
@@ -161,37 +94,26 @@ absl::StatusOr<std::vector<float>> StackedModel::Prefill(
         "this ", description_.architecture,
         " model has no prefix encoder; prefix encoding needs a JRT-RNN model"));
   }
-  TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
-  TWICE_RETURN_IF_ERROR(CheckState(state));
-  // `state` must be unchanged unless everything succeeds. A copy would cost
-  // O(T) per decode step for the growing KV states, so undo instead.
-  const Undo undo(state);
-  std::vector<float> x;
-  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
-    const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
-    if (absl::Status s = ForwardChunk(tokens.subspan(begin, n), state, x);
-        !s.ok()) {
-      undo.Restore(state);
-      return s;
-    }
-  }
-  // Only the last position is projected to logits.
-  const int64_t last = static_cast<int64_t>(x.size()) / d_ - 1;
-  std::vector<float> h(d_);
-  if (absl::Status s = final_norm_.Forward(
-          absl::MakeConstSpan(x).subspan(last * d_, d_), 1, absl::MakeSpan(h));
-      !s.ok()) {
-    undo.Restore(state);
-    return s;
-  }
+  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description_.vocab_size));
+  TWICE_RETURN_IF_ERROR(
+      CheckReadableState(state, description_.fingerprint, mixers_));
   std::vector<float> logits(description_.padded_vocab_size);
-  if (absl::Status s =
-          kernels::Linear(h, 1, d_, lm_head_, description_.padded_vocab_size,
-                          {}, absl::MakeSpan(logits));
-      !s.ok()) {
-    undo.Restore(state);
-    return s;
-  }
+  auto read = [&]() -> absl::Status {
+    std::vector<float> x;
+    for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
+      const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
+      TWICE_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(begin, n), state, x));
+    }
+    // Only the last position is projected to logits.
+    const int64_t last = static_cast<int64_t>(x.size()) / d_ - 1;
+    std::vector<float> h(d_);
+    TWICE_RETURN_IF_ERROR(final_norm_.Forward(
+        absl::MakeConstSpan(x).subspan(last * d_, d_), 1, absl::MakeSpan(h)));
+    return kernels::Linear(h, 1, d_, lm_head_, description_.padded_vocab_size,
+                           {}, absl::MakeSpan(logits));
+  };
+  SequenceState* states[] = {&state};
+  TWICE_RETURN_IF_ERROR(DamagedOnError(read(), states));
   return logits;
 }
 
@@ -205,50 +127,43 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
     absl::Span<const int32_t> tokens,
     absl::Span<SequenceState* const> states) const {
   TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));
-  TWICE_RETURN_IF_ERROR(CheckTokens(tokens));
-  for (const SequenceState* state : states) {
-    TWICE_RETURN_IF_ERROR(CheckState(*state));
+  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description_.vocab_size));
+  for (SequenceState* state : states) {
+    TWICE_RETURN_IF_ERROR(
+        CheckReadableState(*state, description_.fingerprint, mixers_));
   }
   const int64_t d = d_;
   const int64_t rows = static_cast<int64_t>(tokens.size());
-  std::vector<Undo> undo;
   std::vector<int64_t> positions;
   for (const SequenceState* state : states) {
-    undo.emplace_back(*state);
     positions.push_back(state->token_count());
   }
-  auto fail = [&](absl::Status s) {
-    for (int64_t b = 0; b < rows; ++b) undo[b].Restore(*states[b]);
-    return s;
-  };
-  std::vector<float> x(rows * d), h(rows * d), y(rows * d);
-  for (int64_t b = 0; b < rows; ++b) {
-    kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
-  }
-  std::vector<LayerState*> layer_states(rows);
-  for (size_t l = 0; l < blocks_.size(); ++l) {
-    const Block& blk = blocks_[l];
-    for (int64_t b = 0; b < rows; ++b) {
-      layer_states[b] = &states[b]->layer(static_cast<int>(l));
-    }
-    absl::Status s = blk.norm1.Forward(x, rows, absl::MakeSpan(h));
-    if (s.ok()) {
-      s = blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y));
-    }
-    if (!s.ok()) return fail(s);
-    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
-    s = blk.norm2.Forward(x, rows, absl::MakeSpan(h));
-    if (s.ok()) s = blk.ffn->Forward(h, rows, absl::MakeSpan(y));
-    if (!s.ok()) return fail(s);
-    for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
-  }
   std::vector<float> logits(rows * description_.padded_vocab_size);
-  absl::Status s = final_norm_.Forward(x, rows, absl::MakeSpan(h));
-  if (s.ok()) {
-    s = kernels::Linear(h, rows, d, lm_head_, description_.padded_vocab_size,
-                        {}, absl::MakeSpan(logits));
-  }
-  if (!s.ok()) return fail(s);
+  auto step = [&]() -> absl::Status {
+    std::vector<float> x(rows * d), h(rows * d), y(rows * d);
+    for (int64_t b = 0; b < rows; ++b) {
+      kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
+    }
+    std::vector<LayerState*> layer_states(rows);
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& blk = blocks_[l];
+      for (int64_t b = 0; b < rows; ++b) {
+        layer_states[b] = &states[b]->layer(static_cast<int>(l));
+      }
+      TWICE_RETURN_IF_ERROR(blk.norm1.Forward(x, rows, absl::MakeSpan(h)));
+      TWICE_RETURN_IF_ERROR(
+          blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
+      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+      TWICE_RETURN_IF_ERROR(blk.norm2.Forward(x, rows, absl::MakeSpan(h)));
+      TWICE_RETURN_IF_ERROR(blk.ffn->Forward(h, rows, absl::MakeSpan(y)));
+      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+    }
+    TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
+    return kernels::Linear(h, rows, d, lm_head_,
+                           description_.padded_vocab_size, {},
+                           absl::MakeSpan(logits));
+  };
+  TWICE_RETURN_IF_ERROR(DamagedOnError(step(), states));
   for (int64_t b = 0; b < rows; ++b) {
     states[b]->set_token_count(positions[b] + 1);
   }

@@ -12,8 +12,8 @@
 // chunk of tokens at once; long inputs are cut into chunks, which exact
 // state passing makes invisible in the results. There is no prefix encoder:
 // prefix PrefillModes are UNIMPLEMENTED. The state is one LayerState per
-// block, owned by its mixer. A failed read restores the state from a
-// snapshot (cheap for the growing KV states) rather than working on a copy.
+// block, owned by its mixer; a read validates it and then runs in place
+// (state_checks.h).
 #ifndef TWICE_ENGINE_MODELS_STACKED_MODEL_H_
 #define TWICE_ENGINE_MODELS_STACKED_MODEL_H_
 
@@ -78,9 +78,6 @@ class StackedModel : public Model {
   [[nodiscard]] absl::Status Finish(Parts parts);
 
  private:
-  [[nodiscard]] absl::Status CheckTokens(
-      absl::Span<const int32_t> tokens) const;
-  [[nodiscard]] absl::Status CheckState(const SequenceState& state) const;
   [[nodiscard]] absl::Status ForwardChunk(absl::Span<const int32_t> tokens,
                                           SequenceState& state,
                                           std::vector<float>& x) const;
@@ -92,6 +89,7 @@ class StackedModel : public Model {
   Tensor embedding_;
   Tensor lm_head_;
   std::vector<Block> blocks_;
+  std::vector<const Mixer*> mixers_;  // blocks_[l].mixer, for state checks
   RmsNormLayer final_norm_;
 };
 

@@ -14,6 +14,7 @@ std::unique_ptr<SequenceState> SequenceState::Clone() const {
   for (const auto& layer : layers_) layers.push_back(layer->Clone());
   auto copy = std::make_unique<SequenceState>(fingerprint_, std::move(layers));
   copy->set_token_count(token_count_);
+  copy->damaged_ = damaged_;
   return copy;
 }
 

@@ -28,11 +28,18 @@ class SequenceState {
   const LayerState& layer(int i) const { return *layers_[i]; }
 
   int64_t ByteSize() const;
+  // Set by a model whose read failed after it had begun changing the
+  // layers (a device fault: every input check runs before the first
+  // change, engine/models/state_checks.h). A damaged state is refused by
+  // every later read; recompute it from the document's tokens.
+  bool damaged() const { return damaged_; }
+  void MarkDamaged() { damaged_ = true; }
   std::unique_ptr<SequenceState> Clone() const;
 
  private:
   std::string fingerprint_;
   int64_t token_count_ = 0;
+  bool damaged_ = false;
   std::vector<std::unique_ptr<LayerState>> layers_;
 };
 

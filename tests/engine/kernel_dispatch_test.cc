@@ -3,7 +3,8 @@
 // the ops the architecture runs — so a device backend receives them — and
 // the results must be bit-identical to running with no backend (a declined
 // call runs the CPU code unchanged). An error other than UNIMPLEMENTED is
-// the call's error.
+// the call's error, and it leaves the state the read was changing marked
+// damaged (engine/models/state_checks.h).
 #include <map>
 #include <memory>
 #include <mutex>
@@ -189,7 +190,20 @@ TEST_P(KernelDispatchTest, BackendErrorsAreTheCallsErrors) {
   absl::StatusOr<std::vector<float>> logits = model_->Prefill(
       std::vector<int32_t>{1, 2, 3}, *state, PrefillMode::kCausal);
   EXPECT_EQ(logits.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(state->token_count(), 0);  // a failed read leaves the state
+  // The read had begun (its inputs were valid), so the state it was
+  // changing in place is marked damaged and refused from then on.
+  EXPECT_EQ(state->token_count(), 0);
+  EXPECT_TRUE(state->damaged());
+  kernels::SetKernelBackend(nullptr);
+  absl::StatusOr<std::vector<float>> again = model_->Step(4, *state);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("failed read"), std::string::npos)
+      << again.status();
+  // A fresh state reads normally.
+  std::unique_ptr<SequenceState> fresh = model_->NewState();
+  EXPECT_TRUE(
+      model_->Prefill(std::vector<int32_t>{1, 2, 3}, *fresh, PrefillMode::kCausal)
+          .ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(
