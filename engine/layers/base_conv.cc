@@ -34,7 +34,8 @@ std::unique_ptr<LayerState> BaseConv::NewState() const {
   return std::make_unique<ShortConvState>(kernel_size_, inner_);
 }
 
-absl::Status BaseConv::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status BaseConv::ValidateState(LayerState& state,
+                                     int64_t start_pos) const {
   return CheckState(state).status();
 }
 

@@ -41,7 +41,8 @@ std::unique_ptr<LayerState> BasedLinearAttention::NewState() const {
                                                 feature_size_);
 }
 
-absl::Status BasedLinearAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status BasedLinearAttention::ValidateState(LayerState& state,
+                                                 int64_t start_pos) const {
   return CheckState(state).status();
 }
 

@@ -39,7 +39,8 @@ std::unique_ptr<LayerState> LlamaAttention::NewState() const {
   return std::make_unique<FullKvState>(options_.kv_heads, options_.head_dim);
 }
 
-absl::Status LlamaAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status LlamaAttention::ValidateState(LayerState& state,
+                                           int64_t start_pos) const {
   return CheckState(state, start_pos).status();
 }
 

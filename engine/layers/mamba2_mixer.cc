@@ -63,7 +63,8 @@ std::unique_ptr<LayerState> Mamba2Mixer::NewState() const {
   return std::make_unique<Mamba2State>(shape_);
 }
 
-absl::Status Mamba2Mixer::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status Mamba2Mixer::ValidateState(LayerState& state,
+                                        int64_t start_pos) const {
   return CheckState(state).status();
 }
 

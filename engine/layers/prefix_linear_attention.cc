@@ -47,7 +47,8 @@ std::unique_ptr<LayerState> PrefixLinearAttention::NewState() const {
                                                 feature_size_);
 }
 
-absl::Status PrefixLinearAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status PrefixLinearAttention::ValidateState(LayerState& state,
+                                                  int64_t start_pos) const {
   return CheckState(state).status();
 }
 

@@ -44,7 +44,8 @@ std::unique_ptr<LayerState> RatAttention::NewState() const {
   return std::make_unique<RatChunkKvState>(options_.chunk_size, options_.dim);
 }
 
-absl::Status RatAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status RatAttention::ValidateState(LayerState& state,
+                                         int64_t start_pos) const {
   return CheckState(state, start_pos).status();
 }
 

@@ -38,7 +38,8 @@ std::unique_ptr<LayerState> RatSwaAttention::NewState() const {
                                          head_dim_);
 }
 
-absl::Status RatSwaAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status RatSwaAttention::ValidateState(LayerState& state,
+                                            int64_t start_pos) const {
   return CheckState(state, start_pos).status();
 }
 

@@ -41,7 +41,8 @@ std::unique_ptr<LayerState> SlidingWindowAttention::NewState() const {
                                          head_dim_);
 }
 
-absl::Status SlidingWindowAttention::ValidateState(LayerState& state, int64_t start_pos) const {
+absl::Status SlidingWindowAttention::ValidateState(LayerState& state,
+                                                   int64_t start_pos) const {
   return CheckState(state, start_pos).status();
 }
 

@@ -8,8 +8,8 @@
 #include "engine/layers/based_linear_attention.h"
 #include "engine/layers/prefix_linear_attention.h"
 #include "engine/layers/sliding_window_attention.h"
-#include "kernels/linear.h"
 #include "engine/models/state_checks.h"
+#include "kernels/linear.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_convert.h"
 
@@ -316,9 +316,8 @@ absl::StatusOr<std::vector<float>> BasedModel::StepBatch(
       for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
     }
     TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
-    return kernels::Linear(h, rows, d, lm_head_,
-                           description_.padded_vocab_size, {},
-                           absl::MakeSpan(logits));
+    return kernels::Linear(h, rows, d, lm_head_, description_.padded_vocab_size,
+                           {}, absl::MakeSpan(logits));
   };
   TWICE_RETURN_IF_ERROR(DamagedOnError(step(), states));
   for (int64_t b = 0; b < rows; ++b) {

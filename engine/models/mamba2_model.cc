@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/models/state_checks.h"
 #include "engine/util/absl_view.h"
 #include "kernels/linear.h"
-#include "engine/models/state_checks.h"
 #include "kernels/status_macros.h"
 #include "kernels/tensor_convert.h"
 

@@ -159,9 +159,8 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
       for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
     }
     TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
-    return kernels::Linear(h, rows, d, lm_head_,
-                           description_.padded_vocab_size, {},
-                           absl::MakeSpan(logits));
+    return kernels::Linear(h, rows, d, lm_head_, description_.padded_vocab_size,
+                           {}, absl::MakeSpan(logits));
   };
   TWICE_RETURN_IF_ERROR(DamagedOnError(step(), states));
   for (int64_t b = 0; b < rows; ++b) {

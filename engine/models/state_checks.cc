@@ -37,8 +37,8 @@ absl::Status CheckReadableState(SequenceState& state,
                      mixers.size()));
   }
   for (int l = 0; l < state.num_layers(); ++l) {
-    absl::Status valid = mixers[l]->ValidateState(state.layer(l),
-                                                  state.token_count());
+    absl::Status valid =
+        mixers[l]->ValidateState(state.layer(l), state.token_count());
     if (!valid.ok()) {
       return absl::Status(valid.code(),
                           absl::StrCat("layer ", l, ": ", valid.message()));

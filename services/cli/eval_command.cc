@@ -51,6 +51,10 @@ ABSL_FLAG(std::vector<std::string>, modes,
 ABSL_FLAG(int32_t, max_docs, 0,
           "eval: use only the first N documents (0 = all)");
 ABSL_FLAG(bool, keep_docs, false, "eval: keep the ingested documents");
+ABSL_FLAG(std::string, eval_answers, "",
+          "eval: also write every answer as one JSON line (model, mode, "
+          "document, question, answer, expected) to this file, to compare "
+          "two servers' answers");
 
 namespace twice::cli {
 namespace {
@@ -285,6 +289,15 @@ int RunEval(const CliContext& cli) {
       models.push_back(info.name());
     }
   }
+  std::ofstream answers_out;
+  if (const std::string path = absl::GetFlag(FLAGS_eval_answers);
+      !path.empty()) {
+    answers_out.open(path, std::ios::trunc);
+    if (!answers_out) {
+      return ReportError(cli, absl::UnavailableError(
+                                  absl::StrCat("eval: cannot write ", path)));
+    }
+  }
   std::map<CellKey, Cell> cells;
   for (const std::string& model : models) {
     auto info = by_name.find(model);
@@ -324,6 +337,16 @@ int RunEval(const CliContext& cli) {
           cell.correct += FirstWord(answer->text) == q.answer ? 1 : 0;
           cell.doc_tokens += *tokens;
           cell.tokens_prefilled += answer->tokens_prefilled;
+          if (answers_out.is_open()) {
+            answers_out << nlohmann::json{{"model", model},
+                                          {"mode", m.name},
+                                          {"doc", doc.id},
+                                          {"question", q.question},
+                                          {"answer", answer->text},
+                                          {"expected", q.answer}}
+                               .dump()
+                        << "\n";
+          }
         }
       }
       if (!absl::GetFlag(FLAGS_keep_docs)) {

@@ -202,7 +202,8 @@ TEST_P(KernelDispatchTest, BackendErrorsAreTheCallsErrors) {
   // A fresh state reads normally.
   std::unique_ptr<SequenceState> fresh = model_->NewState();
   EXPECT_TRUE(
-      model_->Prefill(std::vector<int32_t>{1, 2, 3}, *fresh, PrefillMode::kCausal)
+      model_
+          ->Prefill(std::vector<int32_t>{1, 2, 3}, *fresh, PrefillMode::kCausal)
           .ok());
 }
 

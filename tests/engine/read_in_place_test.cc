@@ -51,7 +51,8 @@ TEST_P(ReadInPlaceTest, StepWritesIntoTheStatesOwnBuffers) {
       model_->Prefill(RandomTokens(20, kVocab, 1), *state, PrefillMode::kCausal)
           .ok());
   std::vector<const LayerState*> layers;
-  for (int l = 0; l < state->num_layers(); ++l) layers.push_back(&state->layer(l));
+  for (int l = 0; l < state->num_layers(); ++l)
+    layers.push_back(&state->layer(l));
   const std::string before = EncodeState(*state);
   ASSERT_TRUE(model_->Step(5, *state).ok());
   EXPECT_NE(EncodeState(*state), before);  // the step did change it
@@ -96,7 +97,8 @@ TEST(ReadInPlaceLlamaTest, InconsistentLateLayerIsRefusedBeforeAnyChange) {
   ASSERT_NE(model, nullptr);
   auto state = model->NewState();
   ASSERT_TRUE(model->Prefill({1, 2, 3}, *state, PrefillMode::kCausal).ok());
-  auto& last = dynamic_cast<FullKvState&>(state->layer(state->num_layers() - 1));
+  auto& last =
+      dynamic_cast<FullKvState&>(state->layer(state->num_layers() - 1));
   const std::vector<float> row(last.kv_heads() * last.head_dim(), 0.5f);
   last.Append(row.data(), row.data(), 1, static_cast<int64_t>(row.size()));
   const std::string before = EncodeState(*state);

@@ -55,8 +55,9 @@ void WriteRoundedCopy(const std::string& from, const std::string& to,
                       DType dtype) {
   std::filesystem::create_directories(to);
   for (const char* f : {"config.json", "tokenizer.json"}) {
-    std::filesystem::copy_file(from + "/" + f, to + "/" + f,
-                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(
+        from + "/" + f, to + "/" + f,
+        std::filesystem::copy_options::overwrite_existing);
   }
   auto weights = testing::ReadAllWeights(from + "/model.safetensors");
   ASSERT_TRUE(weights.ok()) << weights.status();
@@ -166,10 +167,9 @@ TEST_P(WeightsDTypeTest, ConvertingLoadIsAnotherModel) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllArchitectures, WeightsDTypeTest,
-    ::testing::Combine(::testing::Values("based", "jrt", "mamba2", "rat",
-                                         "llama"),
-                       ::testing::Values(DType::kBF16, DType::kF16,
-                                         DType::kI8)),
+    ::testing::Combine(
+        ::testing::Values("based", "jrt", "mamba2", "rat", "llama"),
+        ::testing::Values(DType::kBF16, DType::kF16, DType::kI8)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" +
              std::string(DTypeFlagName(std::get<1>(info.param)));
