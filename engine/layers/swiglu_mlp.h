@@ -13,12 +13,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/layers/feed_forward.h"
 #include "engine/tensor/tensor.h"
 #include "engine/weights/weight_map.h"
 
 namespace twice::engine {
 
-class SwiGluMlp {
+class SwiGluMlp final : public FeedForward {
  public:
   [[nodiscard]] static absl::StatusOr<SwiGluMlp> Load(const WeightMap& weights,
                                                       const std::string& prefix,
@@ -27,7 +28,7 @@ class SwiGluMlp {
 
   // x, out: [tokens, d].
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
-                                     absl::Span<float> out) const;
+                                     absl::Span<float> out) const override;
 
  private:
   Tensor fc1_;

@@ -3,9 +3,9 @@
 // An entry says how to recognise its config.json, how its checkpoint names
 // tensors (the rule that canonicalises stored names), and how to build the
 // model from the parsed config, the opened weights and the tokenizer.
-// Adding an architecture is one config parser, one model (a layer list
-// over the shared residual-stack driver where it fits) and one entry in
-// architectures.cc.
+// Adding an architecture is one config parser, one Create that lists its
+// blocks for the shared residual-stack driver (stacked_model.h) and one
+// entry in architectures.cc.
 #ifndef TWICE_ENGINE_MODELS_ARCHITECTURES_H_
 #define TWICE_ENGINE_MODELS_ARCHITECTURES_H_
 

@@ -10,13 +10,6 @@
 #include "kernels/tensor_convert.h"
 
 namespace twice::engine {
-namespace {
-
-// Tokens per block-by-block pass: bounds activation memory (the FFN holds
-// [chunk, F] floats) without changing results.
-constexpr int64_t kPrefillChunk = 512;
-
-}  // namespace
 
 absl::Status StackedModel::Finish(Parts p) {
   if (p.tokenizer->vocab_size() > p.vocab_rows) {
@@ -39,10 +32,19 @@ absl::Status StackedModel::Finish(Parts p) {
         "config.json: eos_token_id ", desc.eos_token_id,
         " is outside the tokenizer vocabulary of ", desc.vocab_size));
   }
+  if (p.prefix_length > 0 &&
+      (p.prefix_pad_token_id < 0 || p.prefix_pad_token_id >= desc.vocab_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: prefix_pad_token_id ", p.prefix_pad_token_id,
+        " is outside the tokenizer vocabulary of ", desc.vocab_size));
+  }
+  desc.prefix_length = p.prefix_length;
   desc.training_context = p.training_context;
   desc.num_layers = static_cast<int>(p.blocks.size());
   desc.hidden_size = static_cast<int>(p.hidden_size);
   d_ = p.hidden_size;
+  prefill_chunk_ = std::max<int64_t>(1, p.prefill_chunk);
+  prefix_pad_token_id_ = p.prefix_pad_token_id;
   weights_ = std::move(p.weights);
   tokenizer_ = std::move(p.tokenizer);
   embedding_ = std::move(p.embedding);
@@ -63,6 +65,7 @@ std::unique_ptr<SequenceState> StackedModel::NewState() const {
 
 absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
                                         SequenceState& state,
+                                        const PrefixEncoding* prefix,
                                         std::vector<float>& x) const {
   const int64_t d = d_;
   const int64_t t = static_cast<int64_t>(tokens.size());
@@ -74,10 +77,17 @@ absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
   const int64_t start = state.token_count();
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
+    LayerState& layer = state.layer(static_cast<int>(l));
     TWICE_RETURN_IF_ERROR(b.norm1.Forward(x, t, absl::MakeSpan(h)));
-    TWICE_RETURN_IF_ERROR(b.mixer->Forward(
-        h, t, start, state.layer(static_cast<int>(l)), absl::MakeSpan(y)));
+    if (prefix != nullptr) {
+      TWICE_RETURN_IF_ERROR(
+          b.mixer->ForwardPrefix(h, t, *prefix, layer, absl::MakeSpan(y)));
+    } else {
+      TWICE_RETURN_IF_ERROR(
+          b.mixer->Forward(h, t, start, layer, absl::MakeSpan(y)));
+    }
     for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
+    if (b.ffn == nullptr) continue;
     TWICE_RETURN_IF_ERROR(b.norm2.Forward(x, t, absl::MakeSpan(h)));
     TWICE_RETURN_IF_ERROR(b.ffn->Forward(h, t, absl::MakeSpan(y)));
     for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
@@ -86,10 +96,57 @@ absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
   return absl::OkStatus();
 }
 
+absl::Status StackedModel::Read(absl::Span<const int32_t> tokens,
+                                SequenceState& state,
+                                const PrefixEncoding* prefix,
+                                std::vector<float>& logits) const {
+  std::vector<float> x;
+  size_t begin = 0;
+  if (prefix != nullptr) {
+    // Every query of the prefix read sees the complete encoder sums, so the
+    // encoder must fit in the first chunk; after it the encoder is part of
+    // the state and the rest is causal.
+    const size_t first = std::min<size_t>(
+        tokens.size(),
+        static_cast<size_t>(std::max(prefill_chunk_, prefix->encoder_tokens)));
+    TWICE_RETURN_IF_ERROR(
+        ForwardChunk(tokens.subspan(0, first), state, prefix, x));
+    begin = first;
+  }
+  for (; begin < tokens.size(); begin += prefill_chunk_) {
+    const size_t n = std::min<size_t>(prefill_chunk_, tokens.size() - begin);
+    TWICE_RETURN_IF_ERROR(
+        ForwardChunk(tokens.subspan(begin, n), state, nullptr, x));
+  }
+  // Only the last position is projected to logits.
+  const int64_t last = static_cast<int64_t>(x.size()) / d_ - 1;
+  std::vector<float> h(d_);
+  TWICE_RETURN_IF_ERROR(final_norm_.Forward(
+      absl::MakeConstSpan(x).subspan(last * d_, d_), 1, absl::MakeSpan(h)));
+  logits.resize(description_.padded_vocab_size);
+  return kernels::Linear(h, 1, d_, lm_head_, description_.padded_vocab_size, {},
+                         absl::MakeSpan(logits));
+}
+
 absl::StatusOr<std::vector<float>> StackedModel::Prefill(
     absl::Span<const int32_t> tokens, SequenceState& state,
     PrefillMode mode) const {
-  if (IsPrefixMode(mode)) {
+  if (IsPrefixMode(mode)) return PrefillPrefix(tokens, state, mode);
+  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description_.vocab_size));
+  TWICE_RETURN_IF_ERROR(
+      CheckReadableState(state, description_.fingerprint, mixers_));
+  std::vector<float> logits;
+  SequenceState* states[] = {&state};
+  TWICE_RETURN_IF_ERROR(
+      DamagedOnError(Read(tokens, state, nullptr, logits), states));
+  return logits;
+}
+
+absl::StatusOr<std::vector<float>> StackedModel::PrefillPrefix(
+    absl::Span<const int32_t> tokens, SequenceState& state,
+    PrefillMode mode) const {
+  const int64_t m = description_.prefix_length;
+  if (m <= 0) {
     return absl::UnimplementedError(absl::StrCat(
         "this ", description_.architecture,
         " model has no prefix encoder; prefix encoding needs a JRT-RNN model"));
@@ -97,23 +154,31 @@ absl::StatusOr<std::vector<float>> StackedModel::Prefill(
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description_.vocab_size));
   TWICE_RETURN_IF_ERROR(
       CheckReadableState(state, description_.fingerprint, mixers_));
-  std::vector<float> logits(description_.padded_vocab_size);
-  auto read = [&]() -> absl::Status {
-    std::vector<float> x;
-    for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
-      const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
-      TWICE_RETURN_IF_ERROR(ForwardChunk(tokens.subspan(begin, n), state, x));
-    }
-    // Only the last position is projected to logits.
-    const int64_t last = static_cast<int64_t>(x.size()) / d_ - 1;
-    std::vector<float> h(d_);
-    TWICE_RETURN_IF_ERROR(final_norm_.Forward(
-        absl::MakeConstSpan(x).subspan(last * d_, d_), 1, absl::MakeSpan(h)));
-    return kernels::Linear(h, 1, d_, lm_head_, description_.padded_vocab_size,
-                           {}, absl::MakeSpan(logits));
-  };
+  if (state.token_count() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a prefix prefill needs an empty state, but this one has read ",
+        state.token_count(),
+        " tokens: the non-causal prefix encoder cannot be applied after the "
+        "fact; read the prefix first, then continue causally"));
+  }
+  // The read: [pads] + tokens (+ tokens again for Read-2x).
+  const int copies = mode == PrefillMode::kPrefixReadTwice ? 2 : 1;
+  const int64_t body = copies * static_cast<int64_t>(tokens.size());
+  const int64_t pads =
+      mode == PrefillMode::kPrefixUnpadded ? 0 : std::max<int64_t>(0, m - body);
+  std::vector<int32_t> input(static_cast<size_t>(pads),
+                             static_cast<int32_t>(prefix_pad_token_id_));
+  input.reserve(static_cast<size_t>(pads + body));
+  for (int c = 0; c < copies; ++c) {
+    input.insert(input.end(), tokens.begin(), tokens.end());
+  }
+  PrefixEncoding prefix;
+  prefix.encoder_tokens = std::min<int64_t>(m, pads + body);
+  prefix.masked_tokens = pads;
+  std::vector<float> logits;
   SequenceState* states[] = {&state};
-  TWICE_RETURN_IF_ERROR(DamagedOnError(read(), states));
+  TWICE_RETURN_IF_ERROR(
+      DamagedOnError(Read(input, state, &prefix, logits), states));
   return logits;
 }
 
@@ -154,6 +219,7 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
       TWICE_RETURN_IF_ERROR(
           blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
       for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+      if (blk.ffn == nullptr) continue;
       TWICE_RETURN_IF_ERROR(blk.norm2.Forward(x, rows, absl::MakeSpan(h)));
       TWICE_RETURN_IF_ERROR(blk.ffn->Forward(h, rows, absl::MakeSpan(y)));
       for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];

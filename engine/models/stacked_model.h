@@ -1,19 +1,24 @@
-// StackedModel: the pre-norm residual stack shared by the Llama baseline and
-// RAT, on CPU in f32.
+// StackedModel: the pre-norm residual stack every architecture runs on —
+// Based and JRT-RNN, Mamba-2, RAT and the Llama baseline are each a config
+// parser and a list of blocks over this one driver (architectures.h).
 //
 //   x = E[tokens]                                 E [V, d]
 //   for each block l:
-//     x += Mixer_l(Norm1_l(x))      LlamaAttention | RatAttention | window
-//     x += FeedForward_l(Norm2_l(x))              SwiGLU | GELU
+//     x += Mixer_l(Norm1_l(x))      conv | linear attention | prefix linear
+//                                   attention | window | SSD | RAT | Llama
+//     x += FeedForward_l(Norm2_l(x))   SwiGLU | GELU | none (Mamba-2)
 //   logits = NormF(x_last) · W_head^T             W_head [V, d] (or E tied)
 //
 // (RAT's "the layer adds its own residual" is the first line: its output
 // projection plus the un-normalised input.) Prefill runs every block over a
 // chunk of tokens at once; long inputs are cut into chunks, which exact
-// state passing makes invisible in the results. There is no prefix encoder:
-// prefix PrefillModes are UNIMPLEMENTED. The state is one LayerState per
-// block, owned by its mixer; a read validates it and then runs in place
-// (state_checks.h).
+// state passing makes invisible in the results. A model with a prefix
+// encoder (prefix_length M > 0, JRT-RNN) also reads the prefix
+// PrefillModes: the whole encoder (M' tokens, pads included) goes into the
+// first chunk, at whose end the encoder is merged into the linear-attention
+// states, so the remaining chunks are ordinary causal reads; without one
+// they are UNIMPLEMENTED. The state is one LayerState per block, owned by
+// its mixer; a read validates it and then runs in place (state_checks.h).
 #ifndef TWICE_ENGINE_MODELS_STACKED_MODEL_H_
 #define TWICE_ENGINE_MODELS_STACKED_MODEL_H_
 
@@ -36,8 +41,8 @@ class StackedModel : public Model {
   struct Block {
     RmsNormLayer norm1;
     std::unique_ptr<Mixer> mixer;
-    RmsNormLayer norm2;
-    std::unique_ptr<FeedForward> ffn;
+    RmsNormLayer norm2;                // unused without ffn
+    std::unique_ptr<FeedForward> ffn;  // nullptr: mixer-only block
   };
 
   const ModelDescription& description() const override { return description_; }
@@ -47,6 +52,7 @@ class StackedModel : public Model {
   [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
       absl::Span<const int32_t> tokens, SequenceState& state,
       PrefillMode mode) const override;
+  // The batch of one.
   [[nodiscard]] absl::StatusOr<std::vector<float>> Step(
       int32_t token, SequenceState& state) const override;
   // Norms, FFNs, mixer projections and the head run over the B rows at once
@@ -65,10 +71,18 @@ class StackedModel : public Model {
     std::string fingerprint;
     int64_t hidden_size = 0;
     int64_t vocab_rows = 0;  // rows of the embedding / logits width
+    // The config's; -1: "</s>" or "<|endoftext|>" of the tokenizer, if any.
     int64_t eos_token_id = -1;
     int64_t training_context = 0;
+    // Tokens per block-by-block prefill pass: bounds activation memory
+    // without changing results.
+    int64_t prefill_chunk = 512;
+    // JRT-RNN's encoder length M and left-pad token (PrefillMode); 0: no
+    // prefix encoder.
+    int64_t prefix_length = 0;
+    int64_t prefix_pad_token_id = -1;
     Tensor embedding;  // [V, d]
-    Tensor lm_head;    // [V, d]; a view of `embedding` when tied
+    Tensor lm_head;    // [V, d]; the same buffer as `embedding` when tied
     std::vector<Block> blocks;
     RmsNormLayer final_norm;
   };
@@ -76,16 +90,29 @@ class StackedModel : public Model {
   StackedModel() = default;
   // Validates the vocabulary and takes ownership of the parts.
   [[nodiscard]] absl::Status Finish(Parts parts);
+  const std::vector<Block>& blocks() const { return blocks_; }
 
  private:
+  [[nodiscard]] absl::StatusOr<std::vector<float>> PrefillPrefix(
+      absl::Span<const int32_t> tokens, SequenceState& state,
+      PrefillMode mode) const;
+  // Reads `tokens` into `state` (validated) and writes the logits of the
+  // last position; `prefix` for a prefix read from an empty state.
+  [[nodiscard]] absl::Status Read(absl::Span<const int32_t> tokens,
+                                  SequenceState& state,
+                                  const PrefixEncoding* prefix,
+                                  std::vector<float>& logits) const;
   [[nodiscard]] absl::Status ForwardChunk(absl::Span<const int32_t> tokens,
                                           SequenceState& state,
+                                          const PrefixEncoding* prefix,
                                           std::vector<float>& x) const;
 
   ModelDescription description_;
   WeightMap weights_;  // owns the mappings the tensors view
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t d_ = 0;
+  int64_t prefill_chunk_ = 512;
+  int64_t prefix_pad_token_id_ = -1;
   Tensor embedding_;
   Tensor lm_head_;
   std::vector<Block> blocks_;
