@@ -26,6 +26,7 @@
 #include "kernels/rope.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/taylor_feature_map.h"
+#include "kernels/tensor_convert.h"
 #include "kernels/window_attention.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -89,6 +90,26 @@ TEST_F(CudaKernelBackendTest, UnalignedLinearFallsBackToCpu) {
       Twice([&](bool dev) {
         ASSERT_TRUE(
             Linear(x, m, k, w, n, {}, absl::MakeSpan(dev ? gpu : cpu)).ok());
+      }),
+      0);
+  EXPECT_EQ(backend_->stats().cpu_fallbacks, fallbacks + 1);
+  EXPECT_EQ(gpu, cpu);
+}
+
+// Host bf16 weights have no kernel on the offload path yet: the backend
+// declines them (counted) and the CPU's bf16 kernel computes the call.
+TEST_F(CudaKernelBackendTest, LowPrecisionWeightsAreDeclinedToTheCpu) {
+  const int64_t m = 4, k = 64, n = 64;
+  const std::vector<float> x = Random(m * k, 7);
+  absl::StatusOr<Tensor> w =
+      ConvertTensor(Tensor::FromVector({n, k}, Random(n * k, 8)), DType::kBF16);
+  ASSERT_TRUE(w.ok());
+  std::vector<float> cpu(m * n), gpu(m * n);
+  const int64_t fallbacks = backend_->stats().cpu_fallbacks;
+  EXPECT_EQ(
+      Twice([&](bool dev) {
+        ASSERT_TRUE(
+            Linear(x, m, k, *w, n, {}, absl::MakeSpan(dev ? gpu : cpu)).ok());
       }),
       0);
   EXPECT_EQ(backend_->stats().cpu_fallbacks, fallbacks + 1);

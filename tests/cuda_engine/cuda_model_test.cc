@@ -78,7 +78,12 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
       ASSERT_TRUE(WriteRandomModel(init).ok());
       cleanup_ = dir;
     }
-    absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir);
+    // The CUDA offload kernels take f32 host weights (bf16 / f16 golden
+    // checkpoints would run their projections on the CPU), as
+    // twice-server --device=cuda loads them.
+    LoadOptions load;
+    load.weights_dtype = DType::kF32;
+    absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir, load);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
   }
