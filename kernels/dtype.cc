@@ -94,9 +94,32 @@ uint16_t F32ToBf16(float value) {
 }
 
 uint16_t F32ToF16(float value) {
-  // GCC's _Float16 conversion rounds to nearest even and handles overflow,
-  // subnormals and NaN as IEEE 754 says.
-  return std::bit_cast<uint16_t>(static_cast<_Float16>(value));
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) {  // NaN: keep it a quiet NaN
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  }
+  // 65520 (half an ulp above 65504, the largest f16) and up round to
+  // infinity; infinity stays infinity.
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  // Rounds q + rem / 2^shift to nearest, ties to even.
+  auto round = [](uint32_t q, uint32_t rem, uint32_t half) {
+    return rem > half || (rem == half && (q & 1u) != 0) ? q + 1 : q;
+  };
+  if (abs < 0x38800000u) {  // below 2^-14: an f16 subnormal (or zero)
+    if (abs <= 0x33000000u) return sign;  // <= 2^-25 rounds to 0
+    const uint32_t exponent = abs >> 23;
+    const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exponent;  // to units of 2^-24
+    const uint32_t q = round(mantissa >> shift, mantissa & ((1u << shift) - 1u),
+                             1u << (shift - 1));
+    return static_cast<uint16_t>(sign | q);  // 0x400 is the smallest normal
+  }
+  // Normal: rebias the exponent (127 -> 15) and keep 10 mantissa bits; a
+  // carry out of the mantissa correctly bumps the exponent.
+  const uint32_t q = round((abs - 0x38000000u) >> 13, abs & 0x1fffu, 0x1000u);
+  return static_cast<uint16_t>(sign | q);
 }
 
 void ConvertToF32(DType dtype, const void* src, int64_t count, float* dst) {

@@ -5,7 +5,10 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*,
 // which its -Wmaybe-uninitialized reports inside the intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -388,8 +391,12 @@ Isa CpuIsa() {
         __builtin_cpu_supports("avx512dq")) {
       return Isa::kAvx512;
     }
+    // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports lacks it).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c =
+        __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+        f16c) {
       return Isa::kAvx2;
     }
     return Isa::kPortable;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -50,6 +51,37 @@ TEST(TensorConvertTest, NarrowingRoundsToNearestEven) {
             std::numeric_limits<float>::infinity());
   EXPECT_EQ(F16ToF32(F32ToF16(std::ldexp(1.0f, -24))), std::ldexp(1.0f, -24));
   EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(std::nanf("")))));
+}
+
+// Over random magnitudes across f16's whole range (subnormals and overflow
+// included): the result is a nearest f16 (no neighbour is closer) and a tie
+// goes to the even one.
+TEST(TensorConvertTest, F16RoundingIsNearestEvenEverywhere) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> exponent(-27.0f, 16.5f);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  for (int i = 0; i < 200000; ++i) {
+    float v = std::ldexp(mantissa(rng), static_cast<int>(exponent(rng)));
+    if (i % 2 == 1) v = -v;
+    const uint16_t h = F32ToF16(v);
+    const double got = F16ToF32(h);
+    if (std::isinf(got)) {
+      ASSERT_GE(std::fabs(v), 65520.0f) << v;
+      continue;
+    }
+    const double err = std::fabs(got - v);
+    for (int step : {-1, 1}) {
+      const uint16_t n = static_cast<uint16_t>(h + step);
+      if ((n & 0x7c00u) == 0x7c00u || ((h & 0x7fffu) == 0 && step < 0)) {
+        continue;  // no such neighbour
+      }
+      const double other = std::fabs(F16ToF32(n) - double{v});
+      ASSERT_LE(err, other) << v;
+      if (err == other) {
+        ASSERT_EQ(h & 1u, 0u) << "tie not to even at " << v;
+      }
+    }
+  }
 }
 
 TEST(TensorConvertTest, Int8IsSymmetricPerRowWithinHalfAStep) {
