@@ -40,18 +40,8 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   const int64_t vocab = config.padded_vocab_size();
   const WeightMap& w = weights;
   Parts p;
-  // Tied checkpoints may store the matrix under either name, or both.
-  const char* embedding_name =
-      w.Has(kEmbedding) || !w.Has(kLmHead) ? kEmbedding : kLmHead;
-  TWICE_ASSIGN_OR_RETURN(p.embedding, w.GetMatrix(embedding_name, {vocab, d}));
-  if (config.tie_word_embeddings) {
-    p.lm_head = p.embedding;  // one buffer
-    if (w.Has(kLmHead)) {
-      TWICE_RETURN_IF_ERROR(w.Check(kLmHead, {vocab, d}));
-    }
-  } else {
-    TWICE_ASSIGN_OR_RETURN(p.lm_head, w.GetMatrix(kLmHead, {vocab, d}));
-  }
+  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(
+      w, kEmbedding, kLmHead, config.tie_word_embeddings, {vocab, d}, p));
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string prefix = absl::StrCat("backbone.layers.", i, ".");
     Block b;

@@ -11,6 +11,20 @@
 
 namespace twice::engine {
 
+absl::Status StackedModel::LoadEmbeddingAndHead(
+    const WeightMap& w, const std::string& embedding_name,
+    const std::string& head_name, bool tied, const Shape& shape, Parts& parts) {
+  const std::string& stored_as =
+      w.Has(embedding_name) || !w.Has(head_name) ? embedding_name : head_name;
+  TWICE_ASSIGN_OR_RETURN(parts.embedding, w.GetMatrix(stored_as, shape));
+  if (!tied) {
+    TWICE_ASSIGN_OR_RETURN(parts.lm_head, w.GetMatrix(head_name, shape));
+    return absl::OkStatus();
+  }
+  parts.lm_head = parts.embedding;  // one buffer
+  return w.Has(head_name) ? w.Check(head_name, shape) : absl::OkStatus();
+}
+
 absl::Status StackedModel::Finish(Parts p) {
   if (p.tokenizer->vocab_size() > p.vocab_rows) {
     return absl::InvalidArgumentError(absl::StrCat(

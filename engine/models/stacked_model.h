@@ -88,6 +88,16 @@ class StackedModel : public Model {
   };
 
   StackedModel() = default;
+  // Fills parts.embedding and parts.lm_head ([vocab, d]) the way the Based
+  // and Mamba-2 checkpoints store them: the embedding under
+  // `embedding_name`, or under `head_name` when only that is stored (tied
+  // checkpoints keep the matrix under either); tied, the head is the same
+  // buffer and a stored head must have the shape; else the head is its
+  // own tensor. Errors name the tensor.
+  [[nodiscard]] static absl::Status LoadEmbeddingAndHead(
+      const WeightMap& w, const std::string& embedding_name,
+      const std::string& head_name, bool tied, const Shape& shape,
+      Parts& parts);
   // Validates the vocabulary and takes ownership of the parts.
   [[nodiscard]] absl::Status Finish(Parts parts);
   const std::vector<Block>& blocks() const { return blocks_; }

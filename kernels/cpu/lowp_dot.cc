@@ -92,6 +92,17 @@ TWICE_AVX512 inline __m512 Widen16(const void* base, int64_t i,
   }
 }
 
+// y[r .. r + 3] from the four rows' accumulators (summed across lanes,
+// scaled and biased).
+TWICE_AVX512 inline void StoreFourRows(const LowpRows& w, const float* bias,
+                                       int64_t r, __m512 a0, __m512 a1,
+                                       __m512 a2, __m512 a3, float* y) {
+  y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(a0));
+  y[r + 1] = Finish(w, bias, r + 1, _mm512_reduce_add_ps(a1));
+  y[r + 2] = Finish(w, bias, r + 2, _mm512_reduce_add_ps(a2));
+  y[r + 3] = Finish(w, bias, r + 3, _mm512_reduce_add_ps(a3));
+}
+
 // Four rows of W at a time against x, two accumulators per row (eight
 // independent FMA chains), so four row streams are in flight per thread.
 template <DType D>
@@ -134,13 +145,8 @@ TWICE_AVX512 void GemvRowsAvx512(const LowpRows& w, const float* x,
       a2 = _mm512_fmadd_ps(Widen16<D>(w.data, b2 + j, tail_mask), xa, a2);
       a3 = _mm512_fmadd_ps(Widen16<D>(w.data, b3 + j, tail_mask), xa, a3);
     }
-    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(_mm512_add_ps(a0, c0)));
-    y[r + 1] =
-        Finish(w, bias, r + 1, _mm512_reduce_add_ps(_mm512_add_ps(a1, c1)));
-    y[r + 2] =
-        Finish(w, bias, r + 2, _mm512_reduce_add_ps(_mm512_add_ps(a2, c2)));
-    y[r + 3] =
-        Finish(w, bias, r + 3, _mm512_reduce_add_ps(_mm512_add_ps(a3, c3)));
+    StoreFourRows(w, bias, r, _mm512_add_ps(a0, c0), _mm512_add_ps(a1, c1),
+                  _mm512_add_ps(a2, c2), _mm512_add_ps(a3, c3), y);
   }
   for (; r < r1; ++r) {
     const int64_t b0 = r * k;
@@ -230,13 +236,8 @@ TWICE_AVX512 void GemvRowsBf16Avx512(const LowpRows& w, const float* x,
     a1 = Bf16TailDot(w1, x, body, k, a1);
     a2 = Bf16TailDot(w2, x, body, k, a2);
     a3 = Bf16TailDot(w3, x, body, k, a3);
-    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(_mm512_add_ps(a0, c0)));
-    y[r + 1] =
-        Finish(w, bias, r + 1, _mm512_reduce_add_ps(_mm512_add_ps(a1, c1)));
-    y[r + 2] =
-        Finish(w, bias, r + 2, _mm512_reduce_add_ps(_mm512_add_ps(a2, c2)));
-    y[r + 3] =
-        Finish(w, bias, r + 3, _mm512_reduce_add_ps(_mm512_add_ps(a3, c3)));
+    StoreFourRows(w, bias, r, _mm512_add_ps(a0, c0), _mm512_add_ps(a1, c1),
+                  _mm512_add_ps(a2, c2), _mm512_add_ps(a3, c3), y);
   }
   for (; r < r1; ++r) {
     const uint16_t* w0 = base + r * k;

@@ -9,8 +9,10 @@
 // widened weights is the order of the f32 sums. The activations stay f32:
 // the weight-only formats promise that, so the bf16 / int8 dot-product
 // instructions (vdpbf16ps, VNNI), which need the activations rounded to
-// bf16 or int8 as well, are not used. The kernel is bound by the bytes of
-// weights it streams, which is what the narrow formats save.
+// bf16 or int8 as well, are not used. The narrow formats halve or quarter
+// the bytes a GEMV streams; the widening then takes a share of the time
+// (bench/README.md: bf16 and int8 decode reach less of their bandwidth
+// bound than f32).
 #ifndef TWICE_KERNELS_CPU_LOWP_DOT_H_
 #define TWICE_KERNELS_CPU_LOWP_DOT_H_
 
