@@ -9,9 +9,11 @@
 #include <immintrin.h>
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*,
-// which its -Wmaybe-uninitialized reports inside the intrinsic headers.
+// GCC 12's AVX-512 conversion and reduction intrinsics start from
+// _mm*_undefined_*, which its -W(maybe-)uninitialized reports inside the
+// intrinsic headers (which of the two depends on the optimisation level).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace twice::kernels::cpu {
