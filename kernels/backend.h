@@ -12,8 +12,9 @@
 //
 // A backend may decline a shape it does not cover by returning
 // UNIMPLEMENTED; the entry point then runs the CPU implementation, and the
-// backend counts the call (its stats say how much of the work it ran). Any
-// other error is the call's error.
+// backend counts the call per op (kernel_stats.h: its stats say how much of
+// the work it ran and how many bytes it moved). Any other error is the
+// call's error.
 //
 // Weights: a device backend may keep device copies of host memory that can
 // never change while it is registered as immutable (ImmutableHostRegions:
@@ -33,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "kernels/attention_decode.h"
+#include "kernels/kernel_stats.h"
 #include "kernels/linear_attention.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/ssd_chunk_scan.h"
@@ -40,12 +42,6 @@
 #include "kernels/window_attention.h"
 
 namespace twice::kernels {
-
-// Calls a backend ran, and calls it handed back to the CPU (UNIMPLEMENTED).
-struct KernelBackendStats {
-  int64_t device_calls = 0;
-  int64_t cpu_fallbacks = 0;
-};
 
 class KernelBackend {
  public:

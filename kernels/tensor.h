@@ -90,6 +90,11 @@ class Tensor {
     if (shared_ != nullptr) return shared_.get();
     return owned_.data();
   }
+  // The immutable shared buffer of Immutable / QuantizedRows tensors (null
+  // for owning and view tensors). While it is alive its bytes never change,
+  // so a device copy of it stays valid for as long as a weak_ptr to it has
+  // not expired.
+  const std::shared_ptr<const void>& shared_storage() const { return shared_; }
   // I8 only: one f32 scale per row (dim(0) of them); nullptr otherwise.
   const float* scales() const {
     return scales_ != nullptr ? scales_->data() : nullptr;

@@ -3,7 +3,7 @@
 // runs it and stores the table under bench/results/).
 //
 //   cuda_prefill_bench [--tokens=2048,8192,16384,32768] [--batch=16]
-//                      [--reps=3] [--sdpa=FILE] [--out=FILE] [--no-model]
+//                      [--reps=3] [--sdpa=FILE] [--out=FILE]
 //
 // Rows (bf16 inputs/outputs, f32 accumulation and states):
 //   based       fused Taylor feature map + chunked causal linear attention,
@@ -18,9 +18,8 @@
 //               B, H, hd, T: the softmax baseline without PyTorch
 //   sdpa        PyTorch scaled_dot_product_attention (flash), read from
 //               --sdpa (lines "T ms"), or "skipped: no torch"
-//   model       Based-360M-shape prefill (27 layers, d 1024: 17 BaseConv,
-//               5 linear attention, 5 sliding window (window 128), SwiGLU
-//               MLP, tied LM head on the last token), random weights
+// Whole models are the engine's, timed by cuda_engine_bench (there is one
+// implementation of the model forward).
 // FLOPs are the algorithm's (chunked form: 4·D·hd + C·(D + hd) per token
 // and head, C = 32, D = 273; causal softmax: 2·T²·hd per head; GEMMs
 // 2·m·n·k); bytes are the compulsory global traffic. Ceilings: a device-to-
@@ -64,7 +63,6 @@ struct Options {
   int reps = 3;
   std::string sdpa_file;
   std::string out_file;
-  bool model = true;
 };
 
 struct Row {
@@ -94,7 +92,6 @@ class Bench {
   absl::Status Ceilings();
   absl::Status BasedRows(int64_t t);
   absl::Status FlashRow(int64_t t);
-  absl::Status ModelRow(int64_t batch, int64_t t);
 
   const Options& o_;
   Stream& stream_;
@@ -296,242 +293,6 @@ absl::Status Bench::FlashRow(int64_t t) {
   return absl::OkStatus();
 }
 
-// ---- Based-360M-shape model
-// ---------------------------------------------------
-
-enum class LayerKind { kConv, kLinearAttention, kWindow };
-
-LayerKind KindOf(int layer) {
-  for (int i : {1, 6, 11, 16, 21}) {
-    if (layer == i) return LayerKind::kLinearAttention;
-  }
-  for (int i : {2, 7, 12, 17, 22}) {
-    if (layer == i) return LayerKind::kWindow;
-  }
-  return LayerKind::kConv;
-}
-
-absl::Status Bench::ModelRow(int64_t batch, int64_t t) {
-  constexpr int kLayers = 27;
-  constexpr int64_t kVocab = 50264;
-  constexpr int64_t kInner = 2 * kModel;  // 2048
-  constexpr int64_t kWindow = 128;        // window_size 256 / 2
-  const int64_t n = batch * t;
-  struct Layer {
-    LayerKind kind;
-    DeviceBuffer norm1, norm2, fc1, fc2;
-    DeviceBuffer w1, w2, w3, w4, bias1, bias2, conv;
-  };
-  std::vector<Layer> layers(kLayers);
-  double weight_params = 0.0;
-  for (int i = 0; i < kLayers; ++i) {
-    Layer& l = layers[i];
-    l.kind = KindOf(i);
-    TWICE_ASSIGN_OR_RETURN(l.norm1, Random(kModel, false, 1.0f));
-    TWICE_ASSIGN_OR_RETURN(l.norm2, Random(kModel, false, 1.0f));
-    TWICE_ASSIGN_OR_RETURN(l.fc1, Random(2 * kInner * kModel, true, 0.03f));
-    TWICE_ASSIGN_OR_RETURN(l.fc2, Random(kModel * kInner, true, 0.02f));
-    weight_params += 3.0 * kInner * kModel;
-    switch (l.kind) {
-      case LayerKind::kLinearAttention: {
-        TWICE_ASSIGN_OR_RETURN(l.w1, Random(kHeads * kF * kModel, true, 0.03f));
-        TWICE_ASSIGN_OR_RETURN(l.w2, Random(kHeads * kF * kModel, true, 0.03f));
-        TWICE_ASSIGN_OR_RETURN(l.w3, Random(kModel * kModel, true, 0.03f));
-        TWICE_ASSIGN_OR_RETURN(l.w4, Random(kModel * kModel, true, 0.03f));
-        weight_params += 2.0 * kHeads * kF * kModel + 2.0 * kModel * kModel;
-        break;
-      }
-      case LayerKind::kWindow: {
-        TWICE_ASSIGN_OR_RETURN(l.w1, Random(3 * kModel * kModel, true, 0.03f));
-        TWICE_ASSIGN_OR_RETURN(l.w4, Random(kModel * kModel, true, 0.03f));
-        weight_params += 4.0 * kModel * kModel;
-        break;
-      }
-      case LayerKind::kConv: {
-        TWICE_ASSIGN_OR_RETURN(l.w1, Random(2 * kInner * kModel, true, 0.03f));
-        TWICE_ASSIGN_OR_RETURN(l.bias1, Random(2 * kInner, false, 0.1f));
-        TWICE_ASSIGN_OR_RETURN(l.w4, Random(kModel * kInner, true, 0.02f));
-        TWICE_ASSIGN_OR_RETURN(l.bias2, Random(kModel, false, 0.1f));
-        TWICE_ASSIGN_OR_RETURN(l.conv, Random(kInner * 3, false, 0.5f));
-        weight_params += 3.0 * kInner * kModel;
-        break;
-      }
-    }
-  }
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer embed,
-                         Random(kVocab * kModel, true, 1.0f));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer ln_f, Random(kModel, false, 1.0f));
-  // Activations.
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer resid, alloc_.Allocate(n * kModel * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer xb, alloc_.Allocate(n * kModel * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer wide,
-                         alloc_.Allocate(n * 2 * kInner * 4));  // f32 [n, 4096]
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer mid, alloc_.Allocate(n * kInner * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer midb, alloc_.Allocate(n * kInner * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer qb, alloc_.Allocate(n * kHeads * kF * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kb, alloc_.Allocate(n * kHeads * kF * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer vb, alloc_.Allocate(n * kModel * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer yb, alloc_.Allocate(n * kModel * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kc, alloc_.Allocate(t * kModel * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer vc, alloc_.Allocate(t * kModel * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer attn, alloc_.Allocate(n * kModel * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer kv,
-                         alloc_.Allocate(batch * kHeads * kHd * kD * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer z,
-                         alloc_.Allocate(batch * kHeads * kD * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer tail, alloc_.Allocate(2 * kInner * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer last,
-                         alloc_.Allocate(batch * kModel * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer lastb,
-                         alloc_.Allocate(batch * kModel * 2));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer logits,
-                         alloc_.Allocate(batch * kVocab * 4));
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer next, alloc_.Allocate(batch * 4));
-  std::vector<int32_t> ids(n);
-  for (int64_t i = 0; i < n; ++i)
-    ids[i] = static_cast<int32_t>((i * 7919) % kVocab);
-
-  const DeviceSpan<const Bf16> none16{};
-  const DeviceSpan<const float> none32{};
-  const cudaStream_t s = stream_.get();
-  auto forward = [&]() -> absl::Status {
-    TWICE_RETURN_IF_ERROR(Embedding(stream_, alloc_, ids, embed.span<Bf16>(),
-                                    kVocab, kModel, resid.span<float>()));
-    for (const Layer& l : layers) {
-      TWICE_RETURN_IF_ERROR(RmsNorm(stream_, resid.span<float>(), n, kModel,
-                                    l.norm1.span<float>(), 1e-5f,
-                                    xb.span<Bf16>()));
-      switch (l.kind) {
-        case LayerKind::kLinearAttention: {
-          if (cudaMemsetAsync(kv.data(), 0, kv.bytes(), s) != cudaSuccess ||
-              cudaMemsetAsync(z.data(), 0, z.bytes(), s) != cudaSuccess) {
-            return absl::InternalError("cudaMemsetAsync");
-          }
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.w1.span<Bf16>(),
-                                             none16, {n, kHeads * kF, kModel},
-                                             false, qb.span<Bf16>()));
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.w2.span<Bf16>(),
-                                             none16, {n, kHeads * kF, kModel},
-                                             false, kb.span<Bf16>()));
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.w3.span<Bf16>(),
-                                             none16, {n, kModel, kModel}, false,
-                                             vb.span<Bf16>()));
-          TWICE_RETURN_IF_ERROR(LinearAttentionPrefillBf16(
-              stream_, qb.span<Bf16>(), kb.span<Bf16>(), vb.span<Bf16>(), t,
-              {batch, kHeads, kHd, kF}, kEps, kv.span<float>(), z.span<float>(),
-              yb.span<Bf16>()));
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(yb.span<Bf16>(), l.w4.span<Bf16>(),
-                                             none32, {n, kModel, kModel}, true,
-                                             resid.span<float>()));
-          break;
-        }
-        case LayerKind::kWindow: {
-          const int64_t stride = 3 * kModel;
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(
-              xb.span<Bf16>(), l.w1.span<Bf16>(), none32, {n, stride, kModel},
-              false, wide.span<float>().subspan(0, n * stride)));
-          for (int64_t b = 0; b < batch; ++b) {
-            DeviceSpan<float> qkv =
-                wide.span<float>().subspan(b * t * stride, t * stride);
-            TWICE_RETURN_IF_ERROR(RopeRotateHalf(stream_, qkv, t, stride,
-                                                 kHeads, kHd, 0, 10000.0f));
-            DeviceSpan<float> kpart = qkv.subspan(kModel, qkv.size - kModel);
-            TWICE_RETURN_IF_ERROR(RopeRotateHalf(stream_, kpart, t, stride,
-                                                 kHeads, kHd, 0, 10000.0f));
-            if (cudaMemcpy2DAsync(kc.data(), kModel * 4, qkv.data + kModel,
-                                  stride * 4, kModel * 4, t,
-                                  cudaMemcpyDeviceToDevice, s) != cudaSuccess ||
-                cudaMemcpy2DAsync(vc.data(), kModel * 4, qkv.data + 2 * kModel,
-                                  stride * 4, kModel * 4, t,
-                                  cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
-              return absl::InternalError("cudaMemcpy2DAsync");
-            }
-            TWICE_RETURN_IF_ERROR(WindowAttention(
-                stream_, qkv, stride, kc.span<float>(), vc.span<float>(),
-                {t, 0, kHeads, kHd, kWindow}, 0.125f,
-                attn.span<float>().subspan(b * t * kModel, t * kModel)));
-          }
-          DeviceSpan<Bf16> attnb = midb.span<Bf16>().subspan(0, n * kModel);
-          TWICE_RETURN_IF_ERROR(
-              ConvertToBf16(stream_, attn.span<float>(), attnb));
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(attnb, l.w4.span<Bf16>(), none32,
-                                             {n, kModel, kModel}, true,
-                                             resid.span<float>()));
-          break;
-        }
-        case LayerKind::kConv: {
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(
-              xb.span<Bf16>(), l.w1.span<Bf16>(), l.bias1.span<float>(),
-              {n, 2 * kInner, kModel}, false, wide.span<float>()));
-          for (int64_t b = 0; b < batch; ++b) {
-            if (cudaMemsetAsync(tail.data(), 0, tail.bytes(), s) !=
-                cudaSuccess) {
-              return absl::InternalError("cudaMemsetAsync");
-            }
-            const DeviceSpan<const float> u =
-                wide.span<float>().subspan(b * t * 2 * kInner, t * 2 * kInner);
-            TWICE_RETURN_IF_ERROR(CausalConv1d(
-                stream_, u, t, kInner, 2 * kInner, l.conv.span<float>(), 3,
-                tail.span<float>().subspan(0, 2 * kInner),
-                mid.span<float>().subspan(b * t * kInner, t * kInner)));
-          }
-          // Gating with the second half of in_proj (timed as SiluMul: same
-          // traffic as the BaseConv product).
-          const DeviceSpan<const float> w = wide.span<float>();
-          TWICE_RETURN_IF_ERROR(
-              SiluMul(stream_, w.subspan(kInner, w.size - kInner), 2 * kInner,
-                      mid.span<float>(), kInner, n, kInner, mid.span<float>()));
-          TWICE_RETURN_IF_ERROR(
-              ConvertToBf16(stream_, mid.span<float>(), midb.span<Bf16>()));
-          TWICE_RETURN_IF_ERROR(gemm_.Linear(
-              midb.span<Bf16>(), l.w4.span<Bf16>(), l.bias2.span<float>(),
-              {n, kModel, kInner}, true, resid.span<float>()));
-          break;
-        }
-      }
-      TWICE_RETURN_IF_ERROR(RmsNorm(stream_, resid.span<float>(), n, kModel,
-                                    l.norm2.span<float>(), 1e-5f,
-                                    xb.span<Bf16>()));
-      TWICE_RETURN_IF_ERROR(gemm_.Linear(xb.span<Bf16>(), l.fc1.span<Bf16>(),
-                                         none32, {n, 2 * kInner, kModel}, false,
-                                         wide.span<float>()));
-      TWICE_RETURN_IF_ERROR(
-          SwiGlu(stream_, wide.span<float>(), n, kInner, mid.span<float>()));
-      TWICE_RETURN_IF_ERROR(
-          ConvertToBf16(stream_, mid.span<float>(), midb.span<Bf16>()));
-      TWICE_RETURN_IF_ERROR(gemm_.Linear(midb.span<Bf16>(), l.fc2.span<Bf16>(),
-                                         none32, {n, kModel, kInner}, true,
-                                         resid.span<float>()));
-    }
-    // Last position of each sequence -> ln_f -> tied LM head -> argmax.
-    if (cudaMemcpy2DAsync(last.data(), kModel * 4,
-                          resid.span<float>().data + (t - 1) * kModel,
-                          t * kModel * 4, kModel * 4, batch,
-                          cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
-      return absl::InternalError("cudaMemcpy2DAsync");
-    }
-    TWICE_RETURN_IF_ERROR(RmsNorm(stream_, last.span<float>(), batch, kModel,
-                                  ln_f.span<float>(), 1e-5f,
-                                  lastb.span<Bf16>()));
-    TWICE_RETURN_IF_ERROR(gemm_.Linear(lastb.span<Bf16>(), embed.span<Bf16>(),
-                                       none32, {batch, kVocab, kModel}, false,
-                                       logits.span<float>()));
-    return ArgmaxRows(stream_, logits.span<float>(), batch, kVocab,
-                      next.span<int32_t>());
-  };
-  TWICE_ASSIGN_OR_RETURN(double ms, Time(forward, std::max(1, o_.reps - 1)));
-  const double flops = 2.0 * n * weight_params +
-                       5 * LinearAttentionFlops(n * kHeads) +
-                       5 * 4.0 * n * kHeads * (kWindow + 1) * kHd +
-                       2.0 * batch * kVocab * kModel;
-  std::ostringstream note;
-  note << static_cast<int64_t>(n / (ms * 1e-3)) << " tokens/s";
-  rows_.push_back({"model 360M-shape", batch, t, ms, flops,
-                   2.0 * weight_params + n * 4.0 * kModel * 2 * kLayers,
-                   note.str()});
-  return absl::OkStatus();
-}
-
 absl::Status Bench::Run() {
   if (!o_.sdpa_file.empty()) {
     std::ifstream in(o_.sdpa_file);
@@ -544,16 +305,6 @@ absl::Status Bench::Run() {
     std::fprintf(stderr, "timing T=%lld\n", static_cast<long long>(t));
     TWICE_RETURN_IF_ERROR(BasedRows(t));
     TWICE_RETURN_IF_ERROR(FlashRow(t));
-  }
-  if (o_.model) {
-    for (const auto& [b, t] : {std::pair<int64_t, int64_t>{1, 2048},
-                               {1, 8192},
-                               {1, 32768},
-                               {16, 2048}}) {
-      std::fprintf(stderr, "timing model B=%lld T=%lld\n",
-                   static_cast<long long>(b), static_cast<long long>(t));
-      TWICE_RETURN_IF_ERROR(ModelRow(b, t));
-    }
   }
   return stream_.Synchronize();
 }
@@ -616,8 +367,6 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.sdpa_file = v;
     } else if (const char* v = value("--out")) {
       o.out_file = v;
-    } else if (a == "--no-model") {
-      o.model = false;
     } else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return false;

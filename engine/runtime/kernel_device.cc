@@ -42,7 +42,9 @@ std::optional<KernelDeviceCounts> KernelDeviceStats() {
       kernels::ActiveKernelBackend();
   if (backend == nullptr) return std::nullopt;
   const kernels::KernelBackendStats stats = backend->stats();
-  return KernelDeviceCounts{stats.device_calls, stats.cpu_fallbacks};
+  return KernelDeviceCounts{stats.device_calls, stats.cpu_fallbacks,
+                            stats.bytes_to_device, stats.bytes_to_host,
+                            stats.weight_bytes_to_device};
 }
 
 }  // namespace twice::engine

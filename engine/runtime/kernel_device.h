@@ -21,10 +21,14 @@ namespace twice::engine {
     const std::string& device);
 
 // Kernel calls the installed device backend ran and declined (run on the
-// CPU) since it was installed; nullopt when the kernels run on the CPU.
+// CPU) since it was installed, and the bytes it moved between host and
+// device (kernels/kernel_stats.h); nullopt when the kernels run on the CPU.
 struct KernelDeviceCounts {
   int64_t device_calls = 0;
   int64_t cpu_fallbacks = 0;
+  int64_t bytes_to_device = 0;
+  int64_t bytes_to_host = 0;
+  int64_t weight_bytes_to_device = 0;
 };
 std::optional<KernelDeviceCounts> KernelDeviceStats();
 

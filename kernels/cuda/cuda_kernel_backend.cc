@@ -1,29 +1,92 @@
 #include "kernels/cuda/cuda_kernel_backend.h"
 
+#include <cuda_runtime_api.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/immutable_host_regions.h"
 #include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
 
+// Members in this order so that the GEMM runner (its workspace) goes
+// before the stream, and both before the allocator that owns the memory.
+struct CudaKernelBackend::Lane {
+  explicit Lane(int device) : allocator(device) {}
+  DeviceAllocator allocator;
+  std::unique_ptr<Stream> stream;
+  std::unique_ptr<GemmRunner> gemm;
+};
+
+class CudaKernelBackend::LaneLease {
+ public:
+  LaneLease(CudaKernelBackend* owner, Lane* lane)
+      : owner_(owner), lane_(lane) {}
+  LaneLease(LaneLease&& other) noexcept
+      : owner_(other.owner_), lane_(std::exchange(other.lane_, nullptr)) {}
+  LaneLease& operator=(LaneLease&&) = delete;
+  ~LaneLease() {
+    if (lane_ == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(owner_->lanes_mu_);
+      owner_->free_lanes_.push_back(lane_);
+    }
+    owner_->lane_freed_.notify_one();
+  }
+  Lane& lane() const { return *lane_; }
+
+ private:
+  CudaKernelBackend* owner_;
+  Lane* lane_;
+};
+
+// Buffers of one call come from its lane's allocator, whose reuse is
+// ordered on the lane's one stream (device_memory.h); cached weights the
+// call reads are held until it ends. The destructor waits for the lane's
+// queued work, so that an early error return cannot free memory a kernel
+// still reads, nor hand the lane on with work in flight.
 class CudaKernelBackend::CallScope {
  public:
-  DeviceSpan<float> Keep(DeviceBuffer buffer, int64_t count) {
+  CallScope(Lane& lane, KernelStatsCounters& counters)
+      : lane_(lane), counters_(counters) {}
+  ~CallScope() { (void)cudaStreamSynchronize(lane_.stream->get()); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+  const Stream& stream() const { return *lane_.stream; }
+  void* raw_stream() const { return lane_.stream->get(); }
+  GemmRunner& gemm() const { return *lane_.gemm; }
+  DeviceAllocator& allocator() const { return lane_.allocator; }
+  KernelStatsCounters& counters() const { return counters_; }
+
+  template <typename T>
+  DeviceSpan<T> Keep(DeviceBuffer buffer, int64_t count) {
     buffers_.push_back(std::move(buffer));
-    return {buffers_.back().span<float>().data, count};
+    return {buffers_.back().span<T>().data, count};
   }
-  DeviceSpan<Bf16> KeepBf16(DeviceBuffer buffer, int64_t count) {
+  void Hold(std::shared_ptr<const DeviceBuffer> weight) {
+    weights_.push_back(std::move(weight));
+  }
+  // Uploads host bytes into a new buffer of this call.
+  [[nodiscard]] absl::StatusOr<void*> Stage(const void* host, int64_t bytes) {
+    TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                           lane_.allocator.Allocate(bytes));
+    TWICE_RETURN_IF_ERROR(
+        CopyToDevice(host, buffer.data(), bytes, lane_.stream->get()));
     buffers_.push_back(std::move(buffer));
-    return {buffers_.back().span<Bf16>().data, count};
+    return buffers_.back().data();
   }
 
  private:
+  Lane& lane_;
+  KernelStatsCounters& counters_;
   std::vector<DeviceBuffer> buffers_;
+  std::vector<std::shared_ptr<const DeviceBuffer>> weights_;
 };
 
 namespace {
@@ -36,52 +99,99 @@ int64_t Bytes(int64_t floats) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
+// Bytes of a tensor's elements as stored (scales of I8 not included).
+int64_t ElementBytes(const Tensor& t) {
+  return t.size() * DTypeSize(t.dtype());
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<CudaKernelBackend>> CudaKernelBackend::Create(
-    int device) {
+    int device, int max_lanes) {
   if (device < 0 || device >= DeviceCount()) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA device ", device, " is not available (",
                      DeviceCount(), " usable device(s) visible)"));
   }
-  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
-                         Stream::Create(device));
+  if (max_lanes < 1) {
+    return absl::InvalidArgumentError("CUDA backend: max_lanes must be >= 1");
+  }
   std::shared_ptr<CudaKernelBackend> backend(new CudaKernelBackend(
       absl::StrCat("cuda:", device, " (", DeviceName(device), ")"), device,
-      std::move(stream)));
-  TWICE_ASSIGN_OR_RETURN(
-      backend->gemm_,
-      GemmRunner::Create(*backend->stream_, backend->allocator_));
+      max_lanes));
+  // The first lane now: a device that cannot make a stream or load
+  // cuBLASLt fails here, at startup, not on the first request.
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<Lane> lane, backend->NewLane());
+  backend->free_lanes_.push_back(lane.get());
+  backend->lanes_.push_back(std::move(lane));
   return backend;
 }
 
 CudaKernelBackend::CudaKernelBackend(std::string name, int device,
-                                     std::unique_ptr<Stream> stream)
-    : name_(std::move(name)), allocator_(device), stream_(std::move(stream)) {}
+                                     int max_lanes)
+    : name_(std::move(name)),
+      device_(device),
+      max_lanes_(max_lanes),
+      weight_allocator_(device) {}
 
 CudaKernelBackend::~CudaKernelBackend() {
-  // Device memory goes back before the stream and the allocator go.
+  // Device memory goes back before the allocators go.
   weights_.clear();
-  gemm_.reset();
+  lanes_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<CudaKernelBackend::Lane>>
+CudaKernelBackend::NewLane() {
+  auto lane = std::make_unique<Lane>(device_);
+  TWICE_ASSIGN_OR_RETURN(lane->stream, Stream::Create(device_));
+  TWICE_ASSIGN_OR_RETURN(lane->gemm,
+                         GemmRunner::Create(*lane->stream, lane->allocator));
+  return lane;
+}
+
+absl::StatusOr<CudaKernelBackend::LaneLease> CudaKernelBackend::AcquireLane() {
+  // The runtime's current device is per host thread; a request thread may
+  // never have set it.
+  TWICE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  std::unique_lock<std::mutex> lock(lanes_mu_);
+  while (true) {
+    if (!free_lanes_.empty()) {
+      Lane* lane = free_lanes_.back();
+      free_lanes_.pop_back();
+      return LaneLease(this, lane);
+    }
+    if (static_cast<int>(lanes_.size()) < max_lanes_) {
+      TWICE_ASSIGN_OR_RETURN(std::unique_ptr<Lane> lane, NewLane());
+      lanes_.push_back(std::move(lane));
+      return LaneLease(this, lanes_.back().get());
+    }
+    lane_freed_.wait(lock);
+  }
 }
 
 KernelBackendStats CudaKernelBackend::stats() const {
-  return {device_calls_.load(), cpu_fallbacks_.load()};
+  return counters_.Snapshot();
 }
 
 int64_t CudaKernelBackend::cached_weight_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(weights_mu_);
   return cached_weight_bytes_;
 }
 
-absl::Status CudaKernelBackend::Declined() {
-  cpu_fallbacks_.fetch_add(1, std::memory_order_relaxed);
-  return absl::UnimplementedError("shape not covered by the CUDA kernels");
+int CudaKernelBackend::lanes() const {
+  std::lock_guard<std::mutex> lock(lanes_mu_);
+  return static_cast<int>(lanes_.size());
 }
 
-absl::Status CudaKernelBackend::Ran(absl::Status status) {
-  if (status.ok()) device_calls_.fetch_add(1, std::memory_order_relaxed);
+absl::Status CudaKernelBackend::Declined(KernelOp op) {
+  counters_.Declined(op);
+  return absl::UnimplementedError(
+      absl::StrCat(std::string(KernelOpName(op)),
+                   ": shape not covered by the CUDA kernels"));
+}
+
+absl::Status CudaKernelBackend::Ran(KernelOp op, absl::Status status) {
+  if (status.ok()) counters_.Ran(op);
   // An UNIMPLEMENTED from a device op would silently rerun on the CPU: a
   // device op never means "declined", so report it as the internal error
   // it is.
@@ -92,158 +202,234 @@ absl::Status CudaKernelBackend::Ran(absl::Status status) {
   return status;
 }
 
-void CudaKernelBackend::PruneCache() {
+void CudaKernelBackend::PruneCacheLocked() {
   for (auto it = weights_.begin(); it != weights_.end();) {
-    if (ImmutableHostRegionLive(it->second.region_id)) {
+    const CachedWeight& entry = it->second;
+    const bool live = entry.region_id != 0
+                          ? ImmutableHostRegionLive(entry.region_id)
+                          : !entry.owner.expired();
+    if (live) {
       ++it;
     } else {
-      cached_weight_bytes_ -= it->second.buffer.bytes();
+      cached_weight_bytes_ -= entry.buffer->bytes();
       it = weights_.erase(it);
     }
   }
 }
 
-absl::StatusOr<const CudaKernelBackend::CachedWeight*>
-CudaKernelBackend::Cached(absl::Span<const float> host, int64_t count,
-                          bool bf16) {
-  const std::optional<ImmutableHostRegion> region =
-      FindImmutableHostRegion(host.data(), Bytes(count));
-  if (!region.has_value()) return nullptr;
-  const WeightKey key{host.data(), count, bf16};
-  auto it = weights_.find(key);
-  if (it != weights_.end() && it->second.region_id == region->id) {
-    return &it->second;
+absl::StatusOr<DeviceBuffer> CudaKernelBackend::Upload(
+    CallScope& scope, DeviceAllocator& allocator, const Tensor& host,
+    DType dtype) {
+  const int64_t count = host.size();
+  if (dtype == DType::kF32) {
+    if (host.dtype() != DType::kF32) {
+      return UnsupportedTensor("CUDA upload as f32", "tensor", host);
+    }
+    TWICE_ASSIGN_OR_RETURN(DeviceBuffer out, allocator.Allocate(Bytes(count)));
+    TWICE_RETURN_IF_ERROR(CopyToDevice(host.raw_data(), out.data(),
+                                       Bytes(count), scope.raw_stream()));
+    return out;
   }
-  PruneCache();
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer f32, allocator_.Allocate(Bytes(count)));
-  TWICE_RETURN_IF_ERROR(
-      CopyToDevice(host.data(), f32.data(), Bytes(count), stream_->get()));
-  CachedWeight entry;
-  entry.region_id = region->id;
-  if (bf16) {
-    TWICE_ASSIGN_OR_RETURN(entry.buffer, allocator_.AllocateArray<Bf16>(count));
-    TWICE_RETURN_IF_ERROR(ConvertToBf16(
-        *stream_, DeviceSpan<const float>{f32.span<float>().data, count},
-        DeviceSpan<Bf16>{entry.buffer.span<Bf16>().data, count}));
-    TWICE_RETURN_IF_ERROR(stream_->Synchronize());
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer out,
+                         allocator.AllocateArray<Bf16>(count));
+  const DeviceSpan<Bf16> bf16 = out.span<Bf16>();
+  switch (host.dtype()) {
+    case DType::kBF16:
+      TWICE_RETURN_IF_ERROR(CopyToDevice(
+          host.raw_data(), out.data(), ElementBytes(host), scope.raw_stream()));
+      break;
+    case DType::kF32: {
+      TWICE_ASSIGN_OR_RETURN(void* staged,
+                             scope.Stage(host.raw_data(), ElementBytes(host)));
+      TWICE_RETURN_IF_ERROR(ConvertToBf16(
+          scope.stream(), {static_cast<const float*>(staged), count}, bf16));
+      break;
+    }
+    case DType::kF16: {
+      TWICE_ASSIGN_OR_RETURN(void* staged,
+                             scope.Stage(host.raw_data(), ElementBytes(host)));
+      TWICE_RETURN_IF_ERROR(ConvertF16ToBf16(
+          scope.stream(), {static_cast<const uint16_t*>(staged), count}, bf16));
+      break;
+    }
+    case DType::kI8: {
+      const int64_t rows = host.dim(0);
+      const int64_t cols = rows == 0 ? 0 : count / rows;
+      TWICE_ASSIGN_OR_RETURN(void* values,
+                             scope.Stage(host.raw_data(), ElementBytes(host)));
+      TWICE_ASSIGN_OR_RETURN(void* scales,
+                             scope.Stage(host.scales(), Bytes(rows)));
+      TWICE_RETURN_IF_ERROR(DequantizeRowsToBf16(
+          scope.stream(), {static_cast<const int8_t*>(values), count},
+          {static_cast<const float*>(scales), rows}, rows, cols, bf16));
+      break;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const DeviceBuffer>> CudaKernelBackend::Cached(
+    CallScope& scope, const Tensor& host, DType dtype) {
+  const int64_t bytes = ElementBytes(host);
+  CachedWeight identity;
+  if (host.shared_storage() != nullptr) {
+    identity.owner = host.shared_storage();
+  } else if (host.is_view()) {
+    const std::optional<ImmutableHostRegion> region =
+        FindImmutableHostRegion(host.raw_data(), static_cast<size_t>(bytes));
+    if (!region.has_value()) return nullptr;
+    identity.region_id = region->id;
   } else {
-    entry.buffer = std::move(f32);
+    return nullptr;  // owning memory may change between calls
   }
-  cached_weight_bytes_ += entry.buffer.bytes();
-  auto [slot, inserted] = weights_.insert_or_assign(key, std::move(entry));
-  return &slot->second;
+  const WeightKey key{host.raw_data(), bytes, dtype};
+  std::lock_guard<std::mutex> lock(weights_mu_);
+  if (auto it = weights_.find(key); it != weights_.end()) {
+    const CachedWeight& entry = it->second;
+    // A live owner at this address is the same buffer (an expired one may
+    // have been replaced by another allocation at the same address).
+    const bool same = identity.region_id != 0
+                          ? entry.region_id == identity.region_id
+                          : entry.region_id == 0 && !entry.owner.expired();
+    if (same) return entry.buffer;
+  }
+  PruneCacheLocked();
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                         Upload(scope, weight_allocator_, host, dtype));
+  // Other lanes read the copy on their own streams: it must be complete.
+  TWICE_RETURN_IF_ERROR(scope.stream().Synchronize());
+  counters_.UploadedWeight(
+      bytes + (host.dtype() == DType::kI8 ? Bytes(host.dim(0)) : int64_t{0}));
+  identity.buffer = std::make_shared<const DeviceBuffer>(std::move(buffer));
+  cached_weight_bytes_ += identity.buffer->bytes();
+  std::shared_ptr<const DeviceBuffer> result = identity.buffer;
+  weights_.insert_or_assign(key, std::move(identity));
+  return result;
 }
 
 absl::StatusOr<DeviceSpan<const float>> CudaKernelBackend::Input(
     CallScope& scope, absl::Span<const float> host, int64_t count) {
   if (count == 0) return DeviceSpan<const float>{};
-  TWICE_ASSIGN_OR_RETURN(const CachedWeight* cached,
-                         Cached(host, count, /*bf16=*/false));
+  TWICE_ASSIGN_OR_RETURN(
+      std::shared_ptr<const DeviceBuffer> cached,
+      Cached(scope, Tensor::View(host.data(), {count}), DType::kF32));
   if (cached != nullptr) {
-    return DeviceSpan<const float>{cached->buffer.span<float>().data, count};
+    const float* data = cached->span<float>().data;
+    scope.Hold(std::move(cached));
+    return DeviceSpan<const float>{data, count};
   }
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                         allocator_.Allocate(Bytes(count)));
-  TWICE_RETURN_IF_ERROR(
-      CopyToDevice(host.data(), buffer.data(), Bytes(count), stream_->get()));
-  return DeviceSpan<const float>(scope.Keep(std::move(buffer), count));
+  TWICE_ASSIGN_OR_RETURN(void* staged, scope.Stage(host.data(), Bytes(count)));
+  counters_.CopiedToDevice(Bytes(count));
+  return DeviceSpan<const float>{static_cast<const float*>(staged), count};
 }
 
 absl::StatusOr<DeviceSpan<const Bf16>> CudaKernelBackend::InputBf16(
     CallScope& scope, absl::Span<const float> host, int64_t count) {
   if (count == 0) return DeviceSpan<const Bf16>{};
-  TWICE_ASSIGN_OR_RETURN(const CachedWeight* cached,
-                         Cached(host, count, /*bf16=*/true));
-  if (cached != nullptr) {
-    return DeviceSpan<const Bf16>{cached->buffer.span<Bf16>().data, count};
-  }
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> f32,
                          Input(scope, host, count));
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                         allocator_.AllocateArray<Bf16>(count));
-  DeviceSpan<Bf16> out = scope.KeepBf16(std::move(buffer), count);
-  TWICE_RETURN_IF_ERROR(ConvertToBf16(*stream_, f32, out));
+                         scope.allocator().AllocateArray<Bf16>(count));
+  DeviceSpan<Bf16> out = scope.Keep<Bf16>(std::move(buffer), count);
+  TWICE_RETURN_IF_ERROR(ConvertToBf16(scope.stream(), f32, out));
   return DeviceSpan<const Bf16>(out);
+}
+
+absl::StatusOr<DeviceSpan<const Bf16>> CudaKernelBackend::WeightBf16(
+    CallScope& scope, const Tensor& weight) {
+  const int64_t count = weight.size();
+  if (count == 0) return DeviceSpan<const Bf16>{};
+  TWICE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> cached,
+                         Cached(scope, weight, DType::kBF16));
+  if (cached != nullptr) {
+    const Bf16* data = cached->span<Bf16>().data;
+    scope.Hold(std::move(cached));
+    return DeviceSpan<const Bf16>{data, count};
+  }
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(scope, scope.allocator(),
+                                                     weight, DType::kBF16));
+  counters_.CopiedToDevice(ElementBytes(weight));
+  return DeviceSpan<const Bf16>(scope.Keep<Bf16>(std::move(buffer), count));
 }
 
 absl::StatusOr<DeviceSpan<float>> CudaKernelBackend::Output(
     CallScope& scope, absl::Span<const float> host, int64_t count, bool copy) {
   if (count == 0) return DeviceSpan<float>{};
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                         allocator_.Allocate(Bytes(count)));
   if (copy) {
-    TWICE_RETURN_IF_ERROR(
-        CopyToDevice(host.data(), buffer.data(), Bytes(count), stream_->get()));
+    TWICE_ASSIGN_OR_RETURN(void* staged,
+                           scope.Stage(host.data(), Bytes(count)));
+    counters_.CopiedToDevice(Bytes(count));
+    return DeviceSpan<float>{static_cast<float*>(staged), count};
   }
-  return scope.Keep(std::move(buffer), count);
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                         scope.allocator().Allocate(Bytes(count)));
+  return scope.Keep<float>(std::move(buffer), count);
 }
 
-namespace {
-
-// Copies device results back (synchronising the stream, which also
-// surfaces an asynchronous kernel fault as this call's status).
-[[nodiscard]] absl::Status Fetch(const Stream& stream, DeviceSpan<float> device,
-                                 absl::Span<float> host) {
+absl::Status CudaKernelBackend::Fetch(CallScope& scope,
+                                      DeviceSpan<float> device,
+                                      absl::Span<float> host) {
   if (device.size == 0) return absl::OkStatus();
-  return CopyToHost(device.data, host.data(), Bytes(device.size), stream.get());
+  counters_.CopiedToHost(Bytes(device.size));
+  return CopyToHost(device.data, host.data(), Bytes(device.size),
+                    scope.raw_stream());
 }
-
-}  // namespace
 
 absl::Status CudaKernelBackend::Linear(absl::Span<const float> x, int64_t m,
-                                       int64_t k, const Tensor& weight_tensor,
+                                       int64_t k, const Tensor& weight,
                                        int64_t n, absl::Span<const float> bias,
                                        absl::Span<float> y) {
-  // The offload path takes host f32 weights (it rounds them to bf16 on the
-  // device); other dtypes are the CPU's until the device-resident executor.
-  if (weight_tensor.dtype() != DType::kF32 ||
-      weight_tensor.device() != Device::kCpu) {
-    Declined().IgnoreError();
-    return UnsupportedTensor("Linear", "weight", weight_tensor);
+  // Host weights of every dtype become bf16 on the device; device tensors
+  // belong to the device-resident executor, not to this offload path.
+  if (weight.device() != Device::kCpu) {
+    Declined(KernelOp::kLinear).IgnoreError();
+    return UnsupportedTensor("Linear", "weight", weight);
   }
-  const absl::Span<const float> weight = weight_tensor.span();
   // cuBLASLt's bf16 GEMM needs 16-byte aligned rows (GemmRunner).
-  if (k % 8 != 0 || n % 8 != 0) return Declined();
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  if (k % 8 != 0 || n % 8 != 0) return Declined(KernelOp::kLinear);
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dx, InputBf16(scope, x, m * k));
-  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dw,
-                         InputBf16(scope, weight, n * k));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dw, WeightBf16(scope, weight));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> db,
                          Input(scope, bias, static_cast<int64_t>(bias.size())));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dy, Output(scope, y, m * n, false));
   TWICE_RETURN_IF_ERROR(
-      Ran(gemm_->Linear(dx, dw, db, {m, n, k}, /*accumulate=*/false, dy)));
-  return Fetch(*stream_, dy, y);
+      Ran(KernelOp::kLinear, scope.gemm().Linear(dx, dw, db, {m, n, k},
+                                                 /*accumulate=*/false, dy)));
+  return Fetch(scope, dy, y);
 }
 
 absl::Status CudaKernelBackend::RmsNorm(absl::Span<const float> x, int64_t rows,
                                         int64_t dim,
                                         absl::Span<const float> weight,
                                         float eps, absl::Span<float> y) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> dx,
                          Input(scope, x, rows * dim));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> dw, Input(scope, weight, dim));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dy,
                          Output(scope, y, rows * dim, false));
   TWICE_RETURN_IF_ERROR(
-      Ran(cuda::RmsNorm(*stream_, dx, rows, dim, dw, eps, dy)));
-  return Fetch(*stream_, dy, y);
+      Ran(KernelOp::kRmsNorm,
+          cuda::RmsNorm(scope.stream(), dx, rows, dim, dw, eps, dy)));
+  return Fetch(scope, dy, y);
 }
 
 absl::Status CudaKernelBackend::RopeRotateHalf(absl::Span<float> x,
                                                int64_t rows, int64_t row_stride,
                                                int64_t heads, int64_t head_dim,
                                                int64_t start_pos, float base) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   const int64_t extent = StridedExtent(rows, heads * head_dim, row_stride);
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dx, Output(scope, x, extent, true));
-  TWICE_RETURN_IF_ERROR(Ran(cuda::RopeRotateHalf(
-      *stream_, dx, rows, row_stride, heads, head_dim, start_pos, base)));
-  return Fetch(*stream_, dx, x);
+  TWICE_RETURN_IF_ERROR(
+      Ran(KernelOp::kRopeRotateHalf,
+          cuda::RopeRotateHalf(scope.stream(), dx, rows, row_stride, heads,
+                               head_dim, start_pos, base)));
+  return Fetch(scope, dx, x);
 }
 
 absl::Status CudaKernelBackend::SiluMul(absl::Span<const float> gate,
@@ -251,8 +437,8 @@ absl::Status CudaKernelBackend::SiluMul(absl::Span<const float> gate,
                                         absl::Span<const float> mult,
                                         int64_t mult_stride, int64_t rows,
                                         int64_t cols, absl::Span<float> out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   TWICE_ASSIGN_OR_RETURN(
       DeviceSpan<const float> dg,
       Input(scope, gate, StridedExtent(rows, cols, gate_stride)));
@@ -261,47 +447,50 @@ absl::Status CudaKernelBackend::SiluMul(absl::Span<const float> gate,
       Input(scope, mult, StridedExtent(rows, cols, mult_stride)));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dout,
                          Output(scope, out, rows * cols, false));
-  TWICE_RETURN_IF_ERROR(Ran(cuda::SiluMul(*stream_, dg, gate_stride, dm,
-                                          mult_stride, rows, cols, dout)));
-  return Fetch(*stream_, dout, out);
+  TWICE_RETURN_IF_ERROR(
+      Ran(KernelOp::kSiluMul, cuda::SiluMul(scope.stream(), dg, gate_stride, dm,
+                                            mult_stride, rows, cols, dout)));
+  return Fetch(scope, dout, out);
 }
 
 absl::Status CudaKernelBackend::SwiGlu(absl::Span<const float> u, int64_t rows,
                                        int64_t hidden, absl::Span<float> out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> du,
                          Input(scope, u, rows * 2 * hidden));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dout,
                          Output(scope, out, rows * hidden, false));
-  TWICE_RETURN_IF_ERROR(Ran(cuda::SwiGlu(*stream_, du, rows, hidden, dout)));
-  return Fetch(*stream_, dout, out);
+  TWICE_RETURN_IF_ERROR(Ran(
+      KernelOp::kSwiGlu, cuda::SwiGlu(scope.stream(), du, rows, hidden, dout)));
+  return Fetch(scope, dout, out);
 }
 
 absl::Status CudaKernelBackend::TaylorFeatureMap(absl::Span<const float> x,
                                                  int64_t rows,
                                                  int64_t feature_dim,
                                                  absl::Span<float> out) {
-  if (feature_dim > 1024) return Declined();
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  if (feature_dim > 1024) return Declined(KernelOp::kTaylorFeatureMap);
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   const int64_t width = 1 + feature_dim + feature_dim * feature_dim;
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> dx,
                          Input(scope, x, rows * feature_dim));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dout,
                          Output(scope, out, rows * width, false));
   TWICE_RETURN_IF_ERROR(
-      Ran(cuda::TaylorFeatureMap(*stream_, dx, rows, feature_dim, dout)));
-  return Fetch(*stream_, dout, out);
+      Ran(KernelOp::kTaylorFeatureMap,
+          cuda::TaylorFeatureMap(scope.stream(), dx, rows, feature_dim, dout)));
+  return Fetch(scope, dout, out);
 }
 
 absl::Status CudaKernelBackend::CausalConv1d(
     absl::Span<const float> x, int64_t tokens, int64_t channels,
     int64_t x_stride, absl::Span<const float> weight, int64_t kernel_size,
     absl::Span<float> tail, absl::Span<float> out) {
-  if (kernel_size > 64) return Declined();
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  if (kernel_size > 64) return Declined(KernelOp::kCausalConv1d);
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   TWICE_ASSIGN_OR_RETURN(
       DeviceSpan<const float> dx,
       Input(scope, x, StridedExtent(tokens, channels, x_stride)));
@@ -312,10 +501,12 @@ absl::Status CudaKernelBackend::CausalConv1d(
       Output(scope, tail, static_cast<int64_t>(tail.size()), true));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dout,
                          Output(scope, out, tokens * channels, false));
-  TWICE_RETURN_IF_ERROR(Ran(cuda::CausalConv1d(
-      *stream_, dx, tokens, channels, x_stride, dw, kernel_size, dtail, dout)));
-  TWICE_RETURN_IF_ERROR(Fetch(*stream_, dout, out));
-  return Fetch(*stream_, dtail, tail);
+  TWICE_RETURN_IF_ERROR(
+      Ran(KernelOp::kCausalConv1d,
+          cuda::CausalConv1d(scope.stream(), dx, tokens, channels, x_stride, dw,
+                             kernel_size, dtail, dout)));
+  TWICE_RETURN_IF_ERROR(Fetch(scope, dout, out));
+  return Fetch(scope, dtail, tail);
 }
 
 absl::Status CudaKernelBackend::PrefixLinearAttentionPrefill(
@@ -326,10 +517,10 @@ absl::Status CudaKernelBackend::PrefixLinearAttentionPrefill(
     absl::Span<float> kv_state, absl::Span<float> k_state,
     absl::Span<float> y) {
   if (dims.feature_size > 2048 || dims.heads > 65535 || dims.head_dim > 65535) {
-    return Declined();
+    return Declined(KernelOp::kPrefixLinearAttention);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   const int64_t qk = dims.heads * dims.feature_size;
   const int64_t vr = dims.heads * dims.head_dim;
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> dq,
@@ -348,20 +539,22 @@ absl::Status CudaKernelBackend::PrefixLinearAttentionPrefill(
                          Output(scope, k_state, qk, true));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dy,
                          Output(scope, y, tokens * vr, false));
-  TWICE_RETURN_IF_ERROR(Ran(
-      cuda::FeaturizedLinearAttention(*stream_, dq, dk, dv, tokens, dke, dve,
-                                      encoder_tokens, dims, eps, dkv, dz, dy)));
-  TWICE_RETURN_IF_ERROR(Fetch(*stream_, dy, y));
-  TWICE_RETURN_IF_ERROR(Fetch(*stream_, dkv, kv_state));
-  return Fetch(*stream_, dz, k_state);
+  TWICE_RETURN_IF_ERROR(Ran(KernelOp::kPrefixLinearAttention,
+                            cuda::FeaturizedLinearAttention(
+                                scope.stream(), dq, dk, dv, tokens, dke, dve,
+                                encoder_tokens, dims, eps, dkv, dz, dy)));
+  TWICE_RETURN_IF_ERROR(Fetch(scope, dy, y));
+  TWICE_RETURN_IF_ERROR(Fetch(scope, dkv, kv_state));
+  return Fetch(scope, dz, k_state);
 }
 
 absl::Status CudaKernelBackend::SoftmaxAttention(
-    absl::Span<const float> q, int64_t q_stride, absl::Span<const float> k,
-    absl::Span<const float> v, int64_t tokens, int64_t past, int64_t q_row,
-    int64_t kv_row, absl::Span<float> out, const SoftmaxLaunch& launch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+    KernelOp op, absl::Span<const float> q, int64_t q_stride,
+    absl::Span<const float> k, absl::Span<const float> v, int64_t tokens,
+    int64_t past, int64_t q_row, int64_t kv_row, absl::Span<float> out,
+    const SoftmaxLaunch& launch) {
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   TWICE_ASSIGN_OR_RETURN(
       DeviceSpan<const float> dq,
       Input(scope, q, StridedExtent(tokens, q_row, q_stride)));
@@ -371,21 +564,24 @@ absl::Status CudaKernelBackend::SoftmaxAttention(
                          Input(scope, v, (past + tokens) * kv_row));
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dout,
                          Output(scope, out, tokens * q_row, false));
-  TWICE_RETURN_IF_ERROR(Ran(launch(dq, dk, dv, dout)));
-  return Fetch(*stream_, dout, out);
+  TWICE_RETURN_IF_ERROR(Ran(op, launch(scope, dq, dk, dv, dout)));
+  return Fetch(scope, dout, out);
 }
 
 absl::Status CudaKernelBackend::WindowAttention(
     absl::Span<const float> q, int64_t q_stride, absl::Span<const float> k,
     absl::Span<const float> v, const WindowAttentionDims& dims, float scale,
     absl::Span<float> out) {
-  if (!AttentionHeadDimOk(dims.head_dim)) return Declined();
+  if (!AttentionHeadDimOk(dims.head_dim))
+    return Declined(KernelOp::kWindowAttention);
   const int64_t row = dims.heads * dims.head_dim;
   return SoftmaxAttention(
-      q, q_stride, k, v, dims.tokens, dims.past, row, row, out,
-      [&](DeviceSpan<const float> dq, DeviceSpan<const float> dk,
-          DeviceSpan<const float> dv, DeviceSpan<float> dout) {
-        return cuda::WindowAttention(*stream_, dq, q_stride, dk, dv, dims,
+      KernelOp::kWindowAttention, q, q_stride, k, v, dims.tokens, dims.past,
+      row, row, out,
+      [&](CallScope& scope, DeviceSpan<const float> dq,
+          DeviceSpan<const float> dk, DeviceSpan<const float> dv,
+          DeviceSpan<float> dout) {
+        return cuda::WindowAttention(scope.stream(), dq, q_stride, dk, dv, dims,
                                      scale, dout);
       });
 }
@@ -394,14 +590,16 @@ absl::Status CudaKernelBackend::CausalGqaAttention(
     absl::Span<const float> q, int64_t q_stride, absl::Span<const float> k,
     absl::Span<const float> v, const CausalAttentionDims& dims, float scale,
     absl::Span<float> out) {
-  if (!AttentionHeadDimOk(dims.head_dim)) return Declined();
+  if (!AttentionHeadDimOk(dims.head_dim))
+    return Declined(KernelOp::kCausalGqaAttention);
   return SoftmaxAttention(
-      q, q_stride, k, v, dims.tokens, dims.past, dims.heads * dims.head_dim,
-      dims.kv_heads * dims.head_dim, out,
-      [&](DeviceSpan<const float> dq, DeviceSpan<const float> dk,
-          DeviceSpan<const float> dv, DeviceSpan<float> dout) {
-        return cuda::CausalGqaAttention(*stream_, dq, q_stride, dk, dv, dims,
-                                        scale, dout);
+      KernelOp::kCausalGqaAttention, q, q_stride, k, v, dims.tokens, dims.past,
+      dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim, out,
+      [&](CallScope& scope, DeviceSpan<const float> dq,
+          DeviceSpan<const float> dk, DeviceSpan<const float> dv,
+          DeviceSpan<float> dout) {
+        return cuda::CausalGqaAttention(scope.stream(), dq, q_stride, dk, dv,
+                                        dims, scale, dout);
       });
 }
 
@@ -409,9 +607,10 @@ absl::Status CudaKernelBackend::RatChunkAttention(
     StridedRows q, StridedRows own_k, StridedRows own_v, StridedRows chunk_k,
     StridedRows chunk_v, absl::Span<const int64_t> visible,
     const RatAttentionDims& dims, float scale, absl::Span<float> out) {
-  if (!AttentionHeadDimOk(dims.head_dim)) return Declined();
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  if (!AttentionHeadDimOk(dims.head_dim))
+    return Declined(KernelOp::kRatChunkAttention);
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   const int64_t row = dims.heads * dims.head_dim;
   auto rows = [&](StridedRows r, int64_t count) -> absl::StatusOr<DeviceRows> {
     TWICE_ASSIGN_OR_RETURN(
@@ -427,9 +626,10 @@ absl::Status CudaKernelBackend::RatChunkAttention(
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dout,
                          Output(scope, out, dims.tokens * row, false));
   TWICE_RETURN_IF_ERROR(
-      Ran(cuda::RatChunkAttention(*stream_, allocator_, dq, dok, dov, dck, dcv,
-                                  visible, dims, scale, dout)));
-  return Fetch(*stream_, dout, out);
+      Ran(KernelOp::kRatChunkAttention,
+          cuda::RatChunkAttention(scope.stream(), scope.allocator(), dq, dok,
+                                  dov, dck, dcv, visible, dims, scale, dout)));
+  return Fetch(scope, dout, out);
 }
 
 absl::Status CudaKernelBackend::SsdChunkScan(
@@ -439,10 +639,10 @@ absl::Status CudaKernelBackend::SsdChunkScan(
     absl::Span<const float> a, absl::Span<const float> d,
     absl::Span<float> state, absl::Span<float> y) {
   if (shape.state > 128 || shape.heads > 65535 || shape.head_dim > 1024) {
-    return Declined();
+    return Declined(KernelOp::kSsdChunkScan);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  CallScope scope;
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
   const int64_t hp = shape.heads * shape.head_dim;
   const int64_t gn = shape.groups * shape.state;
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<const float> dx,
@@ -462,10 +662,11 @@ absl::Status CudaKernelBackend::SsdChunkScan(
   TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dy,
                          Output(scope, y, tokens * hp, false));
   TWICE_RETURN_IF_ERROR(
-      Ran(cuda::SsdChunkScan(*stream_, shape, tokens, chunk, dx, x_stride, db,
-                             dc, bc_stride, ddt, da, dd, dstate, dy)));
-  TWICE_RETURN_IF_ERROR(Fetch(*stream_, dy, y));
-  return Fetch(*stream_, dstate, state);
+      Ran(KernelOp::kSsdChunkScan,
+          cuda::SsdChunkScan(scope.stream(), shape, tokens, chunk, dx, x_stride,
+                             db, dc, bc_stride, ddt, da, dd, dstate, dy)));
+  TWICE_RETURN_IF_ERROR(Fetch(scope, dy, y));
+  return Fetch(scope, dstate, state);
 }
 
 }  // namespace twice::kernels::cuda

@@ -6,23 +6,32 @@
 // and f32 accumulation (kernels/cuda/gemm.h); every other op in f32 with the
 // kernels of cuda_ops.h. Activations and states stay host-resident at this
 // interface: each call copies its inputs in and its outputs (and in-place
-// states) back, synchronously, so the engine, the state codec and the store
-// are untouched. Weights inside an ImmutableHostRegion (the read-only
-// mappings of model.safetensors) are uploaded once and reused — converted to
-// bf16 for the GEMMs; other memory is copied per call.
+// states) back, so the engine, the state codec and the store are untouched;
+// stats() counts those bytes.
+//
+// Weights are uploaded once and reused when their host bytes cannot change:
+// ranges inside an ImmutableHostRegion (the read-only mappings of
+// model.safetensors) and the immutable shared buffers of converted or
+// quantized tensors (kernels/tensor.h shared_storage). A Linear weight of
+// any dtype is kept on the device as bf16, made on the device from the
+// bytes as stored (f32 rounded, f16 converted, int8 dequantized with its
+// row scales), so a bf16 / f16 / int8 checkpoint is never widened on the
+// host. Other memory is copied per call.
 //
 // Shapes the device kernels do not cover are declined (UNIMPLEMENTED) and
-// run on the CPU, counted in stats().cpu_fallbacks: Linear with k or n not a
+// run on the CPU, counted per op in stats(): Linear with k or n not a
 // multiple of 8, softmax/RAT attention with head_dim not in {32, 64, 96,
 // 128}, SSD with N > 128, feature widths above 2048, conv kernels above 64.
 //
-// Thread safety: calls from many threads are serialised on the backend's
-// one stream (the per-call copies dominate anyway); a device error fails
-// that call with the converted status and never aborts.
+// Concurrency: a call runs on a lane — a stream with its own GEMM runner
+// and allocator — taken from a pool of up to `max_lanes` for the duration
+// of the call, so calls from different threads overlap on the device
+// (there is no backend-wide lock; only the weight cache has one). A device
+// error fails that call with the converted status and never aborts.
 #ifndef TWICE_KERNELS_CUDA_CUDA_KERNEL_BACKEND_H_
 #define TWICE_KERNELS_CUDA_CUDA_KERNEL_BACKEND_H_
 
-#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,15 +51,21 @@ namespace twice::kernels::cuda {
 
 class CudaKernelBackend final : public KernelBackend {
  public:
-  // FAILED_PRECONDITION when `device` is not a usable GPU.
+  static constexpr int kDefaultMaxLanes = 8;
+
+  // FAILED_PRECONDITION when `device` is not a usable GPU. Lanes are made
+  // on demand (the first at once, to prove the device works), at most
+  // `max_lanes` (>= 1); a call that finds all busy waits for one.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<CudaKernelBackend>>
-  Create(int device = 0);
+  Create(int device = 0, int max_lanes = kDefaultMaxLanes);
   ~CudaKernelBackend() override;
 
   std::string name() const override { return name_; }
   KernelBackendStats stats() const override;
   // Device bytes held by cached weights.
   int64_t cached_weight_bytes() const;
+  // Lanes made so far (<= max_lanes).
+  int lanes() const;
 
   absl::Status Linear(absl::Span<const float> x, int64_t m, int64_t k,
                       const Tensor& weight, int64_t n,
@@ -110,58 +125,87 @@ class CudaKernelBackend final : public KernelBackend {
                             absl::Span<float> y) override;
 
  private:
-  // Device copies made for one call; freed (back to the allocator's cache)
-  // when the call returns.
+  struct Lane;
+  class LaneLease;
+  // Device copies made for one call, on its lane.
   class CallScope;
+  // A weight's device copy; shared by the cache and the calls using it, so
+  // an entry dropped from the cache stays alive until those calls end.
   struct CachedWeight {
+    // Valid while the region is registered (views of mapped files) ...
     uint64_t region_id = 0;
-    DeviceBuffer buffer;
+    // ... or while the immutable host buffer is alive (shared storage).
+    std::weak_ptr<const void> owner;
+    std::shared_ptr<const DeviceBuffer> buffer;
   };
-  // (host address, elements, stored as bf16)
-  using WeightKey = std::tuple<const float*, int64_t, bool>;
+  // (host address, bytes, dtype of the device copy: F32 or BF16)
+  using WeightKey = std::tuple<const void*, int64_t, DType>;
 
-  CudaKernelBackend(std::string name, int device,
-                    std::unique_ptr<Stream> stream);
+  CudaKernelBackend(std::string name, int device, int max_lanes);
+
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Lane>> NewLane();
+  // Blocks until a lane is free (or a new one can be made).
+  [[nodiscard]] absl::StatusOr<LaneLease> AcquireLane();
 
   // The device copy of host[0, count): the cached one when the range lies
   // in an ImmutableHostRegion, else a fresh copy owned by `scope`.
   [[nodiscard]] absl::StatusOr<DeviceSpan<const float>> Input(
       CallScope& scope, absl::Span<const float> host, int64_t count);
+  // An activation as bf16 (copied, converted on the device).
   [[nodiscard]] absl::StatusOr<DeviceSpan<const Bf16>> InputBf16(
       CallScope& scope, absl::Span<const float> host, int64_t count);
+  // A Linear weight of any dtype as bf16: cached when immutable.
+  [[nodiscard]] absl::StatusOr<DeviceSpan<const Bf16>> WeightBf16(
+      CallScope& scope, const Tensor& weight);
   // A device copy of host[0, count) that the op may write (states, in-place
   // outputs), or uninitialised device memory of `count` floats when `copy`
   // is false (pure outputs).
   [[nodiscard]] absl::StatusOr<DeviceSpan<float>> Output(
       CallScope& scope, absl::Span<const float> host, int64_t count, bool copy);
-  [[nodiscard]] absl::StatusOr<const CachedWeight*> Cached(
-      absl::Span<const float> host, int64_t count, bool bf16);
+  // Copies device results back (synchronising the lane's stream, which
+  // also surfaces an asynchronous kernel fault as this call's status).
+  [[nodiscard]] absl::Status Fetch(CallScope& scope, DeviceSpan<float> device,
+                                   absl::Span<float> host);
+  // The cached copy of an immutable weight (`dtype` F32 or BF16), uploaded
+  // on `scope`'s lane on a miss; nullptr when the bytes are not immutable.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const DeviceBuffer>> Cached(
+      CallScope& scope, const Tensor& host, DType dtype);
+  // Uploads `host` (any dtype) as a device tensor of `dtype` (F32 or BF16).
+  [[nodiscard]] absl::StatusOr<DeviceBuffer> Upload(CallScope& scope,
+                                                    DeviceAllocator& allocator,
+                                                    const Tensor& host,
+                                                    DType dtype);
   // Stages q (rows of q_row floats, q_stride apart), k and v ([past +
   // tokens] rows of kv_row) and out, runs `launch` on the device copies.
   using SoftmaxLaunch = std::function<absl::Status(
-      DeviceSpan<const float> q, DeviceSpan<const float> k,
+      CallScope& scope, DeviceSpan<const float> q, DeviceSpan<const float> k,
       DeviceSpan<const float> v, DeviceSpan<float> out)>;
-  absl::Status SoftmaxAttention(absl::Span<const float> q, int64_t q_stride,
-                                absl::Span<const float> k,
+  absl::Status SoftmaxAttention(KernelOp op, absl::Span<const float> q,
+                                int64_t q_stride, absl::Span<const float> k,
                                 absl::Span<const float> v, int64_t tokens,
                                 int64_t past, int64_t q_row, int64_t kv_row,
                                 absl::Span<float> out,
                                 const SoftmaxLaunch& launch);
-  // Drops cache entries whose region was unregistered.
-  void PruneCache();
-  absl::Status Declined();
-  absl::Status Ran(absl::Status status);
+  // Drops cache entries whose region was unregistered or whose buffer died.
+  void PruneCacheLocked();
+  absl::Status Declined(KernelOp op);
+  absl::Status Ran(KernelOp op, absl::Status status);
 
   const std::string name_;
+  const int device_;
+  const int max_lanes_;
   // Declared before everything that holds device memory from it.
-  DeviceAllocator allocator_;
-  std::unique_ptr<Stream> stream_;
-  std::unique_ptr<GemmRunner> gemm_;
-  mutable std::mutex mu_;  // one call at a time on stream_
+  DeviceAllocator weight_allocator_;
+  KernelStatsCounters counters_;
+
+  mutable std::mutex lanes_mu_;
+  std::condition_variable lane_freed_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // every lane made
+  std::vector<Lane*> free_lanes_;
+
+  mutable std::mutex weights_mu_;  // the cache; held across a miss's upload
   std::map<WeightKey, CachedWeight> weights_;
   int64_t cached_weight_bytes_ = 0;
-  std::atomic<int64_t> device_calls_{0};
-  std::atomic<int64_t> cpu_fallbacks_{0};
 };
 
 }  // namespace twice::kernels::cuda

@@ -580,6 +580,31 @@ absl::Status ConvertToF32(const Stream& stream, DeviceSpan<const Bf16> x,
                   "ConvertToF32");
 }
 
+absl::Status ConvertF16ToBf16(const Stream& stream,
+                              DeviceSpan<const uint16_t> x,
+                              DeviceSpan<Bf16> out) {
+  TWICE_RETURN_IF_ERROR(CheckSize("ConvertF16ToBf16", "out", out.size, x.size));
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(launch::F16ToBf16(x.data, x.size, Bits(out), stream.get()),
+                  "ConvertF16ToBf16");
+}
+
+absl::Status DequantizeRowsToBf16(const Stream& stream,
+                                  DeviceSpan<const int8_t> values,
+                                  DeviceSpan<const float> scales, int64_t rows,
+                                  int64_t cols, DeviceSpan<Bf16> out) {
+  constexpr char kOp[] = "DequantizeRowsToBf16";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && cols >= 0, kOp, "negative dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "values", values.size, rows * cols));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "scales", scales.size, rows));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows * cols));
+  if (rows * cols == 0) return absl::OkStatus();
+  return Launched(launch::I8RowsToBf16(values.data, scales.data, rows, cols,
+                                       Bits(out), stream.get()),
+                  kOp);
+}
+
 absl::Status FillUniform(const Stream& stream, DeviceSpan<float> x,
                          uint64_t seed, float scale) {
   if (x.size == 0) return absl::OkStatus();

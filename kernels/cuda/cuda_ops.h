@@ -205,6 +205,16 @@ struct DeviceRows {
 [[nodiscard]] absl::Status ConvertToF32(const Stream& stream,
                                         DeviceSpan<const Bf16> x,
                                         DeviceSpan<float> out);
+// A weight stored in f16 (bits) or int8 with one f32 scale per row
+// (kernels/tensor.h), as the bf16 the GEMMs read: out [rows, cols].
+[[nodiscard]] absl::Status ConvertF16ToBf16(const Stream& stream,
+                                            DeviceSpan<const uint16_t> x,
+                                            DeviceSpan<Bf16> out);
+[[nodiscard]] absl::Status DequantizeRowsToBf16(const Stream& stream,
+                                                DeviceSpan<const int8_t> values,
+                                                DeviceSpan<const float> scales,
+                                                int64_t rows, int64_t cols,
+                                                DeviceSpan<Bf16> out);
 
 // Fills x with uniform values in [-scale, scale) from a counter-based hash
 // of (seed, index): reproducible device-side inputs for benchmarks.

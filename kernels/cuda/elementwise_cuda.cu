@@ -1,6 +1,7 @@
 // Row-wise and element-wise ops on CUDA: RMSNorm (f32 or bf16 out), rotary
 // embedding, SiLU gating (SwiGLU), exact-erf GELU, embedding gather, greedy
-// and temperature sampling, f32 <-> bf16 conversion.
+// and temperature sampling, f32 <-> bf16 conversion, f16 and int8 weights
+// to bf16 (the one upload of a weight that is not stored in bf16).
 //
 //   RmsNorm   one block per row; sum of squares in double (as the CPU twin),
 //             y = (x · rstd) · w.
@@ -12,6 +13,7 @@
 //             the caller, one per row). Each thread sums a contiguous
 //             segment; a block scan of segment sums finds the segment.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -241,6 +243,23 @@ __global__ void Bf16ToF32Kernel(const bf16* x, int64_t count, float* out) {
   }
 }
 
+__global__ void F16ToBf16Kernel(const __half* x, int64_t count, bf16* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2bfloat16(__half2float(x[i]));
+  }
+}
+
+// Row r of an int8 weight stands for values[r, :] * scales[r].
+__global__ void I8RowsToBf16Kernel(const int8_t* values, const float* scales,
+                                   int64_t rows, int64_t cols, bf16* out) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2bfloat16(static_cast<float>(values[i]) * scales[i / cols]);
+  }
+}
+
 // splitmix64 of (seed, i): a uniform in [-scale, scale).
 __device__ __forceinline__ float HashUniform(uint64_t seed, int64_t i,
                                              float scale) {
@@ -332,6 +351,21 @@ cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,
                       cudaStream_t stream) {
   Bf16ToF32Kernel<<<Blocks(count, 256), 256, 0, stream>>>(
       reinterpret_cast<const bf16*>(x), count, out);
+  return cudaGetLastError();
+}
+
+cudaError_t F16ToBf16(const uint16_t* x, int64_t count, bf16_bits* out,
+                      cudaStream_t stream) {
+  F16ToBf16Kernel<<<Blocks(count, 256), 256, 0, stream>>>(
+      reinterpret_cast<const __half*>(x), count, reinterpret_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t I8RowsToBf16(const int8_t* values, const float* scales,
+                         int64_t rows, int64_t cols, bf16_bits* out,
+                         cudaStream_t stream) {
+  I8RowsToBf16Kernel<<<Blocks(rows * cols, 256), 256, 0, stream>>>(
+      values, scales, rows, cols, reinterpret_cast<bf16*>(out));
   return cudaGetLastError();
 }
 

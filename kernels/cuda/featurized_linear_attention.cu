@@ -12,9 +12,13 @@
 // ve [E, H, hd]; kv_state [H, hd, D]; k_state [H, D].
 // One block per (h, e): row e of S[h] and a private copy of z[h] live in
 // registers, thread i owning columns m = i + j·blockDim; each token costs
-// two block reductions. Blocks of e = 0 write z back. This is the
-// recurrent form (work O(T·D·hd), T sequential steps); the fused chunked
-// bf16 kernel of based_cuda.cu is the fast path for the Based shapes.
+// two block reductions. No block writes z: every block must start from the
+// call's z, and blocks of one grid run in any order, so a block that wrote
+// z back could be read by one that starts after it (its keys counted
+// twice). A second kernel, queued after the first on the same stream, adds
+// the call's keys to z. This is the recurrent form (work O(T·D·hd), T
+// sequential steps); the fused chunked bf16 kernel of based_cuda.cu is the
+// fast path for the Based shapes.
 #include <algorithm>
 #include <cstdint>
 
@@ -58,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
   const int H = args.heads, hd = args.head_dim, D = args.feature_width;
   float s[kColumnsPerThread], z[kColumnsPerThread];
   float* s_row = args.kv_state + (int64_t{h} * hd + e) * D;
-  float* z_row = args.k_state + int64_t{h} * D;
+  const float* z_row = args.k_state + int64_t{h} * D;
 #pragma unroll
   for (int j = 0; j < kColumnsPerThread; ++j) {
     const int m = threadIdx.x + j * kThreads;
@@ -101,10 +105,27 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int j = 0; j < kColumnsPerThread; ++j) {
     const int m = threadIdx.x + j * kThreads;
-    if (m < D) {
-      s_row[m] = s[j];
-      if (e == 0) z_row[m] = z[j];
+    if (m < D) s_row[m] = s[j];
+  }
+}
+
+// z[h] += sum of the call's encoder and causal keys; one block per head,
+// thread i owning columns i + j·blockDim (the same order of additions as a
+// block of the kernel above).
+__global__ void __launch_bounds__(kThreads)
+    KeySumKernel(FeaturizedLinearAttentionArgs args) {
+  const int h = blockIdx.x;
+  const int H = args.heads, D = args.feature_width;
+  float* z_row = args.k_state + int64_t{h} * D;
+  for (int m = threadIdx.x; m < D; m += kThreads) {
+    float z = z_row[m];
+    for (int64_t t = 0; t < args.encoder_tokens; ++t) {
+      z += args.phi_k_enc[(t * H + h) * D + m];
     }
+    for (int64_t t = 0; t < args.tokens; ++t) {
+      z += args.phi_k[(t * H + h) * D + m];
+    }
+    z_row[m] = z;
   }
 }
 
@@ -115,6 +136,9 @@ cudaError_t FeaturizedLinearAttention(const FeaturizedLinearAttentionArgs& args,
   const dim3 grid(static_cast<unsigned>(args.heads),
                   static_cast<unsigned>(args.head_dim));
   FeaturizedLinearAttentionKernel<<<grid, kThreads, 0, stream>>>(args);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  KeySumKernel<<<static_cast<unsigned>(args.heads), kThreads, 0, stream>>>(
+      args);
   return cudaGetLastError();
 }
 

@@ -60,6 +60,7 @@ GemmRunner::GemmRunner(const Stream& stream, cublasLtHandle_t handle,
 
 GemmRunner::~GemmRunner() {
   plans_.clear();
+  lru_.clear();
   Lt().Destroy(handle_);
 }
 
@@ -67,7 +68,11 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(const GemmShape& s,
                                                       bool y_bf16, bool bias,
                                                       bool accumulate) {
   const PlanKey key{s.m, s.n, s.k, y_bf16 ? 1 : 0, bias, accumulate};
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+  if (auto it = plans_.find(key); it != plans_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.recency);
+    return it->second.plan.get();
+  }
+  ++plan_misses_;
 
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t y_type = y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -118,8 +123,15 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(const GemmShape& s,
                      " n=", s.n, " k=", s.k));
   }
   plan->algo = result.algo;
+  // Plans are host-side descriptors consumed when a matmul is queued, so
+  // the evicted one may go while its last matmul still runs.
+  if (static_cast<int64_t>(plans_.size()) >= kMaxCachedPlans) {
+    plans_.erase(lru_.back());
+    lru_.pop_back();
+  }
   Plan* raw = plan.get();
-  plans_.emplace(key, std::move(plan));
+  lru_.push_front(key);
+  plans_.emplace(key, CachedPlan{std::move(plan), lru_.begin()});
   return raw;
 }
 

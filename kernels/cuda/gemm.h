@@ -10,8 +10,10 @@
 //
 // The algorithm is chosen by cuBLASLt's heuristic once per (m, n, k, output
 // dtype, bias, accumulate) and cached with its descriptors; later calls of
-// that shape reuse it. One RAII cuBLASLt handle and one 32 MiB workspace per
-// runner, i.e. per stream.
+// that shape reuse it. m is the token count of a call, so a server sees
+// many; the cache keeps the kMaxCachedPlans most recently used shapes and
+// evicts the least recently used one (a miss costs one heuristic query). One
+// RAII cuBLASLt handle and one 32 MiB workspace per runner, i.e. per stream.
 // Requirements (INVALID_ARGUMENT otherwise): every pointer 16-byte aligned
 // (DeviceAllocator blocks are), k % 8 == 0 and n % 8 == 0.
 // Not thread-safe: a runner belongs to the thread that drives its stream.
@@ -21,6 +23,7 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -58,8 +61,11 @@ class GemmRunner {
                                     const GemmShape& shape, bool accumulate,
                                     DeviceSpan<Bf16> y);
 
-  // Shapes whose algorithm is cached (for tests).
+  static constexpr int64_t kMaxCachedPlans = 128;
+  // Shapes whose algorithm is cached (<= kMaxCachedPlans), and heuristic
+  // queries made (a miss each), for tests.
   int64_t cached_plans() const { return static_cast<int64_t>(plans_.size()); }
+  int64_t plan_misses() const { return plan_misses_; }
 
  private:
   struct Plan;
@@ -80,7 +86,13 @@ class GemmRunner {
   const Stream& stream_;
   cublasLtHandle_t handle_;
   DeviceBuffer workspace_;
-  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  struct CachedPlan {
+    std::unique_ptr<Plan> plan;
+    std::list<PlanKey>::iterator recency;  // position in lru_
+  };
+  std::map<PlanKey, CachedPlan> plans_;
+  std::list<PlanKey> lru_;  // most recently used first
+  int64_t plan_misses_ = 0;
 };
 
 }  // namespace twice::kernels::cuda

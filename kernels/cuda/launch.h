@@ -166,6 +166,13 @@ cudaError_t F32ToBf16(const float* x, int64_t count, bf16_bits* out,
                       cudaStream_t stream);
 cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,
                       cudaStream_t stream);
+// f16 bits -> bf16 (through f32: exact, then rounded to nearest even).
+cudaError_t F16ToBf16(const uint16_t* x, int64_t count, bf16_bits* out,
+                      cudaStream_t stream);
+// out[r, c] = bf16(values[r, c] * scales[r]), [rows, cols] row-major.
+cudaError_t I8RowsToBf16(const int8_t* values, const float* scales,
+                         int64_t rows, int64_t cols, bf16_bits* out,
+                         cudaStream_t stream);
 // Uniform values in [-scale, scale) from a counter-based hash of (seed, i).
 cudaError_t FillUniformF32(float* x, int64_t count, uint64_t seed, float scale,
                            cudaStream_t stream);

@@ -114,32 +114,40 @@ __device__ void SoftmaxRow(const float* qrow, const float* k0, int64_t k_stride,
   for (int r = 0; r < per; ++r) out_row[lane + 32 * r] = acc[r] * inv;
 }
 
+// Warp-per-(token, head) kernels loop over their work by the grid's warp
+// count: the grid is capped (Blocks) and one warp may own several rows.
+// The loop bound is the same for all lanes of a warp, so the shuffles in
+// SoftmaxRow stay convergent.
 __global__ void SoftmaxAttentionKernel(SoftmaxAttentionArgs a) {
-  const int64_t warp_id = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
-  if (warp_id >= a.tokens * a.heads) return;
-  const int64_t i = warp_id / a.heads;
-  const int h = static_cast<int>(warp_id % a.heads);
-  const int kvh = h / (a.heads / a.kv_heads);
-  const int64_t ctx = a.past + i;
-  const int64_t lo = a.window < 0 || ctx - a.window < 0 ? 0 : ctx - a.window;
-  const int64_t row = int64_t{a.kv_heads} * a.head_dim;
-  SoftmaxRow(a.q + i * a.q_stride + int64_t{h} * a.head_dim,
-             a.k + int64_t{kvh} * a.head_dim, row,
-             a.v + int64_t{kvh} * a.head_dim, row, lo, ctx, nullptr, nullptr,
-             a.head_dim, a.scale, a.out + (i * a.heads + h) * a.head_dim);
+  const int64_t warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
+  for (int64_t warp_id = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
+       warp_id < a.tokens * a.heads; warp_id += warps) {
+    const int64_t i = warp_id / a.heads;
+    const int h = static_cast<int>(warp_id % a.heads);
+    const int kvh = h / (a.heads / a.kv_heads);
+    const int64_t ctx = a.past + i;
+    const int64_t lo = a.window < 0 || ctx - a.window < 0 ? 0 : ctx - a.window;
+    const int64_t row = int64_t{a.kv_heads} * a.head_dim;
+    SoftmaxRow(a.q + i * a.q_stride + int64_t{h} * a.head_dim,
+               a.k + int64_t{kvh} * a.head_dim, row,
+               a.v + int64_t{kvh} * a.head_dim, row, lo, ctx, nullptr, nullptr,
+               a.head_dim, a.scale, a.out + (i * a.heads + h) * a.head_dim);
+  }
 }
 
 __global__ void RatAttentionKernel(RatAttentionArgs a) {
-  const int64_t warp_id = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
-  if (warp_id >= a.tokens * a.heads) return;
-  const int64_t t = warp_id / a.heads;
-  const int64_t h = warp_id % a.heads;
-  const int64_t hoff = h * a.head_dim;
-  SoftmaxRow(a.q + t * a.q_stride + hoff, a.chunk_k + hoff, a.chunk_k_stride,
-             a.chunk_v + hoff, a.chunk_v_stride, 0, a.visible[t] - 1,
-             a.own_k + t * a.own_k_stride + hoff,
-             a.own_v + t * a.own_v_stride + hoff, a.head_dim, a.scale,
-             a.out + (t * a.heads + h) * a.head_dim);
+  const int64_t warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
+  for (int64_t warp_id = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
+       warp_id < a.tokens * a.heads; warp_id += warps) {
+    const int64_t t = warp_id / a.heads;
+    const int64_t h = warp_id % a.heads;
+    const int64_t hoff = h * a.head_dim;
+    SoftmaxRow(a.q + t * a.q_stride + hoff, a.chunk_k + hoff, a.chunk_k_stride,
+               a.chunk_v + hoff, a.chunk_v_stride, 0, a.visible[t] - 1,
+               a.own_k + t * a.own_k_stride + hoff,
+               a.own_v + t * a.own_v_stride + hoff, a.head_dim, a.scale,
+               a.out + (t * a.heads + h) * a.head_dim);
+  }
 }
 
 constexpr int kMaxStatePerLane = 4;  // state dims N <= 128

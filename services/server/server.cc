@@ -225,6 +225,18 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           "twice_kernel_cpu_fallbacks",
           "Kernel calls the device backend declined (run on the CPU)",
           stat(&engine::KernelDeviceCounts::cpu_fallbacks));
+      server->metrics_->AddGauge(
+          "twice_kernel_bytes_to_device",
+          "Bytes of kernel inputs and states copied host to device",
+          stat(&engine::KernelDeviceCounts::bytes_to_device));
+      server->metrics_->AddGauge(
+          "twice_kernel_bytes_to_host",
+          "Bytes of kernel outputs and states copied device to host",
+          stat(&engine::KernelDeviceCounts::bytes_to_host));
+      server->metrics_->AddGauge(
+          "twice_kernel_weight_bytes_to_device",
+          "Bytes of weights uploaded to the device (once per weight)",
+          stat(&engine::KernelDeviceCounts::weight_bytes_to_device));
     }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,

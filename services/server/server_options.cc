@@ -87,12 +87,6 @@ absl::Status ServerOptions::Validate() const {
   absl::StatusOr<std::optional<engine::DType>> dtype =
       engine::ParseWeightsDType(weights_dtype);
   if (!dtype.ok()) return dtype.status();
-  if (device == "cuda" && dtype->has_value() &&
-      **dtype != engine::DType::kF32) {
-    return absl::InvalidArgumentError(
-        "--device=cuda runs f32 weights (--weights_dtype=auto or f32); "
-        "bf16, f16 and int8 weights run on the CPU (--device=cpu)");
-  }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key must be given together");
@@ -199,9 +193,6 @@ engine::LoadOptions ServerOptions::ModelLoadOptions() const {
   absl::StatusOr<std::optional<engine::DType>> dtype =
       engine::ParseWeightsDType(weights_dtype);
   if (dtype.ok()) load.weights_dtype = *dtype;  // Validate reported errors
-  if (device == "cuda" && !load.weights_dtype.has_value()) {
-    load.weights_dtype = engine::DType::kF32;
-  }
   return load;
 }
 

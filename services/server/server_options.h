@@ -92,10 +92,10 @@ struct ServerOptions {
   // build without CUDA or on a machine without a GPU). Default: "cpu".
   std::string device = "cpu";
   // --weights_dtype (engine::ParseWeightsDType): auto | f32 | bf16 | f16 |
-  // int8. With --device=cuda only auto (which then loads f32: the CUDA
-  // kernels take f32 host weights) and f32. Default: "auto".
+  // int8, on either device (with --device=cuda every projection is kept on
+  // the GPU as bf16, made there once from the host dtype). Default: "auto".
   std::string weights_dtype = "auto";
-  // The LoadOptions weights_dtype and device give.
+  // The LoadOptions weights_dtype gives.
   engine::LoadOptions ModelLoadOptions() const;
 
   // TLS of the listener and of outgoing internal calls (tls.h): the

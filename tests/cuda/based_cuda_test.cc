@@ -62,9 +62,16 @@ TEST_F(BasedCudaTest, StepMatchesCpu) {
   for (int64_t f : {4, 16}) {
     const int64_t d = TaylorFeatureDim(f);
     const FusedLinearAttentionDims dims{batch, heads, hd, f};
-    std::vector<float> kv = Random(batch * heads * hd * d, 20, 0.5f);
-    std::vector<float> z = Random(batch * heads * d, 21, 0.5f);
-    for (float& v : z) v = std::abs(v) + 1.0f;  // a positive normaliser
+    // Carried states of B sequences, each made by reading earlier tokens
+    // (so every denominator is a sum of positive kernel values).
+    std::vector<float> kv, z;
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<float> kv_b, z_b;
+      testing::CarriedLinearAttentionState(heads, hd, f, 11 + b, 20 + 3 * b,
+                                           kv_b, z_b);
+      kv.insert(kv.end(), kv_b.begin(), kv_b.end());
+      z.insert(z.end(), z_b.begin(), z_b.end());
+    }
     DeviceBuffer dkv = Put(kv);
     DeviceBuffer dz = Put(z);
     for (int step = 0; step < 3; ++step) {
@@ -139,10 +146,15 @@ void CheckPrefill(BasedPrefillTest& t, int64_t batch, int64_t heads,
       RoundBf16(Random(batch * enc_tokens * heads * kF, salt + 3));
   const std::vector<float> ve =
       RoundBf16(Random(batch * enc_tokens * heads * hd, salt + 4));
-  // A carried-in state as after some earlier tokens: S random, z positive.
-  std::vector<float> kv = Random(batch * heads * hd * kD, salt + 5, 2.0f);
-  std::vector<float> z = Random(batch * heads * kD, salt + 6);
-  for (float& x : z) x = std::abs(x) * 8.0f + 4.0f;
+  // A carried-in state per sequence, made by reading earlier tokens.
+  std::vector<float> kv, z;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<float> kv_b, z_b;
+    testing::CarriedLinearAttentionState(heads, hd, kF, 9 + 5 * b,
+                                         salt + 5 + 3 * b, kv_b, z_b);
+    kv.insert(kv.end(), kv_b.begin(), kv_b.end());
+    z.insert(z.end(), z_b.begin(), z_b.end());
+  }
 
   std::vector<float> want(batch * tokens * heads * hd);
   std::vector<float> kv_want = kv;

@@ -151,5 +151,37 @@ TEST_F(CudaPlumbingTest, GemmMatchesCpuLinear) {
             absl::StatusCode::kInvalidArgument);  // n % 8 != 0
 }
 
+// A server sees a new m (token count) on nearly every prefill: the plan
+// cache keeps the most recent kMaxCachedPlans shapes, a hit on a recent one
+// queries no heuristic, and results stay right after evictions.
+TEST_F(CudaPlumbingTest, GemmPlanCacheIsBoundedAndKeepsRecentShapes) {
+  absl::StatusOr<std::unique_ptr<GemmRunner>> runner =
+      GemmRunner::Create(*stream_, *allocator_);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const int64_t n = 16, k = 32, max_m = GemmRunner::kMaxCachedPlans + 40;
+  const std::vector<float> x = RoundBf16(Random(max_m * k, 70));
+  const std::vector<float> w = RoundBf16(Random(n * k, 71));
+  DeviceBuffer dx = PutBf16(x);
+  DeviceBuffer dw = PutBf16(w);
+  DeviceBuffer dy = Zeros<float>(max_m * n);
+  auto run = [&](int64_t m) {
+    ASSERT_TRUE((*runner)
+                    ->Linear({dx.span<Bf16>().data, m * k}, dw.span<Bf16>(), {},
+                             {m, n, k}, false, {dy.span<float>().data, m * n})
+                    .ok());
+  };
+  for (int64_t m = 1; m <= max_m; ++m) run(m);
+  EXPECT_EQ((*runner)->cached_plans(), GemmRunner::kMaxCachedPlans);
+  EXPECT_EQ((*runner)->plan_misses(), max_m);
+  run(max_m);  // the most recent shape: a hit
+  EXPECT_EQ((*runner)->plan_misses(), max_m);
+  run(1);  // evicted long ago: a miss, and still right
+  EXPECT_EQ((*runner)->plan_misses(), max_m + 1);
+  EXPECT_EQ((*runner)->cached_plans(), GemmRunner::kMaxCachedPlans);
+  std::vector<float> want(max_m * n);
+  ASSERT_TRUE(Linear(x, max_m, k, w, n, {}, absl::MakeSpan(want)).ok());
+  TWICE_EXPECT_REL(Get<float>(dy), want, 1e-5);
+}
+
 }  // namespace
 }  // namespace twice::kernels::cuda

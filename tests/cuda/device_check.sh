@@ -4,12 +4,15 @@
 # CUDA-vs-CPU test on fresh random inputs (bf16 paths <= 1e-2 relative
 # error, f32 <= 1e-5), times the prefill table (Based and JRT-RNN layers at
 # batch 16 x {2k, 8k, 16k, 32k}, the in-repo flash-style softmax attention,
-# PyTorch SDPA when torch with CUDA is present, the Based-360M-shape model)
-# and writes everything to bench/results/cuda_<date>.md.
+# PyTorch SDPA when torch with CUDA is present) and, when the engine is
+# built, the engine's own models on the GPU (cuda_engine_bench: prefill,
+# decode, host <-> device bytes), and writes the table to $OUT/ (with the
+# logs) when OUT is set, else to bench/results/cuda_<date>.md.
 #
 #   tests/cuda/device_check.sh            (from anywhere; about 3-6 minutes)
 #   TWICE_CUDA_TEST_SEED=123 ...          reproduce a test run's inputs
-#   TWICE_DEVICE_QUICK=1 ...              tokens 2048,8192 only, no model
+#   TWICE_DEVICE_QUICK=1 ...              tokens 2048,8192 only, short model
+#                                         rows
 #   TWICE_DEVICE_USE_DEBS=1 ...           build against .device-debs/ (see
 #                                         tests/cuda/fetch_device_debs.sh)
 #
@@ -130,12 +133,14 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND "${deps_args[@]}" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }
 # The engine is configured when its packages were found (CMake says so).
+engine_bench=()
 if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^cuda_model_test:'; then
   tests+=(cuda_model_test)
+  engine_bench=(cuda_engine_bench)
 else
-  log "engine not configured: cuda_model_test skipped"
+  log "engine not configured: cuda_model_test and cuda_engine_bench skipped"
 fi
-targets=("${tests[@]}" cuda_prefill_bench)
+targets=("${tests[@]}" cuda_prefill_bench "${engine_bench[@]}")
 log "build (${targets[*]})"
 timeout 300 ninja -C "$build" -j16 "${targets[@]}" >"$build.build.log" 2>&1 ||
   { tail -50 "$build.build.log" >&2; exit 1; }
@@ -143,8 +148,13 @@ log "built"
 
 # ---- 3. CUDA-vs-CPU tests on fresh random inputs ----------------------------------
 export TWICE_CUDA_TEST_SEED="${TWICE_CUDA_TEST_SEED:-$(date +%s)}"
-mkdir -p "$root/bench/results"
-out="$root/bench/results/cuda_$(date -u +%Y%m%d_%H%M%S).md"
+if [ -n "${OUT:-}" ]; then
+  results="$OUT"
+else
+  results="$root/bench/results"
+fi
+mkdir -p "$results"
+out="$results/cuda_$(date -u +%Y%m%d_%H%M%S).md"
 {
   echo "# CUDA device check $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
@@ -171,8 +181,11 @@ log "tests done (failed=$failed)"
 
 # ---- 4. PyTorch SDPA baseline (optional) --------------------------------------------
 tokens="2048,8192,16384,32768"
-model_flag=()
-if [ -n "${TWICE_DEVICE_QUICK:-}" ]; then tokens="2048,8192"; model_flag=(--no-model); fi
+engine_flags=(--tokens=2048,8192,32768 --reps=2)
+if [ -n "${TWICE_DEVICE_QUICK:-}" ]; then
+  tokens="2048,8192"
+  engine_flags=(--tokens=2048 --decode_batches=1,16 --reps=1)
+fi
 sdpa="$build.sdpa.txt"
 : >"$sdpa"
 py=""
@@ -218,11 +231,21 @@ fi
 log "bench (tokens $tokens)"
 bench=$(find "$build" -name cuda_prefill_bench -type f -perm -u+x | head -1)
 if ! timeout 300 "$bench" --tokens="$tokens" --batch=16 --sdpa="$sdpa" \
-     --out="$out" "${model_flag[@]}" >"$build.bench.log" 2>&1; then
+     --out="$out" >"$build.bench.log" 2>&1; then
   failed=1
   echo "bench FAILED: $(tail -3 "$build.bench.log")" >>"$out"
 fi
 cat "$build.bench.log"
+if [ ${#engine_bench[@]} -gt 0 ]; then
+  log "engine bench (${engine_flags[*]})"
+  ebench=$(find "$build" -name cuda_engine_bench -type f -perm -u+x | head -1)
+  if ! (cd "$root" && timeout 200 "$ebench" "${engine_flags[@]}" \
+          --out="$out") >"$build.engine_bench.log" 2>&1; then
+    failed=1
+    echo "engine bench FAILED: $(tail -3 "$build.engine_bench.log")" >>"$out"
+  fi
+  cat "$build.engine_bench.log"
+fi
 {
   echo
   echo "Targets (H200): based <= 5.0 ms and jrt <= 6.0 ms at T = 32768, B = 16,"
@@ -230,5 +253,10 @@ cat "$build.bench.log"
   echo
   echo "Total device check time: $(($(date +%s) - start)) s"
 } >>"$out"
+# The logs travel with the table when it goes to $OUT.
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT/logs"
+  cp "$build".*.log "$OUT/logs/" 2>/dev/null || true
+fi
 log "wrote $out"
 exit $failed

@@ -4,8 +4,12 @@
 // steps and the JRT prefix read. GEMMs run in bf16 on the device, so logits
 // are compared by the norm-wise relative error with a bf16 tolerance over
 // the whole stack (3e-2), and a state written on the GPU must continue on
-// the CPU (the store's path: states live in host memory). SKIPPED without a
-// GPU.
+// the CPU and the reverse, through the state codec as the store keeps it.
+// Models load as the server loads them by default (weights as stored: the
+// golden checkpoints' bf16 / f16 projections go to the GPU as they are).
+// Every test asserts the device ran its work (per-op counters), so a
+// declined op cannot pass by comparing the CPU with itself. SKIPPED without
+// a GPU.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,10 +18,12 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
+#include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_kernel_backend.h"
@@ -78,12 +84,7 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
       ASSERT_TRUE(WriteRandomModel(init).ok());
       cleanup_ = dir;
     }
-    // The CUDA offload kernels take f32 host weights (bf16 / f16 golden
-    // checkpoints would run their projections on the CPU), as
-    // twice-server --device=cuda loads them.
-    LoadOptions load;
-    load.weights_dtype = DType::kF32;
-    absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir, load);
+    absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
   }
@@ -120,6 +121,15 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
     return all;
   }
 
+  // Device calls since `before` (a snapshot of backend_->stats()).
+  int64_t DeviceCallsSince(const kernels::KernelBackendStats& before) const {
+    return backend_->stats().device_calls - before.device_calls;
+  }
+  int64_t LinearOnDeviceSince(const kernels::KernelBackendStats& before) const {
+    return backend_->stats().op(kernels::KernelOp::kLinear).device_calls -
+           before.op(kernels::KernelOp::kLinear).device_calls;
+  }
+
   std::shared_ptr<CudaKernelBackend> backend_;
   std::unique_ptr<Model> model_;
   std::string cleanup_;
@@ -141,15 +151,31 @@ TEST_P(CudaModelTest, PrefillAndStepsMatchCpu) {
   EXPECT_GT(backend_->stats().device_calls, 0);
   EXPECT_GT(backend_->cached_weight_bytes(), 0) << "weights never cached";
 
-  // A state the GPU wrote continues on the CPU like the CPU's own.
-  kernels::SetKernelBackend(nullptr);
+  EXPECT_GT(LinearOnDeviceSince({}), 0) << "no projection ran on the GPU";
+
+  // A state the GPU wrote, stored and loaded, continues on the CPU like the
+  // CPU's own, and a CPU state continues on the GPU.
+  auto reload = [&](const SequenceState& state) {
+    std::unique_ptr<SequenceState> copy = model_->NewState();
+    EXPECT_TRUE(DecodeStateInto(EncodeState(state), *copy).ok());
+    return copy;
+  };
+  std::unique_ptr<SequenceState> gpu_stored = reload(*gpu_state);
+  std::unique_ptr<SequenceState> cpu_stored = reload(*cpu_state);
   const std::vector<int32_t> more = RandomTokens(5, 3);
-  absl::StatusOr<std::vector<float>> from_gpu =
-      model_->Prefill(more, *gpu_state, PrefillMode::kCausal);
+  kernels::SetKernelBackend(nullptr);
+  absl::StatusOr<std::vector<float>> gpu_then_cpu =
+      model_->Prefill(more, *gpu_stored, PrefillMode::kCausal);
   absl::StatusOr<std::vector<float>> from_cpu =
       model_->Prefill(more, *cpu_state, PrefillMode::kCausal);
-  ASSERT_TRUE(from_gpu.ok() && from_cpu.ok());
-  EXPECT_LE(RelativeError(*from_gpu, *from_cpu), kModelTolerance);
+  kernels::SetKernelBackend(backend_);
+  const kernels::KernelBackendStats before = backend_->stats();
+  absl::StatusOr<std::vector<float>> cpu_then_gpu =
+      model_->Prefill(more, *cpu_stored, PrefillMode::kCausal);
+  EXPECT_GT(DeviceCallsSince(before), 0);
+  ASSERT_TRUE(gpu_then_cpu.ok() && from_cpu.ok() && cpu_then_gpu.ok());
+  EXPECT_LE(RelativeError(*gpu_then_cpu, *from_cpu), kModelTolerance);
+  EXPECT_LE(RelativeError(*cpu_then_gpu, *from_cpu), kModelTolerance);
 }
 
 TEST_P(CudaModelTest, WeightsAreUploadedOnce) {
@@ -158,9 +184,15 @@ TEST_P(CudaModelTest, WeightsAreUploadedOnce) {
   std::unique_ptr<SequenceState> first = model_->NewState();
   ASSERT_TRUE(model_->Prefill(prompt, *first, PrefillMode::kCausal).ok());
   const int64_t cached = backend_->cached_weight_bytes();
+  EXPECT_GT(cached, 0) << "no weight reached the device";
+  const kernels::KernelBackendStats before = backend_->stats();
   std::unique_ptr<SequenceState> second = model_->NewState();
   ASSERT_TRUE(model_->Prefill(prompt, *second, PrefillMode::kCausal).ok());
+  EXPECT_GT(LinearOnDeviceSince(before), 0);
   EXPECT_EQ(backend_->cached_weight_bytes(), cached);
+  EXPECT_EQ(backend_->stats().weight_bytes_to_device,
+            before.weight_bytes_to_device)
+      << "a weight was uploaded again";
 }
 
 TEST_P(CudaModelTest, BatchedStepsMatchCpu) {
@@ -182,8 +214,48 @@ TEST_P(CudaModelTest, BatchedStepsMatchCpu) {
   };
   const std::vector<float> cpu = batched();
   kernels::SetKernelBackend(backend_);
+  const kernels::KernelBackendStats before = backend_->stats();
   const std::vector<float> gpu = batched();
+  EXPECT_GT(LinearOnDeviceSince(before), 0);
   EXPECT_LE(RelativeError(gpu, cpu), kModelTolerance);
+}
+
+// 64 sequences stepping at once from 64 threads (the backend's lanes run
+// them concurrently) get exactly the greedy tokens each gets alone.
+TEST_P(CudaModelTest, ConcurrentSequencesGetTheirOwnTokens) {
+  constexpr int kSequences = 64;
+  constexpr int kSteps = 4;
+  kernels::SetKernelBackend(backend_);
+  auto greedy = [&](int s) {
+    std::vector<int32_t> tokens;
+    std::unique_ptr<SequenceState> state = model_->NewState();
+    absl::StatusOr<std::vector<float>> logits = model_->Prefill(
+        RandomTokens(10 + s % 7, 100 + s), *state, PrefillMode::kCausal);
+    for (int step = 0; step < kSteps && logits.ok(); ++step) {
+      int32_t best = 0;
+      for (int32_t i = 1; i < model_->description().vocab_size; ++i) {
+        if ((*logits)[i] > (*logits)[best]) best = i;
+      }
+      tokens.push_back(best);
+      logits = model_->Step(best, *state);
+    }
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return tokens;
+  };
+  std::vector<std::vector<int32_t>> alone(kSequences);
+  for (int s = 0; s < kSequences; ++s) alone[s] = greedy(s);
+  const kernels::KernelBackendStats before = backend_->stats();
+  std::vector<std::vector<int32_t>> together(kSequences);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSequences; ++s) {
+    threads.emplace_back([&, s] { together[s] = greedy(s); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(DeviceCallsSince(before), 0);
+  EXPECT_GT(backend_->lanes(), 1) << "the calls never overlapped";
+  for (int s = 0; s < kSequences; ++s) {
+    EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
+  }
 }
 
 TEST_P(CudaModelTest, PrefixReadMatchesCpu) {
@@ -198,8 +270,16 @@ TEST_P(CudaModelTest, PrefixReadMatchesCpu) {
     std::unique_ptr<SequenceState> cpu_state = model_->NewState();
     const std::vector<float> cpu = Run(prompt, steps, *cpu_state, mode);
     kernels::SetKernelBackend(backend_);
+    const kernels::KernelBackendStats before = backend_->stats();
     std::unique_ptr<SequenceState> gpu_state = model_->NewState();
     const std::vector<float> gpu = Run(prompt, steps, *gpu_state, mode);
+    EXPECT_GT(
+        backend_->stats()
+                .op(kernels::KernelOp::kPrefixLinearAttention)
+                .device_calls -
+            before.op(kernels::KernelOp::kPrefixLinearAttention).device_calls,
+        0)
+        << "the prefix read never reached the device";
     EXPECT_LE(RelativeError(gpu, cpu), kModelTolerance)
         << "mode " << static_cast<int>(mode);
   }

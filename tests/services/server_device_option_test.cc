@@ -1,7 +1,9 @@
 // --device: "cpu" runs as before; "cuda" passes validation and is decided at
 // startup: FAILED_PRECONDITION naming why on a build or machine without a
 // GPU (a GPU machine runs the CUDA backend: tests/cuda_engine). Anything
-// else is INVALID_ARGUMENT.
+// else is INVALID_ARGUMENT. Every --weights_dtype works with either device
+// and loads the same way (the CUDA backend keeps projections as bf16 made on
+// the GPU), so a state's fingerprint does not depend on the device.
 #include "engine/runtime/kernel_device.h"
 #include "gtest/gtest.h"
 #include "services/server/server.h"
@@ -56,6 +58,24 @@ TEST(ServerDeviceOptionTest, ServerWithoutGpuRefusesCudaAtStart) {
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition)
       << server.status();
+}
+
+TEST(ServerDeviceOptionTest, EveryWeightsDtypeLoadsTheSameOnBothDevices) {
+  for (const char* dtype : {"auto", "f32", "bf16", "f16", "int8"}) {
+    SCOPED_TRACE(dtype);
+    ServerOptions cpu = WithDevice("cpu");
+    ServerOptions cuda = WithDevice("cuda");
+    cpu.weights_dtype = cuda.weights_dtype = dtype;
+    EXPECT_TRUE(cpu.Validate().ok());
+    EXPECT_TRUE(cuda.Validate().ok()) << cuda.Validate();
+    EXPECT_EQ(cuda.ModelLoadOptions().weights_dtype,
+              cpu.ModelLoadOptions().weights_dtype);
+  }
+  ServerOptions cuda = WithDevice("cuda");
+  EXPECT_FALSE(cuda.ModelLoadOptions().weights_dtype.has_value())
+      << "auto keeps the checkpoint's dtype on the GPU too";
+  cuda.weights_dtype = "f8";
+  EXPECT_EQ(cuda.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ServerDeviceOptionTest, UnknownDeviceIsInvalid) {

@@ -1,0 +1,324 @@
+// The engine's own models on one GPU (--device=cuda's CudaKernelBackend):
+// prefill and decode speed and the host <-> device bytes they move, as a
+// Markdown table. This times the engine, not a second implementation of the
+// forward; tests/cuda/device_check.sh runs it when the engine is built.
+//
+//   cuda_engine_bench [--models=based:360m-shape,mamba2:mamba2-130m-shape]
+//                     [--tokens=2048,8192,32768] [--batch=16]
+//                     [--decode_batches=1,16,64,256] [--reps=3]
+//                     [--out=FILE]
+//
+// Rows per model (random weights of the preset, stored bf16 as published
+// checkpoints are; the backend keeps them on the GPU as bf16):
+//   prefill B=1, T        one sequence read in one Prefill call
+//   prefill B=16, T=2048  16 sequences read at once from 16 threads
+//   decode B              one StepBatch of B sequences (states after 64
+//                         tokens), median step latency and tokens/s
+// Every row gives the bytes copied host -> device and device -> host per
+// token (prefill) or per step (decode), read from the backend's counters,
+// and the kernel calls it declined to the CPU. Times are wall clock of the
+// engine call (the offload backend synchronises every op), median of
+// --reps after one warm-up.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/models/init_model.h"
+#include "engine/models/model.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_kernel_backend.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/status_macros.h"
+
+namespace twice::bench {
+namespace {
+
+using kernels::KernelBackendStats;
+using kernels::cuda::CudaKernelBackend;
+
+struct Options {
+  std::vector<std::pair<std::string, std::string>> models = {
+      {"based", "360m-shape"}, {"mamba2", "mamba2-130m-shape"}};
+  std::vector<int64_t> tokens = {2048, 8192, 32768};
+  int64_t batch = 16;
+  std::vector<int64_t> decode_batches = {1, 16, 64, 256};
+  int reps = 3;
+  std::string out_file;
+};
+
+struct Row {
+  std::string model;
+  std::string what;
+  int64_t batch = 0;
+  int64_t tokens = 0;  // per sequence (prefill) or 1 (decode)
+  double ms = 0.0;
+  double tokens_per_s = 0.0;
+  double h2d_bytes = 0.0;  // per token (prefill) or per step (decode)
+  double d2h_bytes = 0.0;
+  int64_t declined = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double NowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<int32_t> Tokens(int64_t n, uint32_t seed, int32_t vocab) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (int32_t& t : out) t = id(rng);
+  return out;
+}
+
+class Bench {
+ public:
+  Bench(Options options, std::shared_ptr<CudaKernelBackend> backend)
+      : o_(std::move(options)), backend_(std::move(backend)) {}
+
+  absl::Status RunModel(const std::string& arch, const std::string& preset);
+  void Print(std::FILE* f) const;
+
+ private:
+  // Times `body` (after one warm-up) and fills ms and the per-unit bytes.
+  absl::Status Measure(Row& row, double units,
+                       const std::function<absl::Status()>& body);
+
+  const Options o_;
+  std::shared_ptr<CudaKernelBackend> backend_;
+  std::vector<Row> rows_;
+};
+
+absl::Status Bench::Measure(Row& row, double units,
+                            const std::function<absl::Status()>& body) {
+  TWICE_RETURN_IF_ERROR(body());  // warm-up: weights uploaded, plans made
+  std::vector<double> ms;
+  const KernelBackendStats before = backend_->stats();
+  for (int r = 0; r < o_.reps; ++r) {
+    const double start = NowMs();
+    TWICE_RETURN_IF_ERROR(body());
+    ms.push_back(NowMs() - start);
+  }
+  const KernelBackendStats after = backend_->stats();
+  const double runs = static_cast<double>(o_.reps) * units;
+  row.ms = Median(ms);
+  row.h2d_bytes = (after.bytes_to_device - before.bytes_to_device) / runs;
+  row.d2h_bytes = (after.bytes_to_host - before.bytes_to_host) / runs;
+  row.declined = (after.cpu_fallbacks - before.cpu_fallbacks) / o_.reps;
+  return absl::OkStatus();
+}
+
+absl::Status Bench::RunModel(const std::string& arch,
+                             const std::string& preset) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("twice-cuda-bench-", arch, "-", ::getpid()))
+          .string();
+  engine::InitModelOptions init;
+  init.architecture = arch;
+  init.preset = preset;
+  init.out_dir = dir;
+  init.seed = 7;
+  init.weights_dtype = engine::DType::kBF16;
+  TWICE_RETURN_IF_ERROR(engine::WriteRandomModel(init));
+  absl::StatusOr<std::unique_ptr<engine::Model>> loaded =
+      engine::LoadModel(dir);
+  std::filesystem::remove_all(dir);  // the mapping keeps the file alive
+  if (!loaded.ok()) return loaded.status();
+  const engine::Model& model = **loaded;
+  const int32_t vocab = model.description().vocab_size;
+  const std::string name = absl::StrCat(arch, " ", preset);
+
+  for (int64_t t : o_.tokens) {
+    const std::vector<int32_t> prompt = Tokens(t, 11, vocab);
+    Row row{name, "prefill", 1, t};
+    TWICE_RETURN_IF_ERROR(Measure(row, static_cast<double>(t), [&] {
+      std::unique_ptr<engine::SequenceState> state = model.NewState();
+      return model.Prefill(prompt, *state, engine::PrefillMode::kCausal)
+          .status();
+    }));
+    row.tokens_per_s = t / (row.ms / 1e3);
+    rows_.push_back(row);
+    std::fprintf(stderr, "%s prefill T=%lld: %.1f ms\n", name.c_str(),
+                 static_cast<long long>(t), row.ms);
+  }
+
+  if (o_.batch > 1) {
+    const int64_t t = 2048;
+    Row row{name, "prefill", o_.batch, t};
+    TWICE_RETURN_IF_ERROR(
+        Measure(row, static_cast<double>(o_.batch * t), [&] {
+          std::vector<absl::Status> status(static_cast<size_t>(o_.batch));
+          std::vector<std::thread> threads;
+          for (int64_t b = 0; b < o_.batch; ++b) {
+            threads.emplace_back([&, b] {
+              const std::vector<int32_t> prompt =
+                  Tokens(t, 100 + static_cast<uint32_t>(b), vocab);
+              std::unique_ptr<engine::SequenceState> state = model.NewState();
+              status[b] =
+                  model.Prefill(prompt, *state, engine::PrefillMode::kCausal)
+                      .status();
+            });
+          }
+          for (std::thread& thread : threads) thread.join();
+          for (const absl::Status& s : status) TWICE_RETURN_IF_ERROR(s);
+          return absl::OkStatus();
+        }));
+    row.tokens_per_s = o_.batch * t / (row.ms / 1e3);
+    rows_.push_back(row);
+  }
+
+  for (int64_t b : o_.decode_batches) {
+    std::vector<std::unique_ptr<engine::SequenceState>> owned;
+    std::vector<engine::SequenceState*> states;
+    for (int64_t s = 0; s < b; ++s) {
+      owned.push_back(model.NewState());
+      TWICE_RETURN_IF_ERROR(
+          model
+              .Prefill(Tokens(64, 500 + static_cast<uint32_t>(s), vocab),
+                       *owned.back(), engine::PrefillMode::kCausal)
+              .status());
+      states.push_back(owned.back().get());
+    }
+    const std::vector<int32_t> next = Tokens(b, 900, vocab);
+    Row row{name, "decode", b, 1};
+    TWICE_RETURN_IF_ERROR(Measure(
+        row, 1.0, [&] { return model.StepBatch(next, states).status(); }));
+    row.tokens_per_s = b / (row.ms / 1e3);
+    rows_.push_back(row);
+    std::fprintf(stderr, "%s decode B=%lld: %.2f ms\n", name.c_str(),
+                 static_cast<long long>(b), row.ms);
+  }
+  return absl::OkStatus();
+}
+
+void Bench::Print(std::FILE* f) const {
+  std::fprintf(f,
+               "| model | phase | B | T | ms | tok/s | H2D bytes/unit | "
+               "D2H bytes/unit | declined ops/run |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows_) {
+    std::fprintf(f, "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld |\n",
+                 r.model.c_str(), r.what.c_str(),
+                 static_cast<long long>(r.batch),
+                 static_cast<long long>(r.tokens), r.ms, r.tokens_per_s,
+                 r.h2d_bytes, r.d2h_bytes, static_cast<long long>(r.declined));
+  }
+  std::fprintf(f,
+               "\nUnit: a token for prefill rows, a step for decode rows. "
+               "Bytes are the activation and state copies of the offload "
+               "backend (weights are uploaded once and not counted).\n");
+}
+
+bool ParseList(const std::string& value, std::vector<int64_t>& out) {
+  out.clear();
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    char* end = nullptr;
+    const std::string text(part);
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v <= 0) return false;
+    out.push_back(v);
+  }
+  return !out.empty();
+}
+
+bool ParseArgs(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (key == "--models") {
+      o.models.clear();
+      for (absl::string_view item : absl::StrSplit(value, ',')) {
+        std::vector<std::string> parts = absl::StrSplit(item, ':');
+        if (parts.size() != 2) return false;
+        o.models.emplace_back(parts[0], parts[1]);
+      }
+    } else if (key == "--tokens") {
+      if (!ParseList(value, o.tokens)) return false;
+    } else if (key == "--decode_batches") {
+      if (!ParseList(value, o.decode_batches)) return false;
+    } else if (key == "--batch") {
+      o.batch = std::atoll(value.c_str());
+      if (o.batch < 1) return false;
+    } else if (key == "--reps") {
+      o.reps = std::atoi(value.c_str());
+      if (o.reps < 1) return false;
+    } else if (key == "--out") {
+      o.out_file = value;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  Options options;
+  if (!ParseArgs(argc, argv, options)) {
+    std::fprintf(stderr,
+                 "usage: cuda_engine_bench [--models=arch:preset,...] "
+                 "[--tokens=2048,8192,32768] [--batch=16] "
+                 "[--decode_batches=1,16,64,256] [--reps=3] [--out=FILE]\n");
+    return 2;
+  }
+  if (kernels::cuda::DeviceCount() == 0) {
+    std::printf("cuda_engine_bench: no CUDA device: skipped\n");
+    return 77;
+  }
+  absl::StatusOr<std::shared_ptr<CudaKernelBackend>> backend =
+      CudaKernelBackend::Create(0);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "cuda_engine_bench: %s\n",
+                 backend.status().ToString().c_str());
+    return 1;
+  }
+  kernels::SetKernelBackend(*backend);
+  Bench bench(options, *backend);
+  int failed = 0;
+  for (const auto& [arch, preset] : options.models) {
+    if (absl::Status s = bench.RunModel(arch, preset); !s.ok()) {
+      std::fprintf(stderr, "cuda_engine_bench: %s %s: %s\n", arch.c_str(),
+                   preset.c_str(), s.ToString().c_str());
+      failed = 1;
+    }
+  }
+  kernels::SetKernelBackend(nullptr);
+  std::printf("Engine on %s (kernel lanes used: %d)\n\n",
+              (*backend)->name().c_str(), (*backend)->lanes());
+  bench.Print(stdout);
+  if (!options.out_file.empty()) {
+    if (std::FILE* f = std::fopen(options.out_file.c_str(), "a")) {
+      std::fprintf(f, "\n## Engine on the GPU (cuda_engine_bench)\n\n");
+      bench.Print(f);
+      std::fclose(f);
+    }
+  }
+  return failed;
+}
+
+}  // namespace
+}  // namespace twice::bench
+
+int main(int argc, char** argv) { return twice::bench::Main(argc, argv); }
