@@ -166,24 +166,23 @@ absl::Status Bench::RunModel(const std::string& arch,
   if (o_.batch > 1) {
     const int64_t t = 2048;
     Row row{name, "prefill", o_.batch, t};
-    TWICE_RETURN_IF_ERROR(
-        Measure(row, static_cast<double>(o_.batch * t), [&] {
-          std::vector<absl::Status> status(static_cast<size_t>(o_.batch));
-          std::vector<std::thread> threads;
-          for (int64_t b = 0; b < o_.batch; ++b) {
-            threads.emplace_back([&, b] {
-              const std::vector<int32_t> prompt =
-                  Tokens(t, 100 + static_cast<uint32_t>(b), vocab);
-              std::unique_ptr<engine::SequenceState> state = model.NewState();
-              status[b] =
-                  model.Prefill(prompt, *state, engine::PrefillMode::kCausal)
-                      .status();
-            });
-          }
-          for (std::thread& thread : threads) thread.join();
-          for (const absl::Status& s : status) TWICE_RETURN_IF_ERROR(s);
-          return absl::OkStatus();
-        }));
+    TWICE_RETURN_IF_ERROR(Measure(row, static_cast<double>(o_.batch * t), [&] {
+      std::vector<absl::Status> status(static_cast<size_t>(o_.batch));
+      std::vector<std::thread> threads;
+      for (int64_t b = 0; b < o_.batch; ++b) {
+        threads.emplace_back([&, b] {
+          const std::vector<int32_t> prompt =
+              Tokens(t, 100 + static_cast<uint32_t>(b), vocab);
+          std::unique_ptr<engine::SequenceState> state = model.NewState();
+          status[b] =
+              model.Prefill(prompt, *state, engine::PrefillMode::kCausal)
+                  .status();
+        });
+      }
+      for (std::thread& thread : threads) thread.join();
+      for (const absl::Status& s : status) TWICE_RETURN_IF_ERROR(s);
+      return absl::OkStatus();
+    }));
     row.tokens_per_s = o_.batch * t / (row.ms / 1e3);
     rows_.push_back(row);
   }
@@ -218,11 +217,11 @@ void Bench::Print(std::FILE* f) const {
                "D2H bytes/unit | declined ops/run |\n"
                "|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows_) {
-    std::fprintf(f, "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld |\n",
-                 r.model.c_str(), r.what.c_str(),
-                 static_cast<long long>(r.batch),
-                 static_cast<long long>(r.tokens), r.ms, r.tokens_per_s,
-                 r.h2d_bytes, r.d2h_bytes, static_cast<long long>(r.declined));
+    std::fprintf(
+        f, "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld |\n",
+        r.model.c_str(), r.what.c_str(), static_cast<long long>(r.batch),
+        static_cast<long long>(r.tokens), r.ms, r.tokens_per_s, r.h2d_bytes,
+        r.d2h_bytes, static_cast<long long>(r.declined));
   }
   std::fprintf(f,
                "\nUnit: a token for prefill rows, a step for decode rows. "
