@@ -20,7 +20,7 @@
 //   decode: sgemv over the same weights and the tied LM head (50264 x 1024)
 // plus one large square SGEMM (the practical ceiling). GFLOP/s = 2·m·n·k /
 // best time; sgemv GB/s = weight bytes / best time (small matrices are
-// L3-resident here: the decode bound uses DRAM bandwidth, see twice bench).
+// L3-resident here: the decode bound uses DRAM bandwidth, see twice-bench).
 #include <dlfcn.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // EngineBench: prefill and decode speed of a random-weight model on CPU,
-// each next to a ceiling measured in the same run (`twice bench engine`).
+// each next to a ceiling measured in the same run (`twice-bench engine`).
 //
 // Rows of kind "prefill", one per prompt length T:
 //   prefill   best wall time of Prefill(T tokens) into a fresh state

@@ -51,7 +51,7 @@ void BM_GetState(benchmark::State& state) {
   const auto key = twice::storage::RootKey("fp", "causal", "tenant");
   if (!store->PutState(key, blob, {}).ok()) std::abort();
   for (auto _ : state) {
-    auto read = store->GetState(key, false);
+    auto read = store->GetState(key);
     if (!read.ok()) std::abort();
     benchmark::DoNotOptimize(read);
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The load-and-fault campaign of docs/RELIABILITY.md: `twice bench load`
+# The load-and-fault campaign of docs/RELIABILITY.md: `twice-bench load`
 # against the disaggregated layout (store, prefill, decode and orchestrator
 # processes on 127.0.0.1), first without faults (the baseline, whose greedy
 # answers every later run must reproduce), then once per fault kind while
@@ -48,6 +48,7 @@ done
 out=${out:-$root/build/fault-campaign-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 bin=${TWICE_BUILD_DIR:-$root/build}/services
+bench_bin=${TWICE_BUILD_DIR:-$root/build}/bench
 [ -x "$bin/twice-server" ] || "$root/scripts/build.sh"
 model=qa=$root/models/jrt-qa
 store_extra=()
@@ -218,7 +219,7 @@ run_kind() {  # kind deployment
     corrupt|disk-full) watchdog "$n" "$dir" "$end" & guard=$! ;;
   esac
   local rc=0
-  "$bin/twice" bench load --server=127.0.0.1:$(port_of "$n" orchestrator) \
+  "$bench_bin/twice-bench" load --server=127.0.0.1:$(port_of "$n" orchestrator) \
     --load_seconds="$seconds" --load_id_prefix="$kind" "${load_args[@]}" \
     --metrics="$(metrics_of "$n")" "${answers[@]}" >"$dir/load.json" 2>"$dir/load.err" || rc=$?
   [ -z "$injector" ] || wait "$injector" 2>/dev/null || true

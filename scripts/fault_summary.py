@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Markdown table of a fault campaign (scripts/fault_campaign.sh): one row
-per run from DIR/<kind>.json (twice bench load --json) and DIR/<kind>.faults.
+per run from DIR/<kind>.json (twice-bench load --json) and DIR/<kind>.faults.
 
     scripts/fault_summary.py DIR KIND [KIND ...]
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Memory under repeated load: one twice-server (role all, the shipped
-# jrt-qa model) takes ROUNDS rounds of `twice bench load` of SECONDS each;
+# jrt-qa model) takes ROUNDS rounds of `twice-bench load` of SECONDS each;
 # after each round (and a settle time) its resident memory is printed. A
 # leak grows round after round; caches fill once and stay within their
 # configured sizes.
@@ -11,6 +11,7 @@ rounds=${1:-5}
 seconds=${2:-60}
 shift $(( $# < 2 ? $# : 2 ))
 bin=${TWICE_BUILD_DIR:-$root/build}/services
+bench_bin=${TWICE_BUILD_DIR:-$root/build}/bench
 [ -x "$bin/twice-server" ] || "$root/scripts/build.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/twice-soak.XXXXXX")
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -23,7 +24,7 @@ address=$(sed -n 's/^twice-server listening on //p' "$work/stdout")
 metrics=127.0.0.1:$(grep -o 'event=metrics.started .*port=[0-9]*' "$work/log" | sed 's/.*port=//')
 echo "round  calls  failed  rss_start_MiB  rss_peak_MiB  rss_end_MiB"
 for round in $(seq 1 "$rounds"); do
-  "$bin/twice" bench load --server="$address" --metrics="$metrics" \
+  "$bench_bin/twice-bench" load --server="$address" --metrics="$metrics" \
     --load_seconds="$seconds" --load_clients=8 --load_id_prefix="soak$round" \
     --json >"$work/round.json"
   /usr/bin/python3 - "$round" "$work/round.json" <<'PY'

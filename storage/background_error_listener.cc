@@ -29,7 +29,7 @@ struct FailedCompaction {
 thread_local FailedCompaction last_failed;
 
 bool IsCacheFamily(const std::string& family) {
-  return family == kStatesFamily || family == kEphemeralFamily;
+  return family == kStatesFamily;
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 // A failed compaction loses nothing (its inputs stay), and a damaged state
 // is a cache entry that the read path verifies, deletes and has recomputed,
 // after which the compaction succeeds. So compaction corruptions of the
-// cache families (states, ephemeral) are counted (`corruptions`), logged by
+// cache family (states) are counted (`corruptions`), logged by
 // RocksDB, and not raised.
 //
 // Every other family (documents, tokens, refs, state_index) holds the truth,

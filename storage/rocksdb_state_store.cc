@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <string>
 #include <utility>
 
@@ -39,14 +38,6 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   if (options.path.empty()) {
     return absl::InvalidArgumentError("RocksDbStoreOptions.path is empty");
   }
-  if (options.ephemeral_ttl_seconds <= 0 ||
-      options.ephemeral_ttl_seconds >
-          std::numeric_limits<int64_t>::max() / 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RocksDbStoreOptions.ephemeral_ttl_seconds must be "
-                     "positive, got ",
-                     options.ephemeral_ttl_seconds));
-  }
   if (options.state_budget_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("RocksDbStoreOptions.state_budget_bytes must be "
@@ -76,11 +67,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
 }
 
 RocksDbStateStore::RocksDbStateStore(const RocksDbStoreOptions& options)
-    : options_(options),
-      disk_(options.path, options.min_free_disk_bytes),
-      ttl_filter_(std::make_unique<EphemeralTtlFilter>(
-          options.ephemeral_ttl_seconds * 1000, &UnixMillisNow,
-          &corruptions_)) {
+    : options_(options), disk_(options.path, options.min_free_disk_bytes) {
   // The WAL stays on (disableWAL = false); sync decides whether an
   // acknowledged write also survives a power loss, not just a crash.
   write_options_.sync = options.sync_writes;
@@ -135,19 +122,24 @@ absl::Status RocksDbStateStore::OpenDb() {
         static_cast<size_t>(options_.state_cache_bytes), shard_bits);
     states.prepopulate_blob_cache = rocksdb::PrepopulateBlobCache::kFlushOnly;
   }
-  rocksdb::ColumnFamilyOptions ephemeral = plain;
-  // Kept out of blob files: the compaction filter then sees every value.
-  ephemeral.compaction_filter = ttl_filter_.get();
-
-  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, plain},
       {kDocumentsFamily, plain},
       {kTokensFamily, plain},
       {kStatesFamily, states},
       {kStateIndexFamily, plain},
-      {kEphemeralFamily, ephemeral},
       {kRefsFamily, plain},
   };
+  // RocksDB opens a database only with every family it holds: a store
+  // written before second reads moved into the decode call has one more,
+  // whose states lived for one request. It is opened, then dropped.
+  std::vector<std::string> existing;
+  const bool legacy =
+      rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing)
+          .ok() &&
+      std::find(existing.begin(), existing.end(), kLegacyEphemeralFamily) !=
+          existing.end();
+  if (legacy) families.push_back({kLegacyEphemeralFamily, plain});
   rocksdb::DB* db = nullptr;
   rocksdb::Status s =
       rocksdb::DB::Open(db_options, options_.path, families, &handles_, &db);
@@ -155,12 +147,22 @@ absl::Status RocksDbStateStore::OpenDb() {
     return FromRocksDb(s, absl::StrCat("open state store ", options_.path));
   }
   db_.reset(db);
+  if (legacy) {
+    rocksdb::ColumnFamilyHandle* dropped = handles_.back();
+    handles_.pop_back();
+    s = db_->DropColumnFamily(dropped);
+    rocksdb::Status destroyed = db_->DestroyColumnFamilyHandle(dropped);
+    if (s.ok()) s = destroyed;
+    if (!s.ok()) {
+      return FromRocksDb(
+          s, absl::StrCat("drop the ephemeral family of ", options_.path));
+    }
+  }
   documents_ = handles_[1];
   tokens_ = handles_[2];
   states_ = handles_[3];
   state_index_ = handles_[4];
-  ephemeral_ = handles_[5];
-  refs_ = handles_[6];
+  refs_ = handles_[5];
   return absl::OkStatus();
 }
 

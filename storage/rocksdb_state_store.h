@@ -11,8 +11,9 @@
 //                recompute_tokens, write time, FLOPs per token, form,
 //                tenant (state_value.h)
 //   refs         32-byte key + document key -> pin flag (state_ref.h)
-//   ephemeral    32-byte key -> state envelope, expired by age
-//                (ephemeral_ttl.h)
+//
+// Stores written before second reads moved into the decode call also hold
+// an "ephemeral" family; Open drops it.
 //
 // state_index is written and deleted in the same WriteBatch as states, and
 // refs in the same WriteBatch as records. At open both are loaded into a
@@ -27,8 +28,6 @@
 // stripe and never while holding one. Reads of a good state take no lock
 // but the index's shared one, so eviction never blocks a reader: a reader
 // racing an eviction gets either the whole value or NOT_FOUND.
-//
-// Stats count durable states only; ephemeral ones expire on their own.
 #ifndef TWICE_STORAGE_ROCKSDB_STATE_STORE_H_
 #define TWICE_STORAGE_ROCKSDB_STATE_STORE_H_
 
@@ -52,7 +51,6 @@
 #include "rocksdb/write_batch.h"
 #include "storage/block_manifest.h"
 #include "storage/disk_space_guard.h"
-#include "storage/ephemeral_ttl.h"
 #include "storage/state_cache_index.h"
 #include "storage/state_store.h"
 #include "storage/state_value.h"
@@ -65,7 +63,8 @@ inline constexpr char kTokensFamily[] = "tokens";
 inline constexpr char kStatesFamily[] = "states";
 inline constexpr char kStateIndexFamily[] = "state_index";
 inline constexpr char kRefsFamily[] = "refs";
-inline constexpr char kEphemeralFamily[] = "ephemeral";
+// The family of states that lived for one request (dropped at open).
+inline constexpr char kLegacyEphemeralFamily[] = "ephemeral";
 
 // Values at least this large are stored in blob files (states family).
 inline constexpr uint64_t kStateMinBlobBytes = 64 * 1024;
@@ -83,15 +82,12 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] absl::Status PutState(const StateKey& key,
                                       std::string_view blob,
                                       const PutStateOptions& options) override;
-  [[nodiscard]] absl::StatusOr<std::string> GetState(const StateKey& key,
-                                                     bool ephemeral) override;
-  [[nodiscard]] absl::StatusOr<bool> HasState(const StateKey& key,
-                                              bool ephemeral) override;
+  [[nodiscard]] absl::StatusOr<std::string> GetState(
+      const StateKey& key) override;
+  [[nodiscard]] absl::StatusOr<bool> HasState(const StateKey& key) override;
   // Deleting a state that is not stored is OK.
-  [[nodiscard]] absl::Status DeleteState(const StateKey& key,
-                                         bool ephemeral) override;
-  [[nodiscard]] absl::Status DiscardCorruptState(const StateKey& key,
-                                                 bool ephemeral) override;
+  [[nodiscard]] absl::Status DeleteState(const StateKey& key) override;
+  [[nodiscard]] absl::Status DiscardCorruptState(const StateKey& key) override;
   [[nodiscard]] absl::Status PutStateBlocks(
       const StateKey& key, const std::optional<StateKey>& base,
       absl::Span<const std::string_view> new_blocks,
@@ -125,10 +121,6 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] absl::StatusOr<BackupReport> Backup(
       const std::string& dir) override;
 
-  // Flushes and fully compacts the ephemeral family now, so the compaction
-  // filter drops every expired state (RocksDB otherwise picks the time).
-  [[nodiscard]] absl::Status CompactEphemeral();
-
   // Bytes of the durable values (whole states, manifests and blocks) of
   // `tenant`: what tenant_state_budget_bytes bounds. 0 for the empty tenant.
   int64_t TenantStateBytes(std::string_view tenant) const;
@@ -139,7 +131,7 @@ class RocksDbStateStore final : public StateStore {
   using StripeLocks = std::vector<std::unique_lock<std::mutex>>;
 
   // How a stored state value looked when read.
-  enum class Found { kMissing, kGood, kCorrupt, kExpired };
+  enum class Found { kMissing, kGood, kCorrupt };
   struct StateRead {
     Found found = Found::kMissing;
     std::string blob;    // kGood whole states, when asked to copy
@@ -161,9 +153,6 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] absl::Status Load();
   [[nodiscard]] absl::Status LoadRefs();
 
-  rocksdb::ColumnFamilyHandle* StateFamily(bool ephemeral) const {
-    return ephemeral ? ephemeral_ : states_;
-  }
   static size_t Stripe(const StateKey& key) {
     return key.digest[0] % kStateLockStripes;
   }
@@ -176,7 +165,6 @@ class RocksDbStateStore final : public StateStore {
   KeySet OrphansIfRemoved(const KeySet& keys) const;
 
   [[nodiscard]] absl::StatusOr<StateRead> ReadState(const StateKey& key,
-                                                    bool ephemeral,
                                                     bool copy_blob);
   // Reads and verifies the blocks a manifest lists; `bad` says why not.
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> ReadBlocks(
@@ -192,11 +180,10 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] absl::StatusOr<Deleted> DeleteDurable(
       const KeySet& keys, const std::function<bool(const StateKey&)>& keep,
       const rocksdb::WriteOptions& write_options);
-  // Deletes a state value found corrupt or expired, unless a concurrent put
+  // Deletes a state value found corrupt, unless a concurrent put
   // has replaced it by a good one. Returns the value as read under the lock
   // (deleted unless kGood or kMissing).
-  [[nodiscard]] absl::StatusOr<StateRead> RemoveBadState(const StateKey& key,
-                                                         bool ephemeral);
+  [[nodiscard]] absl::StatusOr<StateRead> RemoveBadState(const StateKey& key);
 
   // Evicts until `incoming` more bytes of `tenant` fit its budget and the
   // store's (or only pinned and `exclude`d states are left), then reserves
@@ -282,8 +269,6 @@ class RocksDbStateStore final : public StateStore {
   // room) and guarded by tenant_reserved_mu_, which commits take alone.
   std::unordered_map<std::string, int64_t> tenant_reserved_;
 
-  // Declared before db_: RocksDB calls it until the database is closed.
-  std::unique_ptr<EphemeralTtlFilter> ttl_filter_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // owned; closed first
   rocksdb::ColumnFamilyHandle* documents_ = nullptr;
@@ -291,7 +276,6 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* state_index_ = nullptr;
   rocksdb::ColumnFamilyHandle* refs_ = nullptr;
-  rocksdb::ColumnFamilyHandle* ephemeral_ = nullptr;
 
   std::array<std::mutex, kStateLockStripes> state_locks_;
   std::mutex document_mu_;

@@ -114,41 +114,6 @@ absl::StatusOr<VerifyReport> RocksDbStateStore::Verify(
     report.repaired += static_cast<int64_t>(bad_states.size());
   }
 
-  // Ephemeral states (a plain family: iterating reads no blob files).
-  {
-    std::vector<std::string> bad_keys;
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), ephemeral_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      report.ephemeral_checked += 1;
-      report.bytes_checked += static_cast<int64_t>(it->value().size());
-      absl::StatusOr<StateValue> decoded =
-          DecodeStateValue({it->value().data(), it->value().size()});
-      if (decoded.ok()) continue;
-      const std::string key(it->key().data(), it->key().size());
-      absl::StatusOr<StateKey> state = StateKey::FromBytes(key);
-      report.bad.push_back({kEphemeralFamily,
-                            state.ok() ? state->Hex() : "(malformed key)",
-                            std::string(decoded.status().message())});
-      bad_keys.push_back(key);
-    }
-    if (absl::Status s = FromRocksDb(it->status(), "verify ephemeral");
-        !s.ok()) {
-      return s;
-    }
-    for (const std::string& key : bad_keys) {
-      if (!options.repair) break;
-      if (absl::Status s =
-              FromRocksDb(db_->Delete(write_options_, ephemeral_, ToSlice(key)),
-                          "delete a bad ephemeral state");
-          !s.ok()) {
-        return s;
-      }
-      corruptions_ += 1;
-      report.repaired += 1;
-    }
-  }
-
   // Records and their tokens: reported only, tokens being the truth. The
   // keys come from both families, so a record in a damaged block is still
   // found (and read, and reported) through its tokens, and the other way
@@ -255,17 +220,6 @@ absl::StatusOr<VerifyReport> RocksDbStateStore::Verify(
   return report;
 }
 
-absl::Status RocksDbStateStore::CompactEphemeral() {
-  rocksdb::Status s = db_->Flush(rocksdb::FlushOptions(), ephemeral_);
-  if (!s.ok()) return FromRocksDb(s, "flush ephemeral states");
-  rocksdb::CompactRangeOptions compact;
-  // Without kForce a lone bottommost file is left as is, unfiltered.
-  compact.bottommost_level_compaction =
-      rocksdb::BottommostLevelCompaction::kForce;
-  return FromRocksDb(db_->CompactRange(compact, ephemeral_, nullptr, nullptr),
-                     "compact ephemeral states");
-}
-
 absl::StatusOr<CompactReport> RocksDbStateStore::Compact() {
   CompactReport report;
   report.disk_bytes_before = DiskBytes();
@@ -287,25 +241,6 @@ absl::StatusOr<CompactReport> RocksDbStateStore::Compact() {
 absl::StatusOr<GcReport> RocksDbStateStore::CollectGarbage() {
   GcReport report;
   report.disk_bytes_before = DiskBytes();
-
-  auto count_ephemeral = [this]() -> absl::StatusOr<int64_t> {
-    int64_t n = 0;
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), ephemeral_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) n += 1;
-    if (absl::Status s = FromRocksDb(it->status(), "count ephemeral");
-        !s.ok()) {
-      return s;
-    }
-    return n;
-  };
-  absl::StatusOr<int64_t> ephemeral_before = count_ephemeral();
-  if (!ephemeral_before.ok()) return ephemeral_before.status();
-  if (absl::Status s = CompactEphemeral(); !s.ok()) return s;
-  absl::StatusOr<int64_t> ephemeral_after = count_ephemeral();
-  if (!ephemeral_after.ok()) return ephemeral_after.status();
-  report.ephemeral_expired =
-      std::max<int64_t>(0, *ephemeral_before - *ephemeral_after);
 
   // References to records that do not exist (none should: they share the
   // records' batches; this repairs a store damaged by hand).

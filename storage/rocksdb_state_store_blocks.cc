@@ -19,9 +19,6 @@ absl::Status RocksDbStateStore::PutStateBlocks(
     const StateKey& key, const std::optional<StateKey>& base,
     absl::Span<const std::string_view> new_blocks,
     const PutStateOptions& options) {
-  if (options.ephemeral) {
-    return absl::InvalidArgumentError("chunked states are durable only");
-  }
   int64_t block_bytes = 0;
   for (std::string_view block : new_blocks) {
     block_bytes += static_cast<int64_t>(block.size());
@@ -46,7 +43,7 @@ absl::Status RocksDbStateStore::PutStateBlocks(
   manifest.recompute_tokens = options.recompute_tokens;
   manifest.written_unix_ms = UnixMillisNow();
   if (base.has_value()) {
-    absl::StatusOr<StateRead> read = ReadState(*base, false, false);
+    absl::StatusOr<StateRead> read = ReadState(*base, false);
     if (!read.ok()) return read.status();
     if (read->found != Found::kGood || !read->manifest.has_value()) {
       return absl::NotFoundError(absl::StrCat(
@@ -181,10 +178,10 @@ absl::Status RocksDbStateStore::PutStateBlocks(
 
 absl::StatusOr<std::vector<std::string>> RocksDbStateStore::GetStateBlocks(
     const StateKey& key) {
-  absl::StatusOr<StateRead> read = ReadState(key, false, true);
+  absl::StatusOr<StateRead> read = ReadState(key, true);
   if (!read.ok()) return read.status();
   if (read->found == Found::kCorrupt) {
-    read = RemoveBadState(key, false);
+    read = RemoveBadState(key);
     if (!read.ok()) return read.status();
     if (read->found == Found::kCorrupt) {
       misses_ += 1;
@@ -210,7 +207,7 @@ absl::StatusOr<std::vector<std::string>> RocksDbStateStore::GetStateBlocks(
   blocks.reserve(read->manifest->blocks.size());
   for (size_t i = 0; i < read->manifest->blocks.size(); ++i) {
     const BlockRef& ref = read->manifest->blocks[i];
-    absl::StatusOr<StateRead> block = ReadState(ref.key, false, true);
+    absl::StatusOr<StateRead> block = ReadState(ref.key, true);
     if (!block.ok()) return block.status();
     std::string reason;
     bool corrupt = false;

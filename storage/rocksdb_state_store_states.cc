@@ -118,10 +118,10 @@ absl::StatusOr<RocksDbStateStore::Deleted> RocksDbStateStore::DeleteDurable(
 }
 
 absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::ReadState(
-    const StateKey& key, bool ephemeral, bool copy_blob) {
+    const StateKey& key, bool copy_blob) {
   rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(state_read_options_, StateFamily(ephemeral),
-                               ToSlice(key.Bytes()), &value);
+  rocksdb::Status s =
+      db_->Get(state_read_options_, states_, ToSlice(key.Bytes()), &value);
   StateRead read;
   if (s.IsNotFound()) return read;
   if (s.IsCorruption()) {
@@ -134,7 +134,7 @@ absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::ReadState(
   if (!s.ok()) return FromRocksDb(s, absl::StrCat("read state ", key.Hex()));
   const std::string_view stored(value.data(), value.size());
 
-  if (!ephemeral && PeekEnvelopeKind(stored) == BlobKind::kBlockManifest) {
+  if (PeekEnvelopeKind(stored) == BlobKind::kBlockManifest) {
     absl::StatusOr<BlockManifest> manifest = DecodeManifest(stored);
     if (!manifest.ok()) {
       read.found = Found::kCorrupt;
@@ -153,44 +153,22 @@ absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::ReadState(
     read.reason = std::string(decoded.status().message());
     return read;
   }
-  if (ephemeral && IsExpired(decoded->written_unix_ms, UnixMillisNow(),
-                             options_.ephemeral_ttl_seconds * 1000)) {
-    read.blob.clear();
-    read.found = Found::kExpired;
-    return read;
-  }
   read.found = Found::kGood;
   return read;
 }
 
 absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::RemoveBadState(
-    const StateKey& key, bool ephemeral) {
+    const StateKey& key) {
   // Look again under the key's lock before deleting: a concurrent put may
   // have just replaced the bad value with a good one. On a full disk the
   // bad value stays (every read verifies it again) rather than risk ENOSPC.
   if (!disk_.CheckDelete("delete a bad state").ok()) {
-    return ReadState(key, ephemeral, true);
-  }
-  if (ephemeral) {
-    std::lock_guard<std::mutex> lock(state_locks_[Stripe(key)]);
-    absl::StatusOr<StateRead> read = ReadState(key, true, true);
-    if (!read.ok() || read->found == Found::kGood ||
-        read->found == Found::kMissing) {
-      return read;
-    }
-    if (absl::Status s =
-            FromRocksDb(db_->Delete(unsynced_write_options_, ephemeral_,
-                                    ToSlice(key.Bytes())),
-                        absl::StrCat("delete state ", key.Hex()));
-        !s.ok()) {
-      return s;
-    }
-    return read;
+    return ReadState(key, true);
   }
   KeySet orphans;
   const KeySet keys = {key};
   StripeLocks locks = LockForDelete(keys, &orphans);
-  absl::StatusOr<StateRead> read = ReadState(key, false, true);
+  absl::StatusOr<StateRead> read = ReadState(key, true);
   if (!read.ok() || read->found == Found::kGood ||
       read->found == Found::kMissing) {
     return read;
@@ -226,13 +204,6 @@ absl::Status RocksDbStateStore::PutState(const StateKey& key,
   const rocksdb::SliceParts key_parts(&key_slice, 1);
   const rocksdb::SliceParts value_parts(value_slices, 3);
   const std::string context = absl::StrCat("write state ", key.Hex());
-  if (options.ephemeral) {
-    rocksdb::WriteBatch batch;
-    rocksdb::Status s = batch.Put(ephemeral_, key_parts, value_parts);
-    if (s.ok()) s = db_->Write(write_options_, &batch);
-    return FromRocksDb(s, context);
-  }
-
   std::optional<CachedState> previous = index_.Find(key);
   if (previous.has_value() && previous->form != StateForm::kWhole) {
     // A chunked state (or a block) replaced by a whole one: drop it and the
@@ -277,9 +248,8 @@ absl::Status RocksDbStateStore::PutState(const StateKey& key,
   return status;
 }
 
-absl::StatusOr<std::string> RocksDbStateStore::GetState(const StateKey& key,
-                                                        bool ephemeral) {
-  absl::StatusOr<StateRead> read = ReadState(key, ephemeral, true);
+absl::StatusOr<std::string> RocksDbStateStore::GetState(const StateKey& key) {
+  absl::StatusOr<StateRead> read = ReadState(key, true);
   if (!read.ok()) return read.status();
   if (read->found == Found::kGood && read->manifest.has_value()) {
     absl::StatusOr<std::vector<std::string>> blocks = GetStateBlocks(key);
@@ -291,25 +261,21 @@ absl::StatusOr<std::string> RocksDbStateStore::GetState(const StateKey& key,
     for (const std::string& block : *blocks) assembled.append(block);
     return assembled;
   }
-  if (read->found == Found::kCorrupt || read->found == Found::kExpired) {
-    read = RemoveBadState(key, ephemeral);
+  if (read->found == Found::kCorrupt) {
+    read = RemoveBadState(key);
     if (!read.ok()) return read.status();
-    if (read->manifest.has_value()) return GetState(key, ephemeral);
+    if (read->manifest.has_value()) return GetState(key);
   }
 
   switch (read->found) {
     case Found::kGood:
       hits_ += 1;
-      if (!ephemeral) index_.Touch(key);
+      index_.Touch(key);
       return std::move(read->blob);
     case Found::kMissing:
       misses_ += 1;
       return absl::NotFoundError(
           absl::StrCat("state ", key.Hex(), " not found"));
-    case Found::kExpired:
-      misses_ += 1;
-      return absl::NotFoundError(
-          absl::StrCat("state ", key.Hex(), " not found (expired)"));
     case Found::kCorrupt:
       misses_ += 1;
       corruptions_ += 1;
@@ -320,43 +286,28 @@ absl::StatusOr<std::string> RocksDbStateStore::GetState(const StateKey& key,
   return absl::InternalError("unreachable");
 }
 
-absl::StatusOr<bool> RocksDbStateStore::HasState(const StateKey& key,
-                                                 bool ephemeral) {
-  if (!ephemeral) {
-    // The index mirrors state_index, written in the same batch as the
-    // values. A chunked state needs every block.
-    std::optional<CachedState> state = index_.Find(key);
-    if (!state.has_value() || state->form == StateForm::kBlock) return false;
-    for (const StateKey& block : state->blocks) {
-      if (!index_.Contains(block)) return false;
-    }
-    return true;
+absl::StatusOr<bool> RocksDbStateStore::HasState(const StateKey& key) {
+  // The index mirrors state_index, written in the same batch as the
+  // values. A chunked state needs every block.
+  std::optional<CachedState> state = index_.Find(key);
+  if (!state.has_value() || state->form == StateForm::kBlock) return false;
+  for (const StateKey& block : state->blocks) {
+    if (!index_.Contains(block)) return false;
   }
-  // Ephemeral values carry their own age, so the value is read; expired
-  // ones count as absent. Corrupt ones are left for GetState to report.
-  absl::StatusOr<StateRead> read = ReadState(key, true, false);
-  if (!read.ok()) return read.status();
-  return read->found == Found::kGood || read->found == Found::kCorrupt;
+  return true;
 }
 
-absl::Status RocksDbStateStore::DeleteState(const StateKey& key,
-                                            bool ephemeral) {
+absl::Status RocksDbStateStore::DeleteState(const StateKey& key) {
   if (absl::Status s =
           disk_.CheckDelete(absl::StrCat("delete state ", key.Hex()));
       !s.ok()) {
     return s;
   }
-  if (ephemeral) {
-    return FromRocksDb(
-        db_->Delete(write_options_, ephemeral_, ToSlice(key.Bytes())),
-        absl::StrCat("delete state ", key.Hex()));
-  }
   return DeleteDurable({key}, nullptr, write_options_).status();
 }
 
-absl::Status RocksDbStateStore::DiscardCorruptState(const StateKey& key,
-                                                    bool ephemeral) {
-  if (absl::Status s = DeleteState(key, ephemeral); !s.ok()) return s;
+absl::Status RocksDbStateStore::DiscardCorruptState(const StateKey& key) {
+  if (absl::Status s = DeleteState(key); !s.ok()) return s;
   corruptions_ += 1;
   hits_ -= 1;
   misses_ += 1;

@@ -19,8 +19,6 @@
 // - Chunked states (chunk-KV) are append-only blocks (block_manifest.h):
 //   PutStateBlocks writes only the blocks a base state lacks; GetState of a
 //   chunked state returns its blocks assembled.
-// - Ephemeral states live apart from durable ones, outside the budget, and
-//   are for states produced and consumed inside one request.
 // - Thread safety: every method may be called concurrently.
 // - Errors: NOT_FOUND (missing), INVALID_ARGUMENT (bad request),
 //   DATA_LOSS (a stored document record or token blob is corrupt),
@@ -46,8 +44,6 @@
 namespace twice::storage {
 
 struct PutStateOptions {
-  // Store among ephemeral states. Default: false.
-  bool ephemeral = false;
   // Prefill tokens the state saves; eviction weighs it. Default: 0.
   int64_t recompute_tokens = 0;
   // Prefill FLOPs per token of the model that made the state, when the
@@ -55,11 +51,10 @@ struct PutStateOptions {
   // compare fairly. The store does not otherwise interpret it. Default: 0
   // (cost counted in tokens).
   double flops_per_token = 0;
-  // The tenant the durable state belongs to (the tenant of its chain root,
+  // The tenant the state belongs to (the tenant of its chain root,
   // state_key.h): its bytes count against that tenant's budget
   // (RocksDbStoreOptions::tenant_state_budget_bytes). Empty: no tenant, and
-  // outside every tenant's budget. Ignored for ephemeral states. Default:
-  // empty.
+  // outside every tenant's budget. Default: empty.
   std::string tenant{};
 };
 
@@ -88,7 +83,7 @@ struct StoreStats {
   int64_t disk_bytes = 0;          // live SST and blob files (WAL not included)
   // Times corruption was met in the truth: a document record or token blob
   // (a bad envelope or a damaged file block), or a file of any family but
-  // states and ephemeral failing a compaction. Nothing deletes or recomputes
+  // states failing a compaction. Nothing deletes or recomputes
   // these, so each read, scan or compaction that meets the damage counts.
   int64_t catalog_corruptions = 0;
 };
@@ -110,7 +105,6 @@ struct VerifyOptions {
 struct VerifyReport {
   int64_t states_checked = 0;  // whole states, manifests and blocks
   int64_t documents_checked = 0;
-  int64_t ephemeral_checked = 0;
   int64_t refs_checked = 0;
   int64_t bytes_checked = 0;
   std::vector<BadValue> bad;
@@ -123,9 +117,8 @@ struct CompactReport {
 };
 
 struct GcReport {
-  int64_t ephemeral_expired = 0;  // dropped by the TTL compaction filter
-  int64_t orphan_refs = 0;        // references to records that do not exist
-  int64_t orphan_blocks = 0;      // blocks no manifest names
+  int64_t orphan_refs = 0;    // references to records that do not exist
+  int64_t orphan_blocks = 0;  // blocks no manifest names
   int64_t disk_bytes_before = 0;
   int64_t disk_bytes_after = 0;
 };
@@ -147,21 +140,19 @@ class StateStore {
       const StateKey& key, std::string_view blob,
       const PutStateOptions& options) = 0;
   [[nodiscard]] virtual absl::StatusOr<std::string> GetState(
-      const StateKey& key, bool ephemeral) = 0;
+      const StateKey& key) = 0;
   // Whether the state is stored (not verified; GetState verifies).
-  [[nodiscard]] virtual absl::StatusOr<bool> HasState(const StateKey& key,
-                                                      bool ephemeral) = 0;
-  [[nodiscard]] virtual absl::Status DeleteState(const StateKey& key,
-                                                 bool ephemeral) = 0;
+  [[nodiscard]] virtual absl::StatusOr<bool> HasState(const StateKey& key) = 0;
+  [[nodiscard]] virtual absl::Status DeleteState(const StateKey& key) = 0;
   // Deletes a state that GetState returned but its consumer found corrupt
   // (the engine's codec rejected it): counted as a corruption, and the read
   // that returned it as a miss rather than a hit.
-  [[nodiscard]] virtual absl::Status DiscardCorruptState(const StateKey& key,
-                                                         bool ephemeral) = 0;
+  [[nodiscard]] virtual absl::Status DiscardCorruptState(
+      const StateKey& key) = 0;
 
   // Stores the chunked state `key` as the blocks of `base` (a chunked state,
   // when given) followed by `new_blocks`, writing only the new blocks and a
-  // manifest, in one atomic write. Durable only. NOT_FOUND when `base` is
+  // manifest, in one atomic write. NOT_FOUND when `base` is
   // not stored whole (missing, evicted or corrupt): write every block then.
   [[nodiscard]] virtual absl::Status PutStateBlocks(
       const StateKey& key, const std::optional<StateKey>& base,
@@ -202,7 +193,7 @@ class StateStore {
       const VerifyOptions& options) = 0;
   // Compacts every column family fully, reclaiming deleted space.
   [[nodiscard]] virtual absl::StatusOr<CompactReport> Compact() = 0;
-  // Drops expired ephemeral states, orphaned references and blocks, and
+  // Drops orphaned references and blocks, and
   // rewrites blob files to reclaim space of deleted states.
   [[nodiscard]] virtual absl::StatusOr<GcReport> CollectGarbage() = 0;
   // Writes a consistent, openable copy of the whole store into `dir` (which
@@ -230,8 +221,6 @@ struct RocksDbStoreOptions {
   // Sync the WAL on every write so an acknowledged write survives a power
   // loss. Default: true.
   bool sync_writes = true;
-  // Seconds an ephemeral state lives. Default: 600.
-  int64_t ephemeral_ttl_seconds = 600;
   // Bytes durable state values may occupy (StoreStats::state_bytes); a put
   // that would exceed it evicts first. States that pinned records name are
   // never evicted and may hold the store above the budget on their own.

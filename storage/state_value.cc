@@ -1,6 +1,7 @@
 #include "storage/state_value.h"
 
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -42,6 +43,12 @@ StateValueEdges EncodeStateValueEdges(std::string_view blob,
   out.stored_bytes =
       static_cast<int64_t>(out.head.size() + blob.size() + out.tail.size());
   return out;
+}
+
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 absl::StatusOr<StateValue> DecodeStateValue(std::string_view stored) {

@@ -5,8 +5,8 @@
 //                        le64 written_unix_ms | le64 flops_per_token (IEEE
 //                        double bits) | u8 form | le32 n | n bytes tenant
 //
-// The state value is self-describing (an ephemeral state's age is read from
-// it). Each durable state also has a small index entry so that counting,
+// The state value is self-describing (it carries its write time). Each
+// state also has a small index entry so that counting,
 // HasState and eviction scoring by recompute cost per byte never have to
 // read multi-megabyte blobs. The index layout is told by its size: the
 // first (24 bytes, no flops_per_token, form or tenant) decodes as a whole
@@ -22,6 +22,10 @@
 #include "absl/status/statusor.h"
 
 namespace twice::storage {
+
+// Milliseconds since the Unix epoch from the system clock: the write time
+// a value records.
+int64_t UnixMillisNow();
 
 struct StateValue {
   int64_t recompute_tokens = 0;

@@ -59,7 +59,7 @@ absl::Status WriteModelDir(const InitModelOptions& options,
   if (dtype == DType::kI8) {
     return absl::InvalidArgumentError(
         "init-model: int8 is not a stored format (it is made at load: "
-        "--weights_dtype=int8 on twice-server and twice bench engine)");
+        "--weights_dtype=int8 on twice-server and twice-bench engine)");
   }
   std::error_code ec;
   std::filesystem::create_directories(options.out_dir, ec);

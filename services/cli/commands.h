@@ -6,21 +6,16 @@
 
 namespace twice::cli {
 
-int RunIngest(const CliContext& cli);         // ingest FILE
-int RunAsk(const CliContext& cli);            // ask DOC "question"
-int RunAppend(const CliContext& cli);         // append DOC FILE
-int RunDocs(const CliContext& cli);           // docs
-int RunRemove(const CliContext& cli);         // rm DOC
-int RunModels(const CliContext& cli);         // models
-int RunHealth(const CliContext& cli);         // health
-int RunInitModel(const CliContext& cli);      // init-model (no server)
-int RunStore(const CliContext& cli);          // store stats|verify|compact|gc
-int RunBench(const CliContext& cli);          // bench TARGET (no server)
-int RunBenchStore(const CliContext& cli);     // bench store
-int RunBenchEngine(const CliContext& cli);    // bench engine
-int RunBenchPipeline(const CliContext& cli);  // bench pipeline (a server)
-int RunBenchLoad(const CliContext& cli);      // bench load (a server)
-int RunEval(const CliContext& cli);           // eval SET.jsonl (a server)
+int RunIngest(const CliContext& cli);     // ingest FILE
+int RunAsk(const CliContext& cli);        // ask DOC "question"
+int RunAppend(const CliContext& cli);     // append DOC FILE
+int RunDocs(const CliContext& cli);       // docs
+int RunRemove(const CliContext& cli);     // rm DOC
+int RunModels(const CliContext& cli);     // models
+int RunHealth(const CliContext& cli);     // health
+int RunInitModel(const CliContext& cli);  // init-model (no server)
+int RunStore(const CliContext& cli);      // store stats|verify|compact|gc
+int RunEval(const CliContext& cli);       // eval SET.jsonl (a server)
 
 }  // namespace twice::cli
 

@@ -85,18 +85,16 @@ int Verify(const CliContext& cli, v1::Store::Stub& stub) {
   if (cli.json) {
     PrintJson({{"states_checked", r.states_checked()},
                {"documents_checked", r.documents_checked()},
-               {"ephemeral_checked", r.ephemeral_checked()},
                {"refs_checked", r.refs_checked()},
                {"bytes_checked", r.bytes_checked()},
                {"bad", bad},
                {"repaired", r.repaired()}});
   } else {
     std::printf(
-        "checked %lld states, %lld documents, %lld ephemeral states, %lld "
-        "refs (%lld bytes): %d bad, %lld repaired\n",
+        "checked %lld states, %lld documents, %lld refs (%lld bytes): %d "
+        "bad, %lld repaired\n",
         static_cast<long long>(r.states_checked()),
         static_cast<long long>(r.documents_checked()),
-        static_cast<long long>(r.ephemeral_checked()),
         static_cast<long long>(r.refs_checked()),
         static_cast<long long>(r.bytes_checked()), r.bad_size(),
         static_cast<long long>(r.repaired()));
@@ -130,16 +128,14 @@ int Gc(const CliContext& cli, v1::Store::Stub& stub) {
   grpc::Status status = stub.Gc(call.get(), v1::GcStoreRequest(), &r);
   if (!status.ok()) return CallFailed(cli, status);
   if (cli.json) {
-    PrintJson({{"ephemeral_expired", r.ephemeral_expired()},
-               {"orphan_refs", r.orphan_refs()},
+    PrintJson({{"orphan_refs", r.orphan_refs()},
                {"orphan_blocks", r.orphan_blocks()},
                {"disk_bytes_before", r.disk_bytes_before()},
                {"disk_bytes_after", r.disk_bytes_after()}});
   } else {
     std::printf(
-        "gc: %lld expired ephemeral states, %lld orphaned refs, %lld "
-        "orphaned blocks; %lld -> %lld disk bytes\n",
-        static_cast<long long>(r.ephemeral_expired()),
+        "gc: %lld orphaned refs, %lld orphaned blocks; %lld -> %lld disk "
+        "bytes\n",
         static_cast<long long>(r.orphan_refs()),
         static_cast<long long>(r.orphan_blocks()),
         static_cast<long long>(r.disk_bytes_before()),

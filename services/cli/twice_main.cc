@@ -10,40 +10,22 @@
 //   twice init-model --out DIR   write a random-weight model (no server)
 //   twice store stats|verify|compact|gc   administer the server's store
 //   twice store backup NAME | restore DIR --data-dir=NEW   checkpoints
-//   twice bench engine           prefill / decode speed vs measured
-//                                ceilings (no server)
-//   twice bench store            store put/get vs a plain file (no server)
-//   twice bench pipeline         ask modes' TTFT and prefill, cold vs cached,
-//                                against a running server
-//   twice bench load             concurrent mixed load with loss and answer
-//                                checks, against a running server
 //   twice eval SET.jsonl         answer accuracy by model x mode x facts x
 //                                length, through the public API
 //
 // Every command takes --server=HOST:PORT and --json (one JSON object on
-// stdout). Exit code 0 on success, 1 on any error.
+// stdout). Exit code 0 on success, 1 on any error. The benchmarks are a
+// separate program, twice-bench (bench/harness/twice_bench_main.cc).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "services/cli/commands.h"
-#include "services/common/flag_names.h"
+#include "services/cli/connection_flags.h"
 
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Twice server HOST:PORT");
-ABSL_FLAG(bool, json, false, "Print one JSON object on stdout");
-ABSL_FLAG(int, timeout_seconds, 600, "Deadline of each call");
-ABSL_FLAG(std::string, tls_ca, "",
-          "PEM trust roots: connect over TLS and verify the server against "
-          "them (empty = plaintext)");
-ABSL_FLAG(std::string, tls_cert, "",
-          "PEM client certificate for servers that require one (mTLS)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
-ABSL_FLAG(std::string, token, "",
-          "Bearer token sent with every call (default: $TWICE_TOKEN)");
 ABSL_FLAG(std::string, model, "", "ingest: model name (empty = default)");
 ABSL_FLAG(std::string, doc_id, "", "ingest: document id (empty = derived)");
 ABSL_FLAG(int64_t, segment_tokens, 0,
@@ -58,16 +40,13 @@ ABSL_FLAG(int32_t, top_k, 0, "ask: top-k (0 = off)");
 ABSL_FLAG(float, top_p, 0, "ask: top-p (0 or 1 = off)");
 ABSL_FLAG(uint64_t, seed, 0, "ask: sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "ask: stop strings");
-ABSL_FLAG(
-    std::string, arch, "based",
-    "init-model, bench engine: architecture (based, jrt, mamba2, llama, rat)");
-ABSL_FLAG(std::string, preset, "tiny",
-          "init-model, bench engine: tiny | 360m-shape");
+ABSL_FLAG(std::string, arch, "based",
+          "init-model: architecture (based, jrt, mamba2, llama, rat)");
+ABSL_FLAG(std::string, preset, "tiny", "init-model: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
 ABSL_FLAG(std::string, weights_dtype, "auto",
           "init-model: dtype the weights are stored in (auto = f32, bf16, "
-          "f16); bench engine: comma-separated dtypes the weights are loaded "
-          "in, rows of each side by side (auto, f32, bf16, f16, int8)");
+          "f16)");
 ABSL_FLAG(std::string, tokenizer, "",
           "init-model: tokenizer.json to ship (empty = built-in GPT-2)");
 
@@ -78,29 +57,16 @@ int main(int argc, char** argv) {
       "append DOC FILE | docs | "
       "rm DOC | models | health | init-model --out DIR | "
       "store stats|verify|compact|gc|backup NAME|restore DIR | "
-      "bench engine|store|pipeline|load | "
-      "eval SET.jsonl");
-  std::vector<std::string> args =
-      twice::services::NormalizeFlagNames(argc, argv);
-  std::vector<char*> arg_ptrs;
-  for (std::string& arg : args) arg_ptrs.push_back(arg.data());
-  std::vector<char*> positional = absl::ParseCommandLine(
-      static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+      "eval SET.jsonl\n"
+      "benchmarks: twice-bench engine|store|pipeline|load");
+  const std::vector<std::string> positional =
+      twice::cli::ParseClientCommandLine(argc, argv);
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
     return 2;
   }
   twice::cli::CliContext cli;
-  cli.server = absl::GetFlag(FLAGS_server);
-  cli.json = absl::GetFlag(FLAGS_json);
-  cli.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_seconds));
-  cli.tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  cli.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  cli.tls_key = absl::GetFlag(FLAGS_tls_key);
-  cli.token = absl::GetFlag(FLAGS_token);
-  if (cli.token.empty() && std::getenv("TWICE_TOKEN") != nullptr) {
-    cli.token = std::getenv("TWICE_TOKEN");
-  }
+  twice::cli::SetConnectionFromFlags(cli);
   cli.args.assign(positional.begin() + 2, positional.end());
   cli.model = absl::GetFlag(FLAGS_model);
   cli.document_id = absl::GetFlag(FLAGS_doc_id);
@@ -129,7 +95,6 @@ int main(int argc, char** argv) {
   if (command == "health") return twice::cli::RunHealth(cli);
   if (command == "init-model") return twice::cli::RunInitModel(cli);
   if (command == "store") return twice::cli::RunStore(cli);
-  if (command == "bench") return twice::cli::RunBench(cli);
   if (command == "eval") return twice::cli::RunEval(cli);
   std::fprintf(stderr, "twice: unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());

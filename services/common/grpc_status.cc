@@ -16,4 +16,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
+grpc::Status InvalidRequest(const std::string& message) {
+  return ToGrpcStatus(absl::InvalidArgumentError(message));
+}
+
 }  // namespace twice::services

@@ -6,12 +6,17 @@
 
 #include <grpcpp/support/status.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace twice::services {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// INVALID_ARGUMENT with `message`: the answer to a malformed request.
+grpc::Status InvalidRequest(const std::string& message);
 
 }  // namespace twice::services
 

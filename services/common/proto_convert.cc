@@ -23,6 +23,19 @@ absl::StatusOr<storage::StateKey> FromProto(const v1::StateKey& key) {
   return storage::StateKey::FromBytes(key.digest());
 }
 
+absl::StatusOr<engine::PrefillMode> FromProto(v1::PrefillMode mode) {
+  switch (mode) {
+    case v1::PREFILL_MODE_UNSPECIFIED:
+    case v1::PREFILL_MODE_CAUSAL:
+      return engine::PrefillMode::kCausal;
+    case v1::PREFILL_MODE_PREFIX:
+      return engine::PrefillMode::kPrefix;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown prefill mode ", static_cast<int>(mode)));
+  }
+}
+
 v1::DocumentInfo ToDocumentInfo(const storage::DocumentRecord& record) {
   v1::DocumentInfo info;
   info.set_document_id(record.document_id);

@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<engine::SequenceState>> StateCache::Load(
     loading_.insert(key);
   }
   absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
-      LoadState(store, model, key, /*ephemeral=*/false);
+      LoadState(store, model, key);
   absl::MutexLock lock(&mu_);
   loading_.erase(key);
   loaded_.SignalAll();

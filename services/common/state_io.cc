@@ -13,18 +13,11 @@ namespace twice::services {
 
 absl::StatusOr<std::unique_ptr<engine::SequenceState>> LoadState(
     storage::StateStore& store, const engine::Model& model,
-    const storage::StateKey& key, bool ephemeral) {
+    const storage::StateKey& key) {
   std::unique_ptr<engine::SequenceState> state = model.NewState();
-  absl::Status decoded;
-  if (ephemeral) {
-    absl::StatusOr<std::string> blob = store.GetState(key, ephemeral);
-    if (!blob.ok()) return blob.status();
-    decoded = engine::DecodeStateInto(*blob, *state);
-  } else {
-    absl::StatusOr<std::vector<std::string>> blocks = store.GetStateBlocks(key);
-    if (!blocks.ok()) return blocks.status();
-    decoded = engine::DecodeStateBlocksInto(*blocks, *state);
-  }
+  absl::StatusOr<std::vector<std::string>> blocks = store.GetStateBlocks(key);
+  if (!blocks.ok()) return blocks.status();
+  const absl::Status decoded = engine::DecodeStateBlocksInto(*blocks, *state);
   if (decoded.ok()) return state;
   if (decoded.code() != absl::StatusCode::kDataLoss) return decoded;
   // The envelope was intact but the state inside is not: treat it like any
@@ -33,7 +26,7 @@ absl::StatusOr<std::unique_ptr<engine::SequenceState>> LoadState(
   Log(LogLevel::kWarning, "state.corrupt",
       absl::StrCat("key=", key.Hex(),
                    " reason=", LogValue(std::string(decoded.message()))));
-  absl::Status deleted = store.DiscardCorruptState(key, ephemeral);
+  absl::Status deleted = store.DiscardCorruptState(key);
   if (!deleted.ok()) {
     Log(LogLevel::kError, "state.delete_failed",
         absl::StrCat("key=", key.Hex(),
@@ -56,8 +49,7 @@ absl::Status PutBlocks(storage::StateStore& store, const storage::StateKey& key,
   if (!blocks.ok()) return blocks.status();
   const std::vector<std::string_view> views(blocks->begin(), blocks->end());
   return store.PutStateBlocks(key, base, views,
-                              {.ephemeral = false,
-                               .recompute_tokens = state.token_count(),
+                              {.recompute_tokens = state.token_count(),
                                .flops_per_token = 0,
                                .tenant = std::string(tenant)});
 }
@@ -65,14 +57,13 @@ absl::Status PutBlocks(storage::StateStore& store, const storage::StateKey& key,
 }  // namespace
 
 absl::Status SaveState(storage::StateStore& store, const storage::StateKey& key,
-                       const engine::SequenceState& state, bool ephemeral,
+                       const engine::SequenceState& state,
                        std::string_view tenant,
                        const std::optional<StateBase>& base) {
-  if (ephemeral || !engine::HasBlockRows(state)) {
+  if (!engine::HasBlockRows(state)) {
     const std::string blob = engine::EncodeState(state);
     return store.PutState(key, blob,
-                          {.ephemeral = ephemeral,
-                           .recompute_tokens = state.token_count(),
+                          {.recompute_tokens = state.token_count(),
                            .flops_per_token = 0,
                            .tenant = std::string(tenant)});
   }

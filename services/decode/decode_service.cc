@@ -1,5 +1,6 @@
 #include "services/decode/decode_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 #include <vector>
@@ -7,18 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
-#include "services/common/state_io.h"
 #include "services/store/store_metrics.h"
 
 namespace twice::services {
-namespace {
-
-grpc::Status Invalid(std::string message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
-}
-
-}  // namespace
-
 DecodeService::DecodeService(const ModelRegistry* models,
                              storage::StateStore* store, DecodeLimits limits)
     : models_(models),
@@ -38,6 +30,32 @@ DecodeService::DecodeService(const ModelRegistry* models,
 
 DecodeService::~DecodeService() = default;
 
+absl::Status DecodeService::ReadInChunks(
+    const engine::Model& model, absl::Span<const int32_t> tokens,
+    engine::PrefillMode mode, engine::SequenceState& state,
+    const grpc::ServerContext& context) const {
+  const size_t chunk =
+      static_cast<size_t>(std::max<int64_t>(1, limits_.read_chunk_tokens));
+  const size_t encoder = static_cast<size_t>(
+      std::max<int64_t>(0, model.description().prefix_length));
+  for (size_t begin = 0; begin < tokens.size();) {
+    size_t n = std::min(chunk, tokens.size() - begin);
+    const bool first = begin == 0;
+    if (first && engine::IsPrefixMode(mode)) {
+      n = std::min(tokens.size(), std::max(n, encoder));
+    }
+    absl::StatusOr<std::vector<float>> logits =
+        model.Prefill(tokens.subspan(begin, n), state,
+                      first ? mode : engine::PrefillMode::kCausal);
+    if (!logits.ok()) return logits.status();
+    begin += n;
+    if (context.IsCancelled()) {
+      return absl::CancelledError("Generate cancelled");
+    }
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status DecodeService::Generate(
     grpc::ServerContext* context, const v1::GenerateRequest* request,
     grpc::ServerWriter<v1::GenerateResponse>* writer) {
@@ -49,16 +67,30 @@ grpc::Status DecodeService::Generate(
   if (!model.ok()) return ToGrpcStatus(model.status());
   auto loop = loops_.find(models_->Resolve(request->model()));
   if (loop == loops_.end()) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "no decode loop for model");
+    return ToGrpcStatus(absl::InternalError("no decode loop for model"));
   }
-  if (request->tenant().empty()) return Invalid("Generate: tenant is required");
+  if (request->tenant().empty())
+    return InvalidRequest("Generate: tenant is required");
   if (request->prompt_tokens_size() == 0) {
-    return Invalid("Generate: the prompt must hold at least one token");
+    return InvalidRequest("Generate: the prompt must hold at least one token");
   }
   if (request->prompt_tokens_size() > limits_.max_prompt_tokens) {
-    return Invalid(
+    return InvalidRequest(
         absl::StrCat("Generate: prompt has ", request->prompt_tokens_size(),
                      " tokens; the limit is ", limits_.max_prompt_tokens));
+  }
+  if (request->read_tokens_size() > limits_.max_read_tokens) {
+    return InvalidRequest(
+        absl::StrCat("Generate: read_tokens has ", request->read_tokens_size(),
+                     " tokens; the limit is ", limits_.max_read_tokens));
+  }
+  absl::StatusOr<engine::PrefillMode> read_mode =
+      FromProto(request->read_mode());
+  if (!read_mode.ok()) return ToGrpcStatus(read_mode.status());
+  if (engine::IsPrefixMode(*read_mode) && request->has_state()) {
+    return InvalidRequest(
+        "Generate: read_mode PREFILL_MODE_PREFIX encodes from the empty "
+        "state; the request names a state");
   }
 
   const v1::SamplingOptions& sampling = request->sampling();
@@ -69,9 +101,9 @@ grpc::Status DecodeService::Generate(
   options.sampling.seed = sampling.seed();
   if (sampling.max_tokens() < 0 ||
       sampling.max_tokens() > limits_.max_new_tokens) {
-    return Invalid(absl::StrCat("max_tokens must be in [0, ",
-                                limits_.max_new_tokens, "], got ",
-                                sampling.max_tokens()));
+    return InvalidRequest(absl::StrCat("max_tokens must be in [0, ",
+                                       limits_.max_new_tokens, "], got ",
+                                       sampling.max_tokens()));
   }
   options.max_tokens = sampling.max_tokens() == 0 ? limits_.default_max_tokens
                                                   : sampling.max_tokens();
@@ -84,29 +116,31 @@ grpc::Status DecodeService::Generate(
   if (request->has_state()) {
     absl::StatusOr<storage::StateKey> key = FromProto(request->state());
     if (!key.ok()) return ToGrpcStatus(key.status());
-    // Durable document states go through the cache: concurrent questions
-    // on one document share one load. Ephemeral ones are read once. A
-    // sharded store keeps the document's states on its replica.
+    // Document states go through the cache: concurrent questions on one
+    // document share one load. A sharded store keeps the document's states
+    // on its replica.
     storage::StateStore* store =
         store_->ForDocument(request->tenant(), request->document_id());
     absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
-        request->ephemeral() ? LoadState(*store, **model, *key, true)
-                             : cache_.Load(*store, **model, *key);
+        cache_.Load(*store, **model, *key);
     if (!loaded.ok()) return ToGrpcStatus(loaded.status());
     state = *std::move(loaded);
   } else {
     state = (*model)->NewState();
   }
 
-  // The prompt is read here, on the handler thread, so a long prompt never
-  // holds up the other sequences' next tokens in the loop.
+  // The read tokens and the prompt are read here, on the handler thread, so
+  // a long read never holds up the other sequences' next tokens in the loop.
+  absl::Status read = ReadInChunks(**model, request->read_tokens(), *read_mode,
+                                   *state, *context);
+  if (!read.ok()) return ToGrpcStatus(read);
   const std::vector<int32_t> prompt(request->prompt_tokens().begin(),
                                     request->prompt_tokens().end());
   absl::StatusOr<std::vector<float>> logits =
       (*model)->Prefill(prompt, *state, engine::PrefillMode::kCausal);
   if (!logits.ok()) return ToGrpcStatus(logits.status());
   if (context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "Generate cancelled");
+    return ToGrpcStatus(absl::CancelledError("Generate cancelled"));
   }
   absl::StatusOr<std::shared_ptr<engine::DecodeStream>> stream =
       loop->second->Submit(std::move(state), *std::move(logits), options,
@@ -132,7 +166,7 @@ grpc::Status DecodeService::Generate(
   }
   if (!event.status.ok()) return ToGrpcStatus(event.status);
   if (event.result.finish_reason == "cancelled" || context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "Generate cancelled");
+    return ToGrpcStatus(absl::CancelledError("Generate cancelled"));
   }
   v1::GenerateResponse done;
   // The final piece (text flushed at the end) rides on the finished message.
@@ -141,7 +175,8 @@ grpc::Status DecodeService::Generate(
   done.set_text(event.piece.text);
   done.set_finished(true);
   done.set_finish_reason(event.result.finish_reason);
-  done.set_tokens_prefilled(static_cast<int64_t>(prompt.size()));
+  done.set_tokens_prefilled(
+      static_cast<int64_t>(request->read_tokens_size() + prompt.size()));
   done.set_tokens_decoded(event.result.tokens_decoded);
   done.set_ttft_ms(ttft_ms < 0 ? 0 : ttft_ms);
   writer->Write(done);

@@ -2,9 +2,11 @@
 // DecodeLoop per model (engine/runtime/decode_loop.h):
 //
 //   Generate handler: load the state (through the shared StateCache, so
-//   concurrent questions on one document load it once), prefill the prompt
-//   on the handler thread, submit the sequence to the model's loop, then
-//   stream the loop's events back.
+//   concurrent questions on one document load it once), read the request's
+//   read tokens (a second read of the document, an as-of tail, a prefix
+//   encoding) and then its prompt on the handler thread, submit the
+//   sequence to the model's loop, then stream the loop's events back.
+//   What the handler reads lives only in the call: no state is stored.
 //   Loop thread: samples every active sequence's next token and reads them
 //   all in one batched model step, so concurrent calls share each pass over
 //   the weights.
@@ -35,6 +37,13 @@ struct DecodeLimits {
   int32_t max_new_tokens = 4096;
   // Largest prompt. Default: 65536 tokens.
   int64_t max_prompt_tokens = 65536;
+  // Most read_tokens a request may carry: a second read holds the document
+  // (read-twice) or twice it (read_twice_full). Default: 2^23 + 2^16
+  // (twice the default max_document_tokens, plus room for the question).
+  int64_t max_read_tokens = (int64_t{1} << 23) + (int64_t{1} << 16);
+  // Tokens read per engine call of a long read, between which a cancelled
+  // call stops. Default: 8192.
+  int64_t read_chunk_tokens = 8192;
   // Most sequences one batched decode step reads. Default: 64.
   int max_batch = 64;
   // Bytes of decoded document states kept in memory for reuse by later and
@@ -63,6 +72,15 @@ class DecodeService final : public v1::Decode::Service {
   void SetAuthenticator(Authenticator* auth) { auth_ = auth; }
 
  private:
+  // Reads `tokens` into `state` in chunks of limits_.read_chunk_tokens,
+  // stopping with CANCELLED between chunks once the call is cancelled. In
+  // a prefix mode the first chunk covers the whole encoder, so the result
+  // equals one read of all tokens.
+  [[nodiscard]] absl::Status ReadInChunks(
+      const engine::Model& model, absl::Span<const int32_t> tokens,
+      engine::PrefillMode mode, engine::SequenceState& state,
+      const grpc::ServerContext& context) const;
+
   const ModelRegistry* models_;
   storage::StateStore* store_;
   Authenticator* auth_ = nullptr;

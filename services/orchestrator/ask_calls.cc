@@ -180,14 +180,13 @@ grpc::Status OrchestratorService::BatchAsk(
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   if (request->questions_size() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "BatchAsk needs at least one question");
+    return ToGrpcStatus(
+        absl::InvalidArgumentError("BatchAsk needs at least one question"));
   }
   if (request->questions_size() > limits_.max_batch_questions) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("BatchAsk carries ", request->questions_size(),
-                     " questions; the limit is ", limits_.max_batch_questions));
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "BatchAsk carries ", request->questions_size(),
+        " questions; the limit is ", limits_.max_batch_questions)));
   }
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());

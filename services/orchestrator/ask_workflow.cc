@@ -1,7 +1,7 @@
 // The ask half of the orchestrator: each mode's recipe, as the token
 // sequence it feeds and the state it starts from (common.proto AskMode):
 //
-//   mode                   start                      fed (prefill, ephemeral)
+//   mode                   start                      fed (read on decode)
 //   default                document state             -
 //   read_twice             document state             preamble, document
 //   read_twice_full        empty                      preamble, doc, sep, doc
@@ -108,7 +108,7 @@ absl::Status OrchestratorService::AnswerQuestion(
       }
       if (question.mode == v1::ASK_MODE_READ_TWICE) {
         // The first read is the cached document state; only the second
-        // read is prefilled, on the prefill service.
+        // read is fed, in the answering call.
         absl::StatusOr<std::vector<int32_t>> pre = preamble();
         if (!pre.ok()) return pre.status();
         AppendTokens(feed, *pre);
@@ -161,42 +161,15 @@ absl::Status OrchestratorService::AnswerQuestion(
           absl::StrCat("unknown ask mode ", static_cast<int>(question.mode)));
   }
 
-  // Prefill work (second reads, as-of tails, prefix encodings) runs on the
-  // prefill service into a state of this request only.
-  std::optional<storage::StateKey> start = parent;
-  bool ephemeral = false;
-  if (!feed.empty()) {
-    PrefillCall call;
-    call.model = record.model;
-    call.tenant = record.tenant;
-    call.document_id = record.document_id;
-    call.parent = parent;
-    call.mode = read_mode;
-    call.ephemeral = true;
-    absl::StatusOr<PrefillOutcome> outcome =
-        CallPrefill(*prefill_, context, call, feed, nullptr);
-    if (!outcome.ok() &&
-        outcome.status().code() == absl::StatusCode::kNotFound &&
-        parent_boundary) {
-      // The start state vanished after it was checked: recompute, retry.
-      absl::StatusOr<storage::StateKey> key =
-          EnsureBoundaryState(context, record, *parent_boundary, usage);
-      if (!key.ok()) return key.status();
-      outcome = CallPrefill(*prefill_, context, call, feed, nullptr);
-    }
-    if (!outcome.ok()) return outcome.status();
-    usage.set_tokens_prefilled(usage.tokens_prefilled() +
-                               outcome->tokens_computed);
-    start = outcome->final_state;
-    ephemeral = true;
-  }
-
+  // The fed tokens (second reads, as-of tails, prefix encodings) are read
+  // by the decode service in the answering call: nothing is stored.
   v1::GenerateRequest generate;
   generate.set_model(record.model);
   generate.set_tenant(record.tenant);
   generate.set_document_id(record.document_id);
-  if (start) *generate.mutable_state() = ToProto(*start);
-  generate.set_ephemeral(ephemeral);
+  if (parent) *generate.mutable_state() = ToProto(*parent);
+  generate.mutable_read_tokens()->Add(feed.begin(), feed.end());
+  generate.set_read_mode(read_mode);
   generate.mutable_prompt_tokens()->Add(prompt->begin(), prompt->end());
   *generate.mutable_sampling() = question.sampling;
 
@@ -211,7 +184,7 @@ absl::Status OrchestratorService::AnswerQuestion(
   absl::StatusOr<GenerateOutcome> outcome = CallGenerate(
       *decode_, context, generate, forward, shared.decode_endpoint);
   if (!outcome.ok() && outcome.status().code() == absl::StatusCode::kNotFound &&
-      !ephemeral && start) {
+      parent) {
     // The document state vanished or was found corrupt while loading: the
     // decode service deleted it. Recompute once from the tokens and retry.
     Log(LogLevel::kWarning, "ask.state_lost",
@@ -226,16 +199,6 @@ absl::Status OrchestratorService::AnswerQuestion(
     if (!key.ok()) return key.status();
     outcome = CallGenerate(*decode_, context, generate, forward,
                            shared.decode_endpoint);
-  }
-  if (ephemeral) {
-    // Consumed: drop it now rather than waiting for its TTL.
-    absl::Status dropped =
-        store_->ForDocument(record.tenant, record.document_id)
-            ->DeleteState(*start, /*ephemeral=*/true);
-    if (!dropped.ok()) {
-      Log(LogLevel::kWarning, "ephemeral.delete_failed",
-          absl::StrCat("reason=", LogValue(std::string(dropped.message()))));
-    }
   }
   if (!outcome.ok()) return outcome.status();
 

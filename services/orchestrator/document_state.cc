@@ -36,7 +36,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   const storage::SegmentBoundary& target = record.segments[index];
   absl::StatusOr<bool> stored =
       store_->ForDocument(record.tenant, record.document_id)
-          ->HasState(target.state_key, /*ephemeral=*/false);
+          ->HasState(target.state_key);
   if (!stored.ok()) return stored.status();
   if (*stored) {
     usage.set_states_reused(usage.states_reused() + 1);
@@ -76,7 +76,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   while (resume >= 0) {
     absl::StatusOr<bool> has =
         store_->ForDocument(record.tenant, record.document_id)
-            ->HasState(record.segments[resume].state_key, false);
+            ->HasState(record.segments[resume].state_key);
     if (!has.ok()) return has.status();
     if (*has) break;
     --resume;
@@ -166,7 +166,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   if (recorded) {
     absl::StatusOr<bool> stored =
         store_->ForDocument(record.tenant, record.document_id)
-            ->HasState(*recorded, false);
+            ->HasState(*recorded);
     if (!stored.ok()) return stored.status();
     if (*stored) {
       usage.set_states_reused(usage.states_reused() + 1);

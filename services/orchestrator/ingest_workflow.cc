@@ -27,10 +27,6 @@
 namespace twice::services {
 namespace {
 
-grpc::Status Invalid(std::string message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
-}
-
 // Segment size when neither the request nor the model names one.
 constexpr int64_t kFallbackSegmentTokens = 2048;
 
@@ -157,7 +153,7 @@ grpc::Status OrchestratorService::Ingest(
   const std::string tenant = *caller_tenant;
   v1::IngestRequest request;
   if (!stream->Read(&request) || !request.has_header()) {
-    return Invalid("Ingest: the first message must carry the header");
+    return InvalidRequest("Ingest: the first message must carry the header");
   }
   const v1::IngestHeader header = request.header();
   absl::StatusOr<const engine::Model*> found = models_->Find(header.model());
@@ -190,12 +186,11 @@ grpc::Status OrchestratorService::Ingest(
       DocumentTokens(model, *std::move(collected), 0);
   if (!document.ok()) return ToGrpcStatus(document.status());
   const std::vector<int32_t>& tokens = *document;
-  if (tokens.empty()) return Invalid("the document is empty");
+  if (tokens.empty()) return InvalidRequest("the document is empty");
   if (static_cast<int64_t>(tokens.size()) > limits_.max_document_tokens) {
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
+    return ToGrpcStatus(absl::ResourceExhaustedError(
         absl::StrCat("document has ", tokens.size(), " tokens; the limit is ",
-                     limits_.max_document_tokens, " (max_document_tokens)"));
+                     limits_.max_document_tokens, " (max_document_tokens)")));
   }
   const int64_t model_segment = model.description().training_context > 0
                                     ? model.description().training_context
@@ -233,11 +228,10 @@ grpc::Status OrchestratorService::Ingest(
     if (!stored_tokens.ok()) return ToGrpcStatus(stored_tokens.status());
     if (*stored_tokens != tokens ||
         existing->model_fingerprint != fingerprint) {
-      return grpc::Status(
-          grpc::StatusCode::ALREADY_EXISTS,
+      return ToGrpcStatus(absl::AlreadyExistsError(
           absl::StrCat("document '", document_id,
                        "' exists with different content or model; delete it "
-                       "first or choose another id"));
+                       "first or choose another id")));
     }
     created_ms = existing->created_unix_ms;
     pinned = pinned || existing->pinned;
@@ -344,7 +338,7 @@ grpc::Status OrchestratorService::Append(
   if (grpc::Status bound = CheckBound(); !bound.ok()) return bound;
   v1::AppendRequest request;
   if (!stream->Read(&request) || request.document_id().empty()) {
-    return Invalid("Append: the first message must name the document");
+    return InvalidRequest("Append: the first message must name the document");
   }
   if (absl::Status valid = ValidateSegmentTokens(request.segment_tokens());
       !valid.ok()) {
@@ -374,15 +368,13 @@ grpc::Status OrchestratorService::Append(
   absl::StatusOr<std::vector<int32_t>> appended =
       DocumentTokens(**model, *std::move(collected), record->token_count);
   if (!appended.ok()) return ToGrpcStatus(appended.status());
-  if (appended->empty()) return Invalid("Append: nothing to append");
+  if (appended->empty()) return InvalidRequest("Append: nothing to append");
   const int64_t old_total = record->token_count;
   const int64_t total = old_total + static_cast<int64_t>(appended->size());
   if (total > limits_.max_document_tokens) {
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the document would have ", total,
-                     " tokens; the limit is ", limits_.max_document_tokens,
-                     " (max_document_tokens)"));
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "the document would have ", total, " tokens; the limit is ",
+        limits_.max_document_tokens, " (max_document_tokens)")));
   }
   absl::StatusOr<int64_t> planned =
       PlanSegment(requested_segment,

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
 #include "services/common/request_id.h"
@@ -37,7 +39,6 @@ absl::StatusOr<PrefillOutcome> PrefillAttempt(
     header->set_checkpoint_tokens(call.checkpoint_tokens);
     header->mutable_checkpoint_at()->Add(call.checkpoint_at.begin(),
                                          call.checkpoint_at.end());
-    header->set_ephemeral(call.ephemeral);
     header->set_total_tokens(static_cast<int64_t>(tokens.size()));
     const int64_t total = static_cast<int64_t>(tokens.size());
     int64_t offset = 0;
@@ -55,24 +56,41 @@ absl::StatusOr<PrefillOutcome> PrefillAttempt(
   PrefillOutcome outcome;
   v1::PrefillResponse response;
   bool done = false;
-  while (stream->Read(&response)) {
+  // A key that does not parse would leave a hole in the document's chain:
+  // the call fails rather than record a shorter one.
+  absl::Status malformed;
+  auto parse = [&](const v1::StateKey& wire,
+                   const char* what) -> std::optional<storage::StateKey> {
+    absl::StatusOr<storage::StateKey> key = FromProto(wire);
+    if (key.ok()) return *key;
+    if (malformed.ok()) {
+      malformed = absl::InternalError(
+          absl::StrCat("prefill returned a malformed ", what,
+                       " key: ", key.status().message()));
+    }
+    return std::nullopt;
+  };
+  while (malformed.ok() && stream->Read(&response)) {
     for (const v1::SegmentBoundary& checkpoint : response.checkpoints()) {
-      absl::StatusOr<storage::StateKey> key = FromProto(checkpoint.state_key());
-      if (key.ok())
-        outcome.checkpoints.push_back({checkpoint.end_token(), *key});
+      std::optional<storage::StateKey> key =
+          parse(checkpoint.state_key(), "checkpoint");
+      if (key) outcome.checkpoints.push_back({checkpoint.end_token(), *key});
     }
     outcome.checkpoints_reused += response.checkpoints_reused();
     outcome.tokens_computed = response.tokens_computed();
     outcome.states_recomputed = response.states_recomputed();
     if (response.done()) {
-      absl::StatusOr<storage::StateKey> key = FromProto(response.final_state());
-      if (key.ok()) outcome.final_state = *key;
+      std::optional<storage::StateKey> key =
+          parse(response.final_state(), "final state");
+      if (key) outcome.final_state = *key;
       done = true;
     }
-    if (on_progress) on_progress(response);
+    if (malformed.ok() && on_progress) on_progress(response);
   }
+  if (!malformed.ok()) context->TryCancel();
   writer.join();
   absl::Status status = FromGrpcStatus(stream->Finish());
+  if (!malformed.ok()) return malformed;
   if (!status.ok()) return status;
   if (!done) return absl::InternalError("prefill ended without a result");
   return outcome;

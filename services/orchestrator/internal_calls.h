@@ -35,7 +35,6 @@ struct PrefillCall {
   // Explicit checkpoints (tokens of this call), instead of
   // checkpoint_tokens; see PrefillHeader.checkpoint_at.
   std::vector<int64_t> checkpoint_at;
-  bool ephemeral = false;
 };
 
 using PrefillPool = EndpointPool<v1::Prefill::StubInterface>;

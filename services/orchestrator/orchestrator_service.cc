@@ -11,14 +11,6 @@
 #include "services/orchestrator/document_ids.h"
 
 namespace twice::services {
-namespace {
-
-grpc::Status Invalid(std::string message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
-}
-
-}  // namespace
-
 OrchestratorService::OrchestratorService(const ModelRegistry* models,
                                          storage::StateStore* store,
                                          OrchestratorLimits limits,
@@ -67,7 +59,7 @@ std::shared_ptr<void> OrchestratorService::LockDocument(
 
 grpc::Status OrchestratorService::CheckBound() const {
   if (bound_.load(std::memory_order_acquire)) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is starting");
+  return ToGrpcStatus(absl::UnavailableError("server is starting"));
 }
 
 absl::StatusOr<std::vector<int32_t>> OrchestratorService::Tokenize(
@@ -124,7 +116,7 @@ grpc::Status OrchestratorService::ListDocuments(
   absl::StatusOr<std::string> tenant = CallerTenant(*context);
   if (!tenant.ok()) return ToGrpcStatus(tenant.status());
   if (request->page_size() < 0 || request->page_size() > 1000) {
-    return Invalid("page_size must be in [0, 1000]");
+    return InvalidRequest("page_size must be in [0, 1000]");
   }
   absl::StatusOr<storage::DocumentPage> page = store_->ListDocuments(
       *tenant, request->page_size(), request->page_token());

@@ -1,6 +1,5 @@
 #include "services/prefill/prefill_run.h"
 
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,10 +19,6 @@ PrefillRun::PrefillRun(const engine::Model& model, storage::StateStore& store,
           : *options_.parent;
   current_key_ = start_key_;
   state_key_ = start_key_;
-  if (options_.ephemeral) {
-    std::random_device random;
-    for (int i = 0; i < 4; ++i) salt_.push_back(static_cast<int32_t>(random()));
-  }
 }
 
 engine::PrefillMode PrefillRun::ReadMode() const {
@@ -35,9 +30,8 @@ absl::Status PrefillRun::Materialize() {
   if (state_ != nullptr && pending_.empty()) return absl::OkStatus();
   if (!pending_.empty()) {
     // Prefer the stored state at the end of the skipped segments.
-    // Only durable runs skip segments, so pending states are durable.
     absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
-        LoadState(store_, model_, current_key_, /*ephemeral=*/false);
+        LoadState(store_, model_, current_key_);
     if (loaded.ok()) {
       state_ = *std::move(loaded);
       state_key_ = current_key_;
@@ -56,12 +50,10 @@ absl::Status PrefillRun::Materialize() {
       state_ = model_.NewState();
       state_stored_ = false;
     } else {
-      // A parent is always a durable state (a document boundary), even for
-      // an ephemeral run such as the second read of read-twice.
       absl::StatusOr<std::unique_ptr<engine::SequenceState>> parent =
           options_.cache != nullptr
               ? options_.cache->Load(store_, model_, start_key_)
-              : LoadState(store_, model_, start_key_, /*ephemeral=*/false);
+              : LoadState(store_, model_, start_key_);
       if (!parent.ok()) {
         return absl::Status(
             parent.status().code(),
@@ -88,21 +80,18 @@ absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
   if (tokens.empty()) {
     return absl::InvalidArgumentError("a prefill segment needs tokens");
   }
-  storage::StateKey next = storage::ChainKey(current_key_, tokens);
-  if (options_.ephemeral) next = storage::ChainKey(next, salt_);
-  if (!options_.ephemeral) {
-    absl::StatusOr<bool> stored = store_.HasState(next, /*ephemeral=*/false);
-    if (!stored.ok()) return stored.status();
-    if (*stored) {
-      pending_.insert(pending_.end(), tokens.begin(), tokens.end());
-      current_key_ = next;
-      return SegmentResult{next, /*reused=*/true};
-    }
+  const storage::StateKey next = storage::ChainKey(current_key_, tokens);
+  absl::StatusOr<bool> stored = store_.HasState(next);
+  if (!stored.ok()) return stored.status();
+  if (*stored) {
+    pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+    current_key_ = next;
+    return SegmentResult{next, /*reused=*/true};
   }
   absl::Status ready = Materialize();
   if (!ready.ok()) return ready;
   std::optional<StateBase> base;
-  if (state_stored_ && !options_.ephemeral) {
+  if (state_stored_) {
     base = StateBase{state_key_, engine::StateRowCounts(*state_)};
   }
   absl::StatusOr<std::vector<float>> logits =
@@ -112,12 +101,11 @@ absl::StatusOr<SegmentResult> PrefillRun::RunSegment(
   // The state has advanced: whatever happens next, it is no longer the
   // stored state at state_key_.
   state_stored_ = false;
-  absl::Status saved = SaveState(store_, next, *state_, options_.ephemeral,
-                                 options_.tenant, base);
+  absl::Status saved = SaveState(store_, next, *state_, options_.tenant, base);
   if (!saved.ok()) return saved;
   current_key_ = next;
   state_key_ = next;
-  state_stored_ = !options_.ephemeral;
+  state_stored_ = true;
   return SegmentResult{next, /*reused=*/false};
 }
 

@@ -36,10 +36,6 @@ struct PrefillRunOptions {
   engine::PrefillMode mode = engine::PrefillMode::kCausal;
   // Start from this stored state; unset = the empty state at the chain root.
   std::optional<storage::StateKey> parent;
-  // Store the states as ephemeral (never reused by key lookup), under
-  // keys salted with a nonce of this run, so that identical concurrent
-  // requests never share an ephemeral state.
-  bool ephemeral = false;
   // Loads the parent through this cache when set (not owned).
   StateCache* cache = nullptr;
 };
@@ -84,8 +80,6 @@ class PrefillRun {
   // the blocks it lacks (SaveState's base).
   bool state_stored_ = false;
   std::vector<int32_t> pending_;
-  // Appended to every ephemeral chain key (see PrefillRunOptions).
-  std::vector<int32_t> salt_;
   int64_t tokens_computed_ = 0;
   int64_t states_recomputed_ = 0;
 };

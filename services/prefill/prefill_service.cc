@@ -13,14 +13,6 @@
 #include "services/store/store_metrics.h"
 
 namespace twice::services {
-namespace {
-
-grpc::Status Invalid(std::string message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
-}
-
-}  // namespace
-
 grpc::Status PrefillService::Prefill(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream) {
@@ -30,31 +22,30 @@ grpc::Status PrefillService::Prefill(
   const auto started = std::chrono::steady_clock::now();
   v1::PrefillRequest request;
   if (!stream->Read(&request) || !request.has_header()) {
-    return Invalid("Prefill: the first message must carry the header");
+    return InvalidRequest("Prefill: the first message must carry the header");
   }
   const v1::PrefillHeader header = request.header();
   absl::StatusOr<const engine::Model*> model = models_->Find(header.model());
   if (!model.ok()) return ToGrpcStatus(model.status());
-  if (header.tenant().empty()) return Invalid("Prefill: tenant is required");
+  if (header.tenant().empty())
+    return InvalidRequest("Prefill: tenant is required");
   if (header.total_tokens() <= 0) {
-    return Invalid("Prefill: total_tokens must be positive");
+    return InvalidRequest("Prefill: total_tokens must be positive");
   }
   if (header.checkpoint_tokens() < 0) {
-    return Invalid("Prefill: checkpoint_tokens must not be negative");
+    return InvalidRequest("Prefill: checkpoint_tokens must not be negative");
   }
   PrefillRunOptions options;
   options.tenant = header.tenant();
-  options.mode = header.mode() == v1::PREFILL_MODE_PREFIX
-                     ? engine::PrefillMode::kPrefix
-                     : engine::PrefillMode::kCausal;
-  options.ephemeral = header.ephemeral();
+  absl::StatusOr<engine::PrefillMode> mode = FromProto(header.mode());
+  if (!mode.ok()) return ToGrpcStatus(mode.status());
+  options.mode = *mode;
   const int64_t prefix_length = (*model)->description().prefix_length;
   if (options.mode == engine::PrefillMode::kPrefix && prefix_length <= 0) {
-    return grpc::Status(
-        grpc::StatusCode::UNIMPLEMENTED,
+    return ToGrpcStatus(absl::UnimplementedError(
         absl::StrCat("Prefill: model '", models_->Resolve(header.model()),
                      "' has no prefix encoder; PREFILL_MODE_PREFIX needs a "
-                     "JRT-RNN model"));
+                     "JRT-RNN model")));
   }
   if (header.has_parent()) {
     absl::StatusOr<storage::StateKey> parent = FromProto(header.parent());
@@ -65,34 +56,29 @@ grpc::Status PrefillService::Prefill(
   const std::vector<int64_t> checkpoint_at(header.checkpoint_at().begin(),
                                            header.checkpoint_at().end());
   if (!checkpoint_at.empty()) {
-    if (header.ephemeral()) {
-      return Invalid("Prefill: checkpoint_at needs a durable prefill");
-    }
     for (size_t i = 0; i < checkpoint_at.size(); ++i) {
       const int64_t previous = i == 0 ? 0 : checkpoint_at[i - 1];
       if (checkpoint_at[i] <= previous) {
-        return Invalid(
+        return InvalidRequest(
             "Prefill: checkpoint_at must be strictly increasing "
             "and positive");
       }
     }
     if (checkpoint_at.back() != total) {
-      return Invalid(absl::StrCat("Prefill: the last checkpoint_at (",
-                                  checkpoint_at.back(),
-                                  ") must equal total_tokens (", total, ")"));
+      return InvalidRequest(absl::StrCat(
+          "Prefill: the last checkpoint_at (", checkpoint_at.back(),
+          ") must equal total_tokens (", total, ")"));
     }
     // A prefix chain's encoder is its whole first segment (see below).
     if (options.mode == engine::PrefillMode::kPrefix && !options.parent &&
         checkpoint_at.front() < std::min(total, prefix_length)) {
-      return Invalid(absl::StrCat(
+      return InvalidRequest(absl::StrCat(
           "Prefill: a prefix read's first checkpoint must cover the encoder (",
           prefix_length, " tokens) or all tokens"));
     }
   }
-  // Ephemeral states are consumed whole by one request: one segment.
-  const int64_t segment = header.checkpoint_tokens() == 0 || header.ephemeral()
-                              ? total
-                              : header.checkpoint_tokens();
+  const int64_t segment =
+      header.checkpoint_tokens() == 0 ? total : header.checkpoint_tokens();
   // A prefix chain's encoder is its first segment read from the root: make
   // it the whole encoder (M tokens) or the whole input, whatever the
   // checkpoint size, so the same tokens always get the same encoding.
@@ -123,7 +109,7 @@ grpc::Status PrefillService::Prefill(
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
   if (static_cast<int64_t>(buffer.size()) > total) {
-    return Invalid(
+    return InvalidRequest(
         absl::StrCat("Prefill: stream carries more than ", total, " tokens"));
   }
   int64_t consumed = 0;  // tokens of this call already run as segments
@@ -135,7 +121,7 @@ grpc::Status PrefillService::Prefill(
       const int64_t have = static_cast<int64_t>(buffer.size());
       if (want == 0 || have < want) break;
       if (context->IsCancelled()) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "Prefill cancelled");
+        return ToGrpcStatus(absl::CancelledError("Prefill cancelled"));
       }
       absl::StatusOr<SegmentResult> result = run.RunSegment(
           absl::MakeConstSpan(buffer.data(), static_cast<size_t>(want)));
@@ -157,8 +143,7 @@ grpc::Status PrefillService::Prefill(
                       : 0.0);
       response.set_states_recomputed(run.states_recomputed());
       if (!stream->Write(response)) {
-        return grpc::Status(grpc::StatusCode::CANCELLED,
-                            "Prefill: client went away");
+        return ToGrpcStatus(absl::CancelledError("Prefill: client went away"));
       }
     }
     if (!more) break;
@@ -168,16 +153,17 @@ grpc::Status PrefillService::Prefill(
     }
     if (consumed + static_cast<int64_t>(buffer.size()) + request.tokens_size() >
         total) {
-      return Invalid(
+      return InvalidRequest(
           absl::StrCat("Prefill: stream carries more than ", total, " tokens"));
     }
     buffer.insert(buffer.end(), request.tokens().begin(),
                   request.tokens().end());
   }
   if (consumed != total) {
-    return Invalid(absl::StrCat("Prefill: stream ended after ",
-                                consumed + static_cast<int64_t>(buffer.size()),
-                                " of ", total, " tokens"));
+    return InvalidRequest(
+        absl::StrCat("Prefill: stream ended after ",
+                     consumed + static_cast<int64_t>(buffer.size()), " of ",
+                     total, " tokens"));
   }
   v1::PrefillResponse done;
   done.set_done(true);
@@ -194,8 +180,8 @@ grpc::Status PrefillService::Prefill(
       seconds > 0 ? static_cast<double>(run.tokens_computed()) / seconds : 0);
   Log(LogLevel::kInfo, "prefill.done",
       absl::StrCat("tenant=", LogValue(header.tenant()), " tokens=", consumed,
-                   " computed=", run.tokens_computed(), " recomputed_states=",
-                   run.states_recomputed(), " ephemeral=", header.ephemeral()));
+                   " computed=", run.tokens_computed(),
+                   " recomputed_states=", run.states_recomputed()));
   return grpc::Status::OK;
 }
 

@@ -2,16 +2,18 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "services/common/grpc_status.h"
+
 namespace twice::services {
 namespace {
 
 grpc::Status NotServedHere(const char* service) {
-  return grpc::Status(
-      grpc::StatusCode::PERMISSION_DENIED,
+  return ToGrpcStatus(absl::PermissionDeniedError(
       std::string(service) +
-          " is an internal service and is not served on this listener "
-          "(role all runs it in process, or on --internal_listen for "
-          "internal peers); call twice.v1.Orchestrator");
+      " is an internal service and is not served on this listener "
+      "(role all runs it in process, or on --internal_listen for "
+      "internal peers); call twice.v1.Orchestrator"));
 }
 
 }  // namespace

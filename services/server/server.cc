@@ -33,6 +33,11 @@ namespace {
 // Internal traffic carries whole states in 1 MiB chunks and token arrays in
 // 256 KiB chunks; 16 MiB leaves room without inviting huge messages.
 constexpr int kMaxMessageBytes = 16 << 20;
+// Except a Generate request, which carries the tokens the decode service
+// reads before the prompt (a second read of a whole document: up to twice
+// max_document_tokens, 4 M tokens by default, at <= 4 bytes per packed id)
+// in one message, so that its read starts from one self-contained request.
+constexpr int kMaxDecodeMessageBytes = 64 << 20;
 
 // Interceptors every internal channel runs: the internal token, when this
 // process has one, so the called role trusts the tenant named in requests.
@@ -261,7 +266,8 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   };
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, *server_credentials, &server->port_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(
+      role == Role::kDecode ? kMaxDecodeMessageBytes : kMaxMessageBytes);
   builder.experimental().SetInterceptorCreators(interceptors());
   // Role all keeps the services that trust the tenant named in a request
   // (Store data RPCs, Prefill, Decode) on a second server that has no
@@ -277,7 +283,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
                                         *server_credentials,
                                         &server->internal_port_);
     }
-    internal_builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    internal_builder.SetMaxReceiveMessageSize(kMaxDecodeMessageBytes);
     internal_builder.experimental().SetInterceptorCreators(interceptors());
   }
 

@@ -243,6 +243,11 @@ int main(int argc, char** argv) {
   options.orchestrator_limits.max_segments_per_document =
       absl::GetFlag(FLAGS_max_segments_per_document);
   options.decode_limits.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  // A second read holds the document up to twice (read_twice_full) plus
+  // the question's preamble.
+  options.decode_limits.max_read_tokens =
+      2 * absl::GetFlag(FLAGS_max_document_tokens) +
+      options.decode_limits.max_prompt_tokens;
   options.decode_limits.default_max_tokens =
       absl::GetFlag(FLAGS_default_max_tokens);
   for (const std::string& spec : absl::GetFlag(FLAGS_model)) {

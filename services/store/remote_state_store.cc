@@ -31,7 +31,6 @@ absl::Status RemoteStateStore::PutState(
   v1::PutStateRequest request;
   v1::PutStateHeader* header = request.mutable_header();
   *header->mutable_key() = ToProto(key);
-  header->set_ephemeral(options.ephemeral);
   header->set_total_bytes(static_cast<int64_t>(blob.size()));
   header->set_recompute_tokens(options.recompute_tokens);
   header->set_flops_per_token(options.flops_per_token);
@@ -48,12 +47,11 @@ absl::Status RemoteStateStore::PutState(
 }
 
 absl::StatusOr<std::string> RemoteStateStore::GetState(
-    const storage::StateKey& key, bool ephemeral) {
+    const storage::StateKey& key) {
   grpc::ClientContext context;
   Prepare(context);
   v1::GetStateRequest request;
   *request.mutable_key() = ToProto(key);
-  request.set_ephemeral(ephemeral);
   auto reader = stub_->GetState(&context, request);
   std::string blob;
   v1::StateChunk chunk;
@@ -66,13 +64,11 @@ absl::StatusOr<std::string> RemoteStateStore::GetState(
   return blob;
 }
 
-absl::StatusOr<bool> RemoteStateStore::HasState(const storage::StateKey& key,
-                                                bool ephemeral) {
+absl::StatusOr<bool> RemoteStateStore::HasState(const storage::StateKey& key) {
   grpc::ClientContext context;
   Prepare(context);
   v1::StatStateRequest request;
   *request.mutable_key() = ToProto(key);
-  request.set_ephemeral(ephemeral);
   v1::StatStateResponse response;
   absl::Status status =
       FromGrpcStatus(stub_->StatState(&context, request, &response));
@@ -81,34 +77,29 @@ absl::StatusOr<bool> RemoteStateStore::HasState(const storage::StateKey& key,
 }
 
 absl::Status RemoteStateStore::Delete(const storage::StateKey& key,
-                                      bool ephemeral, bool corrupt) {
+                                      bool corrupt) {
   grpc::ClientContext context;
   Prepare(context);
   v1::DeleteStateRequest request;
   *request.mutable_key() = ToProto(key);
-  request.set_ephemeral(ephemeral);
   request.set_corrupt(corrupt);
   v1::DeleteStateResponse response;
   return FromGrpcStatus(stub_->DeleteState(&context, request, &response));
 }
 
-absl::Status RemoteStateStore::DeleteState(const storage::StateKey& key,
-                                           bool ephemeral) {
-  return Delete(key, ephemeral, /*corrupt=*/false);
+absl::Status RemoteStateStore::DeleteState(const storage::StateKey& key) {
+  return Delete(key, /*corrupt=*/false);
 }
 
-absl::Status RemoteStateStore::DiscardCorruptState(const storage::StateKey& key,
-                                                   bool ephemeral) {
-  return Delete(key, ephemeral, /*corrupt=*/true);
+absl::Status RemoteStateStore::DiscardCorruptState(
+    const storage::StateKey& key) {
+  return Delete(key, /*corrupt=*/true);
 }
 
 absl::Status RemoteStateStore::PutStateBlocks(
     const storage::StateKey& key, const std::optional<storage::StateKey>& base,
     absl::Span<const std::string_view> new_blocks,
     const storage::PutStateOptions& options) {
-  if (options.ephemeral) {
-    return absl::InvalidArgumentError("chunked states are durable only");
-  }
   grpc::ClientContext context;
   Prepare(context);
   v1::PutStateResponse response;
@@ -306,7 +297,6 @@ absl::StatusOr<storage::VerifyReport> RemoteStateStore::Verify(
   storage::VerifyReport report;
   report.states_checked = response.states_checked();
   report.documents_checked = response.documents_checked();
-  report.ephemeral_checked = response.ephemeral_checked();
   report.refs_checked = response.refs_checked();
   report.bytes_checked = response.bytes_checked();
   report.repaired = response.repaired();
@@ -334,8 +324,7 @@ absl::StatusOr<storage::GcReport> RemoteStateStore::CollectGarbage() {
   absl::Status status =
       FromGrpcStatus(stub_->Gc(&context, v1::GcStoreRequest(), &response));
   if (!status.ok()) return status;
-  return storage::GcReport{response.ephemeral_expired(), response.orphan_refs(),
-                           response.orphan_blocks(),
+  return storage::GcReport{response.orphan_refs(), response.orphan_blocks(),
                            response.disk_bytes_before(),
                            response.disk_bytes_after()};
 }

@@ -24,14 +24,10 @@ class RemoteStateStore final : public storage::StateStore {
 
   absl::Status PutState(const storage::StateKey& key, std::string_view blob,
                         const storage::PutStateOptions& options) override;
-  absl::StatusOr<std::string> GetState(const storage::StateKey& key,
-                                       bool ephemeral) override;
-  absl::StatusOr<bool> HasState(const storage::StateKey& key,
-                                bool ephemeral) override;
-  absl::Status DeleteState(const storage::StateKey& key,
-                           bool ephemeral) override;
-  absl::Status DiscardCorruptState(const storage::StateKey& key,
-                                   bool ephemeral) override;
+  absl::StatusOr<std::string> GetState(const storage::StateKey& key) override;
+  absl::StatusOr<bool> HasState(const storage::StateKey& key) override;
+  absl::Status DeleteState(const storage::StateKey& key) override;
+  absl::Status DiscardCorruptState(const storage::StateKey& key) override;
   absl::Status PutStateBlocks(const storage::StateKey& key,
                               const std::optional<storage::StateKey>& base,
                               absl::Span<const std::string_view> new_blocks,
@@ -61,8 +57,7 @@ class RemoteStateStore final : public storage::StateStore {
 
  private:
   void Prepare(grpc::ClientContext& context) const;
-  absl::Status Delete(const storage::StateKey& key, bool ephemeral,
-                      bool corrupt);
+  absl::Status Delete(const storage::StateKey& key, bool corrupt);
   absl::Status PutRecord(const storage::DocumentRecord& record,
                          absl::Span<const int32_t> tokens, bool record_only);
 

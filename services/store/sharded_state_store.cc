@@ -116,12 +116,11 @@ absl::Status ShardedStateStore::PutState(
 }
 
 absl::StatusOr<std::string> ShardedStateStore::GetState(
-    const storage::StateKey& key, bool ephemeral) {
+    const storage::StateKey& key) {
   absl::Status last =
       absl::NotFoundError(absl::StrCat("state ", key.Hex(), " not found"));
   for (size_t i : ReadOrder(key)) {
-    absl::StatusOr<std::string> blob =
-        shards_[i].store->GetState(key, ephemeral);
+    absl::StatusOr<std::string> blob = shards_[i].store->GetState(key);
     if (blob.ok() || blob.status().code() != absl::StatusCode::kNotFound) {
       return blob;
     }
@@ -130,32 +129,30 @@ absl::StatusOr<std::string> ShardedStateStore::GetState(
   return last;
 }
 
-absl::StatusOr<bool> ShardedStateStore::HasState(const storage::StateKey& key,
-                                                 bool ephemeral) {
+absl::StatusOr<bool> ShardedStateStore::HasState(const storage::StateKey& key) {
   for (size_t i : ReadOrder(key)) {
-    absl::StatusOr<bool> has = shards_[i].store->HasState(key, ephemeral);
+    absl::StatusOr<bool> has = shards_[i].store->HasState(key);
     if (!has.ok() || *has) return has;
   }
   return false;
 }
 
-absl::Status ShardedStateStore::DeleteState(const storage::StateKey& key,
-                                            bool ephemeral) {
+absl::Status ShardedStateStore::DeleteState(const storage::StateKey& key) {
   absl::Status result;
   for (StoreShard& shard : shards_) {
-    absl::Status s = shard.store->DeleteState(key, ephemeral);
+    absl::Status s = shard.store->DeleteState(key);
     if (!s.ok() && s.code() != absl::StatusCode::kNotFound) result = s;
   }
   return result;
 }
 
 absl::Status ShardedStateStore::DiscardCorruptState(
-    const storage::StateKey& key, bool ephemeral) {
+    const storage::StateKey& key) {
   // Only a replica that holds the state counts the corruption.
   for (size_t i : ReadOrder(key)) {
-    absl::StatusOr<bool> has = shards_[i].store->HasState(key, ephemeral);
+    absl::StatusOr<bool> has = shards_[i].store->HasState(key);
     if (has.ok() && *has) {
-      return shards_[i].store->DiscardCorruptState(key, ephemeral);
+      return shards_[i].store->DiscardCorruptState(key);
     }
   }
   return absl::OkStatus();
@@ -287,7 +284,6 @@ absl::StatusOr<storage::VerifyReport> ShardedStateStore::Verify(
     if (!r.ok()) return r.status();
     total.states_checked += r->states_checked;
     total.documents_checked += r->documents_checked;
-    total.ephemeral_checked += r->ephemeral_checked;
     total.refs_checked += r->refs_checked;
     total.bytes_checked += r->bytes_checked;
     total.repaired += r->repaired;
@@ -315,7 +311,6 @@ absl::StatusOr<storage::GcReport> ShardedStateStore::CollectGarbage() {
   for (StoreShard& shard : shards_) {
     absl::StatusOr<storage::GcReport> r = shard.store->CollectGarbage();
     if (!r.ok()) return r.status();
-    total.ephemeral_expired += r->ephemeral_expired;
     total.orphan_refs += r->orphan_refs;
     total.orphan_blocks += r->orphan_blocks;
     total.disk_bytes_before += r->disk_bytes_before;

@@ -12,14 +12,6 @@
 #include "services/common/proto_convert.h"
 
 namespace twice::services {
-namespace {
-
-grpc::Status Invalid(std::string_view message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(message));
-}
-
-}  // namespace
-
 absl::Status StoreService::AuthorizeData(
     const grpc::ServerContext& context) const {
   if (!serve_data_) {
@@ -40,15 +32,15 @@ grpc::Status StoreService::PutState(
   }
   v1::PutStateRequest request;
   if (!reader->Read(&request) || !request.has_header()) {
-    return Invalid("PutState: the first message must carry the header");
+    return InvalidRequest("PutState: the first message must carry the header");
   }
   const v1::PutStateHeader header = request.header();
   absl::StatusOr<storage::StateKey> key = FromProto(header.key());
   if (!key.ok()) return ToGrpcStatus(key.status());
   if (header.total_bytes() <= 0 || header.total_bytes() > kMaxStateBytes) {
-    return Invalid(absl::StrCat("PutState: total_bytes must be in [1, ",
-                                kMaxStateBytes, "], got ",
-                                header.total_bytes()));
+    return InvalidRequest(absl::StrCat("PutState: total_bytes must be in [1, ",
+                                       kMaxStateBytes, "], got ",
+                                       header.total_bytes()));
   }
   std::string blob;
   blob.reserve(header.total_bytes());
@@ -56,21 +48,21 @@ grpc::Status StoreService::PutState(
   while (reader->Read(&request)) {
     if (static_cast<int64_t>(blob.size() + request.chunk().size()) >
         header.total_bytes()) {
-      return Invalid("PutState: more bytes than total_bytes");
+      return InvalidRequest("PutState: more bytes than total_bytes");
     }
     blob.append(request.chunk());
   }
   if (context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "PutState cancelled");
+    return ToGrpcStatus(absl::CancelledError("PutState cancelled"));
   }
   if (static_cast<int64_t>(blob.size()) != header.total_bytes()) {
-    return Invalid(absl::StrCat("PutState: received ", blob.size(),
-                                " bytes, header said ", header.total_bytes()));
+    return InvalidRequest(absl::StrCat("PutState: received ", blob.size(),
+                                       " bytes, header said ",
+                                       header.total_bytes()));
   }
   return ToGrpcStatus(
       store_->PutState(*key, blob,
-                       {.ephemeral = header.ephemeral(),
-                        .recompute_tokens = header.recompute_tokens(),
+                       {.recompute_tokens = header.recompute_tokens(),
                         .flops_per_token = header.flops_per_token(),
                         .tenant = header.tenant()}));
 }
@@ -83,13 +75,12 @@ grpc::Status StoreService::GetState(
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
-  absl::StatusOr<std::string> blob =
-      store_->GetState(*key, request->ephemeral());
+  absl::StatusOr<std::string> blob = store_->GetState(*key);
   if (!blob.ok()) return ToGrpcStatus(blob.status());
   const int64_t total = static_cast<int64_t>(blob->size());
   for (int64_t offset = 0; offset < total; offset += kStateChunkBytes) {
     if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "GetState cancelled");
+      return ToGrpcStatus(absl::CancelledError("GetState cancelled"));
     }
     v1::StateChunk chunk;
     chunk.set_chunk(blob->substr(offset, kStateChunkBytes));
@@ -107,7 +98,7 @@ grpc::Status StoreService::StatState(grpc::ServerContext* context,
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
-  absl::StatusOr<bool> exists = store_->HasState(*key, request->ephemeral());
+  absl::StatusOr<bool> exists = store_->HasState(*key);
   if (!exists.ok()) return ToGrpcStatus(exists.status());
   response->set_exists(*exists);
   return grpc::Status::OK;
@@ -121,10 +112,8 @@ grpc::Status StoreService::DeleteState(grpc::ServerContext* context,
   }
   absl::StatusOr<storage::StateKey> key = FromProto(request->key());
   if (!key.ok()) return ToGrpcStatus(key.status());
-  absl::Status status =
-      request->corrupt()
-          ? store_->DiscardCorruptState(*key, request->ephemeral())
-          : store_->DeleteState(*key, request->ephemeral());
+  absl::Status status = request->corrupt() ? store_->DiscardCorruptState(*key)
+                                           : store_->DeleteState(*key);
   if (status.ok()) response->set_deleted(1);
   return ToGrpcStatus(status);
 }
@@ -138,7 +127,8 @@ grpc::Status StoreService::PutDocument(
   }
   v1::PutDocumentRequest request;
   if (!reader->Read(&request) || !request.has_record()) {
-    return Invalid("PutDocument: the first message must carry the record");
+    return InvalidRequest(
+        "PutDocument: the first message must carry the record");
   }
   absl::StatusOr<storage::DocumentRecord> record = FromProto(request.record());
   if (!record.ok()) return ToGrpcStatus(record.status());
@@ -146,13 +136,14 @@ grpc::Status StoreService::PutDocument(
   while (reader->Read(&request)) {
     if (static_cast<int64_t>(tokens.size() + request.tokens_size()) >
         record->token_count) {
-      return Invalid("PutDocument: more tokens than the record's token count");
+      return InvalidRequest(
+          "PutDocument: more tokens than the record's token count");
     }
     tokens.insert(tokens.end(), request.tokens().begin(),
                   request.tokens().end());
   }
   if (context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "PutDocument cancelled");
+    return ToGrpcStatus(absl::CancelledError("PutDocument cancelled"));
   }
   return ToGrpcStatus(store_->PutDocument(*record, tokens));
 }
@@ -239,7 +230,8 @@ grpc::Status StoreService::PutStateBlocks(
   }
   v1::PutStateBlocksRequest request;
   if (!reader->Read(&request) || !request.has_header()) {
-    return Invalid("PutStateBlocks: the first message must carry the header");
+    return InvalidRequest(
+        "PutStateBlocks: the first message must carry the header");
   }
   const v1::PutStateBlocksHeader header = request.header();
   absl::StatusOr<storage::StateKey> key = FromProto(header.key());
@@ -253,7 +245,7 @@ grpc::Status StoreService::PutStateBlocks(
   int64_t total = 0;
   for (int64_t bytes : header.block_bytes()) {
     if (bytes < 0 || bytes > kMaxStateBytes - total) {
-      return Invalid(
+      return InvalidRequest(
           "PutStateBlocks: block sizes must be non-negative and "
           "add up to at most the largest state");
     }
@@ -264,17 +256,18 @@ grpc::Status StoreService::PutStateBlocks(
   bytes.append(request.chunk());
   while (reader->Read(&request)) {
     if (static_cast<int64_t>(bytes.size() + request.chunk().size()) > total) {
-      return Invalid("PutStateBlocks: more bytes than the blocks' sizes");
+      return InvalidRequest(
+          "PutStateBlocks: more bytes than the blocks' sizes");
     }
     bytes.append(request.chunk());
   }
   if (context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED,
-                        "PutStateBlocks cancelled");
+    return ToGrpcStatus(absl::CancelledError("PutStateBlocks cancelled"));
   }
   if (static_cast<int64_t>(bytes.size()) != total) {
-    return Invalid(absl::StrCat("PutStateBlocks: received ", bytes.size(),
-                                " bytes, the blocks add up to ", total));
+    return InvalidRequest(absl::StrCat("PutStateBlocks: received ",
+                                       bytes.size(),
+                                       " bytes, the blocks add up to ", total));
   }
   std::vector<std::string_view> blocks;
   size_t offset = 0;
@@ -284,8 +277,7 @@ grpc::Status StoreService::PutStateBlocks(
   }
   return ToGrpcStatus(
       store_->PutStateBlocks(*key, base, blocks,
-                             {.ephemeral = false,
-                              .recompute_tokens = header.recompute_tokens(),
+                             {.recompute_tokens = header.recompute_tokens(),
                               .flops_per_token = header.flops_per_token(),
                               .tenant = header.tenant()}));
 }
@@ -316,8 +308,7 @@ grpc::Status StoreService::GetStateBlocks(
     std::string_view rest = block;
     while (!rest.empty()) {
       if (context->IsCancelled()) {
-        return grpc::Status(grpc::StatusCode::CANCELLED,
-                            "GetStateBlocks cancelled");
+        return ToGrpcStatus(absl::CancelledError("GetStateBlocks cancelled"));
       }
       const size_t room = kStateChunkBytes - chunk.chunk().size();
       chunk.mutable_chunk()->append(rest.substr(0, room));
@@ -343,7 +334,6 @@ grpc::Status StoreService::Verify(grpc::ServerContext* context,
   if (!report.ok()) return ToGrpcStatus(report.status());
   response->set_states_checked(report->states_checked);
   response->set_documents_checked(report->documents_checked);
-  response->set_ephemeral_checked(report->ephemeral_checked);
   response->set_refs_checked(report->refs_checked);
   response->set_bytes_checked(report->bytes_checked);
   response->set_repaired(report->repaired);
@@ -377,7 +367,6 @@ grpc::Status StoreService::Gc(grpc::ServerContext* context,
   }
   absl::StatusOr<storage::GcReport> report = store_->CollectGarbage();
   if (!report.ok()) return ToGrpcStatus(report.status());
-  response->set_ephemeral_expired(report->ephemeral_expired);
   response->set_orphan_refs(report->orphan_refs);
   response->set_orphan_blocks(report->orphan_blocks);
   response->set_disk_bytes_before(report->disk_bytes_before);
@@ -392,21 +381,20 @@ grpc::Status StoreService::Backup(grpc::ServerContext* context,
     return ToGrpcStatus(auth);
   }
   if (backup_dir_.empty()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "Backup: this server has no backup directory");
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        "Backup: this server has no backup directory"));
   }
   const std::string& name = request->name();
   if (name.empty() || name == "." || name == ".." ||
       name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
-    return Invalid("Backup: name must be one non-empty path component");
+    return InvalidRequest("Backup: name must be one non-empty path component");
   }
   std::error_code ec;
   std::filesystem::create_directories(backup_dir_, ec);
   if (ec) {
-    return grpc::Status(
-        grpc::StatusCode::UNAVAILABLE,
-        absl::StrCat("Backup: create ", backup_dir_, ": ", ec.message()));
+    return ToGrpcStatus(absl::UnavailableError(
+        absl::StrCat("Backup: create ", backup_dir_, ": ", ec.message())));
   }
   absl::StatusOr<storage::BackupReport> report =
       store_->Backup((std::filesystem::path(backup_dir_) / name).string());

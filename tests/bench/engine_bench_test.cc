@@ -15,6 +15,7 @@
 #include "engine/models/init_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::bench {
 namespace {
@@ -55,10 +56,10 @@ class EngineCostTest : public ::testing::Test {
     init.out_dir = dir_ + "/" + arch;
     init.tokenizer_json = kTokenizer;
     const absl::Status written = engine::WriteRandomModel(init);
-    EXPECT_TRUE(written.ok()) << written;
+    EXPECT_OK(written);
     absl::StatusOr<EngineCost> cost =
         EngineCost::FromConfigJson(ReadFile(init.out_dir + "/config.json"));
-    EXPECT_TRUE(cost.ok()) << cost.status();
+    EXPECT_OK(cost);
     return *std::move(cost);
   }
 
@@ -73,7 +74,7 @@ TEST_F(EngineCostTest, WeightBytesMatchTheWrittenTinyModel) {
   ASSERT_TRUE(engine::WriteRandomModel(init).ok());
   absl::StatusOr<EngineCost> cost =
       EngineCost::FromConfigJson(ReadFile(dir_ + "/config.json"));
-  ASSERT_TRUE(cost.ok()) << cost.status();
+  ASSERT_OK(cost);
   EXPECT_FALSE(cost->is_jrt());
   EXPECT_EQ(cost->weight_bytes(),
             SafetensorsDataBytes(dir_ + "/model.safetensors"));
@@ -98,7 +99,7 @@ TEST_F(EngineCostTest, BasedTinyFlopsByHand) {
   ASSERT_TRUE(engine::WriteRandomModel(init).ok());
   absl::StatusOr<EngineCost> cost =
       EngineCost::FromConfigJson(ReadFile(dir_ + "/config.json"));
-  ASSERT_TRUE(cost.ok()) << cost.status();
+  ASSERT_OK(cost);
   const double t = 10, d = 64, h = 256, c = 128, heads = 4, f = 16;
   const double feat = 1 + f + f * f, hd = d / heads;
   const double mlp = 4 * (2 * t * d * 2 * h + 2 * t * h * d);
@@ -155,7 +156,7 @@ std::vector<EngineBenchRow> RunQuick(const std::string& arch,
   std::vector<EngineBenchRow> rows;
   const absl::Status status = RunEngineBench(
       options, [&](const EngineBenchRow& r) { rows.push_back(r); });
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_OK(status);
   return rows;
 }
 

@@ -3,6 +3,7 @@
 // layer and 128,989,632 in all (tied, vocabulary 50277 padded to 50288).
 #include "bench/engine_cost.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::bench {
 namespace {
@@ -13,7 +14,7 @@ constexpr char k130m[] = R"({"d_model": 768, "d_intermediate": 0,
 
 TEST(Mamba2CostTest, WeightsMatchTheCheckpoint) {
   absl::StatusOr<EngineCost> cost = EngineCost::FromConfigJson(k130m);
-  ASSERT_TRUE(cost.ok()) << cost.status();
+  ASSERT_OK(cost);
   EXPECT_EQ(cost->weight_bytes(), int64_t{4} * 128989632);
   EXPECT_EQ(cost->decode_weight_bytes(), cost->weight_bytes());
   EXPECT_FALSE(cost->is_jrt());
@@ -22,7 +23,7 @@ TEST(Mamba2CostTest, WeightsMatchTheCheckpoint) {
 
 TEST(Mamba2CostTest, PrefillFlopsByHand) {
   absl::StatusOr<EngineCost> cost = EngineCost::FromConfigJson(k130m);
-  ASSERT_TRUE(cost.ok()) << cost.status();
+  ASSERT_OK(cost);
   // 2048 tokens = 8 chunks of 256.
   const double t = 2048, tri = 8.0 * 256 * 257;
   const double layer = 2 * t * 768 * 3352 + 2 * t * 1536 * 768 +

@@ -31,6 +31,7 @@
 #include "kernels/tensor_convert.h"
 #include "kernels/window_attention.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cuda {
 namespace {
@@ -47,7 +48,7 @@ class CudaKernelBackendTest : public ::testing::Test {
     testing::TestSeed();
     absl::StatusOr<std::shared_ptr<CudaKernelBackend>> backend =
         CudaKernelBackend::Create(0);
-    ASSERT_TRUE(backend.ok()) << backend.status();
+    ASSERT_OK(backend);
     backend_ = *backend;
   }
   void TearDown() override { SetKernelBackend(nullptr); }
@@ -117,7 +118,7 @@ TEST_F(CudaKernelBackendTest, LowPrecisionWeightsRunOnTheDeviceOnce) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
     absl::StatusOr<Tensor> w =
         ConvertTensor(Tensor::FromVector({n, k}, Random(n * k, 8)), dtype);
-    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_OK(w);
     ASSERT_NE(w->shared_storage(), nullptr);
     std::vector<float> cpu(m * n), gpu(m * n);
     const int64_t uploaded = backend_->stats().weight_bytes_to_device;

@@ -7,6 +7,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/linear.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cuda {
 namespace {
@@ -63,7 +64,7 @@ TEST_F(CudaPlumbingTest, AllocatorReusesFreedBlocks) {
   void* first = nullptr;
   {
     auto a = allocator.Allocate(1000);
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_OK(a);
     first = a->data();
     EXPECT_EQ(allocator.bytes_in_use(), 1024);
   }
@@ -92,7 +93,7 @@ TEST_F(CudaPlumbingTest, CopiesRoundTrip) {
 
 TEST_F(CudaPlumbingTest, GemmMatchesCpuLinear) {
   auto runner = GemmRunner::Create(*stream_, *allocator_);
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  ASSERT_OK(runner);
   struct Case {
     int64_t m, n, k;
   };
@@ -157,7 +158,7 @@ TEST_F(CudaPlumbingTest, GemmMatchesCpuLinear) {
 TEST_F(CudaPlumbingTest, GemmPlanCacheIsBoundedAndKeepsRecentShapes) {
   absl::StatusOr<std::unique_ptr<GemmRunner>> runner =
       GemmRunner::Create(*stream_, *allocator_);
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  ASSERT_OK(runner);
   const int64_t n = 16, k = 32, max_m = GemmRunner::kMaxCachedPlans + 40;
   const std::vector<float> x = RoundBf16(Random(max_m * k, 70));
   const std::vector<float> w = RoundBf16(Random(n * k, 71));

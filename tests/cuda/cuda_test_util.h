@@ -22,6 +22,7 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/linear_attention.h"
 #include "kernels/taylor_feature_map.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cuda::testing {
 
@@ -123,7 +124,7 @@ class CudaTest : public ::testing::Test {
     if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
     TestSeed();
     auto stream = Stream::Create(0);
-    ASSERT_TRUE(stream.ok()) << stream.status();
+    ASSERT_OK(stream);
     stream_ = std::move(*stream);
     allocator_ = std::make_unique<DeviceAllocator>(0);
   }
@@ -137,7 +138,7 @@ class CudaTest : public ::testing::Test {
   template <typename T>
   DeviceBuffer Put(const std::vector<T>& host) {
     auto buf = allocator_->AllocateArray<T>(static_cast<int64_t>(host.size()));
-    EXPECT_TRUE(buf.ok()) << buf.status();
+    EXPECT_OK(buf);
     if (!buf.ok()) return DeviceBuffer();
     EXPECT_TRUE(Upload(host, buf->template span<T>(), stream_->get()).ok());
     return std::move(*buf);

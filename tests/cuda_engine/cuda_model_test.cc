@@ -29,6 +29,7 @@
 #include "kernels/cuda/cuda_kernel_backend.h"
 #include "kernels/cuda/device_info.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -68,7 +69,7 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
     if (kernels::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
     absl::StatusOr<std::shared_ptr<CudaKernelBackend>> backend =
         CudaKernelBackend::Create(0);
-    ASSERT_TRUE(backend.ok()) << backend.status();
+    ASSERT_OK(backend);
     backend_ = *backend;
     const ModelCase& c = GetParam();
     std::string dir = c.dir;
@@ -85,7 +86,7 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
       cleanup_ = dir;
     }
     absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir);
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     model_ = *std::move(model);
   }
   void TearDown() override {
@@ -109,12 +110,12 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
     std::vector<float> all;
     absl::StatusOr<std::vector<float>> logits =
         model_->Prefill(prompt, state, mode);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     if (!logits.ok()) return all;
     all = *logits;
     for (int32_t t : steps) {
       absl::StatusOr<std::vector<float>> step = model_->Step(t, state);
-      EXPECT_TRUE(step.ok()) << step.status();
+      EXPECT_OK(step);
       if (!step.ok()) return all;
       all.insert(all.end(), step->begin(), step->end());
     }
@@ -209,7 +210,7 @@ TEST_P(CudaModelTest, BatchedStepsMatchCpu) {
       states.push_back(owned.back().get());
     }
     absl::StatusOr<std::vector<float>> rows = model_->StepBatch(tokens, states);
-    EXPECT_TRUE(rows.ok()) << rows.status();
+    EXPECT_OK(rows);
     return rows.ok() ? *rows : std::vector<float>();
   };
   const std::vector<float> cpu = batched();
@@ -239,7 +240,7 @@ TEST_P(CudaModelTest, ConcurrentSequencesGetTheirOwnTokens) {
       tokens.push_back(best);
       logits = model_->Step(best, *state);
     }
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     return tokens;
   };
   std::vector<std::vector<int32_t>> alone(kSequences);

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -62,7 +63,7 @@ class BasedModelTest : public ::testing::Test {
   std::vector<float> PrefillFresh(const std::vector<int32_t>& tokens) {
     auto state = model_->NewState();
     auto logits = model_->Prefill(tokens, *state, PrefillMode::kCausal);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     return logits.ok() ? *logits : std::vector<float>{};
   }
 
@@ -112,7 +113,7 @@ TEST_F(BasedModelTest, PrefillThenStepEqualsPrefill) {
     ASSERT_TRUE(model_->Prefill(a, *state, PrefillMode::kCausal).ok());
     for (int i = prefix; i < prefix + 27; ++i) {
       auto stepped = model_->Step(tokens[i], *state);
-      ASSERT_TRUE(stepped.ok()) << stepped.status();
+      ASSERT_OK(stepped);
       ExpectLogitsNear(*stepped,
                        PrefillFresh(std::vector<int32_t>(
                            tokens.begin(), tokens.begin() + i + 1)),
@@ -134,7 +135,7 @@ TEST_F(BasedModelTest, StatePassingIsExactAcrossTheWindow) {
     std::vector<int32_t> b(tokens.begin() + split, tokens.end());
     ASSERT_TRUE(model_->Prefill(a, *state, PrefillMode::kCausal).ok());
     auto logits = model_->Prefill(b, *state, PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     EXPECT_EQ(state->token_count(), 100);
     ExpectLogitsNear(*logits, whole, "split at " + std::to_string(split));
   }

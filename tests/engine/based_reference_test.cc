@@ -14,6 +14,7 @@
 #include "engine/models/model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -208,7 +209,7 @@ TEST(BasedReferenceTest, PrefillAndStepMatchFloat64Reference) {
   ASSERT_TRUE(testing::WriteTinyModel(dir.Sub("m"), 11, kVocab).ok());
   ASSERT_TRUE(testing::SharpenWeights(dir.Sub("m"), 10.0f).ok());
   auto weights = testing::ReadAllWeights(dir.Sub("m") + "/model.safetensors");
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  ASSERT_OK(weights);
   auto model = testing::LoadOrDie(dir.Sub("m"));
   ASSERT_NE(model, nullptr);
 
@@ -227,14 +228,14 @@ TEST(BasedReferenceTest, PrefillAndStepMatchFloat64Reference) {
     auto state = model->NewState();
     std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + n);
     auto logits = model->Prefill(prefix, *state, PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     ExpectMatchesReference(*logits, ref, n - 1);
   }
   // Token-by-token decoding from scratch follows the same reference.
   auto state = model->NewState();
   for (int i = 0; i < 80; ++i) {
     auto logits = model->Step(tokens[i], *state);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     ExpectMatchesReference(*logits, ref, i);
   }
 }

@@ -5,6 +5,7 @@
 #include "engine/config/based_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -29,7 +30,7 @@ constexpr char k360m[] = R"({
 
 TEST(BasedConfigTest, Parses360m) {
   auto c = ParseBasedConfig(k360m);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->architecture, "based");
   EXPECT_EQ(c->hidden_size, 1024);
   EXPECT_EQ(c->num_layers, 27);
@@ -60,7 +61,7 @@ TEST(BasedConfigTest, AliasesAndDefaults) {
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10,
       "max_position_embeddings": 512, "alt_mixer_2": {"window_size": 9},
       "alt_mixer_2_layers": [0, 1], "alt_mixer_layers": [1]})");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->hidden_size, 96);
   EXPECT_EQ(c->n_inner, 4 * 96);
   EXPECT_EQ(c->mlp_hidden(), 512);  // 384 rounded up to 256s
@@ -73,7 +74,7 @@ TEST(BasedConfigTest, AliasesAndDefaults) {
             BasedMixerKind::kSlidingWindow);  // wins over alt_mixer
   auto t = ParseBasedConfig(R"({"n_embd": 8, "n_layer": 1, "n_head": 2,
       "vocab_size": 5, "training_context": 77, "max_position_embeddings": 9})");
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->training_context, 77);
 }
 

@@ -19,6 +19,7 @@
 #include "engine/tokenizer/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -117,7 +118,7 @@ class ScriptModel final : public Model {
 const Tokenizer& Gpt2() {
   static const Tokenizer* const tokenizer = [] {
     auto t = Tokenizer::FromFile("models/tokenizers/gpt2/tokenizer.json");
-    EXPECT_TRUE(t.ok()) << t.status();
+    EXPECT_OK(t);
     return t.ok() ? t->release() : nullptr;
   }();
   return *tokenizer;
@@ -125,7 +126,7 @@ const Tokenizer& Gpt2() {
 
 std::vector<int32_t> Encode(std::string_view text) {
   auto ids = Gpt2().Encode(text);
-  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_OK(ids);
   return ids.ok() ? *ids : std::vector<int32_t>{};
 }
 

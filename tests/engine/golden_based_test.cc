@@ -18,6 +18,7 @@
 #include "engine/runtime/generator.h"
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -68,7 +69,7 @@ TEST_F(GoldenBasedTest, PrefillMatchesReferenceLogitsAndStates) {
     auto state = model_->NewState();
     auto logits =
         model_->Prefill(Tokens(c.at("tokens")), *state, PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     ExpectLogits(*logits, golden_->Values(c, "last_logits"));
     EXPECT_EQ(state->token_count(), c.at("token_count").get<int64_t>());
     const double err = golden_->StateError(*state, c.at("states"));
@@ -85,7 +86,7 @@ TEST_F(GoldenBasedTest, EveryPrefillLengthMatchesReference) {
     auto state = model_->NewState();
     auto logits = model_->Prefill(absl::MakeConstSpan(tokens).first(n), *state,
                                   PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     ExpectLogits(*logits, golden_->Row(c, "all_logits", n - 1));
   }
 }
@@ -97,7 +98,7 @@ TEST_F(GoldenBasedTest, StepsFromEmptyStateMatchReference) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     SCOPED_TRACE(i);
     auto logits = model_->Step(tokens[i], *state);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     ExpectLogits(*logits, golden_->Row(c, "all_logits", i));
   }
 }
@@ -112,7 +113,7 @@ TEST_F(GoldenBasedTest, StepsAfterPrefillMatchReference) {
     const std::vector<int32_t> cont = Tokens(c.at("continuation"));
     for (size_t i = 0; i < cont.size(); ++i) {
       auto logits = model_->Step(cont[i], *state);
-      ASSERT_TRUE(logits.ok()) << logits.status();
+      ASSERT_OK(logits);
       ExpectLogits(*logits, golden_->Row(c, "step_logits", i));
     }
   }
@@ -126,7 +127,7 @@ TEST_F(GoldenBasedTest, SegmentedPrefillMatchesReference) {
   for (int n : c.at("segments").get<std::vector<int>>()) {
     auto logits = model_->Prefill(absl::MakeConstSpan(tokens).subspan(begin, n),
                                   *state, PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     begin += n;
     ExpectLogits(*logits, golden_->Row(c, "all_logits", begin - 1));
   }
@@ -151,7 +152,7 @@ TEST_F(GoldenBasedTest, GreedyContinuationEqualsReference) {
                                         piece.tokens.end());
                              return true;
                            });
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     EXPECT_EQ(got, want);
   }
 }

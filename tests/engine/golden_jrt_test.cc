@@ -20,6 +20,7 @@
 #include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -79,7 +80,7 @@ class GoldenJrtTest : public ::testing::Test {
                                              std::vector<float>& logits) {
     auto state = model_->NewState();
     auto got = model_->Prefill(InputOf(c), *state, ModeOf(c));
-    EXPECT_TRUE(got.ok()) << got.status();
+    EXPECT_OK(got);
     if (got.ok()) logits = *std::move(got);
     return state;
   }
@@ -119,7 +120,7 @@ TEST_F(GoldenJrtTest, StepsAfterPrefillMatchReference) {
     const std::vector<int32_t> cont = Tokens(c.at("continuation"));
     for (size_t i = 0; i < cont.size(); ++i) {
       auto got = model_->Step(cont[i], *state);
-      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_OK(got);
       ExpectLogits(*got, golden_->Row(c, "step_logits", i));
     }
   }
@@ -138,7 +139,7 @@ TEST_F(GoldenJrtTest, GreedyContinuationEqualsReference) {
       got.push_back(greedy.Sample(logits, vocab));
       if (got.size() == want.size()) break;
       auto next = model_->Step(got.back(), *state);
-      ASSERT_TRUE(next.ok()) << next.status();
+      ASSERT_OK(next);
       logits = *std::move(next);
     }
     EXPECT_EQ(got, want);
@@ -157,7 +158,7 @@ TEST_F(GoldenJrtTest, PrefixThenCausalSegmentsMatchWholePrefixRead) {
           .ok());
   auto logits =
       model_->Prefill(span.subspan(segments[0]), *state, PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_OK(logits);
   ExpectLogits(*logits, golden_->Values(c, "last_logits"));
   EXPECT_EQ(state->token_count(), c.at("token_count").get<int64_t>());
   ExpectStates(*state, c);

@@ -30,6 +30,7 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -90,13 +91,13 @@ class GoldenMamba2Test : public ::testing::Test {
   static std::vector<float> PrefillOrDie(absl::Span<const int32_t> tokens,
                                          SequenceState& state) {
     auto logits = model_->Prefill(tokens, state, PrefillMode::kCausal);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     return logits.ok() ? *std::move(logits) : std::vector<float>();
   }
 
   static std::vector<float> StepOrDie(int32_t token, SequenceState& state) {
     auto logits = model_->Step(token, state);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     return logits.ok() ? *std::move(logits) : std::vector<float>();
   }
 
@@ -193,7 +194,7 @@ TEST_F(GoldenMamba2Test, GreedyContinuationEqualsReference) {
                                         piece.tokens.end());
                              return true;
                            });
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     EXPECT_EQ(got, want);
   }
 }
@@ -280,7 +281,7 @@ TEST_F(GoldenMamba2Test, StateSizeMatchesFormula) {
   absl::StatusOr<Mamba2Config> big = ParseMamba2Config(
       R"({"d_model": 768, "n_layer": 24, "vocab_size": 50277,
           "ssm_cfg": {"layer": "Mamba2"}})");
-  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_OK(big);
   const Mamba2StateShape shape{big->d_conv, big->conv_dim(), big->num_heads(),
                                big->head_dim, big->d_state};
   EXPECT_EQ(shape.payload_floats(), 5376 + 196608);
@@ -316,7 +317,7 @@ TEST_F(GoldenMamba2Test, TransformersLayoutLoads) {
     "use_bias": false, "use_conv_bias": true, "rms_norm": true,
     "tie_word_embeddings": true, "eos_token_id": 249})");
   auto weights = testing::ReadAllWeights(src + "/model.safetensors");
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  ASSERT_OK(weights);
   std::map<std::string, Tensor> renamed;
   for (auto& [name, t] : *weights) {
     std::string n = name;
@@ -337,7 +338,7 @@ TEST_F(GoldenMamba2Test, TransformersLayoutLoads) {
   auto state = hf->NewState();
   auto logits =
       hf->Prefill(Tokens(c.at("tokens")), *state, PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_OK(logits);
   ExpectLogits(*logits, golden_->Values(c, "last_logits"));
   EXPECT_EQ(Mamba2WeightName("model.embeddings.weight"),
             "backbone.embedding.weight");

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -42,7 +43,7 @@ TEST(InitModelTest, TinyPresetConfig) {
   TempDir tmp;
   ASSERT_TRUE(testing::WriteTinyModel(tmp.Sub("m"), 1, 300).ok());
   auto c = ParseBasedConfig(ReadFileOrEmpty(tmp.Sub("m") + "/config.json"));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->hidden_size, 64);
   EXPECT_EQ(c->num_layers, 4);
   EXPECT_EQ(c->num_heads, 4);
@@ -67,7 +68,7 @@ TEST(InitModelTest, DefaultTokenizerIsGpt2) {
   options.out_dir = tmp.Sub("gpt2");
   ASSERT_TRUE(WriteRandomModel(options).ok());
   auto model = LoadModel(options.out_dir);
-  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_OK(model);
   const ModelDescription& d = (*model)->description();
   EXPECT_EQ(d.vocab_size, 50257);
   EXPECT_EQ(d.padded_vocab_size, 50264);
@@ -76,7 +77,7 @@ TEST(InitModelTest, DefaultTokenizerIsGpt2) {
   ASSERT_TRUE(tokens.ok());
   auto state = (*model)->NewState();
   auto logits = (*model)->Prefill(*tokens, *state, PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_OK(logits);
   EXPECT_EQ(logits->size(), 50264u);
 }
 
@@ -94,7 +95,7 @@ TEST(InitModelTest, Preset360mShapeLoadsAndRuns) {
   ASSERT_TRUE(WriteRandomModel(options).ok());
   auto t1 = std::chrono::steady_clock::now();
   auto model = LoadModel(options.out_dir);
-  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_OK(model);
   auto t2 = std::chrono::steady_clock::now();
   const ModelDescription& d = (*model)->description();
   EXPECT_EQ(d.num_layers, 27);
@@ -106,7 +107,7 @@ TEST(InitModelTest, Preset360mShapeLoadsAndRuns) {
               4.0 * (5 * 283920 + 5 * 262144 + 17 * 4096), 4096.0);
   std::vector<int32_t> prompt = testing::RandomTokens(512, 50257, 1);
   auto logits = (*model)->Prefill(prompt, *state, PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_OK(logits);
   auto t3 = std::chrono::steady_clock::now();
   for (int i = 0; i < 8; ++i) ASSERT_TRUE((*model)->Step(i, *state).ok());
   auto t4 = std::chrono::steady_clock::now();

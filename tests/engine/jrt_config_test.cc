@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -44,7 +45,7 @@ std::string With(std::string json, const std::string& from,
 
 TEST(JrtConfigTest, UpstreamConfigIsRecognisedByItsMixer) {
   auto c = ParseBasedConfig(kJrt360m);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->architecture, "jrt");
   EXPECT_TRUE(c->is_jrt());
   EXPECT_EQ(c->prefix_length, 1024);
@@ -65,10 +66,10 @@ TEST(JrtConfigTest, EncoderLengthKeys) {
   // Top level wins over alt_mixer; absent = 1024.
   auto top = ParseBasedConfig(With(kJrt360m, R"("n_layer": 26,)",
                                    R"("n_layer": 26, "enc_length": 512,)"));
-  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_OK(top);
   EXPECT_EQ(top->prefix_length, 512);
   auto absent = ParseBasedConfig(With(kJrt360m, R"("enc_length": 1024,)", ""));
-  ASSERT_TRUE(absent.ok()) << absent.status();
+  ASSERT_OK(absent);
   EXPECT_EQ(absent->prefix_length, 1024);
   auto nested = ParseBasedConfig(
       With(kJrt360m, R"("enc_length": 1024,)", R"("enc_length": 64,)"));
@@ -86,14 +87,14 @@ TEST(JrtConfigTest, EncoderLengthKeys) {
 TEST(JrtConfigTest, ExplicitArchitectureNames) {
   auto jrt = ParseBasedConfig(
       With(kJrt360m, R"("model_type": "gpt2")", R"("architecture": "jrt")"));
-  ASSERT_TRUE(jrt.ok()) << jrt.status();
+  ASSERT_OK(jrt);
   EXPECT_EQ(jrt->architecture, "jrt");
   // A Based config never has a prefix encoder, whatever enc_length says.
   auto based = ParseBasedConfig(
       With(With(kJrt360m, "prefix_linear_attention.PrefixLinearAttention",
                 "linear_attention.LinearAttention"),
            R"("model_type": "gpt2")", R"("architecture": "based")"));
-  ASSERT_TRUE(based.ok()) << based.status();
+  ASSERT_OK(based);
   EXPECT_EQ(based->prefix_length, 0);
   EXPECT_EQ(based->mixer(1), BasedMixerKind::kLinearAttention);
   // Saying "based" while naming the JRT mixer is a contradiction.
@@ -114,7 +115,7 @@ TEST(JrtConfigTest, TinyPreset) {
   options.tokenizer_json = tmp.Sub("tok.json");
   ASSERT_TRUE(WriteRandomModel(options).ok());
   auto c = ParseBasedConfig(testing::ReadFileOrEmpty(tmp.Sub("m/config.json")));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->architecture, "jrt");
   EXPECT_EQ(c->prefix_length, 64);
   EXPECT_EQ(c->num_layers, 4);
@@ -140,7 +141,7 @@ TEST(JrtConfigTest, Preset360mShapeHasThePublishedParameterCount) {
   options.out_dir = tmp.Sub("jrt360m");
   ASSERT_TRUE(WriteRandomModel(options).ok());
   auto file = SafetensorsFile::Open(options.out_dir + "/model.safetensors");
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_OK(file);
   int64_t params = 0;
   for (const SafetensorsEntry& e : (*file)->entries()) {
     int64_t n = 1;
@@ -149,7 +150,7 @@ TEST(JrtConfigTest, Preset360mShapeHasThePublishedParameterCount) {
   }
   EXPECT_EQ(params, 356578304);  // JRT paper Table 8 "356m", fact sheet 1.1
   auto model = LoadModel(options.out_dir);
-  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_OK(model);
   EXPECT_EQ((*model)->description().num_layers, 26);
   EXPECT_EQ((*model)->description().prefix_length, 1024);
   auto state = (*model)->NewState();
@@ -158,7 +159,7 @@ TEST(JrtConfigTest, Preset360mShapeHasThePublishedParameterCount) {
               4.0 * (5 * 283920 + 5 * 262144 + 16 * 4096), 4096.0);
   auto logits = (*model)->Prefill(testing::RandomTokens(100, 50257, 1), *state,
                                   PrefillMode::kPrefix);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_OK(logits);
   EXPECT_EQ(state->token_count(), 1024);
 }
 

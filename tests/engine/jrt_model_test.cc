@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -110,7 +111,7 @@ class JrtModelTest : public ::testing::Test {
       std::unique_ptr<SequenceState>* out = nullptr) {
     auto state = model.NewState();
     auto logits = model.Prefill(tokens, *state, mode);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     if (out != nullptr) *out = std::move(state);
     return logits.ok() ? *logits : std::vector<float>{};
   }
@@ -204,7 +205,7 @@ TEST_F(JrtModelTest, DecodingAfterThePrefixIsRecurrentDecoding) {
     Read(*model_, Slice(tokens, 0, split), PrefillMode::kPrefix, &state);
     for (int i = split; i < split + 12; ++i) {
       auto stepped = model_->Step(tokens[i], *state);
-      ASSERT_TRUE(stepped.ok()) << stepped.status();
+      ASSERT_OK(stepped);
       ExpectLogitsNear(
           *stepped,
           Read(*model_, Slice(tokens, 0, i + 1), PrefillMode::kPrefix),
@@ -215,7 +216,7 @@ TEST_F(JrtModelTest, DecodingAfterThePrefixIsRecurrentDecoding) {
     Read(*model_, Slice(tokens, 0, split), PrefillMode::kPrefix, &again);
     auto rest = model_->Prefill(Slice(tokens, split, 120), *again,
                                 PrefillMode::kCausal);
-    ASSERT_TRUE(rest.ok()) << rest.status();
+    ASSERT_OK(rest);
     ExpectLogitsNear(*rest, Read(*model_, tokens, PrefillMode::kPrefix),
                      "prefix " + std::to_string(split) + " + causal rest");
   }

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -136,7 +137,7 @@ class KernelDispatchTest : public ::testing::TestWithParam<Case> {
     init.seed = 3;
     ASSERT_TRUE(WriteRandomModel(init).ok());
     absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(init.out_dir);
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     model_ = *std::move(model);
   }
   void TearDown() override { kernels::SetKernelBackend(nullptr); }
@@ -155,11 +156,11 @@ class KernelDispatchTest : public ::testing::TestWithParam<Case> {
       std::unique_ptr<SequenceState> state = model_->NewState();
       absl::StatusOr<std::vector<float>> logits =
           model_->Prefill(tokens, *state, mode);
-      EXPECT_TRUE(logits.ok()) << logits.status();
+      EXPECT_OK(logits);
       if (!logits.ok()) return all;
       all.insert(all.end(), logits->begin(), logits->end());
       absl::StatusOr<std::vector<float>> step = model_->Step(5, *state);
-      EXPECT_TRUE(step.ok()) << step.status();
+      EXPECT_OK(step);
       if (!step.ok()) return all;
       all.insert(all.end(), step->begin(), step->end());
     }

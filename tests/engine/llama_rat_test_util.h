@@ -17,6 +17,7 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine::testing {
 
@@ -67,7 +68,7 @@ inline std::vector<float> PrefillOrDie(const Model& m,
                                        absl::Span<const int32_t> tokens,
                                        SequenceState& s) {
   auto logits = m.Prefill(tokens, s, PrefillMode::kCausal);
-  EXPECT_TRUE(logits.ok()) << logits.status();
+  EXPECT_OK(logits);
   return logits.ok() ? *logits : std::vector<float>();
 }
 
@@ -93,7 +94,7 @@ inline void ExpectStatePassingExact(const Model& m,
     std::vector<float> got;
     for (size_t i = a; i < tokens.size(); ++i) {
       auto l = m.Step(tokens[i], *t);
-      ASSERT_TRUE(l.ok()) << l.status();
+      ASSERT_OK(l);
       got = *l;
     }
     EXPECT_LE(RelativeError(got, want), tolerance);
@@ -103,7 +104,7 @@ inline void ExpectStatePassingExact(const Model& m,
   std::vector<float> got;
   for (int32_t tok : tokens) {
     auto l = m.Step(tok, *r);
-    ASSERT_TRUE(l.ok()) << l.status();
+    ASSERT_OK(l);
     got = *l;
   }
   EXPECT_LE(RelativeError(got, want), tolerance);
@@ -125,7 +126,7 @@ inline void ExpectStepBatchMatchesSteps(const Model& m, double tolerance) {
   EXPECT_FALSE(m.StepBatch(std::vector<int32_t>{3, -1, 7}, ptrs).ok());
   EXPECT_EQ(EncodeState(*batch[1]), before);
   auto got = m.StepBatch(next, ptrs);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   const int64_t v = m.description().padded_vocab_size;
   for (size_t b = 0; b < next.size(); ++b) {
     auto want = m.Step(next[b], *single[b]);

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -46,7 +47,7 @@ class LoadModelTest : public ::testing::Test {
     if (model == nullptr) return {};
     auto state = model->NewState();
     auto logits = model->Prefill({5, 6, 7, 8, 9}, *state, PrefillMode::kCausal);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     return logits.ok() ? *logits : std::vector<float>{};
   }
 
@@ -234,7 +235,7 @@ TEST_F(LoadModelTest, TokenizerLargerThanEmbeddingIsRefused) {
       absl::StrReplaceAll(config,
                           {{"\"vocab_size\": 300", "\"vocab_size\": 302"}}));
   auto model = LoadModel(dir_);
-  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_OK(model);
   EXPECT_EQ((*model)->description().vocab_size, 300);
   EXPECT_EQ((*model)->description().padded_vocab_size, 304);
   auto state = (*model)->NewState();

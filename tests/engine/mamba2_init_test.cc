@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -49,12 +50,12 @@ TEST(Mamba2InitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
   const std::vector<int32_t> tokens = testing::RandomTokens(150, 300, 9);
   auto chunked = model->NewState();
   auto logits = model->Prefill(tokens, *chunked, PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_OK(logits);
   auto recurrent = model->NewState();
   std::vector<float> last;
   for (int32_t t : tokens) {
     auto step = model->Step(t, *recurrent);
-    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_OK(step);
     last = *std::move(step);
   }
   EXPECT_LE(testing::RelativeError(last, *logits), 1e-5);

@@ -26,6 +26,7 @@
 #include "engine/weights/weight_map.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -74,14 +75,14 @@ class PlaLayerTest : public ::testing::Test {
         WriteSafetensors(dir_.Sub("model.safetensors"), std::move(named)).ok());
     auto weights = WeightMap::OpenDir(
         dir_.path(), [](std::string_view n) { return std::string(n); });
-    ASSERT_TRUE(weights.ok()) << weights.status();
+    ASSERT_OK(weights);
     weights_ = *std::move(weights);
     LinearAttentionOptions o;
     o.dim = kDim;
     o.heads = kHeads;
     o.feature_dim = kF;
     auto layer = PrefixLinearAttention::Load(weights_, kPrefix, o);
-    ASSERT_TRUE(layer.ok()) << layer.status();
+    ASSERT_OK(layer);
     layer_ = *std::move(layer);
   }
 

@@ -14,6 +14,7 @@
 #include "kernels/dtype.h"
 #include "kernels/immutable_host_regions.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -57,7 +58,7 @@ TEST(SafetensorsTest, WriteThenReadRoundTrips) {
                                {{"format", "pt"}})
                   .ok());
   auto file = SafetensorsFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_OK(file);
   ASSERT_EQ((*file)->entries().size(), 3u);
   EXPECT_EQ((*file)->entries()[0].name, "a");  // name order
   EXPECT_EQ((*file)->metadata().at("format"), "pt");
@@ -90,7 +91,7 @@ TEST(SafetensorsTest, MappingIsAnImmutableRegionWhileOpen) {
   const std::string path = dir.Sub("w.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"a", &a}}, {}).ok());
   auto file = SafetensorsFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_OK(file);
   auto ta = (*file)->ReadF32(*(*file)->Find("a"));
   ASSERT_TRUE(ta.ok());
   ASSERT_TRUE(ta->is_view());
@@ -117,7 +118,7 @@ TEST(SafetensorsTest, ReadsBf16AndF16AsF32) {
   file.append(reinterpret_cast<const char*>(&y), 2);
   testing::WriteFileOrFail(dir.Sub("h.safetensors"), file);
   auto f = SafetensorsFile::Open(dir.Sub("h.safetensors"));
-  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_OK(f);
   auto tx = (*f)->ReadF32(*(*f)->Find("x"));
   ASSERT_TRUE(tx.ok());
   EXPECT_FALSE(tx->is_view());
@@ -132,7 +133,7 @@ TEST(SafetensorsTest, NonFloatTensorsAreListedButNotConvertible) {
   const std::string file =
       RawFile(R"({"n":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})", 16);
   auto h = ParseSafetensorsHeader(file, "f");
-  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_OK(h);
   EXPECT_EQ(h->entries[0].dtype, std::nullopt);
 }
 

@@ -26,6 +26,7 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -52,7 +53,7 @@ std::unique_ptr<Model> WriteAndLoad(const TempDir& tmp, const std::string& name,
   options.tokenizer_json = tok;
   options.seed = seed;
   const absl::Status written = WriteRandomModel(options);
-  EXPECT_TRUE(written.ok()) << written;
+  EXPECT_OK(written);
   return written.ok() ? testing::LoadOrDie(options.out_dir) : nullptr;
 }
 
@@ -99,9 +100,9 @@ class StateBlockCodecTest : public ::testing::Test {
       auto logits =
           model.Prefill(absl::MakeConstSpan(tokens).subspan(begin, end - begin),
                         *state, PrefillMode::kCausal);
-      EXPECT_TRUE(logits.ok()) << logits.status();
+      EXPECT_OK(logits);
       auto blocks = EncodeStateBlocks(*state, base);
-      EXPECT_TRUE(blocks.ok()) << blocks.status();
+      EXPECT_OK(blocks);
       int64_t bytes = 0;
       for (std::string& b : *blocks) {
         bytes += static_cast<int64_t>(b.size());

@@ -25,6 +25,7 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -107,11 +108,11 @@ TEST_P(StepBatchTest, BatchedStepsEqualSingleSteps) {
     const std::vector<int32_t> tokens =
         RandomTokens(static_cast<int>(rows.size()), kVocab - 1, 500 + step);
     auto logits = model_->StepBatch(tokens, rows);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_OK(logits);
     ASSERT_EQ(logits->size(), rows.size() * width);
     for (size_t b = 0; b < rows.size(); ++b) {
       auto want = model_->Step(tokens[b], *single[b]);
-      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_OK(want);
       ASSERT_LE(MaxError(absl::MakeConstSpan(*logits).subspan(b * width, width),
                          *want),
                 2e-5)
@@ -161,7 +162,7 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
                                             piece.tokens.end());
                              return true;
                            });
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
   }
 
   DecodeLoop loop(*model_, DecodeLoopOptions{.max_batch = 4});
@@ -172,7 +173,7 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
                                   PrefillMode::kCausal);
     ASSERT_TRUE(logits.ok());
     auto stream = loop.Submit(std::move(state), *logits, options, nullptr);
-    ASSERT_TRUE(stream.ok()) << stream.status();
+    ASSERT_OK(stream);
     streams.push_back(*stream);
   }
   for (int i = 0; i < kSequences; ++i) {

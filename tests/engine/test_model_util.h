@@ -26,33 +26,13 @@
 #include "engine/weights/safetensors.h"
 #include "engine/weights/safetensors_writer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace twice::engine::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ =
-        absl::StrCat(base != nullptr ? base : "/tmp", "/twice_test_XXXXXX");
-    if (::mkdtemp(templ.data()) != nullptr) path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const {
-    return absl::StrCat(path_, "/", name);
-  }
-
- private:
-  std::string path_;
-};
+// The suite's scratch directory (tests/testing/temp_dir.h).
+using ::twice::testing::TempDir;
 
 inline std::string ReadFileOrEmpty(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -139,7 +119,7 @@ inline absl::Status SharpenWeights(const std::string& dir, float factor) {
 
 inline std::unique_ptr<Model> LoadOrDie(const std::string& dir) {
   absl::StatusOr<std::unique_ptr<Model>> m = LoadModel(dir);
-  EXPECT_TRUE(m.ok()) << m.status();
+  EXPECT_OK(m);
   return m.ok() ? *std::move(m) : nullptr;
 }
 

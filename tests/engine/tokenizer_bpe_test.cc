@@ -16,6 +16,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -38,7 +39,7 @@ const Tokenizer& Gpt2() {
   static const Tokenizer* const tokenizer = [] {
     absl::StatusOr<std::unique_ptr<Tokenizer>> t =
         Tokenizer::FromFile(kGpt2Path);
-    EXPECT_TRUE(t.ok()) << t.status();
+    EXPECT_OK(t);
     return t.ok() ? t->release() : nullptr;
   }();
   return *tokenizer;
@@ -46,13 +47,13 @@ const Tokenizer& Gpt2() {
 
 std::vector<int32_t> EncodeOrDie(const Tokenizer& t, std::string_view text) {
   absl::StatusOr<std::vector<int32_t>> ids = t.Encode(text);
-  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_OK(ids);
   return ids.ok() ? *ids : std::vector<int32_t>{};
 }
 
 std::string DecodeOrDie(const Tokenizer& t, const std::vector<int32_t>& ids) {
   absl::StatusOr<std::string> text = t.Decode(ids);
-  EXPECT_TRUE(text.ok()) << text.status();
+  EXPECT_OK(text);
   return text.ok() ? *text : std::string();
 }
 
@@ -224,7 +225,7 @@ nlohmann::json TinyBpe(const nlohmann::json& merges) {
 std::unique_ptr<Tokenizer> LoadOrDie(const nlohmann::json& json) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> t =
       Tokenizer::FromJson(json.dump());
-  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_OK(t);
   return t.ok() ? *std::move(t) : nullptr;
 }
 

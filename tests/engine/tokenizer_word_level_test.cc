@@ -9,6 +9,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -32,19 +33,19 @@ constexpr char kWhitespaceSplit[] = R"({
 
 std::unique_ptr<Tokenizer> Load(std::string json) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(json);
-  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_OK(t);
   return t.ok() ? *std::move(t) : nullptr;
 }
 
 std::vector<int32_t> Encode(const Tokenizer& t, std::string_view text) {
   absl::StatusOr<std::vector<int32_t>> ids = t.Encode(text);
-  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_OK(ids);
   return ids.ok() ? *ids : std::vector<int32_t>{};
 }
 
 std::string Decode(const Tokenizer& t, const std::vector<int32_t>& ids) {
   absl::StatusOr<std::string> text = t.Decode(ids);
-  EXPECT_TRUE(text.ok()) << text.status();
+  EXPECT_OK(text);
   return text.ok() ? *text : std::string();
 }
 

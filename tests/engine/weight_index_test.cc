@@ -7,6 +7,7 @@
 #include "engine/weights/weight_map.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -18,7 +19,7 @@ TEST(WeightIndexTest, ParsesShardNames) {
       R"({"metadata": {"total_size": 8},
           "weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}})",
       "dir/model.safetensors.index.json");
-  ASSERT_TRUE(shards.ok()) << shards.status();
+  ASSERT_OK(shards);
   EXPECT_EQ(*shards,
             (std::map<std::string, std::string>{{"a", "model-1.safetensors"},
                                                 {"b", "model-2.safetensors"}}));

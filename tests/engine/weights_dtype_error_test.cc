@@ -16,6 +16,7 @@
 #include "engine/models/model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -32,8 +33,8 @@ LogitError MaxLogitError(const std::string& dir, DType dtype) {
   lowp_options.weights_dtype = dtype;
   auto f32 = LoadModel(dir, f32_options);
   auto lowp = LoadModel(dir, lowp_options);
-  EXPECT_TRUE(f32.ok()) << f32.status();
-  EXPECT_TRUE(lowp.ok()) << lowp.status();
+  EXPECT_OK(f32);
+  EXPECT_OK(lowp);
   if (!f32.ok() || !lowp.ok()) return {};
   const int vocab = (*f32)->description().vocab_size;
   const std::vector<int32_t> prompt = testing::RandomTokens(48, vocab, 17);

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "kernels/tensor_convert.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -44,7 +45,7 @@ std::unique_ptr<Model> Load(const std::string& dir,
   LoadOptions options;
   options.weights_dtype = dtype;
   absl::StatusOr<std::unique_ptr<Model>> m = LoadModel(dir, options);
-  EXPECT_TRUE(m.ok()) << m.status();
+  EXPECT_OK(m);
   return m.ok() ? *std::move(m) : nullptr;
 }
 
@@ -60,7 +61,7 @@ void WriteRoundedCopy(const std::string& from, const std::string& to,
         std::filesystem::copy_options::overwrite_existing);
   }
   auto weights = testing::ReadAllWeights(from + "/model.safetensors");
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  ASSERT_OK(weights);
   for (auto& [name, t] : *weights) {
     if (t.rank() != 2) continue;
     auto narrow = kernels::ConvertTensor(t, dtype);

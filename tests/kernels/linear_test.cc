@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels {
 namespace {
@@ -83,7 +84,7 @@ TEST(LinearTest, RejectsMismatchedSizes) {
   EXPECT_FALSE(Linear(x, 3, 3, w, 2, {}, absl::MakeSpan(y)).ok());  // x 9
   std::vector<float> y2(4);
   auto s = Linear(x, 2, 3, w, 2, {}, absl::MakeSpan(y2));
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_OK(s);
   EXPECT_EQ(Linear(x, 2, 3, w, 2, {}, absl::MakeSpan(y2).subspan(1)).code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -14,6 +14,7 @@
 #include "kernels/linear.h"
 #include "kernels/tensor_convert.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels {
 namespace {
@@ -25,7 +26,7 @@ constexpr DType kLowpTypes[] = {DType::kBF16, DType::kF16, DType::kI8};
 
 Tensor Rounded(const std::vector<float>& w, int64_t n, int64_t k, DType to) {
   absl::StatusOr<Tensor> t = ConvertTensor(Tensor::FromVector({n, k}, w), to);
-  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_OK(t);
   return *t;
 }
 

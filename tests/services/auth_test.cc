@@ -20,6 +20,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
@@ -460,7 +461,7 @@ TEST(TokenFileTest, ParsesLinesAndRejectsBadOnes) {
       "# comment\n\n  tok-aaaaaaaaaaaaaaaa  t1 \ntok-bbbbbbbbbbbbbbbb t.2 "
       "admin "
       "# trailing\r\n");
-  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_OK(entries);
   ASSERT_EQ(entries->size(), 2u);
   EXPECT_EQ((*entries)[0].tenant, "t1");
   EXPECT_FALSE((*entries)[0].admin);

@@ -421,6 +421,20 @@ TEST_F(BadRequestTest, PrefillAndGenerateFields) {
   bad_sampling.add_prompt_tokens(1);
   bad_sampling.mutable_sampling()->set_top_p(7);
   ExpectRefused(generate(bad_sampling), "Generate with top_p 7");
+  // A prefix read encodes from the empty state: with a state it is refused
+  // before anything is read.
+  v1::GenerateRequest prefix_on_state = bad_sampling;
+  prefix_on_state.mutable_sampling()->set_top_p(0);
+  prefix_on_state.add_read_tokens(1);
+  prefix_on_state.set_read_mode(v1::PREFILL_MODE_PREFIX);
+  ExpectRefused(generate(prefix_on_state), "Generate prefix read on a state");
+  v1::GenerateRequest unknown_mode = prefix_on_state;
+  unknown_mode.set_read_mode(static_cast<v1::PrefillMode>(7));
+  ExpectRefused(generate(unknown_mode), "Generate with read_mode 7");
+  v1::GenerateRequest bad_read = prefix_on_state;
+  bad_read.set_read_mode(v1::PREFILL_MODE_CAUSAL);
+  bad_read.add_read_tokens(-3);
+  ExpectRefused(generate(bad_read), "Generate reading token id -3");
 }
 
 // The CLI checks a file is UTF-8 before sending it, and says where it is

@@ -27,6 +27,7 @@
 #include "services/store/remote_state_store.h"
 #include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -127,7 +128,7 @@ class BatchingTest : public ::testing::Test {
 
   std::unique_ptr<engine::Model> LoadModel(const std::string& arch) {
     auto model = engine::LoadModel(ModelDir(arch));
-    EXPECT_TRUE(model.ok()) << model.status();
+    EXPECT_OK(model);
     return model.ok() ? *std::move(model) : nullptr;
   }
 
@@ -137,8 +138,8 @@ class BatchingTest : public ::testing::Test {
     auto key = storage::StateKey::FromBytes(
         info.segments(info.segments_size() - 1).state_key().digest());
     EXPECT_TRUE(key.ok());
-    auto state = services::LoadState(*store_, model, *key, false);
-    EXPECT_TRUE(state.ok()) << state.status();
+    auto state = services::LoadState(*store_, model, *key);
+    EXPECT_OK(state);
     return state.ok() ? *std::move(state) : nullptr;
   }
 

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/services/server_process.h"
 #include "tests/services/serving_client.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -66,7 +67,7 @@ class CrashTest : public ::testing::Test {
     ASSERT_EQ(made.exit_code, 0) << made.out;
     absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tokenizer =
         engine::Tokenizer::FromFile(dir_.path() + "/model/tokenizer.json");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    ASSERT_OK(tokenizer);
     tokenizer_ = *std::move(tokenizer);
   }
 

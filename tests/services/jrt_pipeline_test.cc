@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
 
@@ -141,7 +142,7 @@ class JrtPipelineTest : public ::testing::Test {
   int64_t CountTokens(const std::string& text) {
     auto tokenizer =
         engine::Tokenizer::FromFile(models_->path() + "/jrt/tokenizer.json");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_OK(tokenizer);
     auto ids = (*tokenizer)->Encode(text);
     EXPECT_TRUE(ids.ok());
     return static_cast<int64_t>(ids->size());
@@ -156,9 +157,9 @@ class JrtPipelineTest : public ::testing::Test {
     storage::RocksDbStoreOptions options;
     options.path = StoreDir();
     auto store = storage::OpenRocksDbStore(options);
-    EXPECT_TRUE(store.ok()) << store.status();
+    EXPECT_OK(store);
     auto record = (*store)->GetDocument("default", doc);
-    EXPECT_TRUE(record.ok()) << record.status();
+    EXPECT_OK(record);
     for (const auto& [mode, key] : record->mode_states) {
       if (mode == "prefix") return key;
     }
@@ -270,8 +271,8 @@ TEST_F(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
     storage::RocksDbStoreOptions options;
     options.path = StoreDir();
     auto store = storage::OpenRocksDbStore(options);
-    ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->DeleteState(key, false).ok());
+    ASSERT_OK(store);
+    ASSERT_TRUE((*store)->DeleteState(key).ok());
   }
   StartServer();
   const Answer recovered = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);

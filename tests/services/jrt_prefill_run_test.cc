@@ -16,6 +16,7 @@
 #include "services/prefill/prefill_run.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -40,7 +41,7 @@ class JrtPrefillRunTest : public ::testing::Test {
     options.out_dir = model_dir_->path();
     ASSERT_TRUE(engine::WriteRandomModel(options).ok());
     auto model = engine::LoadModel(model_dir_->path());
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     model_ = model->release();
   }
   static void TearDownTestSuite() {
@@ -53,7 +54,7 @@ class JrtPrefillRunTest : public ::testing::Test {
     options.path = dir_.path();
     options.sync_writes = false;
     auto store = storage::OpenRocksDbStore(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
     tokens_.resize(150);
     std::iota(tokens_.begin(), tokens_.end(), 500);
@@ -72,8 +73,8 @@ class JrtPrefillRunTest : public ::testing::Test {
 
   // Logits of one step after the stored state `key`.
   std::vector<float> StepAfter(const storage::StateKey& key) {
-    auto state = LoadState(*store_, *model_, key, false);
-    EXPECT_TRUE(state.ok()) << state.status();
+    auto state = LoadState(*store_, *model_, key);
+    EXPECT_OK(state);
     auto logits = model_->Step(7, **state);
     EXPECT_TRUE(logits.ok());
     return *logits;
@@ -105,17 +106,17 @@ TEST_F(JrtPrefillRunTest, FirstSegmentIsThePrefixTheRestIsCausal) {
   const storage::StateKey root =
       storage::RootKey(model_->description().fingerprint, "prefix", "tenant");
   auto first = run.RunSegment(Tokens(0, 70));
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   EXPECT_EQ(first->key, storage::ChainKey(root, Tokens(0, 70)));
   auto second = run.RunSegment(Tokens(70, 100));
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_OK(second);
   EXPECT_LE(MaxError(StepAfter(second->key), StepAfterPrefix(100)), 2e-5);
 
   // A short whole document: padded to the encoder; its token count says so.
   PrefillRun short_run(*model_, *store_, Options());
   auto only = short_run.RunSegment(Tokens(0, 10));
-  ASSERT_TRUE(only.ok()) << only.status();
-  auto state = LoadState(*store_, *model_, only->key, false);
+  ASSERT_OK(only);
+  auto state = LoadState(*store_, *model_, only->key);
   ASSERT_TRUE(state.ok());
   EXPECT_EQ((*state)->token_count(), kEncoder);
   EXPECT_EQ(short_run.tokens_computed(), 10);
@@ -132,7 +133,7 @@ TEST_F(JrtPrefillRunTest, SkippedPrefixSegmentsAreReencodedFromTheRoot) {
   // run skips both stored segments, finds the second corrupt when it needs
   // it, and reads all 100 pending tokens again from the root: one prefix
   // read, whose encoder is still the first 64 tokens.
-  auto blob = store_->GetState(keys[1], false);
+  auto blob = store_->GetState(keys[1]);
   ASSERT_TRUE(blob.ok());
   std::string corrupt = *blob;
   corrupt[corrupt.size() / 3] ^= 0x01;
@@ -142,7 +143,7 @@ TEST_F(JrtPrefillRunTest, SkippedPrefixSegmentsAreReencodedFromTheRoot) {
   EXPECT_TRUE(run.RunSegment(Tokens(0, 70))->reused);
   EXPECT_TRUE(run.RunSegment(Tokens(70, 100))->reused);
   auto third = run.RunSegment(Tokens(100, 150));
-  ASSERT_TRUE(third.ok()) << third.status();
+  ASSERT_OK(third);
   EXPECT_FALSE(third->reused);
   EXPECT_EQ(run.states_recomputed(), 1);
   EXPECT_EQ(run.tokens_computed(), 150);
@@ -159,7 +160,7 @@ TEST_F(JrtPrefillRunTest, RunsFromAParentAreCausal) {
   options.parent = parent->key;
   PrefillRun run(*model_, *store_, options);
   auto result = run.RunSegment(Tokens(20, 40));
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result);
   auto state = model_->NewState();
   ASSERT_TRUE(
       model_->Prefill(Tokens(0, 40), *state, engine::PrefillMode::kCausal)

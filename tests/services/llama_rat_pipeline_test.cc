@@ -14,6 +14,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
 namespace twice {
@@ -120,7 +121,7 @@ class LlamaRatPipelineTest : public ::testing::Test {
   int64_t DocumentTokens() {
     auto tokenizer =
         engine::Tokenizer::FromFile(models_->path() + "/llama/tokenizer.json");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_OK(tokenizer);
     auto ids = (*tokenizer)->Encode(kDocument);
     EXPECT_TRUE(ids.ok());
     return static_cast<int64_t>(ids->size());

@@ -1,4 +1,4 @@
-// `twice bench load` against a real twice-server (role all, real store):
+// `twice-bench load` against a real twice-server (role all, real store):
 // a short mixed load in every mode completes with no error, no lost
 // document and no changed answer, and reports the server's memory; and a
 // baseline whose answers were altered is caught (the check can fail).
@@ -13,7 +13,7 @@
 namespace twice {
 namespace {
 
-using testing::CliBinary;
+using testing::BenchBinary;
 using testing::RunCommand;
 using testing::ServerProcess;
 using testing::TempDir;
@@ -57,7 +57,7 @@ TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
   const std::string baseline = data.path() + "/answers.json";
 
   const testing::CommandResult run = RunCommand(
-      {CliBinary(), "bench", "load", "--server=" + server.address(),
+      {BenchBinary(), "load", "--server=" + server.address(),
        "--load_seconds=3", "--load_clients=4", "--load_doc_tokens=128",
        "--load_append_tokens=32", "--metrics=" + metrics,
        "--answers_out=" + baseline, "--json"});
@@ -87,7 +87,7 @@ TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
 
   // The same workload again against the baseline: every answer agrees.
   const testing::CommandResult again = RunCommand(
-      {CliBinary(), "bench", "load", "--server=" + server.address(),
+      {BenchBinary(), "load", "--server=" + server.address(),
        "--load_seconds=2", "--load_clients=4", "--load_doc_tokens=128",
        "--load_append_tokens=32", "--answers_in=" + baseline, "--json"});
   ASSERT_EQ(again.exit_code, 0) << again.out;
@@ -109,7 +109,7 @@ TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
   }
   std::ofstream(baseline) << book.dump();
   const testing::CommandResult altered = RunCommand(
-      {CliBinary(), "bench", "load", "--server=" + server.address(),
+      {BenchBinary(), "load", "--server=" + server.address(),
        "--load_seconds=1", "--load_clients=2", "--load_doc_tokens=128",
        "--load_append_tokens=32", "--answers_in=" + baseline, "--json"});
   EXPECT_EQ(altered.exit_code, 1) << altered.out;
@@ -119,7 +119,7 @@ TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
 
   // A baseline of another workload is refused, not compared.
   const testing::CommandResult other =
-      RunCommand({CliBinary(), "bench", "load", "--server=" + server.address(),
+      RunCommand({BenchBinary(), "load", "--server=" + server.address(),
                   "--load_seconds=1", "--load_doc_tokens=64",
                   "--answers_in=" + baseline, "--json"});
   EXPECT_EQ(other.exit_code, 1);

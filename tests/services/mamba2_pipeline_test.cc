@@ -15,6 +15,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
 namespace twice {
@@ -115,7 +116,7 @@ class Mamba2PipelineTest : public ::testing::Test {
   int64_t CountTokens(const std::string& text) {
     auto tokenizer =
         engine::Tokenizer::FromFile(models_->path() + "/mamba2/tokenizer.json");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_OK(tokenizer);
     auto ids = (*tokenizer)->Encode(text);
     EXPECT_TRUE(ids.ok());
     return static_cast<int64_t>(ids->size());

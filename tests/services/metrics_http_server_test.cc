@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -59,7 +60,7 @@ class MetricsHttpServerTest : public ::testing::Test {
         .Increment(3);
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
         MetricsHttpServer::Start("127.0.0.1:0");
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     server_->RegisterCollectable(registry_);
   }

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -36,7 +37,7 @@ void WriteModel(const std::string& dir, uint64_t seed) {
   init.tokenizer_json = kTokenizer;
   init.seed = seed;
   const absl::Status written = engine::WriteRandomModel(init);
-  ASSERT_TRUE(written.ok()) << written;
+  ASSERT_OK(written);
 }
 
 class ModelUpgradeTest : public ::testing::Test {

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
 namespace twice {
@@ -145,7 +146,7 @@ class PipelineTest : public ::testing::Test {
   int64_t CountTokens(const std::string& text) {
     auto tokenizer =
         engine::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_OK(tokenizer);
     auto ids = (*tokenizer)->Encode(text);
     EXPECT_TRUE(ids.ok());
     return static_cast<int64_t>(ids->size());
@@ -262,12 +263,12 @@ TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
     storage::RocksDbStoreOptions options;
     options.path = StoreDir();
     auto store = storage::OpenRocksDbStore(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     for (int back = 1; back <= 2; ++back) {
       auto key = storage::StateKey::FromBytes(
           doc.segments(doc.segments_size() - back).state_key().digest());
       ASSERT_TRUE(key.ok());
-      auto blob = (*store)->GetState(*key, false);
+      auto blob = (*store)->GetState(*key);
       ASSERT_TRUE(blob.ok());
       std::string corrupt = *blob;
       corrupt[corrupt.size() / 2] ^= 0x5a;

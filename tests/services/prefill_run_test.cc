@@ -12,6 +12,7 @@
 #include "services/common/state_io.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -24,7 +25,7 @@ class PrefillRunTest : public ::testing::Test {
     options.out_dir = model_dir_->path();
     ASSERT_TRUE(engine::WriteRandomModel(options).ok());
     auto model = engine::LoadModel(model_dir_->path());
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     model_ = model->release();
   }
   static void TearDownTestSuite() {
@@ -37,7 +38,7 @@ class PrefillRunTest : public ::testing::Test {
     options.path = dir_.path();
     options.sync_writes = false;
     auto store = storage::OpenRocksDbStore(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
     tokens_.resize(3 * kSegment);
     std::iota(tokens_.begin(), tokens_.end(), 100);
@@ -71,14 +72,14 @@ TEST_F(PrefillRunTest, SegmentsChainAndAreReusedByKey) {
   storage::StateKey expected = root;
   for (int i = 0; i < 3; ++i) {
     auto result = first.RunSegment(Segment(i));
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     expected = storage::ChainKey(expected, Segment(i));
     EXPECT_EQ(result->key, expected);
     EXPECT_FALSE(result->reused);
   }
   EXPECT_EQ(first.tokens_computed(), 3 * kSegment);
-  auto state = LoadState(*store_, *model_, expected, false);
-  ASSERT_TRUE(state.ok()) << state.status();
+  auto state = LoadState(*store_, *model_, expected);
+  ASSERT_OK(state);
   EXPECT_EQ((*state)->token_count(), 3 * kSegment);
 
   PrefillRun again(*model_, *store_, Options());
@@ -98,7 +99,7 @@ TEST_F(PrefillRunTest, CorruptSkippedStateIsRecomputedFromTheLastGoodOne) {
     for (int i = 0; i < 2; ++i) keys.push_back(run.RunSegment(Segment(i))->key);
   }
   // The second state is stored but corrupt; the third segment is new.
-  auto blob = store_->GetState(keys[1], false);
+  auto blob = store_->GetState(keys[1]);
   ASSERT_TRUE(blob.ok());
   std::string corrupt = *blob;
   corrupt[corrupt.size() / 3] ^= 0x01;
@@ -108,12 +109,12 @@ TEST_F(PrefillRunTest, CorruptSkippedStateIsRecomputedFromTheLastGoodOne) {
   EXPECT_TRUE(run.RunSegment(Segment(0))->reused);
   EXPECT_TRUE(run.RunSegment(Segment(1))->reused);
   auto third = run.RunSegment(Segment(2));
-  ASSERT_TRUE(third.ok()) << third.status();
+  ASSERT_OK(third);
   EXPECT_FALSE(third->reused);
   EXPECT_EQ(run.states_recomputed(), 1);
   // Recomputed from the root: both skipped segments were read again.
   EXPECT_EQ(run.tokens_computed(), 3 * kSegment);
-  auto state = LoadState(*store_, *model_, third->key, false);
+  auto state = LoadState(*store_, *model_, third->key);
   ASSERT_TRUE(state.ok());
   EXPECT_EQ((*state)->token_count(), 3 * kSegment);
 }

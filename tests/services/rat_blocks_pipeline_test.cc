@@ -27,6 +27,7 @@
 #include "services/orchestrator/prompt_templates.h"
 #include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/status_matchers.h"
 #include "twice/v1/store.grpc.pb.h"
 
 namespace twice {
@@ -63,9 +64,9 @@ class RatBlocksPipelineTest : public ::testing::Test {
     options.out_dir = models_->path() + "/rat";
     options.seed = 7;
     const absl::Status written = engine::WriteRandomModel(options);
-    ASSERT_TRUE(written.ok()) << written;
+    ASSERT_OK(written);
     auto model = engine::LoadModel(options.out_dir);
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     model_ = model->release();
   }
   static void TearDownTestSuite() {
@@ -120,7 +121,7 @@ class RatBlocksPipelineTest : public ::testing::Test {
     EXPECT_TRUE(prompt.ok());
     auto logits =
         model_->Prefill(*prompt, *state, engine::PrefillMode::kCausal);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    EXPECT_OK(logits);
     engine::Sampler sampler{engine::SamplingParams{}};
     const int32_t vocab = model_->description().vocab_size;
     std::vector<int32_t> answer;

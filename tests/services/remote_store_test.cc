@@ -13,6 +13,7 @@
 #include "services/store/store_service.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -24,7 +25,7 @@ class RemoteStoreTest : public ::testing::Test {
     options.path = dir_.path() + "/store";
     options.sync_writes = false;
     auto store = storage::OpenRocksDbStore(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     local_ = *std::move(store);
     service_ = std::make_unique<StoreService>(local_.get());
     grpc::ServerBuilder builder;
@@ -63,18 +64,18 @@ TEST_F(RemoteStoreTest, LargeStateRoundTripsInChunks) {
   const storage::StateKey key = storage::ChainKey(
       storage::RootKey("fingerprint", "causal", "tenant"), {1, 2, 3});
   ASSERT_TRUE(remote_->PutState(key, blob, {}).ok());
-  auto has = remote_->HasState(key, false);
+  auto has = remote_->HasState(key);
   ASSERT_TRUE(has.ok());
   EXPECT_TRUE(*has);
-  auto read = remote_->GetState(key, false);
-  ASSERT_TRUE(read.ok()) << read.status();
+  auto read = remote_->GetState(key);
+  ASSERT_OK(read);
   EXPECT_EQ(*read, blob);
   // The same bytes are visible through the embedded store.
-  auto local = local_->GetState(key, false);
+  auto local = local_->GetState(key);
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(*local, blob);
-  ASSERT_TRUE(remote_->DeleteState(key, false).ok());
-  EXPECT_EQ(remote_->GetState(key, false).status().code(),
+  ASSERT_TRUE(remote_->DeleteState(key).ok());
+  EXPECT_EQ(remote_->GetState(key).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -95,7 +96,7 @@ TEST_F(RemoteStoreTest, DocumentsRoundTripWithManyTokens) {
   ASSERT_TRUE(remote_->PutDocument(record, tokens).ok());
 
   auto got = remote_->GetDocument("t1", "doc-1");
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->token_count, record.token_count);
   ASSERT_EQ(got->segments.size(), 2u);
   EXPECT_EQ(got->segments[1].state_key, record.segments[1].state_key);
@@ -123,8 +124,7 @@ TEST_F(RemoteStoreTest, UnreachableStoreIsUnavailable) {
       grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()),
       std::chrono::seconds(2));
   const storage::StateKey key = storage::RootKey("fp", "causal", "t");
-  const absl::StatusCode code =
-      unreachable.GetState(key, false).status().code();
+  const absl::StatusCode code = unreachable.GetState(key).status().code();
   EXPECT_TRUE(code == absl::StatusCode::kUnavailable ||
               code == absl::StatusCode::kDeadlineExceeded)
       << code;

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "services/server/server.h"
 #include "services/server/server_options.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -23,7 +24,7 @@ TEST(ServerDeviceOptionTest, CpuIsTheDefaultAndValid) {
   EXPECT_EQ(ServerOptions().device, "cpu");
   EXPECT_TRUE(WithDevice("cpu").Validate().ok());
   absl::StatusOr<std::string> name = engine::UseKernelDevice("cpu");
-  ASSERT_TRUE(name.ok()) << name.status();
+  ASSERT_OK(name);
   EXPECT_EQ(*name, "cpu");
   EXPECT_FALSE(engine::KernelDeviceStats().has_value());
 }

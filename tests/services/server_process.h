@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/testing/temp_dir.h"
+
 extern char** environ;
 
 namespace twice::testing {
@@ -29,21 +31,7 @@ inline std::string ServerBinary() {
   return BinaryDir() + "/services/twice-server";
 }
 inline std::string CliBinary() { return BinaryDir() + "/services/twice"; }
-
-// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "twice-test-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+inline std::string BenchBinary() { return BinaryDir() + "/bench/twice-bench"; }
 
 // Runs a command to completion; returns its exit code and stdout.
 struct CommandResult {

@@ -18,6 +18,7 @@
 #include "storage/rocksdb_state_store.h"
 #include "storage/state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -38,7 +39,7 @@ class StateIoBlocksTest : public ::testing::Test {
     options.out_dir = dir_->path() + "/rat";
     ASSERT_TRUE(engine::WriteRandomModel(options).ok());
     auto model = engine::LoadModel(options.out_dir);
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     model_ = model->release();
   }
   static void TearDownTestSuite() {
@@ -50,7 +51,7 @@ class StateIoBlocksTest : public ::testing::Test {
     options.path = store_dir_.path() + "/db";
     options.sync_writes = false;
     auto store = storage::OpenRocksDbStore(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
   }
 
@@ -76,7 +77,7 @@ TEST_F(StateIoBlocksTest, PrefillRunStoresSegmentsAsExtendingBlocks) {
     SCOPED_TRACE(end);
     const auto span = absl::MakeConstSpan(tokens).subspan(begin, end - begin);
     auto result = run.RunSegment(span);
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     ASSERT_TRUE(
         model_->Prefill(span, *engine_state, engine::PrefillMode::kCausal)
             .ok());
@@ -86,8 +87,8 @@ TEST_F(StateIoBlocksTest, PrefillRunStoresSegmentsAsExtendingBlocks) {
     const int64_t blocks = store_->Stats().block_count;
     EXPECT_EQ(blocks - blocks_before, closed_chunks ? 2 : 1);
     blocks_before = blocks;
-    auto loaded = LoadState(*store_, *model_, result->key, false);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto loaded = LoadState(*store_, *model_, result->key);
+    ASSERT_OK(loaded);
     EXPECT_EQ(engine::EncodeState(**loaded),
               engine::EncodeState(*engine_state));
     auto listed = store_->GetStateBlocks(result->key);
@@ -106,7 +107,7 @@ TEST_F(StateIoBlocksTest, PrefillRunCountsItsStatesAgainstItsTenant) {
   store_options.sync_writes = false;
   store_options.tenant_state_budget_bytes = int64_t{1} << 30;
   auto store = storage::RocksDbStateStore::Open(store_options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   PrefillRunOptions options;
   options.tenant = "t";
   PrefillRun run(*model_, **store, options);
@@ -127,13 +128,12 @@ TEST_F(StateIoBlocksTest, MissingBaseWritesEveryBlock) {
       storage::ChainKey(storage::RootKey("fp", "causal", "t"), Tokens(70, 5));
   const storage::StateKey gone = storage::ChainKey(key, Tokens(1, 1));
   ASSERT_TRUE(
-      SaveState(*store_, key, *state, false, "t", StateBase{gone, {2, 2}})
-          .ok());
+      SaveState(*store_, key, *state, "t", StateBase{gone, {2, 2}}).ok());
   auto blocks = store_->GetStateBlocks(key);
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ(blocks->size(), 2u);
-  auto loaded = LoadState(*store_, *model_, key, false);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto loaded = LoadState(*store_, *model_, key);
+  ASSERT_OK(loaded);
   EXPECT_EQ(engine::EncodeState(**loaded), engine::EncodeState(*state));
 }
 
@@ -151,11 +151,11 @@ TEST_F(StateIoBlocksTest, BlocksTheCodecRejectsAreDeletedAndMissed) {
   const std::vector<std::string_view> views(blocks->begin(), blocks->end());
   ASSERT_TRUE(store_->PutStateBlocks(key, std::nullopt, views, {}).ok());
   const int64_t corruptions = store_->Stats().corruptions;
-  auto loaded = LoadState(*store_, *model_, key, false);
+  auto loaded = LoadState(*store_, *model_, key);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound)
       << loaded.status();
   EXPECT_EQ(store_->Stats().corruptions, corruptions + 1);
-  auto has = store_->HasState(key, false);
+  auto has = store_->HasState(key);
   ASSERT_TRUE(has.ok());
   EXPECT_FALSE(*has);
 }

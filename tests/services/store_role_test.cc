@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "services/store/remote_state_store.h"
 #include "tests/services/server_process.h"
+#include "tests/testing/status_matchers.h"
 
 extern char** environ;
 
@@ -79,7 +80,7 @@ int ReadWriteLoop(storage::StateStore& store, int writer, int rounds) {
       return -1;
     }
     const int other = (round * 5 + writer + 1) % kKeys;
-    absl::StatusOr<std::string> got = store.GetState(Key(other), false);
+    absl::StatusOr<std::string> got = store.GetState(Key(other));
     if (!got.ok()) {
       if (got.status().code() != absl::StatusCode::kNotFound) return -1;
       continue;
@@ -133,9 +134,9 @@ TEST_F(StoreRoleTest, ChunkedStatesTravelAsNewBlocksOnly) {
           ->PutStateBlocks(Key(2), Key(1), appended, {.recompute_tokens = 4000})
           .ok());
   absl::StatusOr<std::vector<std::string>> got = store_->GetStateBlocks(Key(2));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_TRUE(*got == blocks);
-  absl::StatusOr<std::string> whole = store_->GetState(Key(2), false);
+  absl::StatusOr<std::string> whole = store_->GetState(Key(2));
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->size(), blocks[0].size() + blocks[1].size() +
                                blocks[2].size() + blocks[3].size());
@@ -149,25 +150,25 @@ TEST_F(StoreRoleTest, ChunkedStatesTravelAsNewBlocksOnly) {
 TEST_F(StoreRoleTest, AdministrationAndCorruptionReportsWorkRemotely) {
   ASSERT_TRUE(store_->PutState(Key(1), Value(1, 0, 0), {}).ok());
   absl::StatusOr<storage::VerifyReport> verified = store_->Verify({});
-  ASSERT_TRUE(verified.ok()) << verified.status();
+  ASSERT_OK(verified);
   EXPECT_EQ(verified->states_checked, 1);
   EXPECT_TRUE(verified->bad.empty());
   absl::StatusOr<storage::CompactReport> compacted = store_->Compact();
-  ASSERT_TRUE(compacted.ok()) << compacted.status();
+  ASSERT_OK(compacted);
   EXPECT_GT(compacted->disk_bytes_after, 1 << 20);
-  ASSERT_TRUE(store_->DeleteState(Key(1), false).ok());
+  ASSERT_TRUE(store_->DeleteState(Key(1)).ok());
   absl::StatusOr<storage::GcReport> collected = store_->CollectGarbage();
-  ASSERT_TRUE(collected.ok()) << collected.status();
+  ASSERT_OK(collected);
   EXPECT_LT(collected->disk_bytes_after, 1 << 20);
 
   // A consumer that finds a served state corrupt reports it back.
   ASSERT_TRUE(store_->PutState(Key(2), Value(2, 0, 0), {}).ok());
-  ASSERT_TRUE(store_->GetState(Key(2), false).ok());
-  ASSERT_TRUE(store_->DiscardCorruptState(Key(2), false).ok());
+  ASSERT_TRUE(store_->GetState(Key(2)).ok());
+  ASSERT_TRUE(store_->DiscardCorruptState(Key(2)).ok());
   const storage::StoreStats stats = store_->Stats();
   EXPECT_EQ(stats.corruptions, 1);
   EXPECT_EQ(stats.misses, 1);
-  EXPECT_FALSE(*store_->HasState(Key(2), false));
+  EXPECT_FALSE(*store_->HasState(Key(2)));
 }
 
 TEST_F(StoreRoleTest, ConcurrentThreadsAndProcessesNeverSeeTornValues) {
@@ -212,8 +213,8 @@ TEST_F(StoreRoleTest, ConcurrentThreadsAndProcessesNeverSeeTornValues) {
   }
   EXPECT_EQ(bad.load(), 0);
   for (int key = 0; key < kKeys; ++key) {
-    absl::StatusOr<std::string> got = store_->GetState(Key(key), false);
-    ASSERT_TRUE(got.ok()) << got.status();
+    absl::StatusOr<std::string> got = store_->GetState(Key(key));
+    ASSERT_OK(got);
     EXPECT_TRUE(Valid(key, *got));
   }
 }
@@ -230,8 +231,8 @@ class StoreRoleTenantBudgetTest : public StoreRoleTest {
 
 TEST_F(StoreRoleTenantBudgetTest, TenantTravelsWithEveryPut) {
   auto has = [&](const storage::StateKey& key) {
-    absl::StatusOr<bool> stored = store_->HasState(key, false);
-    EXPECT_TRUE(stored.ok()) << stored.status();
+    absl::StatusOr<bool> stored = store_->HasState(key);
+    EXPECT_OK(stored);
     return stored.ok() && *stored;
   };
   ASSERT_TRUE(

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -21,7 +22,7 @@ TEST(TenantLimiterTest, ConcurrentCallsPerTenantAndInAll) {
   std::vector<std::shared_ptr<void>> held;
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<std::shared_ptr<void>> slot = limiter.EnterCall("a");
-    ASSERT_TRUE(slot.ok()) << slot.status();
+    ASSERT_OK(slot);
     held.push_back(*slot);
   }
   absl::StatusOr<std::shared_ptr<void>> third = limiter.EnterCall("a");

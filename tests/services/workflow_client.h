@@ -115,6 +115,26 @@ class WorkflowClient {
     return Ask(Question(doc, question, mode, max_tokens, as_of));
   }
 
+  // Calls the decode service directly (its internal API).
+  WorkflowAnswer Generate(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline(120));
+    auto reader = decode_->Generate(&context, request);
+    WorkflowAnswer answer;
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+      answer.tokens.insert(answer.tokens.end(), response.tokens().begin(),
+                           response.tokens().end());
+      answer.text += response.text();
+      if (response.finished()) {
+        answer.usage.set_tokens_prefilled(response.tokens_prefilled());
+        answer.usage.set_tokens_decoded(response.tokens_decoded());
+      }
+    }
+    answer.status = reader->Finish();
+    return answer;
+  }
+
   v1::DecodeStats DecodeStats() {
     grpc::ClientContext context;
     context.set_deadline(Deadline(30));

@@ -9,7 +9,9 @@
 //     boundary at or before it;
 //   - an ingest cancelled midway resumes from its stored segments when
 //     repeated, with the same document id and answers;
-//   - prompt templates come from the model's config.json.
+//   - prompt templates come from the model's config.json;
+//   - second reads and as-of tails run in the decode call and store
+//     nothing, so asks answer while the store refuses writes.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 #include "services/store/remote_state_store.h"
 #include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -93,7 +96,7 @@ class WorkflowTest : public ::testing::Test {
   int64_t CountTokens(const std::string& text) {
     auto tokenizer =
         engine::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_OK(tokenizer);
     auto ids = (*tokenizer)->Encode(text);
     EXPECT_TRUE(ids.ok());
     return static_cast<int64_t>(ids->size());
@@ -170,7 +173,7 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
     auto key =
         storage::StateKey::FromBytes(info.segments(i).state_key().digest());
     ASSERT_TRUE(key.ok());
-    ASSERT_TRUE(store.DeleteState(*key, false).ok());
+    ASSERT_TRUE(store.DeleteState(*key).ok());
   }
   // Recomputing on a uniform grid from token 32 would land on other keys
   // (boundaries 100 and 170 are off the grid); the orchestrator checks.
@@ -182,7 +185,7 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
   EXPECT_EQ(after.usage.tokens_prefilled(), 170 - 32 + PromptTokens());
   for (const v1::SegmentBoundary& segment : info.segments()) {
     auto key = storage::StateKey::FromBytes(segment.state_key().digest());
-    auto has = store.HasState(*key, false);
+    auto has = store.HasState(*key);
     ASSERT_TRUE(has.ok());
     EXPECT_TRUE(*has) << "boundary " << segment.end_token();
   }
@@ -223,6 +226,89 @@ TEST_F(WorkflowTest, AsOfTokensAnswersOverTheDocumentPrefix) {
   EXPECT_EQ(client_->Ask("full", kQuestion, v1::ASK_MODE_DEFAULT, 8, 171)
                 .status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// The decode service reads a request's read tokens after its state and
+// before its prompt, in chunks (past 8192 tokens) that give the same
+// answer as one read.
+TEST_F(WorkflowTest, GenerateReadsItsReadTokensBeforeThePrompt) {
+  StartServer();
+  const std::vector<int32_t> prompt = Tokens(5, 10);
+  for (int n : {50, 9000}) {
+    const std::vector<int32_t> doc = Tokens(n, 9);
+    v1::GenerateRequest read;
+    read.set_tenant("default");
+    read.mutable_read_tokens()->Add(doc.begin(), doc.end());
+    read.mutable_prompt_tokens()->Add(prompt.begin(), prompt.end());
+    read.mutable_sampling()->set_max_tokens(8);
+    read.mutable_sampling()->set_ignore_eos(true);
+    v1::GenerateRequest whole = read;
+    whole.clear_read_tokens();
+    whole.clear_prompt_tokens();
+    const std::vector<int32_t> all = Concat(doc, prompt);
+    whole.mutable_prompt_tokens()->Add(all.begin(), all.end());
+    const auto got = client_->Generate(read);
+    const auto want = client_->Generate(whole);
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    ASSERT_TRUE(want.status.ok()) << want.status.error_message();
+    EXPECT_EQ(got.tokens.size(), 8u);
+    EXPECT_EQ(got.tokens, want.tokens) << n;
+    EXPECT_EQ(got.usage.tokens_prefilled(), n + 5);
+  }
+}
+
+// Every mode's second read (and an as-of tail) runs in the answering call:
+// with a store that refuses every write (its disk "full"), each still
+// answers as before.
+TEST_F(WorkflowTest, AsksStoreNothingAndAnswerUnderAFullDisk) {
+  StartServer();
+  const std::vector<int32_t> doc = Tokens(170, 5);
+  ASSERT_TRUE(client_->Ingest(doc, 32, "doc").status.ok());
+  struct Case {
+    v1::AskMode mode;
+    int64_t as_of;
+  };
+  const std::vector<Case> cases = {{v1::ASK_MODE_DEFAULT, 0},
+                                   {v1::ASK_MODE_READ_TWICE, 0},
+                                   {v1::ASK_MODE_READ_TWICE_FULL, 0},
+                                   {v1::ASK_MODE_DEFAULT, 100},
+                                   {v1::ASK_MODE_READ_TWICE, 100}};
+  std::vector<std::vector<int32_t>> before;
+  for (const Case& c : cases) {
+    const auto answer = client_->Ask("doc", kQuestion, c.mode, 8, c.as_of);
+    ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+    before.push_back(answer.tokens);
+  }
+  const auto read_twice =
+      client_->Ask("doc", kQuestion, v1::ASK_MODE_READ_TWICE);
+  // The second read is the preamble, the document and the prompt, all read
+  // by the decode service; the first read is the stored state.
+  EXPECT_EQ(read_twice.usage.tokens_reused(), 170);
+  EXPECT_GT(read_twice.usage.tokens_prefilled(), 170 + PromptTokens());
+
+  client_.reset();
+  server_.reset();
+  server_ = std::make_unique<ServerProcess>();
+  ASSERT_TRUE(server_->Start(
+      {"--model=" + ModelDir(), "--data-dir=" + data_.path() + "/store",
+       "--internal-listen=127.0.0.1:0",
+       "--store_min_free_disk_bytes=1152921504606846976"},
+      data_.path() + "/full.log"))
+      << server_->stderr_text();
+  client_ = std::make_unique<WorkflowClient>(server_->address(),
+                                             server_->internal_address());
+  // The store does refuse writes.
+  EXPECT_EQ(client_->Ingest(Tokens(40, 6), 32, "new").status.error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto answer =
+        client_->Ask("doc", kQuestion, cases[i].mode, 8, cases[i].as_of);
+    ASSERT_TRUE(answer.status.ok())
+        << "mode " << cases[i].mode << " as_of " << cases[i].as_of << ": "
+        << answer.status.error_message();
+    EXPECT_EQ(answer.tokens, before[i])
+        << "mode " << cases[i].mode << " as_of " << cases[i].as_of;
+  }
 }
 
 TEST_F(WorkflowTest, CancelledIngestResumesFromItsStoredSegments) {

@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -63,15 +64,15 @@ TEST_F(BlobCorruptionTest, CompactionOverACorruptBlobLeavesTheStoreWritable) {
   // The compaction meets the damage; it may fail, the store must not.
   (void)store().Compact();
   const absl::Status put = store().PutState(Key(100), blob, {});
-  EXPECT_TRUE(put.ok()) << put;
+  EXPECT_OK(put);
   const absl::Status doc = store().PutDocument(
       test_util::Record("t", "after", {Key(100)}), test_util::Tokens(10));
-  EXPECT_TRUE(doc.ok()) << doc;
+  EXPECT_OK(doc);
   // Every damaged state reads as corrupt (DATA_LOSS) or gone, never as
   // other bytes.
   int damaged = 0;
   for (int i = 0; i < 8; ++i) {
-    absl::StatusOr<std::string> got = store().GetState(Key(i), false);
+    absl::StatusOr<std::string> got = store().GetState(Key(i));
     if (got.ok()) {
       EXPECT_EQ(*got, blob) << i;
     } else {

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "storage/byte_io.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -33,7 +34,7 @@ TEST(BlobEnvelopeTest, RoundTripsEveryKind) {
                         BlobKind::kStateIndex}) {
     const std::string sealed = Seal(kind, "payload bytes");
     absl::StatusOr<std::string_view> payload = OpenEnvelope(sealed, kind);
-    ASSERT_TRUE(payload.ok()) << payload.status();
+    ASSERT_OK(payload);
     EXPECT_EQ(*payload, "payload bytes");
   }
 }
@@ -54,14 +55,14 @@ TEST(BlobEnvelopeTest, EmptyPayloadAndPartsConcatenate) {
   const std::string sealed_empty = SealEnvelope(BlobKind::kState, none);
   absl::StatusOr<std::string_view> empty =
       OpenEnvelope(sealed_empty, BlobKind::kState);
-  ASSERT_TRUE(empty.ok()) << empty.status();
+  ASSERT_OK(empty);
   EXPECT_TRUE(empty->empty());
 
   const std::string_view parts[] = {"ab", "", "cd"};
   const std::string sealed = SealEnvelope(BlobKind::kState, parts);
   absl::StatusOr<std::string_view> joined =
       OpenEnvelope(sealed, BlobKind::kState);
-  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_OK(joined);
   EXPECT_EQ(*joined, "abcd");
 }
 

@@ -18,6 +18,7 @@
 #include "rocksdb/table_properties.h"
 #include "tests/storage/raw_db.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -97,7 +98,7 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
   // Tokens live in another family and are intact.
   absl::StatusOr<std::vector<int32_t>> tokens =
       store().GetTokens("t", damaged.front());
-  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  ASSERT_OK(tokens);
   EXPECT_EQ(*tokens, Tokens(10));
 
   absl::StatusOr<DocumentPage> page = store().ListDocuments("t", 1000, "");
@@ -109,7 +110,7 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
   // Verify lists each damaged record by name (found through its tokens),
   // and the scan that the damage stopped, instead of failing.
   absl::StatusOr<VerifyReport> report = store().Verify({});
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   bool scan_reported = false;
   std::vector<std::string> reported;
   for (const BadValue& bad : report->bad) {
@@ -144,7 +145,7 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
   EXPECT_EQ(put.code(), absl::StatusCode::kDataLoss) << put;
   // Reads go on.
   absl::StatusOr<DocumentRecord> still = store().GetDocument("t", good.front());
-  EXPECT_TRUE(still.ok()) << still.status();
+  EXPECT_OK(still);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "storage/disk_space_guard.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -23,8 +24,8 @@ namespace {
 using test_util::Key;
 using test_util::Record;
 using test_util::StoreFixture;
-using test_util::TempDir;
 using test_util::Tokens;
+using ::twice::testing::TempDir;
 
 // More than any disk this test runs on has free.
 constexpr int64_t kHugeReserve = int64_t{1} << 60;
@@ -38,8 +39,8 @@ TEST(DiskSpaceGuardTest, ComparesFreeSpaceWithTheReserve) {
   const absl::Status over = none.CheckPut("write state x", free + (1 << 30));
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(over.message()),
-              testing::AllOf(testing::HasSubstr("write state x"),
-                             testing::HasSubstr("disk is full")));
+              ::testing::AllOf(::testing::HasSubstr("write state x"),
+                               ::testing::HasSubstr("disk is full")));
   const DiskSpaceGuard huge(dir.path(), kHugeReserve);
   EXPECT_EQ(huge.CheckPut("put", 1).code(),
             absl::StatusCode::kResourceExhausted);
@@ -63,17 +64,14 @@ TEST_F(DiskFullStoreTest, RefusesPutsServesReadsAndRecovers) {
   Open(full);
   const absl::Status put = store().PutState(Key(3), blob, {});
   EXPECT_EQ(put.code(), absl::StatusCode::kResourceExhausted) << put;
-  const absl::Status ephemeral =
-      store().PutState(Key(4), blob, {.ephemeral = true});
-  EXPECT_EQ(ephemeral.code(), absl::StatusCode::kResourceExhausted);
   const absl::Status doc =
       store().PutDocument(Record("t", "new", {Key(1)}), Tokens(10));
   EXPECT_EQ(doc.code(), absl::StatusCode::kResourceExhausted) << doc;
   EXPECT_EQ(store().UpdateDocument(Record("t", "kept", {Key(1)})).code(),
             absl::StatusCode::kResourceExhausted);
   // What is stored stays readable, byte for byte.
-  absl::StatusOr<std::string> got = store().GetState(Key(1), false);
-  ASSERT_TRUE(got.ok()) << got.status();
+  absl::StatusOr<std::string> got = store().GetState(Key(1));
+  ASSERT_OK(got);
   EXPECT_EQ(*got, blob);
   ASSERT_TRUE(store().GetDocument("t", "kept").ok());
   EXPECT_EQ(store().GetDocument("t", "new").status().code(),
@@ -89,8 +87,8 @@ TEST_F(DiskFullStoreTest, RefusesPutsServesReadsAndRecovers) {
   ASSERT_TRUE(store().PutState(Key(3), blob, {}).ok());
   PutDoc(Record("t", "new", {Key(3)}));
   ASSERT_TRUE(store().GetDocument("t", "kept").ok());
-  got = store().GetState(Key(1), false);
-  ASSERT_TRUE(got.ok()) << got.status();
+  got = store().GetState(Key(1));
+  ASSERT_OK(got);
   EXPECT_EQ(*got, blob);
 }
 

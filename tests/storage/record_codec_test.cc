@@ -9,6 +9,7 @@
 #include "storage/blob_envelope.h"
 #include "storage/byte_io.h"
 #include "storage/record_validation.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -56,7 +57,7 @@ std::string Payload(const DocumentRecord& record) {
   const std::string sealed = EncodeRecord(record);
   absl::StatusOr<std::string_view> payload =
       OpenEnvelope(sealed, BlobKind::kRecord);
-  EXPECT_TRUE(payload.ok()) << payload.status();
+  EXPECT_OK(payload);
   return payload.ok() ? std::string(*payload) : std::string();
 }
 
@@ -70,7 +71,7 @@ absl::StatusOr<DocumentRecord> DecodePayload(std::string_view payload) {
 TEST(RecordCodecTest, RoundTrip) {
   const DocumentRecord record = SampleRecord();
   absl::StatusOr<DocumentRecord> decoded = DecodeRecord(EncodeRecord(record));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   ExpectSameRecord(*decoded, record);
 }
 
@@ -79,7 +80,7 @@ TEST(RecordCodecTest, RoundTripMinimal) {
   record.tenant = "t";
   record.document_id = std::string("with\0nul", 8);
   absl::StatusOr<DocumentRecord> decoded = DecodeRecord(EncodeRecord(record));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   ExpectSameRecord(*decoded, record);
 }
 

@@ -10,6 +10,7 @@
 #include "storage/rocksdb_state_store.h"
 #include "tests/storage/raw_db.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -58,7 +59,7 @@ TEST_F(StateBudgetTest, CheapStatePerByteGoesBeforeAnOlderCostlyOne) {
   EXPECT_EQ(stats.evicted_bytes, kStored);
   EXPECT_EQ(stats.state_count, 3);
   EXPECT_EQ(stats.budget_bytes, Options().state_budget_bytes);
-  EXPECT_EQ(store().GetState(Key(2), false).status().code(),
+  EXPECT_EQ(store().GetState(Key(2)).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -68,7 +69,7 @@ TEST_F(StateBudgetTest, CostWeightZeroIsLeastRecentlyUsed) {
   Put(1, 1000);
   Put(2, 10);
   Put(3, 1000);
-  ASSERT_TRUE(store().GetState(Key(1), false).ok());  // 1 is now the newest
+  ASSERT_TRUE(store().GetState(Key(1)).ok());  // 1 is now the newest
   Put(4, 1000);
   EXPECT_TRUE(Has(Key(1)));
   EXPECT_FALSE(Has(Key(2)));
@@ -144,9 +145,9 @@ TEST_F(StateBudgetTest, RecordsMayNameEvictedStates) {
   for (int i = 10; i < 14; ++i) Put(i, 1000);
   EXPECT_FALSE(Has(Key(1)));  // a cache: the record stays, the state went
   absl::StatusOr<DocumentRecord> record = store().GetDocument("t", "d");
-  ASSERT_TRUE(record.ok()) << record.status();
+  ASSERT_OK(record);
   absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "d");
-  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 0);
 }
 
@@ -182,7 +183,7 @@ TEST_F(StateBudgetTest, ConcurrentWritersAndReadersStayWithinBudget) {
     threads.emplace_back([&] {
       for (int i = 0; i < 300; ++i) {
         const int key = i % 12;
-        absl::StatusOr<std::string> got = store().GetState(Key(key), false);
+        absl::StatusOr<std::string> got = store().GetState(Key(key));
         if (!got.ok()) {
           if (got.status().code() != absl::StatusCode::kNotFound) failed = true;
           continue;
@@ -227,15 +228,15 @@ TEST_F(StateBudgetTest, RefsAreRebuiltForAStoreWrittenWithoutThem) {
   for (int i = 10; i < 16; ++i) Put(i, 1000);
   EXPECT_TRUE(Has(Key(1)));
   absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "pinned");
-  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
 }
 
 TEST_F(StateBudgetTest, DiscardedCorruptStateIsCountedAsCorruptAndMiss) {
   Open();
   Put(1, 1);
-  ASSERT_TRUE(store().GetState(Key(1), false).ok());
-  ASSERT_TRUE(store().DiscardCorruptState(Key(1), false).ok());
+  ASSERT_TRUE(store().GetState(Key(1)).ok());
+  ASSERT_TRUE(store().DiscardCorruptState(Key(1)).ok());
   const StoreStats stats = store().Stats();
   EXPECT_EQ(stats.corruptions, 1);
   EXPECT_EQ(stats.hits, 0);

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -40,7 +41,7 @@ TEST(StateKeyTest, HexIsLowercaseAndBytesRoundTrip) {
   EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos);
 
   absl::StatusOr<StateKey> parsed = StateKey::FromBytes(key.Bytes());
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_OK(parsed);
   EXPECT_EQ(*parsed, key);
 }
 

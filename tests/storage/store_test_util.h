@@ -11,7 +11,8 @@
 
 #include "gtest/gtest.h"
 #include "storage/rocksdb_state_store.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace twice::storage::test_util {
 
@@ -71,7 +72,7 @@ class StoreFixture : public ::testing::Test {
   void Open(const RocksDbStoreOptions& options) {
     absl::StatusOr<std::unique_ptr<RocksDbStateStore>> store =
         RocksDbStateStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = std::move(*store);
   }
   void Open() { Open(Options()); }
@@ -82,12 +83,12 @@ class StoreFixture : public ::testing::Test {
     ASSERT_TRUE(store().PutDocument(record, Tokens(record.token_count)).ok());
   }
   bool Has(const StateKey& key) {
-    absl::StatusOr<bool> has = store().HasState(key, false);
-    EXPECT_TRUE(has.ok()) << has.status();
+    absl::StatusOr<bool> has = store().HasState(key);
+    EXPECT_OK(has);
     return has.ok() && *has;
   }
 
-  TempDir dir_;
+  testing::TempDir dir_;
   std::unique_ptr<RocksDbStateStore> store_;
 };
 

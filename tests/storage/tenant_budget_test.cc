@@ -16,6 +16,7 @@
 #include "storage/rocksdb_state_store.h"
 #include "tests/storage/raw_db.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -56,7 +57,7 @@ class TenantBudgetTest : public test_util::StoreFixture {
   }
   void Put(const std::string& tenant, int i, int64_t recompute_tokens = 1000) {
     const absl::Status s = TryPut(tenant, i, kBlob, recompute_tokens);
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_OK(s);
     EXPECT_LE(store().TenantStateBytes(tenant), kTenantBudget);
   }
   bool Has(const std::string& tenant, int i) {
@@ -181,7 +182,7 @@ TEST_F(TenantBudgetTest, IndexEntriesWithoutATenantLoadAsNoTenants) {
     std::string value;
     ASSERT_TRUE(raw.Get(kStateIndexFamily, KeyOf("a", 1).Bytes(), &value).ok());
     absl::StatusOr<StateIndexEntry> entry = DecodeStateIndex(value);
-    ASSERT_TRUE(entry.ok()) << entry.status();
+    ASSERT_OK(entry);
     ASSERT_EQ(entry->tenant, "a");
     std::string payload;
     AppendI64(payload, entry->stored_bytes);
@@ -230,7 +231,7 @@ TEST_F(TenantBudgetTest, ChunkedStatesCountTheirBlocksAndManifests) {
   // Two states' worth: more than either manifest frees alone (they share
   // blocks), so room comes from evicting the chain whole.
   const absl::Status s = TryPut("a", 3, 2 * kBlob);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_FALSE(Has("a", 1) || Has("a", 2));
   EXPECT_EQ(store().Stats().block_count, 0);
   EXPECT_EQ(Bytes("a"), 2 * kBlob + 40);

@@ -12,6 +12,7 @@
 #include "storage/state_ref.h"
 #include "storage/state_value.h"
 #include "storage/token_codec.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -23,7 +24,7 @@ TEST(TokenCodecTest, RoundTrip) {
                              std::numeric_limits<int32_t>::min(), 50256}}) {
     absl::StatusOr<std::vector<int32_t>> decoded =
         DecodeTokens(EncodeTokens(tokens));
-    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    ASSERT_OK(decoded);
     EXPECT_EQ(*decoded, tokens);
   }
 }
@@ -33,7 +34,7 @@ TEST(TokenCodecTest, IdsAreLittleEndianInt32) {
   const std::string sealed = EncodeTokens(tokens);
   absl::StatusOr<std::string_view> payload =
       OpenEnvelope(sealed, BlobKind::kTokens);
-  ASSERT_TRUE(payload.ok()) << payload.status();
+  ASSERT_OK(payload);
   EXPECT_EQ(*payload, std::string_view("\x04\x03\x02\x01\xfe\xff\xff\xff", 8));
 }
 
@@ -49,7 +50,7 @@ TEST(StateValueTest, RoundTrip) {
   // The decoded blob is a view into `stored`, which must outlive it.
   const std::string stored = EncodeStateValue(blob, 512, 1700000000000);
   absl::StatusOr<StateValue> value = DecodeStateValue(stored);
-  ASSERT_TRUE(value.ok()) << value.status();
+  ASSERT_OK(value);
   EXPECT_EQ(value->blob, blob);
   EXPECT_EQ(value->recompute_tokens, 512);
   EXPECT_EQ(value->written_unix_ms, 1700000000000);
@@ -83,7 +84,7 @@ TEST(StateValueTest, EdgesAndCopyingDecoderMatchTheWholeValue) {
 
   std::string copy;
   absl::StatusOr<StateValue> value = DecodeStateValueCopy(whole, &copy);
-  ASSERT_TRUE(value.ok()) << value.status();
+  ASSERT_OK(value);
   EXPECT_EQ(copy, blob);
   EXPECT_EQ(value->recompute_tokens, 77);
   EXPECT_EQ(value->written_unix_ms, 1234);
@@ -107,7 +108,7 @@ TEST(StateIndexTest, FormAndFlopsRoundTripAndOldLayoutDecodes) {
                               .form = StateForm::kManifest};
   absl::StatusOr<StateIndexEntry> decoded =
       DecodeStateIndex(EncodeStateIndex(entry));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->flops_per_token, 2.5e9);
   EXPECT_EQ(decoded->form, StateForm::kManifest);
 
@@ -119,7 +120,7 @@ TEST(StateIndexTest, FormAndFlopsRoundTripAndOldLayoutDecodes) {
   }
   const std::string_view parts[] = {v1};
   decoded = DecodeStateIndex(SealEnvelope(BlobKind::kStateIndex, parts));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->form, StateForm::kWhole);
   EXPECT_EQ(decoded->flops_per_token, 0);
   EXPECT_EQ(decoded->stored_bytes, 5);
@@ -146,21 +147,21 @@ TEST(StateIndexTest, TenantRoundTripsAndTheSecondLayoutHasNone) {
                               .tenant = "acme"};
   absl::StatusOr<StateIndexEntry> decoded =
       DecodeStateIndex(EncodeStateIndex(entry));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->tenant, "acme");
   EXPECT_EQ(decoded->form, StateForm::kBlock);
   EXPECT_EQ(decoded->flops_per_token, 1.5);
   EXPECT_EQ(decoded->stored_bytes, 5);
 
   decoded = DecodeStateIndex(EncodeStateIndex({.stored_bytes = 5}));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->tenant, "");
 
   const std::string v2 = IndexV2Payload(entry);
   ASSERT_EQ(v2.size(), 33u);
   const std::string_view v2_parts[] = {v2};
   decoded = DecodeStateIndex(SealEnvelope(BlobKind::kStateIndex, v2_parts));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->tenant, "");
   EXPECT_EQ(decoded->form, StateForm::kBlock);
   EXPECT_EQ(decoded->recompute_tokens, 6);
@@ -169,7 +170,7 @@ TEST(StateIndexTest, TenantRoundTripsAndTheSecondLayoutHasNone) {
   const StateIndexEntry longest{.tenant =
                                     std::string(kMaxRecordFieldBytes, 't')};
   decoded = DecodeStateIndex(EncodeStateIndex(longest));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->tenant.size(), kMaxRecordFieldBytes);
 }
 
@@ -211,7 +212,7 @@ TEST(BlockManifestTest, RoundTripAndMalformedCounts) {
                      {BlockKey(root, 1), 0, BlockChecksum("")}};
   absl::StatusOr<BlockManifest> decoded =
       DecodeManifest(EncodeManifest(manifest));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   ASSERT_EQ(decoded->blocks.size(), 2u);
   EXPECT_EQ(decoded->blocks[1].key, BlockKey(root, 1));
   EXPECT_EQ(decoded->blocks[0].checksum, BlockChecksum("a"));
@@ -248,7 +249,7 @@ TEST(StateIndexTest, RoundTripAndSizeCheck) {
                               .written_unix_ms = 99};
   absl::StatusOr<StateIndexEntry> decoded =
       DecodeStateIndex(EncodeStateIndex(entry));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->stored_bytes, entry.stored_bytes);
   EXPECT_EQ(decoded->recompute_tokens, entry.recompute_tokens);
   EXPECT_EQ(decoded->written_unix_ms, entry.written_unix_ms);

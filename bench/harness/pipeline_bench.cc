@@ -1,4 +1,4 @@
-#include "services/cli/pipeline_bench.h"
+#include "bench/harness/pipeline_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,11 +11,11 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "services/cli/bench_common.h"
+#include "bench/harness/bench_common.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
-namespace twice::cli {
+namespace twice::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -102,9 +102,10 @@ class Bench {
 
   struct Asked {
     double ttft_ms = 0;
+    double total_ms = 0;
     v1::Usage usage;
   };
-  // Timed from `start` to the first streamed token.
+  // Timed from `start` to the first streamed token and to the last message.
   absl::StatusOr<Asked> Ask(const std::string& id, int question,
                             v1::AskMode mode, Clock::time_point start) {
     v1::AskRequest request;
@@ -128,6 +129,7 @@ class Bench {
       }
       if (response.finished()) out.usage = response.usage();
     }
+    out.total_ms = MillisSince(start);
     absl::Status status = Named("Ask", reader->Finish());
     if (!status.ok()) return status;
     return out;
@@ -159,7 +161,7 @@ class Bench {
     row.mode = mode;
     row.cache = cold ? "cold" : "cached";
     row.questions = options_.questions;
-    std::vector<double> ttft;
+    std::vector<double> ttft, total;
     double prefilled = 0, reused = 0;
     for (int q = 0; q < options_.questions; ++q) {
       std::string id = cached_id;
@@ -178,6 +180,7 @@ class Bench {
       absl::StatusOr<Asked> asked = Ask(id, q, ask_mode, start);
       if (!asked.ok()) return asked.status();
       ttft.push_back(asked->ttft_ms);
+      total.push_back(asked->total_ms);
       prefilled += static_cast<double>(ingest_computed +
                                        asked->usage.tokens_prefilled());
       // Cold: what existed before the question (the ask itself resumes
@@ -188,6 +191,7 @@ class Bench {
     }
     row.ttft_ms_p50 = Percentile(ttft, 0.5);
     row.ttft_ms_p90 = Percentile(ttft, 0.9);
+    row.total_ms_p50 = Percentile(total, 0.5);
     row.tokens_prefilled_per_question = prefilled / options_.questions;
     row.tokens_reused_per_question = reused / options_.questions;
     return row;
@@ -243,4 +247,4 @@ absl::StatusOr<std::vector<PipelineBenchRow>> RunPipelineBench(
   return rows;
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

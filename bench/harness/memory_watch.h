@@ -3,8 +3,8 @@
 // load, its peak while the load runs (a scrape of every endpoint every
 // 500 ms on a thread of its own) and after it. An endpoint that cannot be
 // read keeps -1 in that field.
-#ifndef TWICE_SERVICES_CLI_MEMORY_WATCH_H_
-#define TWICE_SERVICES_CLI_MEMORY_WATCH_H_
+#ifndef TWICE_BENCH_HARNESS_MEMORY_WATCH_H_
+#define TWICE_BENCH_HARNESS_MEMORY_WATCH_H_
 
 #include <atomic>
 #include <mutex>
@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "services/cli/load_bench.h"
+#include "bench/harness/load_bench.h"
 
-namespace twice::cli {
+namespace twice::bench {
 
 class MemoryWatch {
  public:
@@ -42,6 +42,6 @@ class MemoryWatch {
   std::thread sampler_;
 };
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_MEMORY_WATCH_H_
+#endif  // TWICE_BENCH_HARNESS_MEMORY_WATCH_H_

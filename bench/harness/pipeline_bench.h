@@ -1,4 +1,4 @@
-// The runner behind `twice bench pipeline`: time to first token and prefill
+// The runner behind `twice-bench pipeline`: time to first token and prefill
 // work per question of each ask mode against a running deployment, for
 // documents that are cold (never seen) or cached (ingested before), beside
 // a baseline that reads the whole document again for every question.
@@ -16,8 +16,8 @@
 //     document ingested as one segment, then asked). It keeps nothing, so
 //     its cold and cached rows are one measurement.
 // Documents made by the run are deleted afterwards.
-#ifndef TWICE_SERVICES_CLI_PIPELINE_BENCH_H_
-#define TWICE_SERVICES_CLI_PIPELINE_BENCH_H_
+#ifndef TWICE_BENCH_HARNESS_PIPELINE_BENCH_H_
+#define TWICE_BENCH_HARNESS_PIPELINE_BENCH_H_
 
 #include <cstdint>
 #include <functional>
@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "services/cli/cli_context.h"
+#include "bench/harness/bench_context.h"
 
-namespace twice::cli {
+namespace twice::bench {
 
 struct PipelineBenchOptions {
   // Document lengths in tokens. Default: 2048, 8192, 32768.
@@ -54,6 +54,8 @@ struct PipelineBenchRow {
   int questions = 0;
   double ttft_ms_p50 = 0;
   double ttft_ms_p90 = 0;
+  // From the same start to the answer's last message.
+  double total_ms_p50 = 0;
   // Tokens run through prefill per question (ingest included when cold).
   double tokens_prefilled_per_question = 0;
   // Document tokens per question served from states stored before the
@@ -67,6 +69,6 @@ struct PipelineBenchRow {
     const CliContext& cli, const PipelineBenchOptions& options,
     const std::function<void(const PipelineBenchRow&)>& on_row);
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_PIPELINE_BENCH_H_
+#endif  // TWICE_BENCH_HARNESS_PIPELINE_BENCH_H_

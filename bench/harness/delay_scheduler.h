@@ -1,8 +1,8 @@
 // DelayScheduler: runs functions after a delay on one thread of its own, so
 // code on a gRPC callback thread (which must not sleep) can say "try again
 // in 200 ms". Thread-safe. The destructor drops what has not run yet.
-#ifndef TWICE_SERVICES_CLI_DELAY_SCHEDULER_H_
-#define TWICE_SERVICES_CLI_DELAY_SCHEDULER_H_
+#ifndef TWICE_BENCH_HARNESS_DELAY_SCHEDULER_H_
+#define TWICE_BENCH_HARNESS_DELAY_SCHEDULER_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace twice::cli {
+namespace twice::bench {
 
 class DelayScheduler {
  public:
@@ -72,6 +72,6 @@ class DelayScheduler {
   std::thread thread_;
 };
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_DELAY_SCHEDULER_H_
+#endif  // TWICE_BENCH_HARNESS_DELAY_SCHEDULER_H_

@@ -1,4 +1,4 @@
-// The runner behind `twice bench load`: many concurrent clients (gRPC
+// The runner behind `twice-bench load`: many concurrent clients (gRPC
 // callback API, one channel) mix ingest, append, ask in every mode the model
 // supports, batch ask and delete against a running deployment for a bounded
 // time, then check what a serving system owes its users:
@@ -22,8 +22,8 @@
 // Throughput, latency and TTFT percentiles are per operation; error counts
 // per status code; server memory comes from process_resident_memory_bytes
 // at each metrics endpoint given, before, during (peak) and after the load.
-#ifndef TWICE_SERVICES_CLI_LOAD_BENCH_H_
-#define TWICE_SERVICES_CLI_LOAD_BENCH_H_
+#ifndef TWICE_BENCH_HARNESS_LOAD_BENCH_H_
+#define TWICE_BENCH_HARNESS_LOAD_BENCH_H_
 
 #include <cstdint>
 #include <map>
@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "services/cli/cli_context.h"
-#include "services/cli/load_workload.h"
+#include "bench/harness/bench_context.h"
+#include "bench/harness/load_workload.h"
 
-namespace twice::cli {
+namespace twice::bench {
 
 struct LoadBenchOptions {
   // Concurrent clients. Default: 16.
@@ -124,6 +124,6 @@ struct LoadBenchResult {
 [[nodiscard]] absl::StatusOr<LoadBenchResult> RunLoadBench(
     const CliContext& cli, const LoadBenchOptions& options);
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_LOAD_BENCH_H_
+#endif  // TWICE_BENCH_HARNESS_LOAD_BENCH_H_

@@ -1,4 +1,4 @@
-#include "storage/store_benchmark.h"
+#include "bench/harness/store_benchmark.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/state_store.h"
 
-namespace twice::storage {
+namespace twice::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -103,13 +103,14 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
   row.iterations = iterations;
   const std::string blob = RandomBytes(bytes, static_cast<uint64_t>(bytes));
 
-  RocksDbStoreOptions options;
+  storage::RocksDbStoreOptions options;
   options.path = dir + "/store";
   options.sync_writes = true;
-  absl::StatusOr<std::unique_ptr<StateStore>> store = OpenRocksDbStore(options);
+  absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
+      storage::OpenRocksDbStore(options);
   if (!store.ok()) return store.status();
-  const StateKey root = RootKey("bench", "causal", "bench");
-  std::vector<StateKey> keys;
+  const storage::StateKey root = storage::RootKey("bench", "causal", "bench");
+  std::vector<storage::StateKey> keys;
 
   // File and store operations alternate, so a disk or page cache that
   // slows down for a while (other processes share it) slows both alike.
@@ -120,7 +121,7 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
     if (absl::Status s = WriteFileSynced(path, blob); !s.ok()) return s;
     file_writes.push_back(MillisSince(start));
 
-    keys.push_back(ChainKey(root, std::vector<int32_t>{i}));
+    keys.push_back(storage::ChainKey(root, std::vector<int32_t>{i}));
     start = Clock::now();
     if (absl::Status s =
             (*store)->PutState(keys.back(), blob, {.recompute_tokens = 4096});
@@ -130,7 +131,7 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
     puts.push_back(MillisSince(start));
   }
   // Flushed into blob files, then reopened: reads start from the files.
-  if (absl::StatusOr<CompactReport> c = (*store)->Compact(); !c.ok()) {
+  if (absl::StatusOr<storage::CompactReport> c = (*store)->Compact(); !c.ok()) {
     return c.status();
   }
   store->reset();
@@ -138,14 +139,14 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
   // Uncached: the store's cache off, blob files in the page cache (each
   // read once first, as the plain files are).
   std::vector<double> uncached_gets;
-  RocksDbStoreOptions uncached = options;
+  storage::RocksDbStoreOptions uncached = options;
   uncached.state_cache_bytes = 0;
-  store = OpenRocksDbStore(uncached);
+  store = storage::OpenRocksDbStore(uncached);
   if (!store.ok()) return store.status();
   for (int i = 0; i < iterations; ++i) {
     absl::StatusOr<int64_t> read =
         ReadFileWhole(absl::StrCat(dir, "/file-", i));
-    absl::StatusOr<std::string> got = (*store)->GetState(keys[i], false);
+    absl::StatusOr<std::string> got = (*store)->GetState(keys[i]);
     if (!read.ok() || !got.ok() || got->size() != blob.size()) {
       return absl::InternalError("warm-up read failed");
     }
@@ -162,7 +163,7 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
   }
   for (int i = 0; i < iterations; ++i) {
     const auto start = Clock::now();
-    absl::StatusOr<std::string> got = (*store)->GetState(keys[i], false);
+    absl::StatusOr<std::string> got = (*store)->GetState(keys[i]);
     uncached_gets.push_back(MillisSince(start));
     if (!got.ok()) return got.status();
     if (*got != blob) return absl::InternalError("read back other bytes");
@@ -171,18 +172,18 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
 
   // Warm: the states that fit the store's cache, read once, then read in
   // turn; files alternate as before.
-  store = OpenRocksDbStore(options);
+  store = storage::OpenRocksDbStore(options);
   if (!store.ok()) return store.status();
   const int64_t fit = std::max<int64_t>(
       1, std::min<int64_t>(iterations, options.state_cache_bytes / bytes - 1));
   for (int64_t i = 0; i < fit; ++i) {
-    if (!(*store)->GetState(keys[i], false).ok()) {
+    if (!(*store)->GetState(keys[i]).ok()) {
       return absl::InternalError("warm-up read failed");
     }
   }
   for (int i = 0; i < iterations; ++i) {
     const auto start = Clock::now();
-    absl::StatusOr<std::string> got = (*store)->GetState(keys[i % fit], false);
+    absl::StatusOr<std::string> got = (*store)->GetState(keys[i % fit]);
     gets.push_back(MillisSince(start));
     if (!got.ok()) return got.status();
     if (*got != blob) return absl::InternalError("read back other bytes");
@@ -242,4 +243,4 @@ absl::StatusOr<std::vector<StoreBenchRow>> RunStoreBenchmark(
   return rows;
 }
 
-}  // namespace twice::storage
+}  // namespace twice::bench

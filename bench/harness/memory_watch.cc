@@ -1,12 +1,12 @@
-#include "services/cli/memory_watch.h"
+#include "bench/harness/memory_watch.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "absl/status/statusor.h"
-#include "services/cli/metrics_scrape.h"
+#include "bench/harness/metrics_scrape.h"
 
-namespace twice::cli {
+namespace twice::bench {
 namespace {
 
 constexpr char kMemoryMetric[] = "process_resident_memory_bytes";
@@ -64,4 +64,4 @@ void MemoryWatch::Sample() {
   }
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,4 +1,4 @@
-#include "services/cli/load_bench.h"
+#include "bench/harness/load_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,14 +16,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "services/cli/async_calls.h"
-#include "services/cli/bench_common.h"
-#include "services/cli/delay_scheduler.h"
-#include "services/cli/memory_watch.h"
+#include "bench/harness/async_calls.h"
+#include "bench/harness/bench_common.h"
+#include "bench/harness/delay_scheduler.h"
+#include "bench/harness/memory_watch.h"
 #include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
-namespace twice::cli {
+namespace twice::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -665,4 +665,4 @@ absl::StatusOr<LoadBenchResult> RunLoadBench(const CliContext& cli,
   return run.Run();
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,4 +1,4 @@
-// twice bench engine: prefill / decode speed of a random-weight model on this
+// twice-bench engine: prefill / decode speed of a random-weight model on this
 // machine, next to ceilings measured in the same run (bench/
 // engine_bench_runner.h). No server.
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/engine_bench_runner.h"
+#include "bench/harness/bench_commands.h"
 #include "engine/models/model.h"
-#include "services/cli/commands.h"
 #include "services/server/default_model.h"
 
 ABSL_FLAG(std::vector<std::string>, tokens,
@@ -25,13 +25,13 @@ ABSL_FLAG(int32_t, threads, 0,
           "bench: kernel threads (0 = TWICE_CPU_THREADS or all CPUs)");
 ABSL_FLAG(int32_t, decode_steps, 8, "bench: decode steps timed per row");
 
-namespace twice::cli {
+namespace twice::bench {
 
 int RunBenchEngine(const CliContext& cli) {
   if (cli.args.size() != 1 || cli.args[0] != "engine") {
     return ReportError(
         cli, absl::InvalidArgumentError(
-                 "usage: twice bench engine "
+                 "usage: twice-bench engine "
                  "[--arch=based,jrt,mamba2,llama,rat] "
                  "[--preset=tiny|realistic|<preset>] [--tokens=512,2048,8192] "
                  "[--decode-positions=2048,8192,32768] [--threads=N] "
@@ -83,4 +83,4 @@ int RunBenchEngine(const CliContext& cli) {
   return 0;
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,10 +1,10 @@
 // The store's put/get latency beside a plain file write/read of the same
-// bytes, measured in the same run on the same file system (`twice bench
+// bytes, measured in the same run on the same file system (`twice-bench
 // store` prints it). The file baseline is what an engine without a store
 // does: write the state to a file with fsync, read it back whole; it has no
 // checksum and no index, which is what the store's cost is weighed against.
-#ifndef TWICE_STORAGE_STORE_BENCHMARK_H_
-#define TWICE_STORAGE_STORE_BENCHMARK_H_
+#ifndef TWICE_BENCH_HARNESS_STORE_BENCHMARK_H_
+#define TWICE_BENCH_HARNESS_STORE_BENCHMARK_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace twice::storage {
+namespace twice::bench {
 
 struct StoreBenchOptions {
   // Directory under which a scratch directory is made (and removed after).
@@ -49,6 +49,6 @@ struct StoreBenchRow {
 [[nodiscard]] absl::StatusOr<std::vector<StoreBenchRow>> RunStoreBenchmark(
     const StoreBenchOptions& options);
 
-}  // namespace twice::storage
+}  // namespace twice::bench
 
-#endif  // TWICE_STORAGE_STORE_BENCHMARK_H_
+#endif  // TWICE_BENCH_HARNESS_STORE_BENCHMARK_H_

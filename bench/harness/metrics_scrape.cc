@@ -1,4 +1,4 @@
-#include "services/cli/metrics_scrape.h"
+#include "bench/harness/metrics_scrape.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
-namespace twice::cli {
+namespace twice::bench {
 namespace {
 
 class Fd {
@@ -138,4 +138,4 @@ absl::StatusOr<double> ScrapeMetric(const std::string& address,
       absl::StrCat("http://", address, "/metrics exports no ", metric));
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,11 +1,11 @@
-// twice bench load: many concurrent clients mixing ingest, append, ask in
+// twice-bench load: many concurrent clients mixing ingest, append, ask in
 // every mode, batch ask and delete against a RUNNING deployment for a
 // bounded time; prints throughput, latency and TTFT percentiles per
 // operation, errors by status, server memory, and the checks of
-// services/cli/load_bench.h (documents lost, answers changed, unclean
+// bench/harness/load_bench.h (documents lost, answers changed, unclean
 // failures). Exits 1 when a check fails.
 //
-//   twice bench load --server=HOST:PORT [--load_clients=16]
+//   twice-bench load --server=HOST:PORT [--load_clients=16]
 //       [--load_seconds=30] [--load_docs_per_client=2]
 //       [--load_doc_tokens=256] [--load_append_tokens=64]
 //       [--load_max_appends=3] [--load_questions=3]
@@ -26,9 +26,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "services/cli/bench_common.h"
-#include "services/cli/commands.h"
-#include "services/cli/load_bench.h"
+#include "bench/harness/bench_commands.h"
+#include "bench/harness/bench_common.h"
+#include "bench/harness/load_bench.h"
 
 ABSL_FLAG(int32_t, load_clients, 16, "bench load: concurrent clients");
 ABSL_FLAG(double, load_seconds, 30, "bench load: seconds of load");
@@ -59,7 +59,7 @@ ABSL_FLAG(double, load_verify_seconds, 120,
           "bench load: how long the final check waits for the deployment");
 ABSL_DECLARE_FLAG(bool, keep_docs);
 
-namespace twice::cli {
+namespace twice::bench {
 namespace {
 
 absl::Status ParseMix(const std::vector<std::string>& items,
@@ -217,4 +217,4 @@ int RunBenchLoad(const CliContext& cli) {
   return 0;
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,17 +1,17 @@
 // What the benchmarks that run against a deployment (bench pipeline, bench
 // load) share: finding the model they drive, and the statistics they print.
-#ifndef TWICE_SERVICES_CLI_BENCH_COMMON_H_
-#define TWICE_SERVICES_CLI_BENCH_COMMON_H_
+#ifndef TWICE_BENCH_HARNESS_BENCH_COMMON_H_
+#define TWICE_BENCH_HARNESS_BENCH_COMMON_H_
 
 #include <chrono>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "services/cli/cli_context.h"
+#include "bench/harness/bench_context.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
-namespace twice::cli {
+namespace twice::bench {
 
 // The served model named `name` (empty = the server's default), from
 // ListModels. NOT_FOUND when the server does not serve it; the call's own
@@ -26,6 +26,6 @@ double Percentile(std::vector<double> values, double p);
 // Milliseconds since `start` on the steady clock.
 double MillisSince(std::chrono::steady_clock::time_point start);
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_BENCH_COMMON_H_
+#endif  // TWICE_BENCH_HARNESS_BENCH_COMMON_H_

@@ -8,8 +8,8 @@
 //       cli.NewCall(), request, on_message, on_done);
 //   stub->async()->Ask(call->context(), call->request(), call);
 //   call->Go();
-#ifndef TWICE_SERVICES_CLI_ASYNC_CALLS_H_
-#define TWICE_SERVICES_CLI_ASYNC_CALLS_H_
+#ifndef TWICE_BENCH_HARNESS_ASYNC_CALLS_H_
+#define TWICE_BENCH_HARNESS_ASYNC_CALLS_H_
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/support/client_callback.h>
@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace twice::cli {
+namespace twice::bench {
 
 template <class Response>
 using MessageFn = std::function<void(const Response&)>;
@@ -90,6 +90,6 @@ struct UnaryCall {
   Response response;
 };
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_ASYNC_CALLS_H_
+#endif  // TWICE_BENCH_HARNESS_ASYNC_CALLS_H_

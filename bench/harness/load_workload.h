@@ -1,4 +1,4 @@
-// The deterministic workload of `twice bench load`: what each document
+// The deterministic workload of `twice-bench load`: what each document
 // slot contains after each append, the questions asked of it, and the book
 // of greedy answers that every later answer to the same question must
 // match.
@@ -9,8 +9,8 @@
 // differs is a defect, not noise. Token ids are drawn from the model's
 // whole vocabulary by a seeded generator (SplitMix64), never from a
 // tokenizer, so the content does not depend on text handling.
-#ifndef TWICE_SERVICES_CLI_LOAD_WORKLOAD_H_
-#define TWICE_SERVICES_CLI_LOAD_WORKLOAD_H_
+#ifndef TWICE_BENCH_HARNESS_LOAD_WORKLOAD_H_
+#define TWICE_BENCH_HARNESS_LOAD_WORKLOAD_H_
 
 #include <cstdint>
 #include <map>
@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 
-namespace twice::cli {
+namespace twice::bench {
 
 struct LoadWorkloadShape {
   // Tokens of a freshly ingested document. Default: 256.
@@ -90,6 +90,6 @@ class AnswerBook {
   int64_t answers_ = 0;
 };
 
-}  // namespace twice::cli
+}  // namespace twice::bench
 
-#endif  // TWICE_SERVICES_CLI_LOAD_WORKLOAD_H_
+#endif  // TWICE_BENCH_HARNESS_LOAD_WORKLOAD_H_

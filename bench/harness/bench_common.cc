@@ -1,4 +1,4 @@
-#include "services/cli/bench_common.h"
+#include "bench/harness/bench_common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 
-namespace twice::cli {
+namespace twice::bench {
 
 absl::StatusOr<v1::ModelInfo> FindServedModel(
     const CliContext& cli, v1::Orchestrator::StubInterface& stub,
@@ -41,4 +41,4 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,4 +1,4 @@
-#include "services/cli/load_workload.h"
+#include "bench/harness/load_workload.h"
 
 #include <cstdio>
 #include <fstream>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace twice::cli {
+namespace twice::bench {
 namespace {
 
 // SplitMix64: a tiny, well-mixed generator whose output is fixed by its
@@ -160,4 +160,4 @@ int64_t AnswerBook::keys() const {
   return static_cast<int64_t>(run_.size());
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench

@@ -1,8 +1,8 @@
-// twice bench store: verified state store put/get latency beside a plain
+// twice-bench store: verified state store put/get latency beside a plain
 // fsynced file write and a whole-file read of the same bytes, measured in
-// the same run (storage/store_benchmark.h).
+// the same run (bench/harness/store_benchmark.h).
 //
-//   twice bench store [--store_sizes_mb=1,16,64] [--store_iterations=20]
+//   twice-bench store [--store_sizes_mb=1,16,64] [--store_iterations=20]
 //                     [--store_dir=DIR] [--json]
 //
 // get_* reads states that fit the store's cache (a warm store);
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "services/cli/commands.h"
-#include "storage/store_benchmark.h"
+#include "bench/harness/bench_commands.h"
+#include "bench/harness/store_benchmark.h"
 
 ABSL_FLAG(std::vector<std::string>, store_sizes_mb,
           (std::vector<std::string>{"1", "16", "64"}),
@@ -25,10 +25,10 @@ ABSL_FLAG(int, store_iterations, 20,
 ABSL_FLAG(std::string, store_dir, "",
           "bench store: directory for scratch files (empty = system temp)");
 
-namespace twice::cli {
+namespace twice::bench {
 
 int RunBenchStore(const CliContext& cli) {
-  storage::StoreBenchOptions options;
+  StoreBenchOptions options;
   options.dir = absl::GetFlag(FLAGS_store_dir);
   options.iterations = absl::GetFlag(FLAGS_store_iterations);
   options.sizes_bytes.clear();
@@ -41,8 +41,7 @@ int RunBenchStore(const CliContext& cli) {
     }
     options.sizes_bytes.push_back(static_cast<int64_t>(value * (1 << 20)));
   }
-  absl::StatusOr<std::vector<storage::StoreBenchRow>> rows =
-      storage::RunStoreBenchmark(options);
+  absl::StatusOr<std::vector<StoreBenchRow>> rows = RunStoreBenchmark(options);
   if (!rows.ok()) return ReportError(cli, rows.status());
   if (!cli.json) {
     std::printf("%10s %9s %9s %11s %8s %9s %9s %9s %8s %11s %11s\n", "bytes",
@@ -50,7 +49,7 @@ int RunBenchStore(const CliContext& cli) {
                 "get_p99", "file_read", "get/file", "uncache_p50",
                 "uncache_p99");
   }
-  for (const storage::StoreBenchRow& r : *rows) {
+  for (const StoreBenchRow& r : *rows) {
     if (cli.json) {
       PrintJson({{"bytes", r.bytes},
                  {"iterations", r.iterations},
@@ -80,4 +79,4 @@ int RunBenchStore(const CliContext& cli) {
   return 0;
 }
 
-}  // namespace twice::cli
+}  // namespace twice::bench
