@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <string>
 
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 
 namespace {
 
-using twice::storage::StateStore;
+using twice::storage::Store;
 
-std::unique_ptr<StateStore> OpenStore(bool sync, const std::string& name) {
+std::unique_ptr<Store> OpenStore(bool sync, const std::string& name) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("twice-store-bench-" + name))
           .string();

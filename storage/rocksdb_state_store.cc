@@ -25,12 +25,12 @@ rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StateStore>> OpenRocksDbStore(
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(
     const RocksDbStoreOptions& options) {
   absl::StatusOr<std::unique_ptr<RocksDbStateStore>> store =
       RocksDbStateStore::Open(options);
   if (!store.ok()) return store.status();
-  return std::unique_ptr<StateStore>(std::move(*store));
+  return std::unique_ptr<Store>(std::move(*store));
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(

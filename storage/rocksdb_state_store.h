@@ -1,4 +1,5 @@
-// The RocksDB implementation of StateStore (state_store.h has the contract;
+// The RocksDB implementation of Store (state_store.h, document_catalog.h
+// and store_admin.h have the contracts;
 // storage/FORMAT.md the bytes on disk).
 //
 // Column families:
@@ -51,9 +52,10 @@
 #include "rocksdb/write_batch.h"
 #include "storage/block_manifest.h"
 #include "storage/disk_space_guard.h"
+#include "storage/rocksdb_store.h"
 #include "storage/state_cache_index.h"
-#include "storage/state_store.h"
 #include "storage/state_value.h"
+#include "storage/store.h"
 
 namespace twice::storage {
 
@@ -69,7 +71,7 @@ inline constexpr char kLegacyEphemeralFamily[] = "ephemeral";
 // Values at least this large are stored in blob files (states family).
 inline constexpr uint64_t kStateMinBlobBytes = 64 * 1024;
 
-class RocksDbStateStore final : public StateStore {
+class RocksDbStateStore final : public Store {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<RocksDbStateStore>> Open(
       const RocksDbStoreOptions& options);
@@ -102,14 +104,14 @@ class RocksDbStateStore final : public StateStore {
   [[nodiscard]] absl::Status UpdateDocument(
       const DocumentRecord& record) override;
   [[nodiscard]] absl::StatusOr<DocumentRecord> GetDocument(
-      std::string_view tenant, std::string_view document_id) override;
+      const DocumentRef& document) override;
   [[nodiscard]] absl::StatusOr<std::vector<int32_t>> GetTokens(
-      std::string_view tenant, std::string_view document_id) override;
+      const DocumentRef& document) override;
   [[nodiscard]] absl::StatusOr<DocumentPage> ListDocuments(
       std::string_view tenant, int page_size,
       std::string_view page_token) override;
   [[nodiscard]] absl::StatusOr<int64_t> DeleteDocument(
-      std::string_view tenant, std::string_view document_id) override;
+      const DocumentRef& document) override;
 
   void RecordRecompute() override;
   StoreStats Stats() override;

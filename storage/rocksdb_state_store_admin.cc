@@ -151,7 +151,8 @@ absl::StatusOr<VerifyReport> RocksDbStateStore::Verify(
         report.bad.push_back({kDocumentsFamily, PrintableDocument(key),
                               std::string(record.status().message())});
       }
-      absl::StatusOr<std::vector<int32_t>> tokens = GetTokens(tenant, id);
+      absl::StatusOr<std::vector<int32_t>> tokens =
+          GetTokens({std::string(tenant), std::string(id)});
       if (!tokens.ok()) {
         report.bad.push_back({kTokensFamily, PrintableDocument(key),
                               std::string(tokens.status().message())});

@@ -79,7 +79,7 @@ absl::StatusOr<VerifyReport> RestoreRocksDbStore(
                                                " to ", options.path, ": ",
                                                ec.message()));
   }
-  absl::StatusOr<std::unique_ptr<StateStore>> store = OpenRocksDbStore(options);
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(options);
   if (!store.ok()) return store.status();
   return (*store)->Verify(VerifyOptions());
 }

@@ -258,8 +258,7 @@ absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
   if (existing.ok()) {
     stored_token_count = existing->token_count;
   } else if (absl::IsDataLoss(existing.status())) {
-    absl::StatusOr<std::vector<int32_t>> tokens =
-        GetTokens(record.tenant, record.document_id);
+    absl::StatusOr<std::vector<int32_t>> tokens = GetTokens(RefOf(record));
     if (!tokens.ok()) return tokens.status();
     stored_token_count = static_cast<int64_t>(tokens->size());
   } else {
@@ -275,7 +274,9 @@ absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
 }
 
 absl::StatusOr<DocumentRecord> RocksDbStateStore::GetDocument(
-    std::string_view tenant, std::string_view document_id) {
+    const DocumentRef& document) {
+  const std::string_view tenant = document.tenant;
+  const std::string_view document_id = document.document_id;
   if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
     return s;
   }
@@ -283,7 +284,9 @@ absl::StatusOr<DocumentRecord> RocksDbStateStore::GetDocument(
 }
 
 absl::StatusOr<std::vector<int32_t>> RocksDbStateStore::GetTokens(
-    std::string_view tenant, std::string_view document_id) {
+    const DocumentRef& document) {
+  const std::string_view tenant = document.tenant;
+  const std::string_view document_id = document.document_id;
   if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
     return s;
   }
@@ -369,7 +372,9 @@ absl::StatusOr<DocumentPage> RocksDbStateStore::ListDocuments(
 }
 
 absl::StatusOr<int64_t> RocksDbStateStore::DeleteDocument(
-    std::string_view tenant, std::string_view document_id) {
+    const DocumentRef& document) {
+  const std::string_view tenant = document.tenant;
+  const std::string_view document_id = document.document_id;
   if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
     return s;
   }

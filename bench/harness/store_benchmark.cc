@@ -14,7 +14,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 
 namespace twice::bench {
 namespace {
@@ -106,7 +106,7 @@ absl::StatusOr<StoreBenchRow> MeasureSize(const std::string& dir, int64_t bytes,
   storage::RocksDbStoreOptions options;
   options.path = dir + "/store";
   options.sync_writes = true;
-  absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
       storage::OpenRocksDbStore(options);
   if (!store.ok()) return store.status();
   const storage::StateKey root = storage::RootKey("bench", "causal", "bench");

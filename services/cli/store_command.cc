@@ -19,7 +19,7 @@
 #include "absl/flags/flag.h"
 #include "services/cli/commands.h"
 #include "services/common/grpc_status.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 #include "twice/v1/store.grpc.pb.h"
 
 ABSL_FLAG(bool, repair, false,

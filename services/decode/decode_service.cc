@@ -11,8 +11,8 @@
 #include "services/store/store_metrics.h"
 
 namespace twice::services {
-DecodeService::DecodeService(const ModelRegistry* models,
-                             storage::StateStore* store, DecodeLimits limits)
+DecodeService::DecodeService(const ModelRegistry* models, storage::Store* store,
+                             DecodeLimits limits)
     : models_(models),
       store_(store),
       limits_(limits),
@@ -119,8 +119,8 @@ grpc::Status DecodeService::Generate(
     // Document states go through the cache: concurrent questions on one
     // document share one load. A sharded store keeps the document's states
     // on its replica.
-    storage::StateStore* store =
-        store_->ForDocument(request->tenant(), request->document_id());
+    storage::Store* store =
+        store_->ForDocument({request->tenant(), request->document_id()});
     absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
         cache_.Load(*store, **model, *key);
     if (!loaded.ok()) return ToGrpcStatus(loaded.status());

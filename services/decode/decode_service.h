@@ -25,7 +25,7 @@
 #include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/common/state_cache.h"
-#include "storage/state_store.h"
+#include "storage/store.h"
 #include "twice/v1/decode.grpc.pb.h"
 
 namespace twice::services {
@@ -55,7 +55,7 @@ class DecodeService final : public v1::Decode::Service {
  public:
   // `models` (already loaded) and `store` must outlive the service. Starts
   // one decode loop per model.
-  DecodeService(const ModelRegistry* models, storage::StateStore* store,
+  DecodeService(const ModelRegistry* models, storage::Store* store,
                 DecodeLimits limits);
   ~DecodeService() override;
 
@@ -82,7 +82,7 @@ class DecodeService final : public v1::Decode::Service {
       const grpc::ServerContext& context) const;
 
   const ModelRegistry* models_;
-  storage::StateStore* store_;
+  storage::Store* store_;
   Authenticator* auth_ = nullptr;
   DecodeLimits limits_;
   StateCache cache_;

@@ -219,12 +219,12 @@ grpc::Status OrchestratorService::Ingest(
   std::shared_ptr<void> lock = LockDocument(tenant + "/" + document_id);
 
   absl::StatusOr<storage::DocumentRecord> existing =
-      store_->GetDocument(tenant, document_id);
+      store_->GetDocument({tenant, document_id});
   int64_t created_ms = absl::ToUnixMillis(absl::Now());
   bool pinned = header.pin();
   if (existing.ok()) {
     absl::StatusOr<std::vector<int32_t>> stored_tokens =
-        store_->GetTokens(tenant, document_id);
+        store_->GetTokens({tenant, document_id});
     if (!stored_tokens.ok()) return ToGrpcStatus(stored_tokens.status());
     if (*stored_tokens != tokens ||
         existing->model_fingerprint != fingerprint) {
@@ -391,7 +391,7 @@ grpc::Status OrchestratorService::Append(
     return ToGrpcStatus(charged);
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(record->tenant, record->document_id);
+      store_->GetTokens({record->tenant, record->document_id});
   if (!tokens.ok()) return ToGrpcStatus(tokens.status());
 
   // Start from the document's last state (recomputed if it was lost); only

@@ -12,7 +12,7 @@
 
 namespace twice::services {
 OrchestratorService::OrchestratorService(const ModelRegistry* models,
-                                         storage::StateStore* store,
+                                         storage::Store* store,
                                          OrchestratorLimits limits,
                                          PromptTemplates templates,
                                          Authenticator* auth)
@@ -92,7 +92,7 @@ absl::StatusOr<storage::DocumentRecord> OrchestratorService::FindDocument(
   // The store scopes records by tenant, so another tenant's id is simply
   // absent here.
   absl::StatusOr<storage::DocumentRecord> record =
-      store_->GetDocument(*tenant, document_id);
+      store_->GetDocument({*tenant, document_id});
   if (record.status().code() == absl::StatusCode::kNotFound) {
     return absl::NotFoundError(
         absl::StrCat("document '", document_id, "' not found"));
@@ -135,7 +135,7 @@ grpc::Status OrchestratorService::DeleteDocument(
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
   absl::StatusOr<int64_t> deleted =
-      store_->DeleteDocument(record->tenant, record->document_id);
+      store_->DeleteDocument({record->tenant, record->document_id});
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
   response->set_states_deleted(*deleted);
   Log(LogLevel::kInfo, "document.deleted",

@@ -25,7 +25,7 @@
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/prompt_templates.h"
 #include "services/orchestrator/tenant_limiter.h"
-#include "storage/state_store.h"
+#include "storage/store.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
@@ -65,7 +65,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // apply to every model that configures none of its own
   // (LoadModelTemplates). `auth` authenticates every call and names its
   // tenant; nullptr = every caller is tenant "default".
-  OrchestratorService(const ModelRegistry* models, storage::StateStore* store,
+  OrchestratorService(const ModelRegistry* models, storage::Store* store,
                       OrchestratorLimits limits, PromptTemplates templates,
                       Authenticator* auth = nullptr);
 
@@ -240,7 +240,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   std::shared_ptr<void> LockDocument(const std::string& key);
 
   const ModelRegistry* models_;
-  storage::StateStore* store_;
+  storage::Store* store_;
   Authenticator* auth_;
   // Written once by BindInternalServices before `bound_` is released.
   std::unique_ptr<PrefillPool> prefill_;

@@ -103,8 +103,8 @@ grpc::Status PrefillService::Prefill(
   };
   options.cache = &cache_;
   // A sharded store keeps the document's states on its replica.
-  storage::StateStore* store =
-      store_->ForDocument(header.tenant(), header.document_id());
+  storage::Store* store =
+      store_->ForDocument({header.tenant(), header.document_id()});
   PrefillRun run(**model, *store, options);
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());

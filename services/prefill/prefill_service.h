@@ -7,7 +7,7 @@
 #include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/common/state_cache.h"
-#include "storage/state_store.h"
+#include "storage/store.h"
 #include "twice/v1/prefill.grpc.pb.h"
 
 namespace twice::services {
@@ -18,7 +18,7 @@ class PrefillService final : public v1::Prefill::Service {
   // boundaries that second reads, appends and as-of tails start from) are
   // kept decoded in a cache of `state_cache_bytes`, so the questions of a
   // batch load their document state once. Default: 256 MiB.
-  PrefillService(const ModelRegistry* models, storage::StateStore* store,
+  PrefillService(const ModelRegistry* models, storage::Store* store,
                  int64_t state_cache_bytes = int64_t{256} << 20)
       : models_(models), store_(store), cache_(state_cache_bytes) {}
 
@@ -34,7 +34,7 @@ class PrefillService final : public v1::Prefill::Service {
 
  private:
   const ModelRegistry* models_;
-  storage::StateStore* store_;
+  storage::Store* store_;
   Authenticator* auth_ = nullptr;
   StateCache cache_;
 };

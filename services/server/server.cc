@@ -26,6 +26,7 @@
 #include "services/store/sharded_state_store.h"
 #include "services/store/store_metrics.h"
 #include "services/store/store_service.h"
+#include "storage/rocksdb_store.h"
 
 namespace twice::services {
 namespace {
@@ -159,7 +160,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     store_options.tenant_state_budget_bytes = options.tenant_state_budget_bytes;
     store_options.min_free_disk_bytes = options.store_min_free_disk_bytes;
     store_options.state_cache_bytes = options.store_state_cache_bytes;
-    absl::StatusOr<std::unique_ptr<storage::StateStore>> store =
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
         storage::OpenRocksDbStore(store_options);
     if (!store.ok()) {
       return absl::Status(
@@ -190,7 +191,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           absl::StrCat("replicas=", LogValue(options.store_address)));
     }
   }
-  storage::StateStore* store = server->store_.get();
+  storage::Store* store = server->store_.get();
   const ModelRegistry* models = &server->models_;
 
   if (!options.metrics_listen.empty()) {

@@ -14,7 +14,7 @@
 #include "services/common/auth.h"
 #include "services/common/model_registry.h"
 #include "services/server/server_options.h"
-#include "storage/state_store.h"
+#include "storage/store.h"
 
 namespace twice::services {
 
@@ -43,7 +43,7 @@ class TwiceServer {
 
   ServerOptions options_;
   ModelRegistry models_;
-  std::unique_ptr<storage::StateStore> store_;
+  std::unique_ptr<storage::Store> store_;
   // Used by the services; nullptr when authentication is off.
   std::unique_ptr<Authenticator> auth_;
   // Reads store_ and counts calls of server_: made after the first,

@@ -197,13 +197,15 @@ absl::Status RemoteStateStore::UpdateDocument(
   // The Store API replaces a record together with its tokens so the two can
   // never disagree; an update re-sends the tokens it already holds.
   absl::StatusOr<std::vector<int32_t>> tokens =
-      GetTokens(record.tenant, record.document_id);
+      GetTokens({record.tenant, record.document_id});
   if (!tokens.ok()) return tokens.status();
   return PutDocument(record, *tokens);
 }
 
 absl::StatusOr<storage::DocumentRecord> RemoteStateStore::GetDocument(
-    std::string_view tenant, std::string_view document_id) {
+    const storage::DocumentRef& document) {
+  const std::string_view tenant = document.tenant;
+  const std::string_view document_id = document.document_id;
   grpc::ClientContext context;
   Prepare(context);
   v1::GetDocumentRecordRequest request;
@@ -217,7 +219,9 @@ absl::StatusOr<storage::DocumentRecord> RemoteStateStore::GetDocument(
 }
 
 absl::StatusOr<std::vector<int32_t>> RemoteStateStore::GetTokens(
-    std::string_view tenant, std::string_view document_id) {
+    const storage::DocumentRef& document) {
+  const std::string_view tenant = document.tenant;
+  const std::string_view document_id = document.document_id;
   grpc::ClientContext context;
   Prepare(context);
   v1::GetTokensRequest request;
@@ -257,7 +261,9 @@ absl::StatusOr<storage::DocumentPage> RemoteStateStore::ListDocuments(
 }
 
 absl::StatusOr<int64_t> RemoteStateStore::DeleteDocument(
-    std::string_view tenant, std::string_view document_id) {
+    const storage::DocumentRef& document) {
+  const std::string_view tenant = document.tenant;
+  const std::string_view document_id = document.document_id;
   grpc::ClientContext context;
   Prepare(context);
   v1::DeleteDocumentRecordRequest request;

@@ -11,12 +11,12 @@
 #include <chrono>
 #include <memory>
 
-#include "storage/state_store.h"
+#include "storage/store.h"
 #include "twice/v1/store.grpc.pb.h"
 
 namespace twice::services {
 
-class RemoteStateStore final : public storage::StateStore {
+class RemoteStateStore final : public storage::Store {
  public:
   // `timeout` bounds every call (a state of a large model takes a while).
   RemoteStateStore(std::shared_ptr<grpc::Channel> channel,
@@ -38,14 +38,14 @@ class RemoteStateStore final : public storage::StateStore {
                            absl::Span<const int32_t> tokens) override;
   absl::Status UpdateDocument(const storage::DocumentRecord& record) override;
   absl::StatusOr<storage::DocumentRecord> GetDocument(
-      std::string_view tenant, std::string_view document_id) override;
+      const storage::DocumentRef& document) override;
   absl::StatusOr<std::vector<int32_t>> GetTokens(
-      std::string_view tenant, std::string_view document_id) override;
+      const storage::DocumentRef& document) override;
   absl::StatusOr<storage::DocumentPage> ListDocuments(
       std::string_view tenant, int page_size,
       std::string_view page_token) override;
-  absl::StatusOr<int64_t> DeleteDocument(std::string_view tenant,
-                                         std::string_view document_id) override;
+  absl::StatusOr<int64_t> DeleteDocument(
+      const storage::DocumentRef& document) override;
   void RecordRecompute() override;
   storage::StoreStats Stats() override;
   absl::StatusOr<storage::VerifyReport> Verify(

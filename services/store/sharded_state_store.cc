@@ -103,10 +103,10 @@ std::vector<size_t> ShardedStateStore::ReadOrder(
   return order;
 }
 
-storage::StateStore* ShardedStateStore::ForDocument(
-    std::string_view tenant, std::string_view document_id) {
-  if (document_id.empty()) return this;
-  return shards_[OwnerOf(tenant, document_id)].store.get();
+storage::Store* ShardedStateStore::ForDocument(
+    const storage::DocumentRef& document) {
+  if (document.document_id.empty()) return this;
+  return shards_[OwnerOf(document.tenant, document.document_id)].store.get();
 }
 
 absl::Status ShardedStateStore::PutState(
@@ -183,29 +183,28 @@ absl::StatusOr<std::vector<std::string>> ShardedStateStore::GetStateBlocks(
 
 absl::Status ShardedStateStore::PutDocument(
     const storage::DocumentRecord& record, absl::Span<const int32_t> tokens) {
-  return ForDocument(record.tenant, record.document_id)
-      ->PutDocument(record, tokens);
+  return ForDocument(storage::RefOf(record))->PutDocument(record, tokens);
 }
 
 absl::Status ShardedStateStore::UpdateDocument(
     const storage::DocumentRecord& record) {
-  return ForDocument(record.tenant, record.document_id)->UpdateDocument(record);
+  return ForDocument(storage::RefOf(record))->UpdateDocument(record);
 }
 
 absl::StatusOr<storage::DocumentRecord> ShardedStateStore::GetDocument(
-    std::string_view tenant, std::string_view document_id) {
-  if (document_id.empty()) {
+    const storage::DocumentRef& document) {
+  if (document.document_id.empty()) {
     return absl::InvalidArgumentError("document id is empty");
   }
-  return ForDocument(tenant, document_id)->GetDocument(tenant, document_id);
+  return ForDocument(document)->GetDocument(document);
 }
 
 absl::StatusOr<std::vector<int32_t>> ShardedStateStore::GetTokens(
-    std::string_view tenant, std::string_view document_id) {
-  if (document_id.empty()) {
+    const storage::DocumentRef& document) {
+  if (document.document_id.empty()) {
     return absl::InvalidArgumentError("document id is empty");
   }
-  return ForDocument(tenant, document_id)->GetTokens(tenant, document_id);
+  return ForDocument(document)->GetTokens(document);
 }
 
 absl::StatusOr<storage::DocumentPage> ShardedStateStore::ListDocuments(
@@ -247,8 +246,8 @@ absl::StatusOr<storage::DocumentPage> ShardedStateStore::ListDocuments(
 }
 
 absl::StatusOr<int64_t> ShardedStateStore::DeleteDocument(
-    std::string_view tenant, std::string_view document_id) {
-  return ForDocument(tenant, document_id)->DeleteDocument(tenant, document_id);
+    const storage::DocumentRef& document) {
+  return ForDocument(document)->DeleteDocument(document);
 }
 
 void ShardedStateStore::RecordRecompute() { recomputes_.fetch_add(1); }

@@ -13,7 +13,7 @@
 // Routing:
 // - Document calls (PutDocument, GetDocument, GetTokens, UpdateDocument,
 //   DeleteDocument) go to the owner of their document.
-// - ForDocument(tenant, id) returns the owner, so callers that know the
+// - ForDocument(document) returns the owner, so callers that know the
 //   document put and get its states there (the prefill and decode services
 //   learn it from PrefillHeader.document_id / GenerateRequest.document_id).
 // - State calls made on this store itself, with no document known, write to
@@ -34,20 +34,20 @@
 #include <string>
 #include <vector>
 
-#include "storage/state_store.h"
+#include "storage/store.h"
 
 namespace twice::services {
 
 struct StoreShard {
   std::string name;  // stable identity, hashed for placement (the address)
-  std::unique_ptr<storage::StateStore> store;
+  std::unique_ptr<storage::Store> store;
 };
 
 // The rendezvous weight of `shard` for `item`: a 64-bit hash of both, the
 // same on every machine and every build (FNV-1a with a final mix).
 uint64_t RendezvousWeight(std::string_view shard, std::string_view item);
 
-class ShardedStateStore final : public storage::StateStore {
+class ShardedStateStore final : public storage::Store {
  public:
   // At least one shard; names must be distinct (INVALID_ARGUMENT otherwise).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStateStore>>
@@ -56,8 +56,7 @@ class ShardedStateStore final : public storage::StateStore {
   // Index (into the shards given to Create) of the owner of a document.
   size_t OwnerOf(std::string_view tenant, std::string_view document_id) const;
 
-  StateStore* ForDocument(std::string_view tenant,
-                          std::string_view document_id) override;
+  storage::Store* ForDocument(const storage::DocumentRef& document) override;
 
   absl::Status PutState(const storage::StateKey& key, std::string_view blob,
                         const storage::PutStateOptions& options) override;
@@ -75,14 +74,14 @@ class ShardedStateStore final : public storage::StateStore {
                            absl::Span<const int32_t> tokens) override;
   absl::Status UpdateDocument(const storage::DocumentRecord& record) override;
   absl::StatusOr<storage::DocumentRecord> GetDocument(
-      std::string_view tenant, std::string_view document_id) override;
+      const storage::DocumentRef& document) override;
   absl::StatusOr<std::vector<int32_t>> GetTokens(
-      std::string_view tenant, std::string_view document_id) override;
+      const storage::DocumentRef& document) override;
   absl::StatusOr<storage::DocumentPage> ListDocuments(
       std::string_view tenant, int page_size,
       std::string_view page_token) override;
-  absl::StatusOr<int64_t> DeleteDocument(std::string_view tenant,
-                                         std::string_view document_id) override;
+  absl::StatusOr<int64_t> DeleteDocument(
+      const storage::DocumentRef& document) override;
   void RecordRecompute() override;
   storage::StoreStats Stats() override;
   absl::StatusOr<storage::VerifyReport> Verify(

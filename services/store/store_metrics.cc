@@ -205,7 +205,7 @@ class GaugeCollector : public prometheus::Collectable {
 // numbers are never stale and nothing is copied in between.
 class StoreCollector : public prometheus::Collectable {
  public:
-  explicit StoreCollector(storage::StateStore* store) : store_(store) {}
+  explicit StoreCollector(storage::Store* store) : store_(store) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
@@ -259,11 +259,11 @@ class StoreCollector : public prometheus::Collectable {
   }
 
  private:
-  storage::StateStore* store_;
+  storage::Store* store_;
 };
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& listen, storage::StateStore* store) {
+    const std::string& listen, storage::Store* store) {
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
   endpoint->registry_ = std::make_shared<prometheus::Registry>();
   endpoint->store_collector_ = std::make_shared<StoreCollector>(store);

@@ -23,7 +23,7 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
-#include "storage/state_store.h"
+#include "storage/store.h"
 
 namespace prometheus {
 class Registry;
@@ -72,7 +72,7 @@ class MetricsEndpoint {
   // Listens on `listen` (host:port; port 0 picks one). `store` must outlive
   // the endpoint. UNAVAILABLE when the address cannot be bound.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& listen, storage::StateStore* store);
+      const std::string& listen, storage::Store* store);
   ~MetricsEndpoint();
 
   // The port actually bound.

@@ -155,7 +155,7 @@ grpc::Status StoreService::GetDocument(
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<storage::DocumentRecord> record =
-      store_->GetDocument(request->tenant(), request->document_id());
+      store_->GetDocument({request->tenant(), request->document_id()});
   if (!record.ok()) return ToGrpcStatus(record.status());
   *response = ToProto(*record);
   return grpc::Status::OK;
@@ -168,7 +168,7 @@ grpc::Status StoreService::GetTokens(
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(request->tenant(), request->document_id());
+      store_->GetTokens({request->tenant(), request->document_id()});
   if (!tokens.ok()) return ToGrpcStatus(tokens.status());
   const int64_t total = static_cast<int64_t>(tokens->size());
   for (int64_t offset = 0; offset < total; offset += kTokenChunk) {
@@ -205,7 +205,7 @@ grpc::Status StoreService::DeleteDocument(
     return ToGrpcStatus(auth);
   }
   absl::StatusOr<int64_t> deleted =
-      store_->DeleteDocument(request->tenant(), request->document_id());
+      store_->DeleteDocument({request->tenant(), request->document_id()});
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
   response->set_deleted(*deleted);
   return grpc::Status::OK;

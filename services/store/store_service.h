@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "services/common/auth.h"
-#include "storage/state_store.h"
+#include "storage/store.h"
 #include "twice/v1/store.grpc.pb.h"
 
 namespace twice::services {
@@ -31,7 +31,7 @@ class StoreService final : public v1::Store::Service {
   // `serve_data` = false makes every data RPC (states, blocks, records,
   // tokens) answer PERMISSION_DENIED whoever calls, leaving only the admin
   // RPCs: the Store that role all serves on its public listener.
-  explicit StoreService(storage::StateStore* store, std::string backup_dir = "",
+  explicit StoreService(storage::Store* store, std::string backup_dir = "",
                         bool serve_data = true)
       : store_(store),
         backup_dir_(std::move(backup_dir)),
@@ -99,7 +99,7 @@ class StoreService final : public v1::Store::Service {
   // by an internal peer.
   absl::Status AuthorizeData(const grpc::ServerContext& context) const;
 
-  storage::StateStore* store_;
+  storage::Store* store_;
   Authenticator* auth_ = nullptr;
   std::string backup_dir_;
   bool serve_data_ = true;

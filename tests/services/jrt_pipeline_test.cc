@@ -17,7 +17,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 #include "tests/services/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -158,7 +158,7 @@ class JrtPipelineTest : public ::testing::Test {
     options.path = StoreDir();
     auto store = storage::OpenRocksDbStore(options);
     EXPECT_OK(store);
-    auto record = (*store)->GetDocument("default", doc);
+    auto record = (*store)->GetDocument({"default", doc});
     EXPECT_OK(record);
     for (const auto& [mode, key] : record->mode_states) {
       if (mode == "prefix") return key;

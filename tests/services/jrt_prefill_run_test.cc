@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "services/common/state_io.h"
 #include "services/prefill/prefill_run.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 #include "tests/services/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -94,7 +94,7 @@ class JrtPrefillRunTest : public ::testing::Test {
   static testing::TempDir* model_dir_;
   static engine::Model* model_;
   testing::TempDir dir_;
-  std::unique_ptr<storage::StateStore> store_;
+  std::unique_ptr<storage::Store> store_;
   std::vector<int32_t> tokens_;
 };
 

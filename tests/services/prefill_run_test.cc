@@ -10,7 +10,7 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "services/common/state_io.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 #include "tests/services/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -58,7 +58,7 @@ class PrefillRunTest : public ::testing::Test {
   static testing::TempDir* model_dir_;
   static engine::Model* model_;
   testing::TempDir dir_;
-  std::unique_ptr<storage::StateStore> store_;
+  std::unique_ptr<storage::Store> store_;
   std::vector<int32_t> tokens_;
 };
 

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "services/store/remote_state_store.h"
 #include "services/store/store_service.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 #include "tests/services/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -51,7 +51,7 @@ class RemoteStoreTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  std::unique_ptr<storage::StateStore> local_;
+  std::unique_ptr<storage::Store> local_;
   std::unique_ptr<StoreService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RemoteStateStore> remote_;
@@ -95,26 +95,26 @@ TEST_F(RemoteStoreTest, DocumentsRoundTripWithManyTokens) {
     tokens[i] = static_cast<int32_t>(i % 50000);
   ASSERT_TRUE(remote_->PutDocument(record, tokens).ok());
 
-  auto got = remote_->GetDocument("t1", "doc-1");
+  auto got = remote_->GetDocument({"t1", "doc-1"});
   ASSERT_OK(got);
   EXPECT_EQ(got->token_count, record.token_count);
   ASSERT_EQ(got->segments.size(), 2u);
   EXPECT_EQ(got->segments[1].state_key, record.segments[1].state_key);
-  auto got_tokens = remote_->GetTokens("t1", "doc-1");
+  auto got_tokens = remote_->GetTokens({"t1", "doc-1"});
   ASSERT_TRUE(got_tokens.ok());
   EXPECT_EQ(*got_tokens, tokens);
 
   record.pinned = true;
   ASSERT_TRUE(remote_->UpdateDocument(record).ok());
-  EXPECT_TRUE(remote_->GetDocument("t1", "doc-1")->pinned);
+  EXPECT_TRUE(remote_->GetDocument({"t1", "doc-1"})->pinned);
 
   auto page = remote_->ListDocuments("t1", 10, "");
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->records.size(), 1u);
-  EXPECT_EQ(remote_->GetDocument("t2", "doc-1").status().code(),
+  EXPECT_EQ(remote_->GetDocument({"t2", "doc-1"}).status().code(),
             absl::StatusCode::kNotFound);
-  ASSERT_TRUE(remote_->DeleteDocument("t1", "doc-1").ok());
-  EXPECT_EQ(remote_->GetDocument("t1", "doc-1").status().code(),
+  ASSERT_TRUE(remote_->DeleteDocument({"t1", "doc-1"}).ok());
+  EXPECT_EQ(remote_->GetDocument({"t1", "doc-1"}).status().code(),
             absl::StatusCode::kNotFound);
 }
 

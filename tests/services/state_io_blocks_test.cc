@@ -16,7 +16,7 @@
 #include "services/common/state_io.h"
 #include "services/prefill/prefill_run.h"
 #include "storage/rocksdb_state_store.h"
-#include "storage/state_store.h"
+#include "storage/rocksdb_store.h"
 #include "tests/services/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -58,7 +58,7 @@ class StateIoBlocksTest : public ::testing::Test {
   static testing::TempDir* dir_;
   static engine::Model* model_;
   testing::TempDir store_dir_;
-  std::unique_ptr<storage::StateStore> store_;
+  std::unique_ptr<storage::Store> store_;
 };
 
 testing::TempDir* StateIoBlocksTest::dir_ = nullptr;

@@ -81,7 +81,7 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
   std::vector<std::string> damaged;
   std::vector<std::string> good;
   for (int i = 0; i < kDocuments; ++i) {
-    absl::StatusOr<DocumentRecord> got = store().GetDocument("t", Id(i));
+    absl::StatusOr<DocumentRecord> got = store().GetDocument({"t", Id(i)});
     if (got.ok()) {
       EXPECT_EQ(got->document_id, Id(i));
       good.push_back(Id(i));
@@ -97,7 +97,7 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
   ASSERT_FALSE(good.empty());  // one damaged block, not the whole family
   // Tokens live in another family and are intact.
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store().GetTokens("t", damaged.front());
+      store().GetTokens({"t", damaged.front()});
   ASSERT_OK(tokens);
   EXPECT_EQ(*tokens, Tokens(10));
 
@@ -144,7 +144,8 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
       store().PutDocument(Record("t", "after", {Key(1000)}), Tokens(10));
   EXPECT_EQ(put.code(), absl::StatusCode::kDataLoss) << put;
   // Reads go on.
-  absl::StatusOr<DocumentRecord> still = store().GetDocument("t", good.front());
+  absl::StatusOr<DocumentRecord> still =
+      store().GetDocument({"t", good.front()});
   EXPECT_OK(still);
 }
 

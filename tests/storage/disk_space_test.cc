@@ -73,12 +73,12 @@ TEST_F(DiskFullStoreTest, RefusesPutsServesReadsAndRecovers) {
   absl::StatusOr<std::string> got = store().GetState(Key(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, blob);
-  ASSERT_TRUE(store().GetDocument("t", "kept").ok());
-  EXPECT_EQ(store().GetDocument("t", "new").status().code(),
+  ASSERT_TRUE(store().GetDocument({"t", "kept"}).ok());
+  EXPECT_EQ(store().GetDocument({"t", "new"}).status().code(),
             absl::StatusCode::kNotFound);
   // Deletes free space, so they still work.
-  ASSERT_TRUE(store().DeleteDocument("t", "gone").ok());
-  EXPECT_EQ(store().GetDocument("t", "gone").status().code(),
+  ASSERT_TRUE(store().DeleteDocument({"t", "gone"}).ok());
+  EXPECT_EQ(store().GetDocument({"t", "gone"}).status().code(),
             absl::StatusCode::kNotFound);
   Close();
 
@@ -86,7 +86,7 @@ TEST_F(DiskFullStoreTest, RefusesPutsServesReadsAndRecovers) {
   Open();
   ASSERT_TRUE(store().PutState(Key(3), blob, {}).ok());
   PutDoc(Record("t", "new", {Key(3)}));
-  ASSERT_TRUE(store().GetDocument("t", "kept").ok());
+  ASSERT_TRUE(store().GetDocument({"t", "kept"}).ok());
   got = store().GetState(Key(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, blob);
@@ -114,7 +114,7 @@ TEST_F(DiskFullStoreTest, WriteAheadLogStaysBounded) {
   }
   // The bound (64 MiB) plus the log being written when it was reached.
   EXPECT_LE(log_bytes, int64_t{2} * Options().max_wal_bytes) << log_bytes;
-  ASSERT_TRUE(store().GetDocument("t", "pins-the-log").ok());
+  ASSERT_TRUE(store().GetDocument({"t", "pins-the-log"}).ok());
 }
 
 }  // namespace

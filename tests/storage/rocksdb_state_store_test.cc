@@ -124,10 +124,10 @@ TEST_F(RocksDbStateStoreTest, ReopenKeepsEverything) {
   EXPECT_EQ(after.state_bytes, before.state_bytes);
   EXPECT_EQ(after.document_count, 1);
   EXPECT_EQ(*store().GetState(Key(2)), "s2");
-  absl::StatusOr<DocumentRecord> record = store().GetDocument("t", "d1");
+  absl::StatusOr<DocumentRecord> record = store().GetDocument({"t", "d1"});
   ASSERT_OK(record);
   EXPECT_EQ(record->segments.size(), 2u);
-  EXPECT_EQ(*store().GetTokens("t", "d1"), Tokens(30));
+  EXPECT_EQ(*store().GetTokens({"t", "d1"}), Tokens(30));
 }
 
 TEST_F(RocksDbStateStoreTest, OverwriteAndDeleteKeepCountersExact) {
@@ -296,19 +296,19 @@ TEST_F(RocksDbStateStoreTest, DocumentRoundTrip) {
   PutDoc(record);  // replacing is not a new document
   EXPECT_EQ(store().Stats().document_count, 1);
 
-  absl::StatusOr<DocumentRecord> got = store().GetDocument("t", "d1");
+  absl::StatusOr<DocumentRecord> got = store().GetDocument({"t", "d1"});
   ASSERT_OK(got);
   EXPECT_EQ(got->text_sha256, "abcd");
   EXPECT_EQ(got->mode_states, record.mode_states);
   EXPECT_TRUE(got->pinned);
   EXPECT_EQ(got->segments[2].state_key, Key(3));
-  EXPECT_EQ(*store().GetTokens("t", "d1"), Tokens(30));
+  EXPECT_EQ(*store().GetTokens({"t", "d1"}), Tokens(30));
 
-  EXPECT_EQ(store().GetDocument("t", "nope").status().code(),
+  EXPECT_EQ(store().GetDocument({"t", "nope"}).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(store().GetDocument("u", "d1").status().code(),
+  EXPECT_EQ(store().GetDocument({"u", "d1"}).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(store().GetTokens("t", "nope").status().code(),
+  EXPECT_EQ(store().GetTokens({"t", "nope"}).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -319,11 +319,11 @@ TEST_F(RocksDbStateStoreTest, UpdateDocumentReplacesRecordOnly) {
   update.pinned = true;
   update.accessed_unix_ms = 77;
   ASSERT_TRUE(store().UpdateDocument(update).ok());
-  absl::StatusOr<DocumentRecord> got = store().GetDocument("t", "d1");
+  absl::StatusOr<DocumentRecord> got = store().GetDocument({"t", "d1"});
   ASSERT_OK(got);
   EXPECT_TRUE(got->pinned);
   EXPECT_EQ(got->accessed_unix_ms, 77);
-  EXPECT_EQ(*store().GetTokens("t", "d1"), Tokens(30));
+  EXPECT_EQ(*store().GetTokens({"t", "d1"}), Tokens(30));
 
   update.token_count = 31;
   EXPECT_EQ(store().UpdateDocument(update).code(),
@@ -372,7 +372,7 @@ TEST_F(RocksDbStateStoreTest, ListDocumentsPaginatesWithinTenant) {
   EXPECT_TRUE(exact->next_page_token.empty());
 
   // Resuming after a document deleted in between still works.
-  ASSERT_TRUE(store().DeleteDocument("acme", "c").ok());
+  ASSERT_TRUE(store().DeleteDocument({"acme", "c"}).ok());
   absl::StatusOr<DocumentPage> resumed = store().ListDocuments("acme", 2, "c");
   ASSERT_OK(resumed);
   ASSERT_EQ(resumed->records.size(), 2u);
@@ -401,15 +401,15 @@ TEST_F(RocksDbStateStoreTest, DeleteDocumentKeepsSharedStates) {
   // keys are tenant-scoped.
   PutDoc(Record("u", "third", {Key(2)}));
 
-  absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "first");
+  absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "first"});
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 0);
-  EXPECT_EQ(store().GetDocument("t", "first").status().code(),
+  EXPECT_EQ(store().GetDocument({"t", "first"}).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(store().GetTokens("t", "first").status().code(),
+  EXPECT_EQ(store().GetTokens({"t", "first"}).status().code(),
             absl::StatusCode::kNotFound);
 
-  deleted = store().DeleteDocument("t", "second");
+  deleted = store().DeleteDocument({"t", "second"});
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 2);  // Key(1) and Key(3)
   EXPECT_FALSE(*store().HasState(Key(1)));
@@ -417,14 +417,14 @@ TEST_F(RocksDbStateStoreTest, DeleteDocumentKeepsSharedStates) {
   EXPECT_TRUE(*store().HasState(Key(2)));
   EXPECT_TRUE(*store().HasState(Key(4)));  // named by no record
 
-  deleted = store().DeleteDocument("u", "third");
+  deleted = store().DeleteDocument({"u", "third"});
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
 
   const StoreStats stats = store().Stats();
   EXPECT_EQ(stats.document_count, 0);
   EXPECT_EQ(stats.state_count, 2);  // Key(4), Key(5)
-  EXPECT_EQ(store().DeleteDocument("t", "first").status().code(),
+  EXPECT_EQ(store().DeleteDocument({"t", "first"}).status().code(),
             absl::StatusCode::kNotFound);
   Close();
   Open();
@@ -436,7 +436,7 @@ TEST_F(RocksDbStateStoreTest, DeleteDocumentCountsOnlyStoredStates) {
   Open();
   ASSERT_TRUE(store().PutState(Key(1), "state", {}).ok());
   PutDoc(Record("t", "d", {Key(1), Key(2)}));  // Key(2) was never stored
-  absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "d");
+  absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
   EXPECT_EQ(store().Stats().state_count, 0);
@@ -458,22 +458,21 @@ TEST_F(RocksDbStateStoreTest, CorruptRecordIsDataLossAndCanBeDeleted) {
                     .ok());
   }
   Open();
-  EXPECT_EQ(store().GetDocument("t", "d").status().code(),
+  EXPECT_EQ(store().GetDocument({"t", "d"}).status().code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(store().ListDocuments("t", 0, "").status().code(),
             absl::StatusCode::kDataLoss);
-  EXPECT_TRUE(store().GetTokens("t", "d").ok());
-  absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "d");
+  EXPECT_TRUE(store().GetTokens({"t", "d"}).ok());
+  absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
   ASSERT_OK(deleted);
-  EXPECT_EQ(store().GetTokens("t", "d").status().code(),
+  EXPECT_EQ(store().GetTokens({"t", "d"}).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(store().Stats().document_count, 0);
 }
 
 TEST_F(RocksDbStateStoreTest, SecondOpenOfSameDirectoryIsUnavailable) {
   Open();
-  absl::StatusOr<std::unique_ptr<StateStore>> second =
-      OpenRocksDbStore(Options());
+  absl::StatusOr<std::unique_ptr<Store>> second = OpenRocksDbStore(Options());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable)
       << second.status();
   // The first instance is unaffected, and the directory reopens once closed.
@@ -510,8 +509,7 @@ TEST_F(RocksDbStateStoreTest, DirectoryLockedByAnotherProcessIsUnavailable) {
   }
   ASSERT_TRUE(std::filesystem::exists(ready_path));
 
-  absl::StatusOr<std::unique_ptr<StateStore>> store =
-      OpenRocksDbStore(Options());
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(Options());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable)
       << store.status();
   EXPECT_EQ(pclose(holder), 0);
@@ -537,11 +535,11 @@ TEST_F(RocksDbStateStoreTest, InvalidInputs) {
   EXPECT_EQ(code(store().PutDocument(bad, Tokens(30))), kInvalid);
   EXPECT_EQ(code(store().UpdateDocument(Record("", "d", {}))), kInvalid);
 
-  EXPECT_EQ(code(store().GetDocument("", "d").status()), kInvalid);
-  EXPECT_EQ(code(store().GetDocument("t", "").status()), kInvalid);
-  EXPECT_EQ(code(store().GetTokens("", "d").status()), kInvalid);
+  EXPECT_EQ(code(store().GetDocument({"", "d"}).status()), kInvalid);
+  EXPECT_EQ(code(store().GetDocument({"t", ""}).status()), kInvalid);
+  EXPECT_EQ(code(store().GetTokens({"", "d"}).status()), kInvalid);
   EXPECT_EQ(code(store().ListDocuments("", 0, "").status()), kInvalid);
-  EXPECT_EQ(code(store().DeleteDocument("t", "").status()), kInvalid);
+  EXPECT_EQ(code(store().DeleteDocument({"t", ""}).status()), kInvalid);
   EXPECT_EQ(code(store().PutState(Key(1), "x", {.recompute_tokens = -1})),
             kInvalid);
 
@@ -570,7 +568,7 @@ TEST_F(RocksDbStateStoreTest, SyncWritesRoundTrip) {
   Close();
   Open();
   EXPECT_EQ(*store().GetState(Key(1)), "synced");
-  EXPECT_TRUE(store().GetDocument("t", "d").ok());
+  EXPECT_TRUE(store().GetDocument({"t", "d"}).ok());
 }
 
 }  // namespace

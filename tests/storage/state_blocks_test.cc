@@ -170,7 +170,7 @@ TEST_F(StateBlocksTest, DeletingAStateKeepsBlocksOthersStillName) {
   // DeleteDocument takes a chunked state's own blocks along.
   ASSERT_TRUE(PutBlocks(Key(3), std::nullopt, Blocks(0, 2, 1000)).ok());
   PutDoc(Record("t", "d", {Key(3)}));
-  absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "d");
+  absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
   ASSERT_TRUE(deleted.ok());
   EXPECT_EQ(*deleted, 1);
   EXPECT_EQ(store().Stats().block_count, 0);

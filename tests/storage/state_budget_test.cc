@@ -144,9 +144,9 @@ TEST_F(StateBudgetTest, RecordsMayNameEvictedStates) {
   test_util::StoreFixture::PutDoc(Record("t", "d", {Key(1)}));
   for (int i = 10; i < 14; ++i) Put(i, 1000);
   EXPECT_FALSE(Has(Key(1)));  // a cache: the record stays, the state went
-  absl::StatusOr<DocumentRecord> record = store().GetDocument("t", "d");
+  absl::StatusOr<DocumentRecord> record = store().GetDocument({"t", "d"});
   ASSERT_OK(record);
-  absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "d");
+  absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 0);
 }
@@ -227,7 +227,7 @@ TEST_F(StateBudgetTest, RefsAreRebuiltForAStoreWrittenWithoutThem) {
   EXPECT_EQ(store().Stats().pinned_state_count, 1);
   for (int i = 10; i < 16; ++i) Put(i, 1000);
   EXPECT_TRUE(Has(Key(1)));
-  absl::StatusOr<int64_t> deleted = store().DeleteDocument("t", "pinned");
+  absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "pinned"});
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
 }
