@@ -39,15 +39,6 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-void AddUsage(v1::Usage& usage, const v1::Usage& more) {
-  usage.set_tokens_prefilled(usage.tokens_prefilled() +
-                             more.tokens_prefilled());
-  usage.set_states_reused(usage.states_reused() + more.states_reused());
-  usage.set_states_recomputed(usage.states_recomputed() +
-                              more.states_recomputed());
-  usage.set_tokens_reused(usage.tokens_reused() + more.tokens_reused());
-}
-
 }  // namespace
 
 absl::Status OrchestratorService::AnswerQuestion(
@@ -56,7 +47,7 @@ absl::Status OrchestratorService::AnswerQuestion(
     const SharedInputs& shared, const AskSink& sink) {
   const auto started = std::chrono::steady_clock::now();
   const PromptTemplates& templates = TemplatesFor(record.model);
-  v1::Usage usage;
+  UsageTally usage;
   absl::StatusOr<std::vector<int32_t>> prompt =
       Tokenize(model, FillTemplate(templates.question_prompt, question.text));
   if (!prompt.ok()) return prompt.status();
@@ -83,12 +74,10 @@ absl::Status OrchestratorService::AnswerQuestion(
       if (whole) {
         parent = shared.document_state;
         parent_boundary = record.segments.size() - 1;
-        AddUsage(usage, index == shared.document_state_owner
-                            ? shared.document_state_usage
-                            : v1::Usage());
-        if (index != shared.document_state_owner) {
-          usage.set_states_reused(usage.states_reused() + 1);
-          usage.set_tokens_reused(usage.tokens_reused() + record.token_count);
+        if (index == shared.document_state_owner) {
+          usage += shared.document_state_usage;
+        } else {
+          usage.Reused(record.token_count);
         }
       } else {
         // The nearest boundary at or before the position, then the rest.
@@ -131,12 +120,10 @@ absl::Status OrchestratorService::AnswerQuestion(
     case v1::ASK_MODE_PREFIX: {
       if (whole) {
         parent = shared.prefix_state;
-        AddUsage(usage, index == shared.prefix_state_owner
-                            ? shared.prefix_state_usage
-                            : v1::Usage());
-        if (index != shared.prefix_state_owner) {
-          usage.set_states_reused(usage.states_reused() + 1);
-          usage.set_tokens_reused(usage.tokens_reused() + record.token_count);
+        if (index == shared.prefix_state_owner) {
+          usage += shared.prefix_state_usage;
+        } else {
+          usage.Reused(record.token_count);
         }
       } else {
         // The prefix encoding of a shorter document is another encoding:
@@ -190,8 +177,7 @@ absl::Status OrchestratorService::AnswerQuestion(
     Log(LogLevel::kWarning, "ask.state_lost",
         absl::StrCat("doc=", record.document_id, " reason=",
                      LogValue(std::string(outcome.status().message()))));
-    usage.set_states_reused(0);
-    usage.set_tokens_reused(0);
+    usage.ForgetReuse();
     absl::StatusOr<storage::StateKey> key =
         question.mode == v1::ASK_MODE_PREFIX
             ? EnsurePrefixState(context, record, usage)
@@ -203,21 +189,20 @@ absl::Status OrchestratorService::AnswerQuestion(
   if (!outcome.ok()) return outcome.status();
 
   const v1::GenerateResponse& final = outcome->final;
-  usage.set_tokens_prefilled(usage.tokens_prefilled() +
-                             final.tokens_prefilled());
-  usage.set_tokens_decoded(final.tokens_decoded());
-  usage.set_ttft_ms(ttft_ms < 0 ? MillisSince(started) : ttft_ms);
-  usage.set_total_ms(MillisSince(started));
+  usage.tokens_prefilled += final.tokens_prefilled();
+  const v1::Usage wire = usage.ToProto(
+      final.tokens_decoded(), ttft_ms < 0 ? MillisSince(started) : ttft_ms,
+      MillisSince(started));
   v1::AskResponse done;
   done.set_text(final.text());
   *done.mutable_tokens() = final.tokens();
   done.set_finished(true);
   done.set_finish_reason(final.finish_reason());
-  *done.mutable_usage() = usage;
+  *done.mutable_usage() = wire;
   ServingMetrics& metrics = ServingMetrics::Process();
-  metrics.ObserveAskTtft(usage.ttft_ms() / 1000.0);
-  metrics.AddStatesReused(usage.states_reused());
-  metrics.AddStatesRecomputed(usage.states_recomputed());
+  metrics.ObserveAskTtft(wire.ttft_ms() / 1000.0);
+  metrics.AddStatesReused(wire.states_reused());
+  metrics.AddStatesRecomputed(wire.states_recomputed());
   sink(done);
   return absl::OkStatus();
 }

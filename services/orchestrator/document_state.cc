@@ -18,7 +18,7 @@ namespace twice::services {
 
 absl::StatusOr<storage::StateKey> OrchestratorService::EnsureDocumentState(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
-    v1::Usage& usage) {
+    UsageTally& usage) {
   if (record.segments.empty()) {
     return absl::DataLossError(absl::StrCat(
         "document '", record.document_id, "' has no segment states recorded"));
@@ -29,7 +29,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureDocumentState(
 
 absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
-    size_t index, v1::Usage& usage) {
+    size_t index, UsageTally& usage) {
   if (index >= record.segments.size()) {
     return absl::InternalError("boundary index out of range");
   }
@@ -39,8 +39,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
           ->HasState(target.state_key);
   if (!stored.ok()) return stored.status();
   if (*stored) {
-    usage.set_states_reused(usage.states_reused() + 1);
-    usage.set_tokens_reused(usage.tokens_reused() + target.end_token);
+    usage.Reused(target.end_token);
     return target.state_key;
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
@@ -68,7 +67,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
 
 absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
-    size_t index, const std::vector<int32_t>& all_tokens, v1::Usage& usage) {
+    size_t index, const std::vector<int32_t>& all_tokens, UsageTally& usage) {
   const storage::SegmentBoundary& target = record.segments[index];
   // Walk back to the latest boundary whose state is still stored and read
   // the document's tokens from there.
@@ -102,8 +101,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
                   nullptr);
   if (!outcome.ok()) return outcome.status();
   if (resume >= 0) {
-    usage.set_states_reused(usage.states_reused() + 1);
-    usage.set_tokens_reused(usage.tokens_reused() + start);
+    usage.Reused(start);
   }
   // Chain keys are content addresses: recomputing the same tokens from the
   // same boundary along the same boundaries must land on the recorded keys.
@@ -125,9 +123,8 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   const int64_t recomputed = static_cast<int64_t>(outcome->checkpoints.size()) -
                              outcome->checkpoints_reused +
                              outcome->states_recomputed;
-  usage.set_states_recomputed(usage.states_recomputed() + recomputed);
-  usage.set_tokens_prefilled(usage.tokens_prefilled() +
-                             outcome->tokens_computed);
+  usage.states_recomputed += recomputed;
+  usage.tokens_prefilled += outcome->tokens_computed;
   for (int64_t i = 0; i < recomputed; ++i) store_->RecordRecompute();
   Log(LogLevel::kInfo, "document.recomputed",
       absl::StrCat("doc=", record.document_id, " from_token=", start,
@@ -157,7 +154,7 @@ absl::StatusOr<PrefillOutcome> OrchestratorService::PrefillPrefixState(
 
 absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
-    v1::Usage& usage) {
+    UsageTally& usage) {
   const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
   std::optional<storage::StateKey> recorded;
   for (const auto& [mode, key] : record.mode_states) {
@@ -169,8 +166,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
             ->HasState(*recorded);
     if (!stored.ok()) return stored.status();
     if (*stored) {
-      usage.set_states_reused(usage.states_reused() + 1);
-      usage.set_tokens_reused(usage.tokens_reused() + record.token_count);
+      usage.Reused(record.token_count);
       return *recorded;
     }
   }
@@ -182,8 +178,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   absl::StatusOr<PrefillOutcome> outcome = PrefillPrefixState(
       context, record.model, record.tenant, record.document_id, *tokens);
   if (!outcome.ok()) return outcome.status();
-  usage.set_tokens_prefilled(usage.tokens_prefilled() +
-                             outcome->tokens_computed);
+  usage.tokens_prefilled += outcome->tokens_computed;
   if (recorded) {
     // Chain keys are content addresses: the same tokens from the same root
     // must land on the recorded key.
@@ -192,7 +187,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
           "recomputed prefix state of document '", record.document_id,
           "' does not match its recorded key"));
     }
-    usage.set_states_recomputed(usage.states_recomputed() + 1);
+    usage.states_recomputed += 1;
     store_->RecordRecompute();
     Log(LogLevel::kInfo, "document.prefix_recomputed",
         absl::StrCat("doc=", record.document_id));

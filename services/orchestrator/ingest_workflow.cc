@@ -396,7 +396,7 @@ grpc::Status OrchestratorService::Append(
 
   // Start from the document's last state (recomputed if it was lost); only
   // the new tokens are read.
-  v1::Usage usage;
+  UsageTally usage;
   absl::StatusOr<storage::StateKey> last =
       EnsureDocumentState(*context, *record, usage);
   if (!last.ok()) return ToGrpcStatus(last.status());
@@ -450,7 +450,7 @@ grpc::Status OrchestratorService::Append(
   if (!put.ok()) return ToGrpcStatus(put);
 
   const double seconds = SecondsSince(started);
-  const int64_t computed = outcome->tokens_computed + usage.tokens_prefilled();
+  const int64_t computed = outcome->tokens_computed + usage.tokens_prefilled;
   v1::IngestResponse done;
   done.set_document_id(updated.document_id);
   done.set_segments_done(static_cast<int64_t>(updated.segments.size()));

@@ -25,6 +25,7 @@
 #include "services/orchestrator/internal_calls.h"
 #include "services/orchestrator/prompt_templates.h"
 #include "services/orchestrator/tenant_limiter.h"
+#include "services/orchestrator/usage_tally.h"
 #include "storage/store.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -126,10 +127,10 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   struct SharedInputs {
     std::shared_ptr<const std::vector<int32_t>> tokens;
     std::optional<storage::StateKey> document_state;
-    v1::Usage document_state_usage;
+    UsageTally document_state_usage;
     size_t document_state_owner = 0;
     std::optional<storage::StateKey> prefix_state;
-    v1::Usage prefix_state_usage;
+    UsageTally prefix_state_usage;
     size_t prefix_state_owner = 0;
     // Decode endpoint all questions go to, where they share one state load
     // and batched decode steps.
@@ -158,23 +159,23 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // reused or recomputed.
   absl::StatusOr<storage::StateKey> EnsureBoundaryState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
-      size_t index, v1::Usage& usage);
+      size_t index, UsageTally& usage);
   // One recompute attempt of EnsureBoundaryState: resume from the latest
   // stored boundary before `index`, prefill along the recorded boundaries.
   absl::StatusOr<storage::StateKey> RecomputeBoundaryState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
-      size_t index, const std::vector<int32_t>& all_tokens, v1::Usage& usage);
+      size_t index, const std::vector<int32_t>& all_tokens, UsageTally& usage);
   // The state after the whole document.
   absl::StatusOr<storage::StateKey> EnsureDocumentState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
-      v1::Usage& usage);
+      UsageTally& usage);
   // Makes the document's prefix-encoded state (JRT models) available: the
   // recorded "prefix" mode state when stored, else recomputed from the
   // document's tokens (and recorded when the document had none). Adds to
   // `usage` what was reused or recomputed.
   absl::StatusOr<storage::StateKey> EnsurePrefixState(
       grpc::ServerContext& context, const storage::DocumentRecord& record,
-      v1::Usage& usage);
+      UsageTally& usage);
   // Prefills `tokens` (a whole document) in prefix mode from the chain root
   // into ONE durable state: only the final state is recorded (mode_states),
   // so checkpoints would be states no document names. A stored state with
