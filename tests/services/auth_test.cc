@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"

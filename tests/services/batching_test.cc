@@ -25,8 +25,8 @@
 #include "gtest/gtest.h"
 #include "services/common/state_io.h"
 #include "services/store/remote_state_store.h"
-#include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice {

@@ -16,8 +16,8 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
 #include "tests/services/serving_client.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice {

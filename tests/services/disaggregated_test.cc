@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/store.grpc.pb.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 
 namespace twice {
 namespace {

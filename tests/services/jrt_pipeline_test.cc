@@ -18,7 +18,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "storage/rocksdb_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"

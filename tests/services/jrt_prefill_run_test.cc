@@ -15,7 +15,7 @@
 #include "services/common/state_io.h"
 #include "services/prefill/prefill_run.h"
 #include "storage/rocksdb_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::services {

@@ -13,7 +13,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 
 namespace twice {
 namespace {

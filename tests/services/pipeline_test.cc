@@ -16,7 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "storage/rocksdb_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "services/common/state_io.h"
 #include "storage/rocksdb_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::services {

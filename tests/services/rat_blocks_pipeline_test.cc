@@ -25,8 +25,8 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "services/orchestrator/prompt_templates.h"
-#include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/store.grpc.pb.h"
 

@@ -12,7 +12,7 @@
 #include "services/store/remote_state_store.h"
 #include "services/store/store_service.h"
 #include "storage/rocksdb_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::services {

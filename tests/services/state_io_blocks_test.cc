@@ -17,7 +17,7 @@
 #include "services/prefill/prefill_run.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::services {

@@ -15,9 +15,9 @@
 
 #include "gtest/gtest.h"
 #include "storage/rocksdb_state_store.h"
-#include "tests/services/server_process.h"
 #include "tests/services/serving_client.h"
 #include "tests/storage/raw_db.h"
+#include "tests/testing/server_process.h"
 
 namespace twice {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "services/store/remote_state_store.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 extern char** environ;

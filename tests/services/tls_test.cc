@@ -18,7 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/services/internal_rpc_probe.h"
-#include "tests/services/server_process.h"
+#include "tests/testing/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
 

@@ -21,8 +21,8 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "services/store/remote_state_store.h"
-#include "tests/services/server_process.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice {

@@ -1,6 +1,6 @@
 // Test helper: runs twice-server and the twice CLI as real child processes.
-#ifndef TWICE_TESTS_SERVICES_SERVER_PROCESS_H_
-#define TWICE_TESTS_SERVICES_SERVER_PROCESS_H_
+#ifndef TWICE_TESTS_TESTING_SERVER_PROCESS_H_
+#define TWICE_TESTS_TESTING_SERVER_PROCESS_H_
 
 #include <fcntl.h>
 #include <signal.h>
@@ -179,4 +179,4 @@ class ServerProcess {
 
 }  // namespace twice::testing
 
-#endif  // TWICE_TESTS_SERVICES_SERVER_PROCESS_H_
+#endif  // TWICE_TESTS_TESTING_SERVER_PROCESS_H_
