@@ -102,7 +102,7 @@ absl::Status OrchestratorService::PrepareShared(
   }
   if (need_tokens) {
     absl::StatusOr<std::vector<int32_t>> tokens =
-        store_->GetTokens({record.tenant, record.document_id});
+        store_->GetTokens(storage::RefOf(record));
     if (!tokens.ok()) return tokens.status();
     shared.tokens =
         std::make_shared<const std::vector<int32_t>>(*std::move(tokens));

@@ -35,15 +35,14 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   }
   const storage::SegmentBoundary& target = record.segments[index];
   absl::StatusOr<bool> stored =
-      store_->ForDocument({record.tenant, record.document_id})
-          ->HasState(target.state_key);
+      store_->ForDocument(storage::RefOf(record))->HasState(target.state_key);
   if (!stored.ok()) return stored.status();
   if (*stored) {
     usage.Reused(target.end_token);
     return target.state_key;
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens({record.tenant, record.document_id});
+      store_->GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
   if (static_cast<int64_t>(tokens->size()) < target.end_token) {
     return absl::DataLossError(
@@ -74,7 +73,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   int resume = static_cast<int>(index) - 1;
   while (resume >= 0) {
     absl::StatusOr<bool> has =
-        store_->ForDocument({record.tenant, record.document_id})
+        store_->ForDocument(storage::RefOf(record))
             ->HasState(record.segments[resume].state_key);
     if (!has.ok()) return has.status();
     if (*has) break;
@@ -162,8 +161,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   }
   if (recorded) {
     absl::StatusOr<bool> stored =
-        store_->ForDocument({record.tenant, record.document_id})
-            ->HasState(*recorded);
+        store_->ForDocument(storage::RefOf(record))->HasState(*recorded);
     if (!stored.ok()) return stored.status();
     if (*stored) {
       usage.Reused(record.token_count);
@@ -173,7 +171,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   // Lost, or never prepared (a document ingested without it, or appended
   // to since): tokens are the truth, so encode them again.
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens({record.tenant, record.document_id});
+      store_->GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
   absl::StatusOr<PrefillOutcome> outcome = PrefillPrefixState(
       context, record.model, record.tenant, record.document_id, *tokens);
@@ -199,7 +197,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   std::shared_ptr<void> lock =
       LockDocument(record.tenant + "/" + record.document_id);
   absl::StatusOr<storage::DocumentRecord> current =
-      store_->GetDocument({record.tenant, record.document_id});
+      store_->GetDocument(storage::RefOf(record));
   if (current.ok() && current->token_count == record.token_count &&
       current->segments.size() == record.segments.size()) {
     std::erase_if(current->mode_states,
@@ -223,14 +221,14 @@ absl::Status OrchestratorService::UpgradeDocument(
   const std::string& fingerprint = model.description().fingerprint;
   // Another question may have upgraded it while this one waited.
   absl::StatusOr<storage::DocumentRecord> current =
-      store_->GetDocument({record.tenant, record.document_id});
+      store_->GetDocument(storage::RefOf(record));
   if (!current.ok()) return current.status();
   if (current->model_fingerprint == fingerprint) {
     record = *std::move(current);
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens({record.tenant, record.document_id});
+      store_->GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
   PrefillCall call;
   call.model = current->model;

@@ -391,7 +391,7 @@ grpc::Status OrchestratorService::Append(
     return ToGrpcStatus(charged);
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens({record->tenant, record->document_id});
+      store_->GetTokens(storage::RefOf(*record));
   if (!tokens.ok()) return ToGrpcStatus(tokens.status());
 
   // Start from the document's last state (recomputed if it was lost); only

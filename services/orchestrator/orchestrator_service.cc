@@ -135,7 +135,7 @@ grpc::Status OrchestratorService::DeleteDocument(
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
   absl::StatusOr<int64_t> deleted =
-      store_->DeleteDocument({record->tenant, record->document_id});
+      store_->DeleteDocument(storage::RefOf(*record));
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
   response->set_states_deleted(*deleted);
   Log(LogLevel::kInfo, "document.deleted",

@@ -197,7 +197,7 @@ absl::Status RemoteStateStore::UpdateDocument(
   // The Store API replaces a record together with its tokens so the two can
   // never disagree; an update re-sends the tokens it already holds.
   absl::StatusOr<std::vector<int32_t>> tokens =
-      GetTokens({record.tenant, record.document_id});
+      GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
   return PutDocument(record, *tokens);
 }

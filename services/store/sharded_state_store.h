@@ -1,4 +1,4 @@
-// ShardedStateStore: one StateStore over several store replicas (the `store`
+// ShardedStateStore: one Store over several store replicas (the `store`
 // role behind --store-address=A,B,...), sharded by document.
 //
 // Placement: a document's record, tokens and states live on one replica,
