@@ -7,12 +7,20 @@
 //   states it names in one atomic write; the caller stores (durably) the
 //   states a record names before the record. Tokens live as long as their
 //   record and are never recomputed.
+// - Writes are conditional on the record's revision (DocumentRecord::
+//   revision): PutDocument and UpdateDocument commit only when
+//   `record.revision` is the stored record's revision (0: no record is
+//   stored), and the committed record then has revision + 1. Otherwise
+//   they are ABORTED and change nothing: another writer (another
+//   orchestrator replica, or a delete) got there first, and the caller
+//   re-reads and decides again. A stored record that no longer decodes may
+//   be replaced by a PutDocument of any revision (the repair path).
 // - A document of another tenant is NOT_FOUND exactly like a missing one.
 // - Thread safety: every method may be called concurrently.
 // - Errors: NOT_FOUND (missing), INVALID_ARGUMENT (bad request), DATA_LOSS
 //   (a stored record or token blob is corrupt), RESOURCE_EXHAUSTED (the disk
-//   is nearly full), UNAVAILABLE (I/O that may succeed on retry), INTERNAL
-//   otherwise.
+//   is nearly full), ABORTED (a conditional write lost to another writer),
+//   UNAVAILABLE (I/O that may succeed on retry), INTERNAL otherwise.
 #ifndef TWICE_STORAGE_DOCUMENT_CATALOG_H_
 #define TWICE_STORAGE_DOCUMENT_CATALOG_H_
 
@@ -48,10 +56,12 @@ class DocumentCatalog {
  public:
   virtual ~DocumentCatalog() = default;
 
-  // Creates or replaces the record and its tokens atomically.
+  // Creates or replaces the record and its tokens atomically (conditional
+  // on record.revision, above).
   [[nodiscard]] virtual absl::Status PutDocument(
       const DocumentRecord& record, absl::Span<const int32_t> tokens) = 0;
   // Replaces only the record (pin, access time); tokens must exist.
+  // Conditional on record.revision, as PutDocument.
   [[nodiscard]] virtual absl::Status UpdateDocument(
       const DocumentRecord& record) = 0;
   [[nodiscard]] virtual absl::StatusOr<DocumentRecord> GetDocument(

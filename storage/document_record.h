@@ -32,6 +32,11 @@ struct DocumentRecord {
   bool pinned = false;
   int64_t created_unix_ms = 0;
   int64_t accessed_unix_ms = 0;
+  // The catalog's revision of this record, for conditional writes
+  // (document_catalog.h): 0 for a record not stored yet; a stored record
+  // carries the revision of its last write. Writers pass back the revision
+  // they read; the catalog refuses a write made from a stale read.
+  int64_t revision = 0;
 };
 
 }  // namespace twice::storage

@@ -60,6 +60,7 @@ std::string EncodeRecord(const DocumentRecord& record) {
   AppendU8(payload, record.pinned ? 1 : 0);
   AppendI64(payload, record.created_unix_ms);
   AppendI64(payload, record.accessed_unix_ms);
+  AppendI64(payload, record.revision);
   const std::string_view parts[] = {payload};
   return SealEnvelope(BlobKind::kRecord, parts);
 }
@@ -72,7 +73,7 @@ absl::StatusOr<DocumentRecord> DecodeRecord(std::string_view stored) {
 
   uint8_t format = 0;
   if (!reader.ReadU8(format)) return Truncated("format");
-  if (format != kRecordFormat) {
+  if (format < kOldestRecordFormat || format > kRecordFormat) {
     return absl::DataLossError(
         absl::StrCat("unknown document record format ", format));
   }
@@ -119,6 +120,11 @@ absl::StatusOr<DocumentRecord> DecodeRecord(std::string_view stored) {
   if (!reader.ReadI64(record.created_unix_ms) ||
       !reader.ReadI64(record.accessed_unix_ms)) {
     return Truncated("timestamps");
+  }
+  record.revision = 1;
+  if (format >= 2 &&
+      (!reader.ReadI64(record.revision) || record.revision < 0)) {
+    return Truncated("revision");
   }
   if (reader.remaining() != 0) {
     return absl::DataLossError(absl::StrCat(

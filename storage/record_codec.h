@@ -9,6 +9,11 @@
 //   u32  mode state count, then per entry: str mode, 32-byte state key
 //   u8   pinned (0 or 1)
 //   i64  created_unix_ms, accessed_unix_ms
+//   i64  revision                  (format 2 and later)
+//
+// Format 1 records (written before conditional writes) have no revision
+// field and decode as revision 1: they were written once at least, so a
+// create (revision 0) over one is refused like any stale write.
 //
 // The record format is separate from the envelope version because records
 // will gain fields; a decoder rejects a format it does not know rather than
@@ -27,7 +32,9 @@
 
 namespace twice::storage {
 
-inline constexpr uint8_t kRecordFormat = 1;
+inline constexpr uint8_t kRecordFormat = 2;
+// The oldest record format DecodeRecord still reads.
+inline constexpr uint8_t kOldestRecordFormat = 1;
 
 // `record` must have passed ValidateDocumentRecord (record_validation.h).
 std::string EncodeRecord(const DocumentRecord& record);

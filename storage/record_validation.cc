@@ -46,6 +46,9 @@ absl::Status ValidateDocumentRecord(const DocumentRecord& record) {
         {"text_sha256", record.text_sha256}}) {
     if (absl::Status s = CheckFieldSize(name, value); !s.ok()) return s;
   }
+  if (record.revision < 0) {
+    return absl::InvalidArgumentError("revision must be non-negative");
+  }
   if (record.token_count < 0 || record.segment_tokens < 0) {
     return absl::InvalidArgumentError(
         "token_count and segment_tokens must be non-negative");

@@ -140,6 +140,23 @@ absl::Status RocksDbStateStore::WriteRecordLocked(
   bool existed = true;
   absl::StatusOr<DocumentRecord> existing =
       ReadRecord(record.tenant, record.document_id);
+  // The conditional write (document_catalog.h): checked under document_mu_,
+  // which every record write holds, so check and commit are one step.
+  const int64_t stored_revision = existing.ok() ? existing->revision
+                                  : absl::IsNotFound(existing.status())
+                                      ? 0
+                                      : record.revision;
+  if (record.revision != stored_revision) {
+    return absl::AbortedError(absl::StrCat(
+        DocumentName(record.tenant, record.document_id),
+        stored_revision == 0   ? " is not stored (deleted meanwhile?)"
+        : record.revision == 0 ? " already exists"
+                               : " was changed by another writer",
+        " (revision ", stored_revision, ", the write was made from ",
+        record.revision, "); read it again"));
+  }
+  DocumentRecord committed = record;
+  committed.revision = stored_revision + 1;
   if (existing.ok()) {
     for (const StateKey& state : NamedStates(*existing)) {
       old_refs.emplace_back(state, existing->pinned);
@@ -163,7 +180,7 @@ absl::Status RocksDbStateStore::WriteRecordLocked(
   StripeLocks locks = LockStripes(touched);
   rocksdb::WriteBatch batch;
   rocksdb::Status s =
-      batch.Put(documents_, ToSlice(key), ToSlice(EncodeRecord(record)));
+      batch.Put(documents_, ToSlice(key), ToSlice(EncodeRecord(committed)));
   if (s.ok() && tokens != nullptr) {
     s = batch.Put(tokens_, ToSlice(key), ToSlice(EncodeTokens(*tokens)));
   }

@@ -64,6 +64,7 @@ v1::DocumentRecord ToProto(const storage::DocumentRecord& record) {
   *out.mutable_info() = ToDocumentInfo(record);
   out.set_segment_tokens(record.segment_tokens);
   out.set_model_fingerprint(record.model_fingerprint);
+  out.set_revision(record.revision);
   for (const auto& [mode, key] : record.mode_states) {
     v1::ModeState* state = out.add_mode_states();
     state->set_mode(mode);
@@ -86,6 +87,7 @@ absl::StatusOr<storage::DocumentRecord> FromProto(
   out.pinned = info.pinned();
   out.created_unix_ms = info.created_unix_ms();
   out.accessed_unix_ms = info.accessed_unix_ms();
+  out.revision = record.revision();
   for (const v1::SegmentBoundary& segment : info.segments()) {
     absl::StatusOr<storage::StateKey> key = FromProto(segment.state_key());
     if (!key.ok()) {

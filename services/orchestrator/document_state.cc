@@ -256,8 +256,19 @@ absl::Status OrchestratorService::UpgradeDocument(
   upgraded.mode_states.clear();
   upgraded.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
   if (absl::Status put = store_->UpdateDocument(upgraded); !put.ok()) {
+    // Another replica upgraded (or changed) it meanwhile: take its record
+    // when it is of this version, else report the conflict.
+    if (absl::IsAborted(put)) {
+      absl::StatusOr<storage::DocumentRecord> now =
+          store_->GetDocument(storage::RefOf(record));
+      if (now.ok() && now->model_fingerprint == fingerprint) {
+        record = *std::move(now);
+        return absl::OkStatus();
+      }
+    }
     return put;
   }
+  upgraded.revision += 1;  // what the catalog committed
   Log(LogLevel::kInfo, "document.upgraded",
       absl::StrCat("doc=", upgraded.document_id, " model=", upgraded.model,
                    " tokens=", upgraded.token_count,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +102,16 @@ absl::StatusOr<std::vector<int32_t>> DocumentTokens(const engine::Model& model,
     }
   }
   return tokens;
+}
+
+// The pause before commit attempt `attempt` (1 = the first retry): random
+// in [base, 2 base) with base 10 ms doubling per attempt, so two replicas
+// that collided are unlikely to collide again.
+absl::Duration CommitBackoff(int attempt) {
+  static thread_local std::mt19937 rng(std::random_device{}());
+  const int64_t base_ms = int64_t{10} << std::min(attempt - 1, 6);
+  std::uniform_int_distribution<int64_t> jitter(0, base_ms - 1);
+  return absl::Milliseconds(base_ms + jitter(rng));
 }
 
 // Checked before the document is read, so a bad value costs nothing.
@@ -304,10 +315,40 @@ grpc::Status OrchestratorService::Ingest(
   record.pinned = pinned;
   record.created_unix_ms = created_ms;
   record.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
+  record.revision = existing.ok() ? existing->revision : 0;
   // The states the record names are durable (the prefill stored them before
-  // answering), so the record may now point at them.
+  // answering), so the record may now point at them. The write is
+  // conditional on the record read above: another orchestrator replica may
+  // have ingested (or deleted) the same id meanwhile.
   absl::Status put = store_->PutDocument(record, tokens);
+  for (int attempt = 1; absl::IsAborted(put) && attempt < kCommitAttempts;
+       ++attempt) {
+    absl::StatusOr<storage::DocumentRecord> now =
+        store_->GetDocument({tenant, document_id});
+    if (now.ok()) {
+      absl::StatusOr<std::vector<int32_t>> now_tokens =
+          store_->GetTokens({tenant, document_id});
+      if (!now_tokens.ok()) return ToGrpcStatus(now_tokens.status());
+      if (*now_tokens != tokens || now->model_fingerprint != fingerprint) {
+        return ToGrpcStatus(absl::AlreadyExistsError(absl::StrCat(
+            "document '", document_id,
+            "' was just stored with different content or model by another "
+            "call; delete it first or choose another id")));
+      }
+      // The same document: this ingest's record replaces it, keeping its
+      // creation time and pin.
+      record.revision = now->revision;
+      record.created_unix_ms = now->created_unix_ms;
+      record.pinned = record.pinned || now->pinned;
+    } else if (absl::IsNotFound(now.status())) {
+      record.revision = 0;
+    } else {
+      return ToGrpcStatus(now.status());
+    }
+    put = store_->PutDocument(record, tokens);
+  }
   if (!put.ok()) return ToGrpcStatus(put);
+  record.revision += 1;
 
   const double seconds = SecondsSince(started);
   v1::IngestResponse done;
@@ -349,7 +390,8 @@ grpc::Status OrchestratorService::Append(
   absl::StatusOr<storage::DocumentRecord> found =
       FindDocument(*context, document_id);
   if (!found.ok()) return ToGrpcStatus(found.status());
-  // Held from reading the record to writing the new one.
+  // Held from reading the record to writing the new one, so appends
+  // through this process queue instead of conflicting.
   std::shared_ptr<void> lock =
       LockDocument(found->tenant + "/" + found->document_id);
   // Re-read under the lock: another append may have just finished.
@@ -369,69 +411,134 @@ grpc::Status OrchestratorService::Append(
       DocumentTokens(**model, *std::move(collected), record->token_count);
   if (!appended.ok()) return ToGrpcStatus(appended.status());
   if (appended->empty()) return InvalidRequest("Append: nothing to append");
-  const int64_t old_total = record->token_count;
-  const int64_t total = old_total + static_cast<int64_t>(appended->size());
-  if (total > limits_.max_document_tokens) {
-    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "the document would have ", total, " tokens; the limit is ",
-        limits_.max_document_tokens, " (max_document_tokens)")));
+
+  // Another orchestrator replica may append to the same document at the
+  // same time: the record is committed only if it is still the one this
+  // append read (a conditional write), otherwise the append starts again
+  // from the new end of the document.
+  absl::StatusOr<Appended> done = absl::AbortedError("not attempted");
+  for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
+    if (attempt > 0) {
+      if (context->IsCancelled()) {
+        return ToGrpcStatus(absl::CancelledError("Append cancelled"));
+      }
+      // The winner is committing its own appends back to back: step aside
+      // for a random, growing moment so the two do not collide again.
+      absl::SleepFor(CommitBackoff(attempt));
+      Log(LogLevel::kInfo, "append.conflict",
+          absl::StrCat(
+              "doc=", document_id, " attempt=", attempt + 1,
+              " reason=", LogValue(std::string(done.status().message()))));
+      record = FindDocument(*context, document_id);
+      if (!record.ok()) return ToGrpcStatus(record.status());
+      model = ModelOfDocument(*context, *record, /*locked=*/true);
+      if (!model.ok()) return ToGrpcStatus(model.status());
+    }
+    done = AppendOnce(
+        *context, *record, *appended, requested_segment,
+        /*charge=*/attempt == 0,
+        [&](const v1::IngestResponse& progress) { stream->Write(progress); });
+    if (done.status().code() != absl::StatusCode::kAborted) break;
   }
+  if (!done.ok()) return ToGrpcStatus(done.status());
+
+  const storage::DocumentRecord& updated = done->record;
+  const double seconds = SecondsSince(started);
+  const int64_t total = updated.token_count;
+  v1::IngestResponse finished;
+  finished.set_document_id(updated.document_id);
+  finished.set_segments_done(static_cast<int64_t>(updated.segments.size()));
+  finished.set_segments_total(static_cast<int64_t>(updated.segments.size()));
+  finished.set_tokens_done(total);
+  finished.set_tokens_total(total);
+  finished.set_tokens_per_second(
+      seconds > 0 ? static_cast<double>(done->tokens_computed) / seconds : 0);
+  finished.set_segments_reused(done->segments_reused);
+  *finished.mutable_done() = ToDocumentInfo(updated);
+  stream->Write(finished);
+  Log(LogLevel::kInfo, "append.done",
+      absl::StrCat("doc=", updated.document_id,
+                   " from=", total - static_cast<int64_t>(appended->size()),
+                   " tokens=", total, " computed_tokens=",
+                   done->tokens_computed, " reused=", done->segments_reused));
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<OrchestratorService::Appended> OrchestratorService::AppendOnce(
+    grpc::ServerContext& context, const storage::DocumentRecord& record,
+    absl::Span<const int32_t> appended, int64_t requested_segment, bool charge,
+    const std::function<void(const v1::IngestResponse&)>& progress) {
+  const int64_t old_total = record.token_count;
+  const int64_t new_tokens = static_cast<int64_t>(appended.size());
+  const int64_t total = old_total + new_tokens;
+  if (total > limits_.max_document_tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the document would have ", total, " tokens; the limit is ",
+        limits_.max_document_tokens, " (max_document_tokens)"));
+  }
+  const int64_t old_segments = static_cast<int64_t>(record.segments.size());
   absl::StatusOr<int64_t> planned =
       PlanSegment(requested_segment,
-                  record->segment_tokens > 0 ? record->segment_tokens
-                                             : kFallbackSegmentTokens,
-                  static_cast<int64_t>(record->segments.size()),
-                  static_cast<int64_t>(appended->size()));
-  if (!planned.ok()) return ToGrpcStatus(planned.status());
+                  record.segment_tokens > 0 ? record.segment_tokens
+                                            : kFallbackSegmentTokens,
+                  old_segments, new_tokens);
+  if (!planned.ok()) return planned.status();
   const int64_t segment = *planned;
-  // Charged only once every size check passed.
-  if (absl::Status charged = limiter_.ChargeIngest(
-          record->tenant, static_cast<int64_t>(appended->size()));
-      !charged.ok()) {
-    return ToGrpcStatus(charged);
+  // Charged only once every size check passed, and once per call.
+  if (charge) {
+    if (absl::Status charged = limiter_.ChargeIngest(record.tenant, new_tokens);
+        !charged.ok()) {
+      return charged;
+    }
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(storage::RefOf(*record));
-  if (!tokens.ok()) return ToGrpcStatus(tokens.status());
+      store_->GetTokens(storage::RefOf(record));
+  if (!tokens.ok()) return tokens.status();
+  if (static_cast<int64_t>(tokens->size()) != old_total) {
+    return absl::AbortedError(
+        absl::StrCat("document '", record.document_id,
+                     "' changed while appending (", tokens->size(),
+                     " stored tokens, the record read had ", old_total, ")"));
+  }
 
   // Start from the document's last state (recomputed if it was lost); only
   // the new tokens are read.
   UsageTally usage;
   absl::StatusOr<storage::StateKey> last =
-      EnsureDocumentState(*context, *record, usage);
-  if (!last.ok()) return ToGrpcStatus(last.status());
-  const int64_t old_segments = static_cast<int64_t>(record->segments.size());
-  const int64_t new_tokens = static_cast<int64_t>(appended->size());
+      EnsureDocumentState(context, record, usage);
+  if (!last.ok()) return last.status();
   const int64_t segments_total =
       old_segments + (new_tokens + segment - 1) / segment;
   PrefillCall call;
-  call.model = record->model;
-  call.tenant = record->tenant;
-  call.document_id = record->document_id;
+  call.model = record.model;
+  call.tenant = record.tenant;
+  call.document_id = record.document_id;
   call.parent = *last;
   call.checkpoint_tokens = segment;
   int64_t segments_done = old_segments;
   int64_t last_tokens_done = 0;
   absl::StatusOr<PrefillOutcome> outcome = CallPrefill(
-      *prefill_, *context, call, *appended, [&](const v1::PrefillResponse& r) {
+      *prefill_, context, call, appended, [&](const v1::PrefillResponse& r) {
         if (r.done()) return;
         if (r.tokens_done() <= last_tokens_done) {
           segments_done = old_segments;  // a retried call starts over
         }
         last_tokens_done = r.tokens_done();
         segments_done += r.checkpoints_size();
-        v1::IngestResponse progress;
-        progress.set_document_id(record->document_id);
-        progress.set_segments_done(segments_done);
-        progress.set_segments_total(segments_total);
-        progress.set_tokens_done(old_total + r.tokens_done());
-        progress.set_tokens_total(total);
-        progress.set_tokens_per_second(r.tokens_per_second());
-        stream->Write(progress);
+        v1::IngestResponse update;
+        update.set_document_id(record.document_id);
+        update.set_segments_done(segments_done);
+        update.set_segments_total(segments_total);
+        update.set_tokens_done(old_total + r.tokens_done());
+        update.set_tokens_total(total);
+        update.set_tokens_per_second(r.tokens_per_second());
+        progress(update);
       });
-  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  if (!outcome.ok()) return outcome.status();
 
-  storage::DocumentRecord updated = *record;
+  Appended result;
+  storage::DocumentRecord& updated = result.record;
+  updated = record;
   for (const storage::SegmentBoundary& checkpoint : outcome->checkpoints) {
     updated.segments.push_back(
         {old_total + checkpoint.end_token, checkpoint.state_key});
@@ -443,30 +550,17 @@ grpc::Status OrchestratorService::Append(
   // document: dropped, and re-encoded by the next question that needs one.
   updated.mode_states.clear();
   updated.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
-  tokens->insert(tokens->end(), appended->begin(), appended->end());
+  tokens->insert(tokens->end(), appended.begin(), appended.end());
   // The new states are durable; the record, its tokens and its references
-  // change in one atomic write.
-  absl::Status put = store_->PutDocument(updated, *tokens);
-  if (!put.ok()) return ToGrpcStatus(put);
-
-  const double seconds = SecondsSince(started);
-  const int64_t computed = outcome->tokens_computed + usage.tokens_prefilled;
-  v1::IngestResponse done;
-  done.set_document_id(updated.document_id);
-  done.set_segments_done(static_cast<int64_t>(updated.segments.size()));
-  done.set_segments_total(static_cast<int64_t>(updated.segments.size()));
-  done.set_tokens_done(total);
-  done.set_tokens_total(total);
-  done.set_tokens_per_second(
-      seconds > 0 ? static_cast<double>(computed) / seconds : 0);
-  done.set_segments_reused(outcome->checkpoints_reused);
-  *done.mutable_done() = ToDocumentInfo(updated);
-  stream->Write(done);
-  Log(LogLevel::kInfo, "append.done",
-      absl::StrCat("doc=", updated.document_id, " from=", old_total,
-                   " tokens=", total, " computed_tokens=", computed,
-                   " reused=", outcome->checkpoints_reused));
-  return grpc::Status::OK;
+  // change in one atomic write, made only if the record is still the one
+  // read (`updated.revision`).
+  if (absl::Status put = store_->PutDocument(updated, *tokens); !put.ok()) {
+    return put;
+  }
+  updated.revision += 1;  // what the catalog committed
+  result.tokens_computed = outcome->tokens_computed + usage.tokens_prefilled;
+  result.segments_reused = outcome->checkpoints_reused;
+  return result;
 }
 
 }  // namespace twice::services

@@ -168,16 +168,24 @@ absl::Status OrchestratorService::CheckPinAllowed(
 grpc::Status OrchestratorService::PinDocument(
     grpc::ServerContext* context, const v1::PinDocumentRequest* request,
     v1::DocumentInfo* response) {
-  absl::StatusOr<storage::DocumentRecord> record =
-      FindDocument(*context, request->document_id());
-  if (!record.ok()) return ToGrpcStatus(record.status());
-  if (request->pinned() && !record->pinned) {
-    absl::Status allowed = CheckPinAllowed(record->tenant, record->document_id);
-    if (!allowed.ok()) return ToGrpcStatus(allowed);
+  absl::Status updated = absl::AbortedError("not attempted");
+  absl::StatusOr<storage::DocumentRecord> record;
+  // The write is conditional on the record read; one that another writer
+  // (an append through another replica) beat reads it again.
+  for (int attempt = 0; attempt < kCommitAttempts && absl::IsAborted(updated);
+       ++attempt) {
+    record = FindDocument(*context, request->document_id());
+    if (!record.ok()) return ToGrpcStatus(record.status());
+    if (request->pinned() && !record->pinned) {
+      absl::Status allowed =
+          CheckPinAllowed(record->tenant, record->document_id);
+      if (!allowed.ok()) return ToGrpcStatus(allowed);
+    }
+    record->pinned = request->pinned();
+    updated = store_->UpdateDocument(*record);
   }
-  record->pinned = request->pinned();
-  absl::Status updated = store_->UpdateDocument(*record);
   if (!updated.ok()) return ToGrpcStatus(updated);
+  record->revision += 1;
   *response = ToDocumentInfo(*record);
   return grpc::Status::OK;
 }

@@ -232,12 +232,34 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   absl::StatusOr<int64_t> PlanSegment(int64_t requested, int64_t fallback,
                                       int64_t old_segments,
                                       int64_t new_tokens) const;
+  // What one committed append wrote.
+  struct Appended {
+    storage::DocumentRecord record;  // as committed, at its new revision
+    int64_t tokens_computed = 0;
+    int64_t segments_reused = 0;
+  };
+  // One attempt of an Append of `appended` onto `record` as read: plans the
+  // segments (and charges the tenant when `charge`), prefills from the
+  // document's last state and commits the new record conditionally on the
+  // revision read. ABORTED when another writer changed the document
+  // meanwhile: the caller reads it again and retries.
+  absl::StatusOr<Appended> AppendOnce(
+      grpc::ServerContext& context, const storage::DocumentRecord& record,
+      absl::Span<const int32_t> appended, int64_t requested_segment,
+      bool charge,
+      const std::function<void(const v1::IngestResponse&)>& progress);
+  // Attempts of a catalog write that loses to another writer (ABORTED)
+  // before the call gives up with that error. Every loss means another
+  // write committed, so only a document under a sustained stream of
+  // appends from several replicas runs out of them.
+  static constexpr int kCommitAttempts = 10;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const engine::Model& model,
                                                 const std::string& text);
   const PromptTemplates& TemplatesFor(const std::string& model_name) const;
-  // Serializes appends to one document (this process): an append reads the
-  // record, prefills and writes a new record, so two at once would lose
-  // one. Released by the returned guard.
+  // Serializes appends to one document in this process, so they queue
+  // rather than conflict; across orchestrator replicas the catalog's
+  // conditional writes (document_catalog.h) keep every append, and the one
+  // that loses starts again (AppendOnce). Released by the returned guard.
   std::shared_ptr<void> LockDocument(const std::string& key);
 
   const ModelRegistry* models_;

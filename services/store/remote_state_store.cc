@@ -194,12 +194,16 @@ absl::Status RemoteStateStore::PutDocument(
 
 absl::Status RemoteStateStore::UpdateDocument(
     const storage::DocumentRecord& record) {
-  // The Store API replaces a record together with its tokens so the two can
-  // never disagree; an update re-sends the tokens it already holds.
-  absl::StatusOr<std::vector<int32_t>> tokens =
-      GetTokens(storage::RefOf(record));
-  if (!tokens.ok()) return tokens.status();
-  return PutDocument(record, *tokens);
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::PutDocumentResponse response;
+  auto writer = stub_->PutDocument(&context, &response);
+  v1::PutDocumentRequest request;
+  *request.mutable_record() = ToProto(record);
+  request.set_record_only(true);
+  writer->Write(request);
+  writer->WritesDone();
+  return FromGrpcStatus(writer->Finish());
 }
 
 absl::StatusOr<storage::DocumentRecord> RemoteStateStore::GetDocument(

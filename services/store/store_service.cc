@@ -132,6 +132,13 @@ grpc::Status StoreService::PutDocument(
   }
   absl::StatusOr<storage::DocumentRecord> record = FromProto(request.record());
   if (!record.ok()) return ToGrpcStatus(record.status());
+  if (request.record_only()) {
+    if (request.tokens_size() > 0 || reader->Read(&request)) {
+      return InvalidRequest(
+          "PutDocument: a record_only write carries no tokens");
+    }
+    return ToGrpcStatus(store_->UpdateDocument(*record));
+  }
   std::vector<int32_t> tokens(request.tokens().begin(), request.tokens().end());
   while (reader->Read(&request)) {
     if (static_cast<int64_t>(tokens.size() + request.tokens_size()) >

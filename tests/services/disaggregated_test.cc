@@ -6,11 +6,16 @@
 //     for every causal mode, BatchAsk, as_of and Append; a prefill process
 //     killed mid-ingest makes the orchestrator finish the ingest on the
 //     other one (resuming from the segments already stored), a killed decode
-//     process is routed around, and the store verifies clean.
+//     process is routed around, and the store verifies clean;
+//   - two orchestrator replicas appending to one document at once: the
+//     catalog's conditional writes keep every append exactly once.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -27,20 +32,30 @@ using testing::RunCommand;
 using testing::ServerProcess;
 using testing::TempDir;
 
-TEST(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
-  TempDir dir;
-  const std::string model = "--model=" + dir.path() + "/model";
-  ASSERT_EQ(
-      RunCommand({CliBinary(), "init-model", "--out=" + dir.path() + "/model"})
-          .exit_code,
-      0);
+// Every deployment below starts from a tiny model in `dir` and a store role
+// owning `dir`/store; `model` and `use_store` point the other roles at them.
+class DisaggregatedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model = "--model=" + dir.path() + "/model";
+    ASSERT_EQ(RunCommand(
+                  {CliBinary(), "init-model", "--out=" + dir.path() + "/model"})
+                  .exit_code,
+              0);
+    ASSERT_TRUE(
+        store.Start({"--role=store", "--data-dir=" + dir.path() + "/store"},
+                    dir.path() + "/store.log"))
+        << store.stderr_text();
+    use_store = "--store-address=" + store.address();
+  }
 
+  TempDir dir;
   ServerProcess store;
-  ASSERT_TRUE(
-      store.Start({"--role=store", "--data-dir=" + dir.path() + "/store"},
-                  dir.path() + "/store.log"))
-      << store.stderr_text();
-  const std::string use_store = "--store-address=" + store.address();
+  std::string model;
+  std::string use_store;
+};
+
+TEST_F(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
   ServerProcess prefill;
   ASSERT_TRUE(prefill.Start({"--role=prefill", model, use_store},
                             dir.path() + "/prefill.log"))
@@ -115,20 +130,8 @@ std::vector<int32_t> Tokens(int n, uint64_t seed) {
   return out;
 }
 
-TEST(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
+TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
   using testing::WorkflowClient;
-  TempDir dir;
-  const std::string model = "--model=" + dir.path() + "/model";
-  ASSERT_EQ(
-      RunCommand({CliBinary(), "init-model", "--out=" + dir.path() + "/model"})
-          .exit_code,
-      0);
-  ServerProcess store;
-  ASSERT_TRUE(
-      store.Start({"--role=store", "--data-dir=" + dir.path() + "/store"},
-                  dir.path() + "/store.log"))
-      << store.stderr_text();
-  const std::string use_store = "--store-address=" + store.address();
   ServerProcess prefill[2], decode[2];
   for (int i = 0; i < 2; ++i) {
     const std::string n = std::to_string(i);
@@ -225,6 +228,112 @@ TEST(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
   EXPECT_EQ(prefill[1].Stop(), 0);
   EXPECT_EQ(store.Stop(), 0);
   EXPECT_EQ(all.Stop(), 0);
+}
+
+TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
+  using testing::WorkflowClient;
+  ServerProcess prefill, decode;
+  ASSERT_TRUE(prefill.Start({"--role=prefill", model, use_store},
+                            dir.path() + "/prefill.log"));
+  ASSERT_TRUE(decode.Start({"--role=decode", model, use_store},
+                           dir.path() + "/decode.log"));
+  constexpr int kReplicas = 2;
+  ServerProcess orchestrator[kReplicas];
+  for (int r = 0; r < kReplicas; ++r) {
+    ASSERT_TRUE(orchestrator[r].Start(
+        {"--role=orchestrator", model, use_store,
+         "--prefill-address=" + prefill.address(),
+         "--decode-address=" + decode.address()},
+        dir.path() + "/orchestrator" + std::to_string(r) + ".log"))
+        << orchestrator[r].stderr_text();
+  }
+  std::unique_ptr<WorkflowClient> client[kReplicas];
+  for (int r = 0; r < kReplicas; ++r) {
+    client[r] = std::make_unique<WorkflowClient>(orchestrator[r].address());
+  }
+
+  const std::vector<int32_t> doc = Tokens(256, 21);
+  const auto ingested = client[0]->Ingest(doc, 32);
+  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  const std::string id = ingested.done.done().document_id();
+
+  // Each replica appends its own chunks as fast as it can; without the
+  // conditional write, a record written from a stale read drops the other
+  // replica's append.
+  constexpr int kAppendsPerReplica = 4;
+  constexpr int kChunkTokens = 24;
+  std::vector<std::vector<int32_t>> chunks;
+  for (int i = 0; i < kReplicas * kAppendsPerReplica; ++i) {
+    chunks.push_back(Tokens(kChunkTokens, 100 + i));
+  }
+  std::vector<grpc::Status> results(chunks.size());
+  std::vector<std::thread> appenders;
+  for (int r = 0; r < kReplicas; ++r) {
+    appenders.emplace_back([&, r] {
+      for (int i = 0; i < kAppendsPerReplica; ++i) {
+        const size_t chunk = r * kAppendsPerReplica + i;
+        results[chunk] = client[r]->Append(id, chunks[chunk], 16).status;
+      }
+    });
+  }
+  for (std::thread& appender : appenders) appender.join();
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i].ok())
+        << "append " << i << ": " << results[i].error_message();
+  }
+
+  // The stored tokens are the document followed by every chunk exactly
+  // once (in the order the appends committed).
+  auto store_stub = v1::Store::NewStub(
+      grpc::CreateChannel(store.address(), grpc::InsecureChannelCredentials()));
+  std::vector<int32_t> stored;
+  {
+    grpc::ClientContext context;
+    v1::GetTokensRequest request;
+    request.set_tenant("default");
+    request.set_document_id(id);
+    auto reader = store_stub->GetTokens(&context, request);
+    v1::TokenChunk piece;
+    while (reader->Read(&piece)) {
+      stored.insert(stored.end(), piece.tokens().begin(), piece.tokens().end());
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  ASSERT_EQ(stored.size(), doc.size() + chunks.size() * kChunkTokens);
+  EXPECT_TRUE(std::equal(doc.begin(), doc.end(), stored.begin()));
+  std::vector<int> seen(chunks.size(), 0);
+  for (size_t at = doc.size(); at < stored.size(); at += kChunkTokens) {
+    bool matched = false;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (std::equal(chunks[c].begin(), chunks[c].end(),
+                     stored.begin() + static_cast<std::ptrdiff_t>(at))) {
+        ++seen[c];
+        matched = true;
+      }
+    }
+    EXPECT_TRUE(matched) << "tokens at " << at << " are no appended chunk";
+  }
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    EXPECT_EQ(seen[c], 1) << "chunk " << c;
+  }
+
+  // Both replicas answer from the last state of the whole document.
+  for (int r = 0; r < kReplicas; ++r) {
+    const auto answer = client[r]->Ask(id, "What comes next?");
+    ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+    EXPECT_EQ(answer.usage.states_reused(), 1);
+  }
+  grpc::ClientContext verify_context;
+  v1::VerifyStoreResponse verified;
+  ASSERT_TRUE(store_stub->Verify(&verify_context, {}, &verified).ok());
+  EXPECT_EQ(verified.bad_size(), 0);
+
+  for (auto& c : client) c.reset();
+  store_stub.reset();
+  for (auto& o : orchestrator) EXPECT_EQ(o.Stop(), 0);
+  EXPECT_EQ(decode.Stop(), 0);
+  EXPECT_EQ(prefill.Stop(), 0);
+  EXPECT_EQ(store.Stop(), 0);
 }
 
 }  // namespace

@@ -104,7 +104,10 @@ TEST_F(RemoteStoreTest, DocumentsRoundTripWithManyTokens) {
   ASSERT_TRUE(got_tokens.ok());
   EXPECT_EQ(*got_tokens, tokens);
 
+  // Writes are conditional on the revision read (document_catalog.h).
   record.pinned = true;
+  EXPECT_EQ(remote_->UpdateDocument(record).code(), absl::StatusCode::kAborted);
+  record.revision = got->revision;
   ASSERT_TRUE(remote_->UpdateDocument(record).ok());
   EXPECT_TRUE(remote_->GetDocument({"t1", "doc-1"})->pinned);
 

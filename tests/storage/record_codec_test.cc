@@ -31,6 +31,7 @@ DocumentRecord SampleRecord() {
   record.pinned = true;
   record.created_unix_ms = 1700000000000;
   record.accessed_unix_ms = 1700000000123;
+  record.revision = 7;
   return record;
 }
 
@@ -51,6 +52,7 @@ void ExpectSameRecord(const DocumentRecord& a, const DocumentRecord& b) {
   EXPECT_EQ(a.pinned, b.pinned);
   EXPECT_EQ(a.created_unix_ms, b.created_unix_ms);
   EXPECT_EQ(a.accessed_unix_ms, b.accessed_unix_ms);
+  EXPECT_EQ(a.revision, b.revision);
 }
 
 std::string Payload(const DocumentRecord& record) {
@@ -141,6 +143,22 @@ TEST(RecordCodecTest, HugeCountsAreRejectedWithoutAllocating) {
   const size_t offset = 1 + (4 + 1) + (4 + 1) + 4 * 3 + 8 + 8;
   ASSERT_LE(offset + 4, payload.size());
   for (size_t i = 0; i < 4; ++i) payload[offset + i] = '\xff';
+  EXPECT_EQ(DecodePayload(payload).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(RecordCodecTest, FormatOneRecordsDecodeAsRevisionOne) {
+  // A format-1 payload is today's without the trailing revision.
+  std::string payload = Payload(SampleRecord());
+  payload.resize(payload.size() - 8);
+  payload[0] = static_cast<char>(1);
+  absl::StatusOr<DocumentRecord> decoded = DecodePayload(payload);
+  ASSERT_OK(decoded);
+  DocumentRecord expected = SampleRecord();
+  expected.revision = 1;
+  ExpectSameRecord(*decoded, expected);
+  // The same bytes labelled format 2 lack their revision.
+  payload[0] = static_cast<char>(2);
   EXPECT_EQ(DecodePayload(payload).status().code(),
             absl::StatusCode::kDataLoss);
 }

@@ -105,7 +105,8 @@ TEST_F(StateBudgetTest, PinnedStatesStayWhateverTheirScore) {
   EXPECT_EQ(store().Stats().evictions, 20 - 2);
 
   // Unpinned, it is the first to go.
-  ASSERT_TRUE(store().UpdateDocument(Record("t", "pinned", {Key(1)})).ok());
+  ASSERT_OK(store().UpdateDocument(
+      test_util::AtStoredRevision(store(), Record("t", "pinned", {Key(1)}))));
   EXPECT_EQ(store().Stats().pinned_state_count, 0);
   Put(30, 1000);
   EXPECT_FALSE(Has(Key(1)));

@@ -31,6 +31,14 @@ inline std::string RandomBytes(size_t n, uint32_t seed) {
   return out;
 }
 
+// `record` as the next write of its document: at the revision the store
+// holds now (0 when it holds none), so the conditional write commits.
+inline DocumentRecord AtStoredRevision(Store& store, DocumentRecord record) {
+  absl::StatusOr<DocumentRecord> stored = store.GetDocument(RefOf(record));
+  record.revision = stored.ok() ? stored->revision : 0;
+  return record;
+}
+
 inline std::vector<int32_t> Tokens(int64_t n) {
   std::vector<int32_t> tokens(n);
   for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>(i * 7);
@@ -80,7 +88,8 @@ class StoreFixture : public ::testing::Test {
   RocksDbStateStore& store() { return *store_; }
 
   void PutDoc(const DocumentRecord& record) {
-    ASSERT_TRUE(store().PutDocument(record, Tokens(record.token_count)).ok());
+    ASSERT_OK(store().PutDocument(AtStoredRevision(store(), record),
+                                  Tokens(record.token_count)));
   }
   bool Has(const StateKey& key) {
     absl::StatusOr<bool> has = store().HasState(key);

@@ -125,11 +125,9 @@ TEST_F(TenantBudgetTest, PinnedStatesFillingTheBudgetAnswerResourceExhausted) {
   Put("b", 1);
 
   // Unpinned, a's states make room again: the failed put reserved nothing.
-  ASSERT_TRUE(
-      store()
-          .UpdateDocument(Record("a", "pinned",
-                                 {KeyOf("a", 1), KeyOf("a", 2), KeyOf("a", 3)}))
-          .ok());
+  ASSERT_OK(store().UpdateDocument(test_util::AtStoredRevision(
+      store(),
+      Record("a", "pinned", {KeyOf("a", 1), KeyOf("a", 2), KeyOf("a", 3)}))));
   Put("a", 4);
   EXPECT_EQ(store().Stats().evictions, 1);
   EXPECT_TRUE(Has("b", 1));
