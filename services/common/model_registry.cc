@@ -1,9 +1,12 @@
 #include "services/common/model_registry.h"
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/common/sha256.h"
 
 namespace twice::services {
 
@@ -17,14 +20,20 @@ absl::Status ModelRegistry::Load(const std::string& name,
                         absl::StrCat("loading model '", name, "' from ", dir,
                                      ": ", model.status().message()));
   }
-  Add(name, *std::move(model));
+  // LoadModel fingerprints these same bytes; a second read is cheap next to
+  // the weights and keeps the engine's interface free of a service concern.
+  std::ifstream in(dir + "/tokenizer.json", std::ios::binary);
+  std::ostringstream tokenizer_json;
+  tokenizer_json << in.rdbuf();
+  Add(name, *std::move(model), HexSha256(tokenizer_json.str()));
   return absl::OkStatus();
 }
 
 void ModelRegistry::Add(const std::string& name,
-                        std::unique_ptr<engine::Model> model) {
+                        std::unique_ptr<engine::Model> model,
+                        std::string tokenizer_sha256) {
   if (default_name_.empty()) default_name_ = name;
-  models_[name] = std::move(model);
+  models_[name] = {std::move(model), std::move(tokenizer_sha256)};
 }
 
 absl::StatusOr<const engine::Model*> ModelRegistry::Find(
@@ -35,7 +44,7 @@ absl::StatusOr<const engine::Model*> ModelRegistry::Find(
         absl::StrCat("unknown model '", std::string(name),
                      "'; served models: ", absl::StrJoin(names(), ", ")));
   }
-  return it->second.get();
+  return it->second.model.get();
 }
 
 std::string ModelRegistry::Resolve(std::string_view name) const {
@@ -52,13 +61,14 @@ v1::ModelInfo ModelRegistry::Describe(const std::string& name) const {
   v1::ModelInfo info;
   auto it = models_.find(name);
   if (it == models_.end()) return info;
-  const engine::ModelDescription& d = it->second->description();
+  const engine::ModelDescription& d = it->second.model->description();
   info.set_name(name);
   info.set_architecture(d.architecture);
   info.set_fingerprint(d.fingerprint);
   info.set_vocab_size(d.vocab_size);
   info.set_training_context(d.training_context);
-  info.set_state_bytes(it->second->NewState()->ByteSize());
+  info.set_state_bytes(it->second.model->NewState()->ByteSize());
+  info.set_tokenizer_sha256(it->second.tokenizer_sha256);
   info.add_modes(v1::ASK_MODE_DEFAULT);
   info.add_modes(v1::ASK_MODE_READ_TWICE);
   info.add_modes(v1::ASK_MODE_READ_TWICE_FULL);

@@ -21,7 +21,10 @@ class ModelRegistry {
   [[nodiscard]] absl::Status Load(const std::string& name,
                                   const std::string& dir,
                                   const engine::LoadOptions& options = {});
-  void Add(const std::string& name, std::unique_ptr<engine::Model> model);
+  // `tokenizer_sha256`: hex SHA-256 of the tokenizer.json the model was
+  // loaded with (ModelInfo.tokenizer_sha256), when known.
+  void Add(const std::string& name, std::unique_ptr<engine::Model> model,
+           std::string tokenizer_sha256 = "");
 
   // Empty name = the default model. NOT_FOUND names the known models.
   [[nodiscard]] absl::StatusOr<const engine::Model*> Find(
@@ -34,7 +37,11 @@ class ModelRegistry {
   std::vector<std::string> names() const;
 
  private:
-  std::map<std::string, std::unique_ptr<engine::Model>, std::less<>> models_;
+  struct Loaded {
+    std::unique_ptr<engine::Model> model;
+    std::string tokenizer_sha256;
+  };
+  std::map<std::string, Loaded, std::less<>> models_;
   std::string default_name_;
 };
 

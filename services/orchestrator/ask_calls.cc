@@ -25,7 +25,7 @@ bool ReadsWholeDocumentState(v1::AskMode mode) {
 
 absl::StatusOr<OrchestratorService::Question>
 OrchestratorService::ParseQuestion(
-    const engine::Model& model, const storage::DocumentRecord& record,
+    const ModelCard& model, const storage::DocumentRecord& record,
     const std::string& text, absl::Span<const int32_t> ids, v1::AskMode mode,
     const v1::SamplingOptions& sampling, int64_t as_of_tokens) {
   Question question;
@@ -50,13 +50,9 @@ OrchestratorService::ParseQuestion(
     question.text = text;
   } else {
     question.tokens.assign(ids.begin(), ids.end());
-    const int32_t vocab = model.description().vocab_size;
-    for (int32_t id : question.tokens) {
-      if (id < 0 || id >= vocab) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("question token id ", id,
-                         " is outside the vocabulary [0, ", vocab, ")"));
-      }
+    if (absl::Status valid = model.CheckTokenIds(question.tokens, "question");
+        !valid.ok()) {
+      return valid;
     }
     absl::StatusOr<std::string> decoded =
         model.tokenizer().Decode(question.tokens);
@@ -74,16 +70,15 @@ OrchestratorService::ParseQuestion(
   }
   const bool prefix_mode = question.mode == v1::ASK_MODE_PREFIX ||
                            question.mode == v1::ASK_MODE_PREFIX_WITH_QUESTION;
-  if (prefix_mode && model.description().prefix_length <= 0) {
-    return NoPrefixEncoder(record.model, model);
+  if (prefix_mode && !model.has_prefix_encoder()) {
+    return model.NoPrefixEncoder();
   }
   return question;
 }
 
 absl::Status OrchestratorService::PrepareShared(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
-    const engine::Model& /*model*/, const std::vector<Question>& questions,
-    SharedInputs& shared) {
+    const std::vector<Question>& questions, SharedInputs& shared) {
   std::optional<size_t> state_owner, prefix_owner;
   bool need_tokens = false;
   for (size_t i = 0; i < questions.size(); ++i) {
@@ -127,17 +122,18 @@ absl::Status OrchestratorService::PrepareShared(
   return absl::OkStatus();
 }
 
-absl::StatusOr<const engine::Model*> OrchestratorService::ModelOfDocument(
+absl::StatusOr<const ModelCard*> OrchestratorService::ModelOfDocument(
     grpc::ServerContext& context, storage::DocumentRecord& record,
     bool locked) {
-  absl::StatusOr<const engine::Model*> model = models_->Find(record.model);
-  if (!model.ok()) {
+  absl::StatusOr<const ModelCard*> model = models_->Find(record.model);
+  if (absl::IsNotFound(model.status())) {
     return absl::FailedPreconditionError(model.status().message());
   }
+  if (!model.ok()) return model.status();
   // States are bound to the model fingerprint: a document read by another
   // version of the model cannot resume from them, but its tokens are the
   // truth.
-  if ((*model)->description().fingerprint != record.model_fingerprint) {
+  if ((*model)->fingerprint() != record.model_fingerprint) {
     absl::Status upgraded = UpgradeDocument(context, **model, record, locked);
     if (!upgraded.ok()) return upgraded;
   }
@@ -153,8 +149,7 @@ grpc::Status OrchestratorService::Ask(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model =
-      ModelOfDocument(*context, *record);
+  absl::StatusOr<const ModelCard*> model = ModelOfDocument(*context, *record);
   if (!model.ok()) return ToGrpcStatus(model.status());
   absl::StatusOr<Question> question = ParseQuestion(
       **model, *record, request->question(), request->question_tokens(),
@@ -162,8 +157,7 @@ grpc::Status OrchestratorService::Ask(
   if (!question.ok()) return ToGrpcStatus(question.status());
   std::vector<Question> questions = {*std::move(question)};
   SharedInputs shared;
-  absl::Status prepared =
-      PrepareShared(*context, *record, **model, questions, shared);
+  absl::Status prepared = PrepareShared(*context, *record, questions, shared);
   if (!prepared.ok()) return ToGrpcStatus(prepared);
   absl::Status answered =
       AnswerQuestion(*context, *record, **model, questions[0], 0, shared,
@@ -191,8 +185,7 @@ grpc::Status OrchestratorService::BatchAsk(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model =
-      ModelOfDocument(*context, *record);
+  absl::StatusOr<const ModelCard*> model = ModelOfDocument(*context, *record);
   if (!model.ok()) return ToGrpcStatus(model.status());
   // Validate every question before answering any.
   std::vector<Question> questions;
@@ -211,8 +204,7 @@ grpc::Status OrchestratorService::BatchAsk(
   // One resolution of the document for all questions, then the questions
   // run concurrently; their pieces interleave on the stream.
   SharedInputs shared;
-  absl::Status prepared =
-      PrepareShared(*context, *record, **model, questions, shared);
+  absl::Status prepared = PrepareShared(*context, *record, questions, shared);
   if (!prepared.ok()) return ToGrpcStatus(prepared);
   std::mutex write_mu;
   std::vector<absl::Status> results(questions.size());

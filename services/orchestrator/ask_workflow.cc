@@ -43,7 +43,7 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
 
 absl::Status OrchestratorService::AnswerQuestion(
     grpc::ServerContext& context, const storage::DocumentRecord& record,
-    const engine::Model& model, const Question& question, size_t index,
+    const ModelCard& model, const Question& question, size_t index,
     const SharedInputs& shared, const AskSink& sink) {
   const auto started = std::chrono::steady_clock::now();
   const PromptTemplates& templates = TemplatesFor(record.model);

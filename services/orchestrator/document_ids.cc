@@ -1,7 +1,5 @@
 #include "services/orchestrator/document_ids.h"
 
-#include <openssl/sha.h>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -33,14 +31,6 @@ std::string DeriveDocumentId(std::string_view fingerprint,
   const storage::StateKey key = storage::ChainKey(
       storage::RootKey(fingerprint, "document-id", tenant), tokens);
   return absl::StrCat("doc-", key.Hex().substr(0, 24));
-}
-
-std::string TextSha256(std::string_view text) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
-         digest);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
 }
 
 }  // namespace twice::services

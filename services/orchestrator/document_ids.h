@@ -19,9 +19,6 @@ std::string DeriveDocumentId(std::string_view fingerprint,
                              std::string_view tenant,
                              absl::Span<const int32_t> tokens);
 
-// Hex SHA-256 of a document's text.
-std::string TextSha256(std::string_view text);
-
 }  // namespace twice::services
 
 #endif  // TWICE_SERVICES_ORCHESTRATOR_DOCUMENT_IDS_H_

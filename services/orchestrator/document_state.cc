@@ -131,13 +131,6 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   return target.state_key;
 }
 
-absl::Status OrchestratorService::NoPrefixEncoder(const std::string& model_name,
-                                                  const engine::Model& model) {
-  return absl::UnimplementedError(absl::StrCat(
-      "model '", model_name, "' (", model.description().architecture,
-      ") has no prefix encoder; prefix modes need a JRT-RNN model"));
-}
-
 absl::StatusOr<PrefillOutcome> OrchestratorService::PrefillPrefixState(
     grpc::ServerContext& context, const std::string& model,
     const std::string& tenant, const std::string& document_id,
@@ -214,11 +207,11 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
 }
 
 absl::Status OrchestratorService::UpgradeDocument(
-    grpc::ServerContext& context, const engine::Model& model,
+    grpc::ServerContext& context, const ModelCard& model,
     storage::DocumentRecord& record, bool locked) {
   std::shared_ptr<void> lock;
   if (!locked) lock = LockDocument(record.tenant + "/" + record.document_id);
-  const std::string& fingerprint = model.description().fingerprint;
+  const std::string& fingerprint = model.fingerprint();
   // Another question may have upgraded it while this one waited.
   absl::StatusOr<storage::DocumentRecord> current =
       store_->GetDocument(storage::RefOf(record));

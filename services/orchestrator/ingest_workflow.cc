@@ -20,6 +20,7 @@
 #include "services/common/grpc_status.h"
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
+#include "services/common/sha256.h"
 #include "services/common/state_io.h"
 #include "services/orchestrator/document_ids.h"
 #include "services/orchestrator/internal_calls.h"
@@ -83,7 +84,7 @@ absl::StatusOr<Collected> Collect(
 
 // Token ids from `collected` (text tokenized on its own), each checked
 // against the vocabulary; positions in errors count from `offset`.
-absl::StatusOr<std::vector<int32_t>> DocumentTokens(const engine::Model& model,
+absl::StatusOr<std::vector<int32_t>> DocumentTokens(const ModelCard& model,
                                                     Collected collected,
                                                     int64_t offset) {
   std::vector<int32_t> tokens = std::move(collected.tokens);
@@ -93,13 +94,9 @@ absl::StatusOr<std::vector<int32_t>> DocumentTokens(const engine::Model& model,
     if (!encoded.ok()) return encoded.status();
     tokens = *std::move(encoded);
   }
-  const int32_t vocab = model.description().vocab_size;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", tokens[i], " at position ", offset + i,
-                       " is outside the vocabulary [0, ", vocab, ")"));
-    }
+  if (absl::Status valid = model.CheckTokenIds(tokens, "document", offset);
+      !valid.ok()) {
+    return valid;
   }
   return tokens;
 }
@@ -167,15 +164,15 @@ grpc::Status OrchestratorService::Ingest(
     return InvalidRequest("Ingest: the first message must carry the header");
   }
   const v1::IngestHeader header = request.header();
-  absl::StatusOr<const engine::Model*> found = models_->Find(header.model());
+  absl::StatusOr<const ModelCard*> found = models_->Find(header.model());
   if (!found.ok()) return ToGrpcStatus(found.status());
-  const engine::Model& model = **found;
-  const std::string model_name = models_->Resolve(header.model());
+  const ModelCard& model = **found;
+  const std::string& model_name = model.name();
   // A model with a prefix encoder always gets the prefix state too: ask
   // mode "prefix" is then as cheap as "default".
-  const bool prepare_prefix = model.description().prefix_length > 0;
+  const bool prepare_prefix = model.has_prefix_encoder();
   if (header.prepare_prefix() && !prepare_prefix) {
-    return ToGrpcStatus(NoPrefixEncoder(model_name, model));
+    return ToGrpcStatus(model.NoPrefixEncoder());
   }
   if (absl::Status valid = ValidateSegmentTokens(header.segment_tokens());
       !valid.ok()) {
@@ -192,7 +189,7 @@ grpc::Status OrchestratorService::Ingest(
       limits_.max_document_bytes, header.total_size());
   if (!collected.ok()) return ToGrpcStatus(collected.status());
   const bool from_text = !collected->text.empty();
-  const std::string text_sha256 = from_text ? TextSha256(collected->text) : "";
+  const std::string text_sha256 = from_text ? HexSha256(collected->text) : "";
   absl::StatusOr<std::vector<int32_t>> document =
       DocumentTokens(model, *std::move(collected), 0);
   if (!document.ok()) return ToGrpcStatus(document.status());
@@ -203,8 +200,8 @@ grpc::Status OrchestratorService::Ingest(
         absl::StrCat("document has ", tokens.size(), " tokens; the limit is ",
                      limits_.max_document_tokens, " (max_document_tokens)")));
   }
-  const int64_t model_segment = model.description().training_context > 0
-                                    ? model.description().training_context
+  const int64_t model_segment = model.training_context() > 0
+                                    ? model.training_context()
                                     : kFallbackSegmentTokens;
   absl::StatusOr<int64_t> planned =
       PlanSegment(header.segment_tokens(), model_segment, 0,
@@ -219,7 +216,7 @@ grpc::Status OrchestratorService::Ingest(
     return ToGrpcStatus(charged);
   }
 
-  const std::string fingerprint = model.description().fingerprint;
+  const std::string fingerprint = model.fingerprint();
   const std::string document_id =
       header.document_id().empty()
           ? DeriveDocumentId(fingerprint, tenant, tokens)
@@ -398,7 +395,7 @@ grpc::Status OrchestratorService::Append(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, document_id);
   if (!record.ok()) return ToGrpcStatus(record.status());
-  absl::StatusOr<const engine::Model*> model =
+  absl::StatusOr<const ModelCard*> model =
       ModelOfDocument(*context, *record, /*locked=*/true);
   if (!model.ok()) return ToGrpcStatus(model.status());
 

@@ -139,6 +139,24 @@ absl::StatusOr<PrefillOutcome> CallPrefill(
       });
 }
 
+absl::StatusOr<std::vector<v1::ModelInfo>> CallDescribeModels(
+    PrefillPool& pool, std::chrono::milliseconds timeout) {
+  return pool.RunWithRetry<std::vector<v1::ModelInfo>>(
+      "prefill",
+      [&](v1::Prefill::StubInterface& stub,
+          bool& /*committed*/) -> absl::StatusOr<std::vector<v1::ModelInfo>> {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + timeout);
+        AttachRequestId(context, nullptr);
+        v1::DescribeModelsResponse response;
+        absl::Status status = FromGrpcStatus(stub.DescribeModels(
+            &context, v1::DescribeModelsRequest(), &response));
+        if (!status.ok()) return status;
+        return std::vector<v1::ModelInfo>(response.models().begin(),
+                                          response.models().end());
+      });
+}
+
 absl::StatusOr<GenerateOutcome> CallGenerate(
     DecodePool& pool, const grpc::ServerContext& parent,
     const v1::GenerateRequest& request,

@@ -9,6 +9,7 @@
 
 #include <grpcpp/server_context.h>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -54,6 +55,11 @@ struct PrefillOutcome {
     PrefillPool& pool, const grpc::ServerContext& parent,
     const PrefillCall& call, absl::Span<const int32_t> tokens,
     const std::function<void(const v1::PrefillResponse&)>& on_progress);
+
+// The models the prefill endpoints serve (Prefill.DescribeModels), asked of
+// one endpoint of `pool` with a deadline of `timeout`.
+[[nodiscard]] absl::StatusOr<std::vector<v1::ModelInfo>> CallDescribeModels(
+    PrefillPool& pool, std::chrono::milliseconds timeout);
 
 struct GenerateOutcome {
   v1::GenerateResponse final;  // the message with `finished`

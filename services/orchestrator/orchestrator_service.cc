@@ -11,7 +11,7 @@
 #include "services/orchestrator/document_ids.h"
 
 namespace twice::services {
-OrchestratorService::OrchestratorService(const ModelRegistry* models,
+OrchestratorService::OrchestratorService(ModelCards* models,
                                          storage::Store* store,
                                          OrchestratorLimits limits,
                                          PromptTemplates templates,
@@ -42,6 +42,8 @@ void OrchestratorService::BindInternalServices(
     std::vector<Endpoint<v1::Decode::StubInterface>> decode) {
   prefill_ = std::make_unique<PrefillPool>(std::move(prefill));
   decode_ = std::make_unique<DecodePool>(std::move(decode));
+  models_->SetDescriber(
+      [this] { return CallDescribeModels(*prefill_, kDescribeTimeout); });
   bound_.store(true, std::memory_order_release);
 }
 
@@ -63,7 +65,7 @@ grpc::Status OrchestratorService::CheckBound() const {
 }
 
 absl::StatusOr<std::vector<int32_t>> OrchestratorService::Tokenize(
-    const engine::Model& model, const std::string& text) {
+    const ModelCard& model, const std::string& text) {
   return model.tokenizer().Encode(text);
 }
 
@@ -196,7 +198,9 @@ grpc::Status OrchestratorService::ListModels(
   absl::StatusOr<std::string> tenant = CallerTenant(*context);
   if (!tenant.ok()) return ToGrpcStatus(tenant.status());
   for (const std::string& name : models_->names()) {
-    *response->add_models() = models_->Describe(name);
+    absl::StatusOr<const ModelCard*> card = models_->Find(name);
+    if (!card.ok()) return ToGrpcStatus(card.status());
+    *response->add_models() = (*card)->info();
   }
   response->set_default_model(models_->default_name());
   return grpc::Status::OK;

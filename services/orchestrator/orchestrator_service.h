@@ -10,6 +10,7 @@
 #define TWICE_SERVICES_ORCHESTRATOR_ORCHESTRATOR_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,8 +22,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "services/common/auth.h"
-#include "services/common/model_registry.h"
 #include "services/orchestrator/internal_calls.h"
+#include "services/orchestrator/model_cards.h"
 #include "services/orchestrator/prompt_templates.h"
 #include "services/orchestrator/tenant_limiter.h"
 #include "services/orchestrator/usage_tally.h"
@@ -66,7 +67,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // apply to every model that configures none of its own
   // (LoadModelTemplates). `auth` authenticates every call and names its
   // tenant; nullptr = every caller is tenant "default".
-  OrchestratorService(const ModelRegistry* models, storage::Store* store,
+  OrchestratorService(ModelCards* models, storage::Store* store,
                       OrchestratorLimits limits, PromptTemplates templates,
                       Authenticator* auth = nullptr);
 
@@ -142,14 +143,13 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // streaming through `sink`.
   absl::Status AnswerQuestion(grpc::ServerContext& context,
                               const storage::DocumentRecord& record,
-                              const engine::Model& model,
-                              const Question& question, size_t index,
-                              const SharedInputs& shared, const AskSink& sink);
+                              const ModelCard& model, const Question& question,
+                              size_t index, const SharedInputs& shared,
+                              const AskSink& sink);
   // Resolves in `shared` what `questions` need: tokens, document state,
   // prefix state.
   absl::Status PrepareShared(grpc::ServerContext& context,
                              const storage::DocumentRecord& record,
-                             const engine::Model& model,
                              const std::vector<Question>& questions,
                              SharedInputs& shared);
   // Makes the state at boundary `index` of the document available,
@@ -184,10 +184,6 @@ class OrchestratorService final : public v1::Orchestrator::Service {
       grpc::ServerContext& context, const std::string& model,
       const std::string& tenant, const std::string& document_id,
       absl::Span<const int32_t> tokens);
-  // UNIMPLEMENTED naming the model, for prefix requests to a model without
-  // a prefix encoder.
-  static absl::Status NoPrefixEncoder(const std::string& model_name,
-                                      const engine::Model& model);
   // The caller's tenant (auth.h); UNAUTHENTICATED without valid
   // credentials.
   absl::StatusOr<std::string> CallerTenant(const grpc::ServerContext& context);
@@ -205,7 +201,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // `record` updated (UpgradeDocument). FAILED_PRECONDITION when the model
   // is not served or the tokens do not fit the new version. `locked`: the
   // caller already holds the document's LockDocument guard.
-  absl::StatusOr<const engine::Model*> ModelOfDocument(
+  absl::StatusOr<const ModelCard*> ModelOfDocument(
       grpc::ServerContext& context, storage::DocumentRecord& record,
       bool locked = false);
   // Re-reads the tokens of `record` into `model` segment by segment (the
@@ -214,10 +210,10 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // a question needs it) and stores the updated record. Idempotent: a
   // record another call already upgraded is taken as it is.
   absl::Status UpgradeDocument(grpc::ServerContext& context,
-                               const engine::Model& model,
+                               const ModelCard& model,
                                storage::DocumentRecord& record, bool locked);
   absl::StatusOr<Question> ParseQuestion(
-      const engine::Model& model, const storage::DocumentRecord& record,
+      const ModelCard& model, const storage::DocumentRecord& record,
       const std::string& text, absl::Span<const int32_t> ids, v1::AskMode mode,
       const v1::SamplingOptions& sampling, int64_t as_of_tokens);
   grpc::Status CheckBound() const;
@@ -253,7 +249,9 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // write committed, so only a document under a sustained stream of
   // appends from several replicas runs out of them.
   static constexpr int kCommitAttempts = 10;
-  absl::StatusOr<std::vector<int32_t>> Tokenize(const engine::Model& model,
+  // Deadline of the prefill service's answer to which models it serves.
+  static constexpr std::chrono::milliseconds kDescribeTimeout{10000};
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const ModelCard& model,
                                                 const std::string& text);
   const PromptTemplates& TemplatesFor(const std::string& model_name) const;
   // Serializes appends to one document in this process, so they queue
@@ -262,7 +260,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // that loses starts again (AppendOnce). Released by the returned guard.
   std::shared_ptr<void> LockDocument(const std::string& key);
 
-  const ModelRegistry* models_;
+  ModelCards* models_;
   storage::Store* store_;
   Authenticator* auth_;
   // Written once by BindInternalServices before `bound_` is released.

@@ -13,6 +13,20 @@
 #include "services/store/store_metrics.h"
 
 namespace twice::services {
+
+grpc::Status PrefillService::DescribeModels(
+    grpc::ServerContext* context, const v1::DescribeModelsRequest* /*request*/,
+    v1::DescribeModelsResponse* response) {
+  if (absl::Status auth = AuthorizeInternal(auth_, *context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
+  for (const std::string& name : models_->names()) {
+    *response->add_models() = models_->Describe(name);
+  }
+  response->set_default_model(models_->default_name());
+  return grpc::Status::OK;
+}
+
 grpc::Status PrefillService::Prefill(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream) {

@@ -26,6 +26,11 @@ class PrefillService final : public v1::Prefill::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream)
       override;
+  // The models this process serves, as the orchestrator's model cards
+  // need them (model_cards.h).
+  grpc::Status DescribeModels(grpc::ServerContext* context,
+                              const v1::DescribeModelsRequest* request,
+                              v1::DescribeModelsResponse* response) override;
 
   // Authenticates every call (services/common/auth.h): internal peers
   // only. nullptr (the default) = no checks. `auth` must outlive the

@@ -25,6 +25,13 @@ grpc::Status RefusingPrefillService::Prefill(
   return NotServedHere("twice.v1.Prefill");
 }
 
+grpc::Status RefusingPrefillService::DescribeModels(
+    grpc::ServerContext* /*context*/,
+    const v1::DescribeModelsRequest* /*request*/,
+    v1::DescribeModelsResponse* /*response*/) {
+  return NotServedHere("twice.v1.Prefill");
+}
+
 grpc::Status RefusingDecodeService::Generate(
     grpc::ServerContext* /*context*/, const v1::GenerateRequest* /*request*/,
     grpc::ServerWriter<v1::GenerateResponse>* /*writer*/) {

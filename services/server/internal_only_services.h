@@ -21,6 +21,9 @@ class RefusingPrefillService final : public v1::Prefill::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::PrefillResponse, v1::PrefillRequest>* stream)
       override;
+  grpc::Status DescribeModels(grpc::ServerContext* context,
+                              const v1::DescribeModelsRequest* request,
+                              v1::DescribeModelsResponse* response) override;
 };
 
 // Every call: PERMISSION_DENIED. Stateless; safe from any thread.

@@ -136,7 +136,18 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           " internal_token=", internal_token.empty() ? "off" : "on",
           " internal_peer_names=", options.internal_peer_names.size()));
 
-  if (role != Role::kStore) {
+  // The orchestrator tokenizes and plans but never runs a model, so role
+  // orchestrator reads only each model's tokenizer (model_cards.h).
+  if (role == Role::kOrchestrator) {
+    server->model_cards_ = std::make_unique<ModelCards>();
+    for (const ModelSpec& spec : options.models) {
+      absl::Status added =
+          server->model_cards_->AddTokenizerOnly(spec.name, spec.dir);
+      if (!added.ok()) return added;
+      Log(LogLevel::kInfo, "model.tokenizer_loaded",
+          absl::StrCat("name=", spec.name, " dir=", LogValue(spec.dir)));
+    }
+  } else if (role != Role::kStore) {
     const engine::LoadOptions load = options.ModelLoadOptions();
     for (const ModelSpec& spec : options.models) {
       absl::Status loaded = server->models_.Load(spec.name, spec.dir, load);
@@ -336,8 +347,12 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   }
   OrchestratorService* orchestrator = nullptr;
   if (all || role == Role::kOrchestrator) {
+    if (server->model_cards_ == nullptr) {
+      server->model_cards_ = ModelCards::FromRegistry(server->models_);
+    }
     auto service = std::make_unique<OrchestratorService>(
-        models, store, options.orchestrator_limits, options.templates, auth);
+        server->model_cards_.get(), store, options.orchestrator_limits,
+        options.templates, auth);
     for (const ModelSpec& spec : options.models) {
       absl::Status templates = service->LoadModelTemplates(spec.name, spec.dir);
       if (!templates.ok()) return templates;

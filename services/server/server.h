@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "services/common/auth.h"
 #include "services/common/model_registry.h"
+#include "services/orchestrator/model_cards.h"
 #include "services/server/server_options.h"
 #include "storage/store.h"
 
@@ -42,7 +43,10 @@ class TwiceServer {
   TwiceServer() = default;
 
   ServerOptions options_;
+  // Loaded models: roles prefill, decode and all.
   ModelRegistry models_;
+  // What the orchestrator knows of them: role orchestrator and all.
+  std::unique_ptr<ModelCards> model_cards_;
   std::unique_ptr<storage::Store> store_;
   // Used by the services; nullptr when authentication is off.
   std::unique_ptr<Authenticator> auth_;

@@ -1,7 +1,9 @@
 // The disaggregated deployment shape on one machine: a store role owning the
 // RocksDB directory, prefill and decode roles sharing it over gRPC, and an
 // orchestrator calling them — real processes on 127.0.0.1:
-//   - one endpoint of each role: the basic workflow;
+//   - one endpoint of each role: the basic workflow, with an orchestrator
+//     that has the model's tokenizer and config but no weights; one whose
+//     tokenizer.json is not the prefill's refuses to ingest;
 //   - two prefill and two decode endpoints: the same answers as --role=all
 //     for every causal mode, BatchAsk, as_of and Append; a prefill process
 //     killed mid-ingest makes the orchestrator finish the ingest on the
@@ -13,6 +15,8 @@
 #include <grpcpp/security/credentials.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,6 +53,20 @@ class DisaggregatedTest : public ::testing::Test {
     use_store = "--store-address=" + store.address();
   }
 
+  // A model directory with the model's config.json and tokenizer.json
+  // only, named `name` under `dir`; `tokenizer_suffix` is appended to the
+  // tokenizer.json (whitespace keeps it valid JSON but another file).
+  std::string TokenizerOnlyCopy(const std::string& name,
+                                const std::string& tokenizer_suffix = "") {
+    const std::filesystem::path from = dir.path() + "/model";
+    const std::filesystem::path to = dir.path() + "/" + name;
+    std::filesystem::create_directories(to);
+    std::filesystem::copy_file(from / "config.json", to / "config.json");
+    std::filesystem::copy_file(from / "tokenizer.json", to / "tokenizer.json");
+    std::ofstream(to / "tokenizer.json", std::ios::app) << tokenizer_suffix;
+    return to.string();
+  }
+
   TempDir dir;
   ServerProcess store;
   std::string model;
@@ -64,15 +82,28 @@ TEST_F(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
   ASSERT_TRUE(decode.Start({"--role=decode", model, use_store},
                            dir.path() + "/decode.log"))
       << decode.stderr_text();
+  // The orchestrator only tokenizes: its model directory holds no weights.
   ServerProcess orchestrator;
-  ASSERT_TRUE(orchestrator.Start({"--role=orchestrator", model, use_store,
-                                  "--prefill-address=" + prefill.address(),
-                                  "--decode-address=" + decode.address()},
-                                 dir.path() + "/orchestrator.log"))
+  ASSERT_TRUE(orchestrator.Start(
+      {"--role=orchestrator", "--model=" + TokenizerOnlyCopy("light"),
+       use_store, "--prefill-address=" + prefill.address(),
+       "--decode-address=" + decode.address()},
+      dir.path() + "/orchestrator.log"))
       << orchestrator.stderr_text();
 
   auto stub = v1::Orchestrator::NewStub(grpc::CreateChannel(
       orchestrator.address(), grpc::InsecureChannelCredentials()));
+  {
+    // The card the orchestrator shows is the prefill's loaded model.
+    grpc::ClientContext context;
+    v1::ListModelsResponse models;
+    ASSERT_TRUE(
+        stub->ListModels(&context, v1::ListModelsRequest(), &models).ok());
+    ASSERT_EQ(models.models_size(), 1);
+    EXPECT_EQ(models.models(0).fingerprint().size(), 64u);
+    EXPECT_GT(models.models(0).state_bytes(), 0);
+    EXPECT_EQ(models.models(0).tokenizer_sha256().size(), 64u);
+  }
   std::string doc_id;
   {
     grpc::ClientContext context;
@@ -130,6 +161,36 @@ std::vector<int32_t> Tokens(int n, uint64_t seed) {
   return out;
 }
 
+TEST_F(DisaggregatedTest, OrchestratorRefusesATokenizerThePrefillDoesNotUse) {
+  ServerProcess prefill, decode;
+  ASSERT_TRUE(prefill.Start({"--role=prefill", model, use_store},
+                            dir.path() + "/prefill.log"));
+  ASSERT_TRUE(decode.Start({"--role=decode", model, use_store},
+                           dir.path() + "/decode.log"));
+  // Another tokenizer.json: ids made with it would be read by the model as
+  // other words, so nothing is ingested.
+  ServerProcess orchestrator;
+  ASSERT_TRUE(orchestrator.Start(
+      {"--role=orchestrator", "--model=" + TokenizerOnlyCopy("other", "\n"),
+       use_store, "--prefill-address=" + prefill.address(),
+       "--decode-address=" + decode.address()},
+      dir.path() + "/orchestrator.log"))
+      << orchestrator.stderr_text();
+  auto client =
+      std::make_unique<testing::WorkflowClient>(orchestrator.address());
+  const auto ingested = client->Ingest(Tokens(64, 3), 32);
+  EXPECT_EQ(ingested.status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(ingested.status.error_message().find("tokenizer.json"),
+            std::string::npos)
+      << ingested.status.error_message();
+  client.reset();
+  EXPECT_EQ(orchestrator.Stop(), 0);
+  EXPECT_EQ(decode.Stop(), 0);
+  EXPECT_EQ(prefill.Stop(), 0);
+  EXPECT_EQ(store.Stop(), 0);
+}
+
 TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
   using testing::WorkflowClient;
   ServerProcess prefill[2], decode[2];
@@ -156,9 +217,19 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
   auto single_client = std::make_unique<WorkflowClient>(all.address());
   WorkflowClient& split = *split_client;
   WorkflowClient& single = *single_client;
+  {
+    // The orchestrator asks the first prefill endpoint which models it
+    // serves; calls rotate over the endpoints, so the ingest's prefill call
+    // then goes to the second.
+    grpc::ClientContext context;
+    v1::ListModelsResponse models;
+    ASSERT_TRUE(split.orchestrator()
+                    .ListModels(&context, v1::ListModelsRequest(), &models)
+                    .ok());
+  }
 
-  // The orchestrator's first prefill call goes to the first endpoint: kill
-  // it once the ingest has stored its first segment.
+  // Kill the endpoint the ingest runs on once it has stored its first
+  // segment.
   const std::vector<int32_t> doc = Tokens(12000, 9);
   {
     grpc::ClientContext context;
@@ -170,7 +241,7 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
     stream->WritesDone();
     v1::IngestResponse response;
     ASSERT_TRUE(stream->Read(&response));
-    prefill[0].Kill();
+    prefill[1].Kill();
     v1::IngestResponse done;
     while (stream->Read(&response)) {
       if (response.has_done()) done = response;
@@ -225,7 +296,7 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
   store_stub.reset();
   EXPECT_EQ(orchestrator.Stop(), 0);
   EXPECT_EQ(decode[0].Stop(), 0);
-  EXPECT_EQ(prefill[1].Stop(), 0);
+  EXPECT_EQ(prefill[0].Stop(), 0);
   EXPECT_EQ(store.Stop(), 0);
   EXPECT_EQ(all.Stop(), 0);
 }

@@ -1,6 +1,7 @@
 #include "services/common/flag_names.h"
 
 #include "gtest/gtest.h"
+#include "services/common/sha256.h"
 #include "services/orchestrator/document_ids.h"
 
 namespace twice::services {
@@ -34,7 +35,7 @@ TEST(DocumentIdsTest, ValidationAndDerivation) {
   EXPECT_NE(id, DeriveDocumentId("fp", "other", tokens));
   EXPECT_NE(id, DeriveDocumentId("fp", "tenant", {1, 2, 4}));
   // SHA-256("abc"), FIPS 180-2 test vector.
-  EXPECT_EQ(TextSha256("abc"),
+  EXPECT_EQ(HexSha256("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
