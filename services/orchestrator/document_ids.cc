@@ -33,4 +33,17 @@ std::string DeriveDocumentId(std::string_view fingerprint,
   return absl::StrCat("doc-", key.Hex().substr(0, 24));
 }
 
+absl::StatusOr<storage::DocumentRecord> FindDocumentOf(
+    storage::DocumentCatalog& catalog, const storage::DocumentRef& document) {
+  absl::Status valid = ValidateDocumentId(document.document_id);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<storage::DocumentRecord> record =
+      catalog.GetDocument(document);
+  if (absl::IsNotFound(record.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("document '", document.document_id, "' not found"));
+  }
+  return record;
+}
+
 }  // namespace twice::services

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "storage/document_catalog.h"
 
 namespace twice::services {
 
@@ -18,6 +19,12 @@ namespace twice::services {
 std::string DeriveDocumentId(std::string_view fingerprint,
                              std::string_view tenant,
                              absl::Span<const int32_t> tokens);
+
+// The record of `document`, its id validated first. NOT_FOUND names the id
+// only: the catalog scopes records by tenant, so another tenant's document
+// answers exactly like a missing one.
+[[nodiscard]] absl::StatusOr<storage::DocumentRecord> FindDocumentOf(
+    storage::DocumentCatalog& catalog, const storage::DocumentRef& document);
 
 }  // namespace twice::services
 

@@ -8,7 +8,11 @@
 #include "services/common/grpc_status.h"
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
+#include "services/orchestrator/append_workflow.h"
+#include "services/orchestrator/ask_workflows.h"
 #include "services/orchestrator/document_ids.h"
+#include "services/orchestrator/document_writes.h"
+#include "services/orchestrator/ingest_workflow.h"
 
 namespace twice::services {
 OrchestratorService::OrchestratorService(ModelCards* models,
@@ -20,21 +24,18 @@ OrchestratorService::OrchestratorService(ModelCards* models,
       store_(store),
       auth_(auth),
       limits_(limits),
-      templates_(std::move(templates)) {}
+      templates_(std::move(templates)) {
+  context_.models = models_;
+  context_.store = store_;
+  context_.limits = &limits_;
+  context_.limiter = &limiter_;
+  context_.locks = &locks_;
+  context_.templates = &templates_;
+}
 
 absl::Status OrchestratorService::LoadModelTemplates(const std::string& name,
                                                      const std::string& dir) {
-  absl::StatusOr<PromptTemplates> templates =
-      LoadPromptTemplates(dir, templates_);
-  if (!templates.ok()) return templates.status();
-  model_templates_[name] = *std::move(templates);
-  return absl::OkStatus();
-}
-
-const PromptTemplates& OrchestratorService::TemplatesFor(
-    const std::string& model_name) const {
-  auto it = model_templates_.find(model_name);
-  return it != model_templates_.end() ? it->second : templates_;
+  return templates_.LoadFor(name, dir);
 }
 
 void OrchestratorService::BindInternalServices(
@@ -42,38 +43,11 @@ void OrchestratorService::BindInternalServices(
     std::vector<Endpoint<v1::Decode::StubInterface>> decode) {
   prefill_ = std::make_unique<PrefillPool>(std::move(prefill));
   decode_ = std::make_unique<DecodePool>(std::move(decode));
+  context_.prefill = prefill_.get();
+  context_.decode = decode_.get();
   models_->SetDescriber(
       [this] { return CallDescribeModels(*prefill_, kDescribeTimeout); });
   bound_.store(true, std::memory_order_release);
-}
-
-std::shared_ptr<void> OrchestratorService::LockDocument(
-    const std::string& key) {
-  absl::MutexLock lock(&locks_mu_);
-  while (locked_documents_.contains(key)) lock_released_.Wait(&locks_mu_);
-  locked_documents_.insert(key);
-  return std::shared_ptr<void>(nullptr, [this, key](void*) {
-    absl::MutexLock unlock(&locks_mu_);
-    locked_documents_.erase(key);
-    lock_released_.SignalAll();
-  });
-}
-
-grpc::Status OrchestratorService::CheckBound() const {
-  if (bound_.load(std::memory_order_acquire)) return grpc::Status::OK;
-  return ToGrpcStatus(absl::UnavailableError("server is starting"));
-}
-
-absl::StatusOr<std::vector<int32_t>> OrchestratorService::Tokenize(
-    const ModelCard& model, const std::string& text) {
-  return model.tokenizer().Encode(text);
-}
-
-absl::StatusOr<std::shared_ptr<void>> OrchestratorService::AdmitCall(
-    const grpc::ServerContext& context) {
-  absl::StatusOr<std::string> tenant = CallerTenant(context);
-  if (!tenant.ok()) return tenant.status();
-  return limiter_.EnterCall(*tenant);
 }
 
 absl::StatusOr<std::string> OrchestratorService::CallerTenant(
@@ -83,23 +57,58 @@ absl::StatusOr<std::string> OrchestratorService::CallerTenant(
   return caller->tenant;
 }
 
+absl::StatusOr<OrchestratorService::Admitted> OrchestratorService::AdmitCall(
+    const grpc::ServerContext& context) {
+  absl::StatusOr<std::string> tenant = CallerTenant(context);
+  if (!tenant.ok()) return tenant.status();
+  absl::StatusOr<std::shared_ptr<void>> slot = limiter_.EnterCall(*tenant);
+  if (!slot.ok()) return slot.status();
+  if (!bound_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("server is starting");
+  }
+  return Admitted{*std::move(tenant), *std::move(slot)};
+}
+
 absl::StatusOr<storage::DocumentRecord> OrchestratorService::FindDocument(
     const grpc::ServerContext& context, const std::string& document_id) {
   // Credentials first: an unauthenticated caller learns nothing, not even
   // whether an id is well formed.
   absl::StatusOr<std::string> tenant = CallerTenant(context);
   if (!tenant.ok()) return tenant.status();
-  absl::Status valid = ValidateDocumentId(document_id);
-  if (!valid.ok()) return valid;
-  // The store scopes records by tenant, so another tenant's id is simply
-  // absent here.
-  absl::StatusOr<storage::DocumentRecord> record =
-      store_->GetDocument({*tenant, document_id});
-  if (record.status().code() == absl::StatusCode::kNotFound) {
-    return absl::NotFoundError(
-        absl::StrCat("document '", document_id, "' not found"));
-  }
-  return record;
+  return FindDocumentOf(*store_, {*tenant, document_id});
+}
+
+grpc::Status OrchestratorService::Ingest(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::IngestResponse, v1::IngestRequest>* stream) {
+  absl::StatusOr<Admitted> call = AdmitCall(*context);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  return IngestWorkflow(context_, call->tenant).Run(*context, *stream);
+}
+
+grpc::Status OrchestratorService::Append(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::IngestResponse, v1::AppendRequest>* stream) {
+  absl::StatusOr<Admitted> call = AdmitCall(*context);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  return AppendWorkflow(context_, call->tenant).Run(*context, *stream);
+}
+
+grpc::Status OrchestratorService::Ask(
+    grpc::ServerContext* context, const v1::AskRequest* request,
+    grpc::ServerWriter<v1::AskResponse>* writer) {
+  absl::StatusOr<Admitted> call = AdmitCall(*context);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  return AskWorkflow(context_, call->tenant).Run(*context, *request, *writer);
+}
+
+grpc::Status OrchestratorService::BatchAsk(
+    grpc::ServerContext* context, const v1::BatchAskRequest* request,
+    grpc::ServerWriter<v1::BatchAskResponse>* writer) {
+  absl::StatusOr<Admitted> call = AdmitCall(*context);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  return BatchAskWorkflow(context_, call->tenant)
+      .Run(*context, *request, *writer);
 }
 
 grpc::Status OrchestratorService::GetDocument(
@@ -145,28 +154,6 @@ grpc::Status OrchestratorService::DeleteDocument(
   return grpc::Status::OK;
 }
 
-absl::Status OrchestratorService::CheckPinAllowed(
-    const std::string& tenant, const std::string& document_id) {
-  const int64_t limit = limits_.max_pinned_documents_per_tenant;
-  if (limit <= 0) return absl::OkStatus();
-  int64_t pinned = 0;
-  std::string page_token;
-  do {
-    absl::StatusOr<storage::DocumentPage> page =
-        store_->ListDocuments(tenant, 1000, page_token);
-    if (!page.ok()) return page.status();
-    for (const storage::DocumentRecord& record : page->records) {
-      if (record.pinned && record.document_id != document_id) ++pinned;
-    }
-    page_token = page->next_page_token;
-  } while (!page_token.empty() && pinned < limit);
-  if (pinned < limit) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "this tenant already has ", pinned,
-      " pinned documents, the limit (max_pinned_documents_per_tenant); "
-      "unpin one first"));
-}
-
 grpc::Status OrchestratorService::PinDocument(
     grpc::ServerContext* context, const v1::PinDocumentRequest* request,
     v1::DocumentInfo* response) {
@@ -179,8 +166,8 @@ grpc::Status OrchestratorService::PinDocument(
     record = FindDocument(*context, request->document_id());
     if (!record.ok()) return ToGrpcStatus(record.status());
     if (request->pinned() && !record->pinned) {
-      absl::Status allowed =
-          CheckPinAllowed(record->tenant, record->document_id);
+      absl::Status allowed = CheckPinAllowed(*store_, limits_, record->tenant,
+                                             record->document_id);
       if (!allowed.ok()) return ToGrpcStatus(allowed);
     }
     record->pinned = request->pinned();

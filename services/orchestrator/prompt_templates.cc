@@ -67,4 +67,19 @@ absl::StatusOr<PromptTemplates> LoadPromptTemplates(
   return templates;
 }
 
+absl::Status ModelPromptTemplates::LoadFor(const std::string& name,
+                                           const std::string& model_dir) {
+  absl::StatusOr<PromptTemplates> templates =
+      LoadPromptTemplates(model_dir, defaults_);
+  if (!templates.ok()) return templates.status();
+  by_model_[name] = *std::move(templates);
+  return absl::OkStatus();
+}
+
+const PromptTemplates& ModelPromptTemplates::For(
+    const std::string& name) const {
+  auto it = by_model_.find(name);
+  return it != by_model_.end() ? it->second : defaults_;
+}
+
 }  // namespace twice::services

@@ -14,7 +14,9 @@
 #ifndef TWICE_SERVICES_ORCHESTRATOR_PROMPT_TEMPLATES_H_
 #define TWICE_SERVICES_ORCHESTRATOR_PROMPT_TEMPLATES_H_
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -46,6 +48,23 @@ std::string FillTemplate(const std::string& pattern,
 // question_prompt; NOT_FOUND when config.json cannot be read.
 [[nodiscard]] absl::StatusOr<PromptTemplates> LoadPromptTemplates(
     const std::string& model_dir, const PromptTemplates& defaults);
+
+// The templates of every served model: each model's own (LoadFor) or the
+// defaults. Filled before serving, then read-only.
+class ModelPromptTemplates {
+ public:
+  explicit ModelPromptTemplates(PromptTemplates defaults)
+      : defaults_(std::move(defaults)) {}
+
+  // Reads model `name`'s templates from `model_dir` (LoadPromptTemplates).
+  [[nodiscard]] absl::Status LoadFor(const std::string& name,
+                                     const std::string& model_dir);
+  const PromptTemplates& For(const std::string& name) const;
+
+ private:
+  PromptTemplates defaults_;
+  std::map<std::string, PromptTemplates> by_model_;
+};
 
 }  // namespace twice::services
 

@@ -1,17 +1,5 @@
-// The ask half of the orchestrator: each mode's recipe, as the token
-// sequence it feeds and the state it starts from (common.proto AskMode):
-//
-//   mode                   start                      fed (read on decode)
-//   default                document state             -
-//   read_twice             document state             preamble, document
-//   read_twice_full        empty                      preamble, doc, sep, doc
-//   prefix                 prefix-encoded doc state   -
-//   prefix_with_question   empty (prefix read)        preamble, document
-//
-// then the decode service reads the question prompt and generates. With
-// as_of_tokens the "document" is its first N tokens: the start is the
-// nearest stored boundary at or before N and the tokens between it and N
-// are fed first.
+#include "services/orchestrator/question_answerer.h"
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -22,8 +10,9 @@
 #include "services/common/grpc_status.h"
 #include "services/common/log.h"
 #include "services/common/proto_convert.h"
+#include "services/orchestrator/document_ids.h"
+#include "services/orchestrator/document_states.h"
 #include "services/orchestrator/internal_calls.h"
-#include "services/orchestrator/orchestrator_service.h"
 #include "services/store/store_metrics.h"
 
 namespace twice::services {
@@ -39,17 +28,140 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+bool ReadsWholeDocumentState(v1::AskMode mode) {
+  return mode == v1::ASK_MODE_DEFAULT || mode == v1::ASK_MODE_READ_TWICE;
+}
+
 }  // namespace
 
-absl::Status OrchestratorService::AnswerQuestion(
-    grpc::ServerContext& context, const storage::DocumentRecord& record,
-    const ModelCard& model, const Question& question, size_t index,
-    const SharedInputs& shared, const AskSink& sink) {
+absl::StatusOr<AskedDocument> QuestionAnswerer::Open(
+    grpc::ServerContext& server, const storage::DocumentRef& document) {
+  AskedDocument asked;
+  absl::StatusOr<storage::DocumentRecord> record =
+      FindDocumentOf(*context_.store, document);
+  if (!record.ok()) return record.status();
+  asked.record = *std::move(record);
+  absl::StatusOr<const ModelCard*> model =
+      DocumentStates(context_).ModelOfDocument(server, asked.record);
+  if (!model.ok()) return model.status();
+  asked.model = *model;
+  return asked;
+}
+
+absl::StatusOr<Question> QuestionAnswerer::Parse(
+    const ModelCard& model, const storage::DocumentRecord& record,
+    const std::string& text, absl::Span<const int32_t> ids, v1::AskMode mode,
+    const v1::SamplingOptions& sampling, int64_t as_of_tokens) {
+  Question question;
+  question.mode =
+      mode == v1::ASK_MODE_UNSPECIFIED ? v1::ASK_MODE_DEFAULT : mode;
+  if (!v1::AskMode_IsValid(question.mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown ask mode ", static_cast<int>(mode)));
+  }
+  if (as_of_tokens < 0 || as_of_tokens > record.token_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("as_of_tokens must be in [0, ", record.token_count,
+                     "] (the document's length), got ", as_of_tokens));
+  }
+  question.document_tokens =
+      as_of_tokens == 0 ? record.token_count : as_of_tokens;
+  question.sampling = sampling;
+  if (!text.empty()) {
+    absl::StatusOr<std::vector<int32_t>> encoded =
+        model.tokenizer().Encode(text);
+    if (!encoded.ok()) return encoded.status();
+    question.tokens = *std::move(encoded);
+    question.text = text;
+  } else {
+    question.tokens.assign(ids.begin(), ids.end());
+    if (absl::Status valid = model.CheckTokenIds(question.tokens, "question");
+        !valid.ok()) {
+      return valid;
+    }
+    absl::StatusOr<std::string> decoded =
+        model.tokenizer().Decode(question.tokens);
+    if (!decoded.ok()) return decoded.status();
+    question.text = *std::move(decoded);
+  }
+  if (question.tokens.empty()) {
+    return absl::InvalidArgumentError("the question is empty");
+  }
+  if (static_cast<int64_t>(question.tokens.size()) >
+      context_.limits->max_question_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "question has ", question.tokens.size(), " tokens; the limit is ",
+        context_.limits->max_question_tokens, " (max_question_tokens)"));
+  }
+  const bool prefix_mode = question.mode == v1::ASK_MODE_PREFIX ||
+                           question.mode == v1::ASK_MODE_PREFIX_WITH_QUESTION;
+  if (prefix_mode && !model.has_prefix_encoder()) {
+    return model.NoPrefixEncoder();
+  }
+  return question;
+}
+
+absl::Status QuestionAnswerer::Prepare(grpc::ServerContext& server,
+                                       const storage::DocumentRecord& record,
+                                       const std::vector<Question>& questions,
+                                       SharedInputs& shared) {
+  std::optional<size_t> state_owner, prefix_owner;
+  bool need_tokens = false;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const Question& q = questions[i];
+    const bool whole = q.document_tokens == record.token_count;
+    if (whole && ReadsWholeDocumentState(q.mode) && !state_owner) {
+      state_owner = i;
+    }
+    if (whole && q.mode == v1::ASK_MODE_PREFIX && !prefix_owner) {
+      prefix_owner = i;
+    }
+    if (!whole ||
+        (q.mode != v1::ASK_MODE_DEFAULT && q.mode != v1::ASK_MODE_PREFIX)) {
+      need_tokens = true;
+    }
+  }
+  if (need_tokens) {
+    absl::StatusOr<std::vector<int32_t>> tokens =
+        context_.store->GetTokens(storage::RefOf(record));
+    if (!tokens.ok()) return tokens.status();
+    shared.tokens =
+        std::make_shared<const std::vector<int32_t>>(*std::move(tokens));
+  }
+  if (state_owner) {
+    absl::StatusOr<storage::StateKey> key =
+        DocumentStates(context_).EnsureDocumentState(
+            server, record, shared.document_state_usage);
+    if (!key.ok()) return key.status();
+    shared.document_state = *key;
+    shared.document_state_owner = *state_owner;
+  }
+  if (prefix_owner) {
+    absl::StatusOr<storage::StateKey> key =
+        DocumentStates(context_).EnsurePrefixState(server, record,
+                                                   shared.prefix_state_usage);
+    if (!key.ok()) return key.status();
+    shared.prefix_state = *key;
+    shared.prefix_state_owner = *prefix_owner;
+  }
+  // Several questions go to one decode endpoint: it loads the document
+  // state once and steps their tokens together.
+  if (questions.size() > 1) shared.decode_endpoint = context_.decode->Pick({});
+  return absl::OkStatus();
+}
+
+absl::Status QuestionAnswerer::Answer(grpc::ServerContext& server,
+                                      const storage::DocumentRecord& record,
+                                      const ModelCard& model,
+                                      const Question& question, size_t index,
+                                      const SharedInputs& shared,
+                                      const AskSink& sink) {
   const auto started = std::chrono::steady_clock::now();
-  const PromptTemplates& templates = TemplatesFor(record.model);
+  const PromptTemplates& templates = context_.templates->For(record.model);
   UsageTally usage;
-  absl::StatusOr<std::vector<int32_t>> prompt =
-      Tokenize(model, FillTemplate(templates.question_prompt, question.text));
+  DocumentStates states(context_);
+  absl::StatusOr<std::vector<int32_t>> prompt = model.tokenizer().Encode(
+      FillTemplate(templates.question_prompt, question.text));
   if (!prompt.ok()) return prompt.status();
   const int64_t length = question.document_tokens;
   const bool whole = length == record.token_count;
@@ -58,8 +170,8 @@ absl::Status OrchestratorService::AnswerQuestion(
     document = absl::MakeConstSpan(*shared.tokens).first(length);
   }
   auto preamble = [&]() {
-    return Tokenize(model,
-                    FillTemplate(templates.read_twice_preamble, question.text));
+    return model.tokenizer().Encode(
+        FillTemplate(templates.read_twice_preamble, question.text));
   };
 
   // Where the answer starts (a durable state; unset = the empty state), in
@@ -85,7 +197,7 @@ absl::Status OrchestratorService::AnswerQuestion(
         for (size_t i = record.segments.size(); i-- > 0;) {
           if (record.segments[i].end_token <= length) {
             absl::StatusOr<storage::StateKey> key =
-                EnsureBoundaryState(context, record, i, usage);
+                states.EnsureBoundaryState(server, record, i, usage);
             if (!key.ok()) return key.status();
             parent = *key;
             parent_boundary = i;
@@ -109,7 +221,7 @@ absl::Status OrchestratorService::AnswerQuestion(
       absl::StatusOr<std::vector<int32_t>> pre = preamble();
       if (!pre.ok()) return pre.status();
       absl::StatusOr<std::vector<int32_t>> separator =
-          Tokenize(model, templates.document_separator);
+          model.tokenizer().Encode(templates.document_separator);
       if (!separator.ok()) return separator.status();
       AppendTokens(feed, *pre);
       AppendTokens(feed, document);
@@ -169,7 +281,7 @@ absl::Status OrchestratorService::AnswerQuestion(
     return sink(response);
   };
   absl::StatusOr<GenerateOutcome> outcome = CallGenerate(
-      *decode_, context, generate, forward, shared.decode_endpoint);
+      *context_.decode, server, generate, forward, shared.decode_endpoint);
   if (!outcome.ok() && outcome.status().code() == absl::StatusCode::kNotFound &&
       parent) {
     // The document state vanished or was found corrupt while loading: the
@@ -180,10 +292,11 @@ absl::Status OrchestratorService::AnswerQuestion(
     usage.ForgetReuse();
     absl::StatusOr<storage::StateKey> key =
         question.mode == v1::ASK_MODE_PREFIX
-            ? EnsurePrefixState(context, record, usage)
-            : EnsureBoundaryState(context, record, *parent_boundary, usage);
+            ? states.EnsurePrefixState(server, record, usage)
+            : states.EnsureBoundaryState(server, record, *parent_boundary,
+                                         usage);
     if (!key.ok()) return key.status();
-    outcome = CallGenerate(*decode_, context, generate, forward,
+    outcome = CallGenerate(*context_.decode, server, generate, forward,
                            shared.decode_endpoint);
   }
   if (!outcome.ok()) return outcome.status();

@@ -1,8 +1,5 @@
-// Resolving a document's stored states. Document tokens are the truth and
-// states a cache: a state that was evicted, lost or found corrupt is
-// recomputed from the tokens, starting from the latest stored boundary
-// before it and following the record's boundaries exactly, so the
-// recomputed chain keys are the recorded ones (checked).
+#include "services/orchestrator/document_states.h"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,37 +9,36 @@
 #include "services/common/log.h"
 #include "services/common/state_io.h"
 #include "services/orchestrator/internal_calls.h"
-#include "services/orchestrator/orchestrator_service.h"
 
 namespace twice::services {
 
-absl::StatusOr<storage::StateKey> OrchestratorService::EnsureDocumentState(
-    grpc::ServerContext& context, const storage::DocumentRecord& record,
+absl::StatusOr<storage::StateKey> DocumentStates::EnsureDocumentState(
+    grpc::ServerContext& server, const storage::DocumentRecord& record,
     UsageTally& usage) {
   if (record.segments.empty()) {
     return absl::DataLossError(absl::StrCat(
         "document '", record.document_id, "' has no segment states recorded"));
   }
-  return EnsureBoundaryState(context, record, record.segments.size() - 1,
-                             usage);
+  return EnsureBoundaryState(server, record, record.segments.size() - 1, usage);
 }
 
-absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
-    grpc::ServerContext& context, const storage::DocumentRecord& record,
+absl::StatusOr<storage::StateKey> DocumentStates::EnsureBoundaryState(
+    grpc::ServerContext& server, const storage::DocumentRecord& record,
     size_t index, UsageTally& usage) {
   if (index >= record.segments.size()) {
     return absl::InternalError("boundary index out of range");
   }
   const storage::SegmentBoundary& target = record.segments[index];
   absl::StatusOr<bool> stored =
-      store_->ForDocument(storage::RefOf(record))->HasState(target.state_key);
+      context_.store->ForDocument(storage::RefOf(record))
+          ->HasState(target.state_key);
   if (!stored.ok()) return stored.status();
   if (*stored) {
     usage.Reused(target.end_token);
     return target.state_key;
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(storage::RefOf(record));
+      context_.store->GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
   if (static_cast<int64_t>(tokens->size()) < target.end_token) {
     return absl::DataLossError(
@@ -55,7 +51,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   absl::StatusOr<storage::StateKey> recomputed =
       absl::NotFoundError("no attempt");
   for (size_t attempt = 0; attempt <= index + 1; ++attempt) {
-    recomputed = RecomputeBoundaryState(context, record, index, *tokens, usage);
+    recomputed = RecomputeBoundaryState(server, record, index, *tokens, usage);
     if (recomputed.status().code() != absl::StatusCode::kNotFound) break;
     Log(LogLevel::kWarning, "document.resume_state_lost",
         absl::StrCat("doc=", record.document_id, " reason=",
@@ -64,8 +60,8 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsureBoundaryState(
   return recomputed;
 }
 
-absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
-    grpc::ServerContext& context, const storage::DocumentRecord& record,
+absl::StatusOr<storage::StateKey> DocumentStates::RecomputeBoundaryState(
+    grpc::ServerContext& server, const storage::DocumentRecord& record,
     size_t index, const std::vector<int32_t>& all_tokens, UsageTally& usage) {
   const storage::SegmentBoundary& target = record.segments[index];
   // Walk back to the latest boundary whose state is still stored and read
@@ -73,7 +69,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
   int resume = static_cast<int>(index) - 1;
   while (resume >= 0) {
     absl::StatusOr<bool> has =
-        store_->ForDocument(storage::RefOf(record))
+        context_.store->ForDocument(storage::RefOf(record))
             ->HasState(record.segments[resume].state_key);
     if (!has.ok()) return has.status();
     if (*has) break;
@@ -93,7 +89,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
     call.checkpoint_at.push_back(record.segments[i].end_token - start);
   }
   absl::StatusOr<PrefillOutcome> outcome =
-      CallPrefill(*prefill_, context, call,
+      CallPrefill(*context_.prefill, server, call,
                   absl::MakeConstSpan(all_tokens)
                       .subspan(static_cast<size_t>(start),
                                static_cast<size_t>(target.end_token - start)),
@@ -124,28 +120,27 @@ absl::StatusOr<storage::StateKey> OrchestratorService::RecomputeBoundaryState(
                              outcome->states_recomputed;
   usage.states_recomputed += recomputed;
   usage.tokens_prefilled += outcome->tokens_computed;
-  for (int64_t i = 0; i < recomputed; ++i) store_->RecordRecompute();
+  for (int64_t i = 0; i < recomputed; ++i) context_.store->RecordRecompute();
   Log(LogLevel::kInfo, "document.recomputed",
       absl::StrCat("doc=", record.document_id, " from_token=", start,
                    " to_token=", target.end_token, " states=", recomputed));
   return target.state_key;
 }
 
-absl::StatusOr<PrefillOutcome> OrchestratorService::PrefillPrefixState(
-    grpc::ServerContext& context, const std::string& model,
-    const std::string& tenant, const std::string& document_id,
-    absl::Span<const int32_t> tokens) {
+absl::StatusOr<PrefillOutcome> DocumentStates::PrefillPrefixState(
+    grpc::ServerContext& server, const std::string& model,
+    const storage::DocumentRef& document, absl::Span<const int32_t> tokens) {
   PrefillCall call;
   call.model = model;
-  call.tenant = tenant;
-  call.document_id = document_id;
+  call.tenant = document.tenant;
+  call.document_id = document.document_id;
   call.mode = v1::PREFILL_MODE_PREFIX;
   call.checkpoint_tokens = 0;  // one state: see the declaration
-  return CallPrefill(*prefill_, context, call, tokens, nullptr);
+  return CallPrefill(*context_.prefill, server, call, tokens, nullptr);
 }
 
-absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
-    grpc::ServerContext& context, const storage::DocumentRecord& record,
+absl::StatusOr<storage::StateKey> DocumentStates::EnsurePrefixState(
+    grpc::ServerContext& server, const storage::DocumentRecord& record,
     UsageTally& usage) {
   const std::string name(PrefillModeName(engine::PrefillMode::kPrefix));
   std::optional<storage::StateKey> recorded;
@@ -154,7 +149,8 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   }
   if (recorded) {
     absl::StatusOr<bool> stored =
-        store_->ForDocument(storage::RefOf(record))->HasState(*recorded);
+        context_.store->ForDocument(storage::RefOf(record))
+            ->HasState(*recorded);
     if (!stored.ok()) return stored.status();
     if (*stored) {
       usage.Reused(record.token_count);
@@ -164,10 +160,10 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   // Lost, or never prepared (a document ingested without it, or appended
   // to since): tokens are the truth, so encode them again.
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(storage::RefOf(record));
+      context_.store->GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
-  absl::StatusOr<PrefillOutcome> outcome = PrefillPrefixState(
-      context, record.model, record.tenant, record.document_id, *tokens);
+  absl::StatusOr<PrefillOutcome> outcome =
+      PrefillPrefixState(server, record.model, storage::RefOf(record), *tokens);
   if (!outcome.ok()) return outcome.status();
   usage.tokens_prefilled += outcome->tokens_computed;
   if (recorded) {
@@ -179,7 +175,7 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
           "' does not match its recorded key"));
     }
     usage.states_recomputed += 1;
-    store_->RecordRecompute();
+    context_.store->RecordRecompute();
     Log(LogLevel::kInfo, "document.prefix_recomputed",
         absl::StrCat("doc=", record.document_id));
     return *recorded;
@@ -187,16 +183,15 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   // Record it so the next question reuses it, unless the document changed
   // meanwhile (an append): then only this answer uses it. The state is
   // durable already; failing to record it only costs a recompute later.
-  std::shared_ptr<void> lock =
-      LockDocument(record.tenant + "/" + record.document_id);
+  std::shared_ptr<void> lock = context_.locks->Lock(storage::RefOf(record));
   absl::StatusOr<storage::DocumentRecord> current =
-      store_->GetDocument(storage::RefOf(record));
+      context_.store->GetDocument(storage::RefOf(record));
   if (current.ok() && current->token_count == record.token_count &&
       current->segments.size() == record.segments.size()) {
     std::erase_if(current->mode_states,
                   [&](const auto& entry) { return entry.first == name; });
     current->mode_states.emplace_back(name, outcome->final_state);
-    absl::Status saved = store_->UpdateDocument(*current);
+    absl::Status saved = context_.store->UpdateDocument(*current);
     if (!saved.ok()) {
       Log(LogLevel::kWarning, "document.prefix_record_failed",
           absl::StrCat("doc=", record.document_id,
@@ -206,22 +201,40 @@ absl::StatusOr<storage::StateKey> OrchestratorService::EnsurePrefixState(
   return outcome->final_state;
 }
 
-absl::Status OrchestratorService::UpgradeDocument(
-    grpc::ServerContext& context, const ModelCard& model,
-    storage::DocumentRecord& record, bool locked) {
+absl::StatusOr<const ModelCard*> DocumentStates::ModelOfDocument(
+    grpc::ServerContext& server, storage::DocumentRecord& record, bool locked) {
+  absl::StatusOr<const ModelCard*> model = context_.models->Find(record.model);
+  if (absl::IsNotFound(model.status())) {
+    return absl::FailedPreconditionError(model.status().message());
+  }
+  if (!model.ok()) return model.status();
+  // States are bound to the model fingerprint: a document read by another
+  // version of the model cannot resume from them, but its tokens are the
+  // truth.
+  if ((*model)->fingerprint() != record.model_fingerprint) {
+    absl::Status upgraded = UpgradeDocument(server, **model, record, locked);
+    if (!upgraded.ok()) return upgraded;
+  }
+  return model;
+}
+
+absl::Status DocumentStates::UpgradeDocument(grpc::ServerContext& server,
+                                             const ModelCard& model,
+                                             storage::DocumentRecord& record,
+                                             bool locked) {
   std::shared_ptr<void> lock;
-  if (!locked) lock = LockDocument(record.tenant + "/" + record.document_id);
+  if (!locked) lock = context_.locks->Lock(storage::RefOf(record));
   const std::string& fingerprint = model.fingerprint();
   // Another question may have upgraded it while this one waited.
   absl::StatusOr<storage::DocumentRecord> current =
-      store_->GetDocument(storage::RefOf(record));
+      context_.store->GetDocument(storage::RefOf(record));
   if (!current.ok()) return current.status();
   if (current->model_fingerprint == fingerprint) {
     record = *std::move(current);
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<int32_t>> tokens =
-      store_->GetTokens(storage::RefOf(record));
+      context_.store->GetTokens(storage::RefOf(record));
   if (!tokens.ok()) return tokens.status();
   PrefillCall call;
   call.model = current->model;
@@ -229,7 +242,7 @@ absl::Status OrchestratorService::UpgradeDocument(
   call.document_id = current->document_id;
   call.checkpoint_tokens = current->segment_tokens;
   absl::StatusOr<PrefillOutcome> outcome =
-      CallPrefill(*prefill_, context, call, *tokens, nullptr);
+      CallPrefill(*context_.prefill, server, call, *tokens, nullptr);
   if (!outcome.ok()) {
     if (outcome.status().code() == absl::StatusCode::kInvalidArgument) {
       // Tokens of the old version that the new one does not accept (its
@@ -248,12 +261,12 @@ absl::Status OrchestratorService::UpgradeDocument(
   upgraded.segments = outcome->checkpoints;
   upgraded.mode_states.clear();
   upgraded.accessed_unix_ms = absl::ToUnixMillis(absl::Now());
-  if (absl::Status put = store_->UpdateDocument(upgraded); !put.ok()) {
+  if (absl::Status put = context_.store->UpdateDocument(upgraded); !put.ok()) {
     // Another replica upgraded (or changed) it meanwhile: take its record
     // when it is of this version, else report the conflict.
     if (absl::IsAborted(put)) {
       absl::StatusOr<storage::DocumentRecord> now =
-          store_->GetDocument(storage::RefOf(record));
+          context_.store->GetDocument(storage::RefOf(record));
       if (now.ok() && now->model_fingerprint == fingerprint) {
         record = *std::move(now);
         return absl::OkStatus();
