@@ -55,10 +55,6 @@ class RocksDbStateStoreTest : public test_util::StoreFixture {
     record.accessed_unix_ms = 2;
     return record;
   }
-  void PutDoc(const DocumentRecord& record) {
-    ASSERT_OK(store().PutDocument(test_util::AtStoredRevision(store(), record),
-                                  Tokens(record.token_count)));
-  }
 };
 
 TEST_F(RocksDbStateStoreTest, PutGetRoundTrip) {
@@ -311,73 +307,6 @@ TEST_F(RocksDbStateStoreTest, DocumentRoundTrip) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(store().GetTokens({"t", "nope"}).status().code(),
             absl::StatusCode::kNotFound);
-}
-
-TEST_F(RocksDbStateStoreTest, DocumentWritesAreConditionalOnTheRevision) {
-  Open();
-  DocumentRecord record = Record("t", "d", {Key(1)});
-  ASSERT_OK(store().PutDocument(record, Tokens(30)));
-  ASSERT_OK_AND_ASSIGN(DocumentRecord first, store().GetDocument({"t", "d"}));
-  EXPECT_EQ(first.revision, 1);
-  // A second create, and a write made from a stale read, change nothing.
-  EXPECT_EQ(store().PutDocument(record, Tokens(30)).code(),
-            absl::StatusCode::kAborted);
-  DocumentRecord pinned = first;
-  pinned.pinned = true;
-  ASSERT_OK(store().UpdateDocument(pinned));
-  DocumentRecord stale = first;
-  stale.accessed_unix_ms = 99;
-  const absl::Status lost = store().UpdateDocument(stale);
-  EXPECT_EQ(lost.code(), absl::StatusCode::kAborted) << lost;
-  EXPECT_NE(lost.message().find("another writer"), std::string::npos) << lost;
-  EXPECT_EQ(store().PutDocument(stale, Tokens(30)).code(),
-            absl::StatusCode::kAborted);
-  ASSERT_OK_AND_ASSIGN(DocumentRecord second, store().GetDocument({"t", "d"}));
-  EXPECT_EQ(second.revision, 2);
-  EXPECT_TRUE(second.pinned);
-  EXPECT_EQ(second.accessed_unix_ms, first.accessed_unix_ms);
-  // The revision survives a reopen; a deleted document is not re-created
-  // by a write made before the delete.
-  Close();
-  Open();
-  ASSERT_OK_AND_ASSIGN(DocumentRecord reopened,
-                       store().GetDocument({"t", "d"}));
-  EXPECT_EQ(reopened.revision, 2);
-  ASSERT_OK(store().DeleteDocument({"t", "d"}).status());
-  EXPECT_EQ(store().PutDocument(reopened, Tokens(30)).code(),
-            absl::StatusCode::kAborted);
-  EXPECT_EQ(store().GetDocument({"t", "d"}).status().code(),
-            absl::StatusCode::kNotFound);
-}
-
-TEST_F(RocksDbStateStoreTest, ConcurrentWritersFromOneRevisionCommitOnce) {
-  Open();
-  PutDoc(Record("t", "d", {Key(1)}));
-  ASSERT_OK_AND_ASSIGN(DocumentRecord base, store().GetDocument({"t", "d"}));
-  constexpr int kWriters = 8;
-  std::vector<absl::Status> results(kWriters);
-  std::vector<std::thread> writers;
-  for (int i = 0; i < kWriters; ++i) {
-    writers.emplace_back([&, i] {
-      DocumentRecord mine = base;
-      mine.accessed_unix_ms = 1000 + i;
-      results[i] = store().UpdateDocument(mine);
-    });
-  }
-  for (std::thread& writer : writers) writer.join();
-  int committed = -1;
-  for (int i = 0; i < kWriters; ++i) {
-    if (results[i].ok()) {
-      EXPECT_EQ(committed, -1) << "two writers committed from one revision";
-      committed = i;
-    } else {
-      EXPECT_EQ(results[i].code(), absl::StatusCode::kAborted) << results[i];
-    }
-  }
-  ASSERT_NE(committed, -1);
-  ASSERT_OK_AND_ASSIGN(DocumentRecord after, store().GetDocument({"t", "d"}));
-  EXPECT_EQ(after.accessed_unix_ms, 1000 + committed);
-  EXPECT_EQ(after.revision, base.revision + 1);
 }
 
 TEST_F(RocksDbStateStoreTest, UpdateDocumentReplacesRecordOnly) {
