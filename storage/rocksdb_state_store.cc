@@ -19,12 +19,6 @@
 #include "storage/state_ref.h"
 
 namespace twice::storage {
-namespace {
-
-rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(
     const RocksDbStoreOptions& options) {
   absl::StatusOr<std::unique_ptr<RocksDbStateStore>> store =

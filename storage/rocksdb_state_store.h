@@ -87,6 +87,10 @@ class RocksDbStateStore final : public Store {
   [[nodiscard]] absl::StatusOr<std::string> GetState(
       const StateKey& key) override;
   [[nodiscard]] absl::StatusOr<bool> HasState(const StateKey& key) override;
+  // Pages through the state index column family (every durable key's
+  // size, form and tenant) without reading a blob.
+  [[nodiscard]] absl::StatusOr<StatePage> ListStates(
+      int page_size, std::string_view page_token) override;
   // Deleting a state that is not stored is OK.
   [[nodiscard]] absl::Status DeleteState(const StateKey& key) override;
   [[nodiscard]] absl::Status DiscardCorruptState(const StateKey& key) override;

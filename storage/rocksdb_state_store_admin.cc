@@ -17,8 +17,6 @@
 namespace twice::storage {
 namespace {
 
-rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
-
 // "tenant/document_id" of a documents-family key, for reports.
 std::string PrintableDocument(std::string_view document_key) {
   std::string out(document_key);

@@ -9,12 +9,6 @@
 #include "storage/rocksdb_status.h"
 
 namespace twice::storage {
-namespace {
-
-rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
-
-}  // namespace
-
 absl::Status RocksDbStateStore::PutStateBlocks(
     const StateKey& key, const std::optional<StateKey>& base,
     absl::Span<const std::string_view> new_blocks,

@@ -21,8 +21,6 @@ namespace {
 
 constexpr int kDefaultPageSize = 100;
 
-rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
-
 std::string DocumentName(std::string_view tenant,
                          std::string_view document_id) {
   return absl::StrCat("document ", AbslView(tenant), "/",

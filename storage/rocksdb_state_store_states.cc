@@ -13,8 +13,6 @@
 namespace twice::storage {
 namespace {
 
-rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
-
 absl::Status CheckPutOptions(const PutStateOptions& options) {
   if (options.recompute_tokens < 0) {
     return absl::InvalidArgumentError(

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "rocksdb/slice.h"
 #include "rocksdb/status.h"
 
 namespace twice::storage {
@@ -22,6 +23,11 @@ namespace twice::storage {
 // "<context>: <RocksDB's message>".
 [[nodiscard]] absl::Status FromRocksDb(const rocksdb::Status& status,
                                        std::string_view context);
+
+// A view of `s` as RocksDB takes keys and values.
+inline rocksdb::Slice ToSlice(std::string_view s) {
+  return {s.data(), s.size()};
+}
 
 }  // namespace twice::storage
 

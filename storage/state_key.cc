@@ -92,6 +92,33 @@ absl::StatusOr<StateKey> StateKey::FromBytes(std::string_view bytes) {
   return key;
 }
 
+absl::StatusOr<StateKey> StateKey::FromHex(std::string_view hex) {
+  StateKey key;
+  if (hex.size() != 2 * key.digest.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state key must be ", 2 * key.digest.size(),
+                     " hex digits, got ", hex.size(), " characters"));
+  }
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < key.digest.size(); ++i) {
+    const int high = digit(hex[2 * i]);
+    const int low = digit(hex[2 * i + 1]);
+    if (high < 0 || low < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state key holds a character that is not a hex digit "
+                       "at position ",
+                       high < 0 ? 2 * i : 2 * i + 1));
+    }
+    key.digest[i] = static_cast<uint8_t>(high * 16 + low);
+  }
+  return key;
+}
+
 StateKey RootKey(std::string_view fingerprint, std::string_view mode,
                  std::string_view tenant) {
   Sha256 sha;

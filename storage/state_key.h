@@ -32,6 +32,9 @@ struct StateKey {
   // Parses 32 raw bytes; INVALID_ARGUMENT otherwise.
   [[nodiscard]] static absl::StatusOr<StateKey> FromBytes(
       std::string_view bytes);
+  // Parses what Hex() writes (64 hex digits, either case);
+  // INVALID_ARGUMENT otherwise.
+  [[nodiscard]] static absl::StatusOr<StateKey> FromHex(std::string_view hex);
 
   friend bool operator==(const StateKey&, const StateKey&) = default;
 };

@@ -54,6 +54,26 @@ struct PutStateOptions {
   std::string tenant{};
 };
 
+// One stored state as ListStates reports it.
+struct StateListing {
+  StateKey key;
+  // Bytes the store holds under the key itself (a chunked state's blocks
+  // are counted on their own and go when no state names them).
+  int64_t stored_bytes = 0;
+  bool chunked = false;
+  std::string tenant{};  // PutStateOptions::tenant
+  int64_t written_unix_ms = 0;
+};
+
+struct StatePage {
+  std::vector<StateListing> states;
+  // Empty on the last page; else where the next page starts.
+  std::string next_page_token;
+};
+
+// Most states one ListStates page holds; also the default page size.
+inline constexpr int kMaxStatePageSize = 1000;
+
 class StateStore {
  public:
   virtual ~StateStore() = default;
@@ -85,6 +105,17 @@ class StateStore {
   // A missing or corrupt block makes the state a miss (NOT_FOUND).
   [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> GetStateBlocks(
       const StateKey& key) = 0;
+
+  // Every stored state (whole or chunked, not the blocks of chunked
+  // states), in key order, `page_size` at a time (0 = kMaxStatePageSize)
+  // from `page_token` (empty = the first page, else the previous page's
+  // next_page_token). For garbage collection across the store's documents:
+  // a collector lists the states and deletes those no record names. The
+  // pages are no snapshot: a state put or deleted while paging may or may
+  // not be listed, and none is listed twice. INVALID_ARGUMENT for a
+  // page_size outside [0, kMaxStatePageSize] or a token no page returned.
+  [[nodiscard]] virtual absl::StatusOr<StatePage> ListStates(
+      int page_size, std::string_view page_token) = 0;
 
   // Counts a state recomputed by a caller after a miss.
   virtual void RecordRecompute() = 0;

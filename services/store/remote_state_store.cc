@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/proto_convert.h"
 #include "services/common/request_id.h"
@@ -240,6 +241,34 @@ absl::StatusOr<std::vector<int32_t>> RemoteStateStore::GetTokens(
   absl::Status status = FromGrpcStatus(reader->Finish());
   if (!status.ok()) return status;
   return tokens;
+}
+
+absl::StatusOr<storage::StatePage> RemoteStateStore::ListStates(
+    int page_size, std::string_view page_token) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::ListStatesRequest request;
+  request.set_page_size(page_size);
+  request.set_page_token(std::string(page_token));
+  v1::ListStatesResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->ListStates(&context, request, &response));
+  if (!status.ok()) return status;
+  storage::StatePage page;
+  for (const v1::StateListing& state : response.states()) {
+    absl::StatusOr<storage::StateKey> key = FromProto(state.key());
+    if (!key.ok()) {
+      return absl::InternalError(absl::StrCat(
+          "the store listed a malformed state key: ", key.status().message()));
+    }
+    page.states.push_back({.key = *key,
+                           .stored_bytes = state.stored_bytes(),
+                           .chunked = state.chunked(),
+                           .tenant = state.tenant(),
+                           .written_unix_ms = state.written_unix_ms()});
+  }
+  page.next_page_token = response.next_page_token();
+  return page;
 }
 
 absl::StatusOr<storage::DocumentPage> RemoteStateStore::ListDocuments(

@@ -28,6 +28,8 @@ class RemoteStateStore final : public storage::Store {
   absl::StatusOr<bool> HasState(const storage::StateKey& key) override;
   absl::Status DeleteState(const storage::StateKey& key) override;
   absl::Status DiscardCorruptState(const storage::StateKey& key) override;
+  absl::StatusOr<storage::StatePage> ListStates(
+      int page_size, std::string_view page_token) override;
   absl::Status PutStateBlocks(const storage::StateKey& key,
                               const std::optional<storage::StateKey>& base,
                               absl::Span<const std::string_view> new_blocks,

@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -337,6 +338,49 @@ absl::StatusOr<storage::BackupReport> ShardedStateStore::Backup(
   }
   total.path = absl::StrJoin(paths, ",");
   return total;
+}
+
+absl::StatusOr<storage::StatePage> ShardedStateStore::ListStates(
+    int page_size, std::string_view page_token) {
+  if (page_size < 0 || page_size > storage::kMaxStatePageSize) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size must be in [0, ",
+                                                   storage::kMaxStatePageSize,
+                                                   "], got ", page_size));
+  }
+  const size_t wanted = page_size == 0 ? storage::kMaxStatePageSize : page_size;
+  size_t shard = 0;
+  std::string_view inner;
+  if (!page_token.empty()) {
+    const size_t colon = page_token.find(':');
+    if (colon == std::string_view::npos ||
+        !absl::SimpleAtoi(absl::string_view(page_token.data(), colon),
+                          &shard) ||
+        shard >= shards_.size()) {
+      return absl::InvalidArgumentError(
+          "page_token is not one a ListStates page returned");
+    }
+    inner = page_token.substr(colon + 1);
+  }
+  storage::StatePage out;
+  for (; shard < shards_.size(); ++shard, inner = {}) {
+    absl::StatusOr<storage::StatePage> page = shards_[shard].store->ListStates(
+        static_cast<int>(wanted - out.states.size()), inner);
+    if (!page.ok()) return page.status();
+    for (storage::StateListing& state : page->states) {
+      out.states.push_back(std::move(state));
+    }
+    if (!page->next_page_token.empty()) {
+      out.next_page_token = absl::StrCat(shard, ":", page->next_page_token);
+      return out;
+    }
+    if (out.states.size() == wanted) {
+      if (shard + 1 < shards_.size()) {
+        out.next_page_token = absl::StrCat(shard + 1, ":");
+      }
+      return out;
+    }
+  }
+  return out;
 }
 
 }  // namespace twice::services

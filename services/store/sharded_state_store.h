@@ -20,6 +20,7 @@
 //   the replica that rendezvous hashing of the state key picks, and read by
 //   asking that replica first and then the others; deletes go to every
 //   replica.
+// - ListStates lists the replicas one after the other.
 // - ListDocuments merges the replicas' pages in document-id order; Stats,
 //   Verify, Compact, Gc and Backup run on every replica and add up.
 //
@@ -64,6 +65,10 @@ class ShardedStateStore final : public storage::Store {
   absl::StatusOr<bool> HasState(const storage::StateKey& key) override;
   absl::Status DeleteState(const storage::StateKey& key) override;
   absl::Status DiscardCorruptState(const storage::StateKey& key) override;
+  // Replica by replica, each in key order; the page token names the
+  // replica and its own token ("<replica index>:<token>").
+  absl::StatusOr<storage::StatePage> ListStates(
+      int page_size, std::string_view page_token) override;
   absl::Status PutStateBlocks(const storage::StateKey& key,
                               const std::optional<storage::StateKey>& base,
                               absl::Span<const std::string_view> new_blocks,

@@ -188,6 +188,27 @@ grpc::Status StoreService::GetTokens(
   return grpc::Status::OK;
 }
 
+grpc::Status StoreService::ListStates(grpc::ServerContext* context,
+                                      const v1::ListStatesRequest* request,
+                                      v1::ListStatesResponse* response) {
+  if (absl::Status auth = AuthorizeData(*context); !auth.ok()) {
+    return ToGrpcStatus(auth);
+  }
+  absl::StatusOr<storage::StatePage> page =
+      store_->ListStates(request->page_size(), request->page_token());
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (const storage::StateListing& state : page->states) {
+    v1::StateListing* out = response->add_states();
+    *out->mutable_key() = ToProto(state.key);
+    out->set_stored_bytes(state.stored_bytes);
+    out->set_chunked(state.chunked);
+    out->set_tenant(state.tenant);
+    out->set_written_unix_ms(state.written_unix_ms);
+  }
+  response->set_next_page_token(page->next_page_token);
+  return grpc::Status::OK;
+}
+
 grpc::Status StoreService::ListDocuments(
     grpc::ServerContext* context, const v1::ListDocumentRecordsRequest* request,
     v1::ListDocumentRecordsResponse* response) {

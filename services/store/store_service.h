@@ -58,6 +58,9 @@ class StoreService final : public v1::Store::Service {
   grpc::Status GetTokens(grpc::ServerContext* context,
                          const v1::GetTokensRequest* request,
                          grpc::ServerWriter<v1::TokenChunk>* writer) override;
+  grpc::Status ListStates(grpc::ServerContext* context,
+                          const v1::ListStatesRequest* request,
+                          v1::ListStatesResponse* response) override;
   grpc::Status ListDocuments(
       grpc::ServerContext* context,
       const v1::ListDocumentRecordsRequest* request,
