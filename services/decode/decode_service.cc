@@ -175,8 +175,9 @@ grpc::Status DecodeService::Generate(
   done.set_text(event.piece.text);
   done.set_finished(true);
   done.set_finish_reason(event.result.finish_reason);
-  done.set_tokens_prefilled(
-      static_cast<int64_t>(request->read_tokens_size() + prompt.size()));
+  const int64_t read_tokens =
+      static_cast<int64_t>(request->read_tokens_size() + prompt.size());
+  done.set_tokens_prefilled(read_tokens);
   done.set_tokens_decoded(event.result.tokens_decoded);
   done.set_ttft_ms(ttft_ms < 0 ? 0 : ttft_ms);
   writer->Write(done);
@@ -185,6 +186,7 @@ grpc::Status DecodeService::Generate(
           .count();
   ServingMetrics& metrics = ServingMetrics::Process();
   if (ttft_ms >= 0) metrics.ObserveDecodeTtft(ttft_ms / 1000.0);
+  metrics.AddDecodeReadTokens(read_tokens);
   metrics.AddDecodedTokens(
       event.result.tokens_decoded,
       seconds > 0 ? static_cast<double>(event.result.tokens_decoded) / seconds

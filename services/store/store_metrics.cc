@@ -119,6 +119,10 @@ ServingMetrics::ServingMetrics()
                        "Tokens read into states by the prefill service");
   decoded_ = counter("twice_decode_tokens_total",
                      "Tokens sampled by the decode service");
+  decode_read_ =
+      counter("twice_decode_read_tokens_total",
+              "Tokens the decode service read before sampling (second reads, "
+              "as-of tails, prompts)");
   prefill_rate_ =
       histogram("twice_prefill_tokens_per_second",
                 "Prefill throughput of each Prefill call", RateBuckets());
@@ -148,6 +152,9 @@ void ServingMetrics::AddDecodedTokens(int64_t tokens,
   if (tokens <= 0) return;
   decoded_->Increment(static_cast<double>(tokens));
   if (tokens_per_second > 0) decode_rate_->Observe(tokens_per_second);
+}
+void ServingMetrics::AddDecodeReadTokens(int64_t tokens) {
+  if (tokens > 0) decode_read_->Increment(static_cast<double>(tokens));
 }
 void ServingMetrics::AddStatesReused(int64_t n) {
   if (n > 0) reused_->Increment(static_cast<double>(n));

@@ -46,6 +46,9 @@ class ServingMetrics {
   void AddPrefilledTokens(int64_t tokens, double tokens_per_second);
   // Tokens sampled by the decode service.
   void AddDecodedTokens(int64_t tokens, double tokens_per_second);
+  // Tokens the decode service read before sampling: second reads, as-of
+  // tails and prompts (prefill work done in the answering call).
+  void AddDecodeReadTokens(int64_t tokens);
   // States an answer or ingest reused, and recomputed after a miss
   // (orchestrator, as its answers report them).
   void AddStatesReused(int64_t n);
@@ -61,6 +64,7 @@ class ServingMetrics {
   prometheus::Histogram* decode_ttft_ = nullptr;
   prometheus::Counter* prefilled_ = nullptr;
   prometheus::Counter* decoded_ = nullptr;
+  prometheus::Counter* decode_read_ = nullptr;
   prometheus::Histogram* prefill_rate_ = nullptr;
   prometheus::Histogram* decode_rate_ = nullptr;
   prometheus::Counter* reused_ = nullptr;

@@ -235,9 +235,13 @@ TEST_F(StoreFaultTest, MetricsEndpointServesStoreAndRequestCounters) {
       << log;
   const int port = std::stoi(match[1]);
   Ingest("doc", Text(3, 60));
-  Ask("doc");
+  const testing::AskResult asked = Ask("doc");
   const std::string metrics = HttpGet(port, "/metrics");
   ASSERT_FALSE(metrics.empty());
+  // The one answer's prompt, read by the decode service.
+  EXPECT_GT(asked.usage.tokens_prefilled(), 0);
+  EXPECT_EQ(Sample(metrics, "twice_decode_read_tokens_total"),
+            asked.usage.tokens_prefilled());
   EXPECT_GT(Sample(metrics, "twice_store_state_bytes"), 0);
   EXPECT_GT(Sample(metrics, "twice_store_states"), 0);
   EXPECT_EQ(Sample(metrics, "twice_store_documents"), 1);
