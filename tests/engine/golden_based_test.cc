@@ -27,41 +27,11 @@ using testing::GoldenData;
 using testing::RelativeError;
 using testing::Tokens;
 
-constexpr double kLogitTolerance = 1e-4;
 constexpr double kStateTolerance = 1e-4;
 
-class GoldenBasedTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    golden_ = GoldenData::Load("based").release();
-    if (golden_ != nullptr)
-      model_ = testing::LoadOrDie(golden_->model_dir()).release();
-  }
-  static void TearDownTestSuite() {
-    errors_.Print("based");
-    delete model_;
-    delete golden_;
-  }
-  void SetUp() override {
-    ASSERT_NE(golden_, nullptr);
-    ASSERT_NE(model_, nullptr);
-  }
+constexpr char kBasedGolden[] = "based";
 
-  static void ExpectLogits(const std::vector<float>& got,
-                           const std::vector<float>& want) {
-    const double err = RelativeError(got, want);
-    errors_.Logits(err);
-    EXPECT_LE(err, kLogitTolerance);
-  }
-
-  static GoldenData* golden_;
-  static Model* model_;
-  static testing::ErrorLog errors_;
-};
-
-GoldenData* GoldenBasedTest::golden_ = nullptr;
-Model* GoldenBasedTest::model_ = nullptr;
-testing::ErrorLog GoldenBasedTest::errors_;
+using GoldenBasedTest = testing::GoldenSuite<kBasedGolden>;
 
 TEST_F(GoldenBasedTest, PrefillMatchesReferenceLogitsAndStates) {
   for (const auto& c : golden_->cases()) {
@@ -138,23 +108,7 @@ TEST_F(GoldenBasedTest, SegmentedPrefillMatchesReference) {
 }
 
 TEST_F(GoldenBasedTest, GreedyContinuationEqualsReference) {
-  for (const auto& c : golden_->cases()) {
-    SCOPED_TRACE(c.at("name").get<std::string>());
-    const std::vector<int32_t> want = Tokens(c.at("greedy"));
-    GenerateOptions options;  // greedy by default
-    options.max_tokens = static_cast<int32_t>(want.size());
-    options.stop_at_eos = false;
-    std::vector<int32_t> got;
-    auto state = model_->NewState();
-    auto result = Generate(*model_, *state, Tokens(c.at("tokens")), options,
-                           [&got](const GeneratedPiece& piece) {
-                             got.insert(got.end(), piece.tokens.begin(),
-                                        piece.tokens.end());
-                             return true;
-                           });
-    ASSERT_OK(result);
-    EXPECT_EQ(got, want);
-  }
+  ExpectGreedyContinuations();
 }
 
 }  // namespace

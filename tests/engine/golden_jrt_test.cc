@@ -29,7 +29,6 @@ using testing::GoldenData;
 using testing::RelativeError;
 using testing::Tokens;
 
-constexpr double kLogitTolerance = 1e-4;
 constexpr double kStateTolerance = 1e-4;
 
 // The engine mode that reproduces a case: prefix reads get the document and
@@ -45,30 +44,10 @@ std::vector<int32_t> InputOf(const nlohmann::json& c) {
   return Tokens(c.at("mode") == "causal" ? c.at("tokens") : c.at("document"));
 }
 
-class GoldenJrtTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    golden_ = GoldenData::Load("jrt").release();
-    if (golden_ != nullptr) {
-      model_ = testing::LoadOrDie(golden_->model_dir()).release();
-    }
-  }
-  static void TearDownTestSuite() {
-    errors_.Print("jrt");
-    delete model_;
-    delete golden_;
-  }
-  void SetUp() override {
-    ASSERT_NE(golden_, nullptr);
-    ASSERT_NE(model_, nullptr);
-  }
+constexpr char kJrtGolden[] = "jrt";
 
-  static void ExpectLogits(const std::vector<float>& got,
-                           const std::vector<float>& want) {
-    const double err = RelativeError(got, want);
-    errors_.Logits(err);
-    EXPECT_LE(err, kLogitTolerance);
-  }
+class GoldenJrtTest : public testing::GoldenSuite<kJrtGolden> {
+ protected:
   static void ExpectStates(SequenceState& state, const nlohmann::json& c) {
     const double err = golden_->StateError(state, c.at("states"));
     errors_.States(err);
@@ -84,15 +63,7 @@ class GoldenJrtTest : public ::testing::Test {
     if (got.ok()) logits = *std::move(got);
     return state;
   }
-
-  static GoldenData* golden_;
-  static Model* model_;
-  static testing::ErrorLog errors_;
 };
-
-GoldenData* GoldenJrtTest::golden_ = nullptr;
-Model* GoldenJrtTest::model_ = nullptr;
-testing::ErrorLog GoldenJrtTest::errors_;
 
 TEST_F(GoldenJrtTest, DescribesThePrefixEncoder) {
   EXPECT_EQ(model_->description().architecture, "jrt");

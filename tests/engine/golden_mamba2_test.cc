@@ -39,34 +39,13 @@ using testing::GoldenData;
 using testing::RelativeError;
 using testing::Tokens;
 
-constexpr double kLogitTolerance = 1e-4;
 constexpr double kStateTolerance = 1e-4;
 constexpr double kInvariantTolerance = 1e-5;
 
-class GoldenMamba2Test : public ::testing::Test {
+constexpr char kMamba2Golden[] = "mamba2";
+
+class GoldenMamba2Test : public testing::GoldenSuite<kMamba2Golden> {
  protected:
-  static void SetUpTestSuite() {
-    golden_ = GoldenData::Load("mamba2").release();
-    if (golden_ != nullptr)
-      model_ = testing::LoadOrDie(golden_->model_dir()).release();
-  }
-  static void TearDownTestSuite() {
-    errors_.Print("mamba2");
-    delete model_;
-    delete golden_;
-  }
-  void SetUp() override {
-    ASSERT_NE(golden_, nullptr);
-    ASSERT_NE(model_, nullptr);
-  }
-
-  static void ExpectLogits(const std::vector<float>& got,
-                           const std::vector<float>& want) {
-    const double err = RelativeError(got, want);
-    errors_.Logits(err);
-    EXPECT_LE(err, kLogitTolerance);
-  }
-
   // The largest RelativeError of the case's per-layer conv tails and SSM
   // states.
   static double StateError(SequenceState& state, const nlohmann::json& c) {
@@ -100,15 +79,7 @@ class GoldenMamba2Test : public ::testing::Test {
     EXPECT_OK(logits);
     return logits.ok() ? *std::move(logits) : std::vector<float>();
   }
-
-  static GoldenData* golden_;
-  static Model* model_;
-  static testing::ErrorLog errors_;
 };
-
-GoldenData* GoldenMamba2Test::golden_ = nullptr;
-Model* GoldenMamba2Test::model_ = nullptr;
-testing::ErrorLog GoldenMamba2Test::errors_;
 
 TEST_F(GoldenMamba2Test, PrefillMatchesReferenceLogitsAndStates) {
   for (const auto& c : golden_->cases()) {
@@ -180,23 +151,7 @@ TEST_F(GoldenMamba2Test, SegmentedPrefillMatchesReference) {
 }
 
 TEST_F(GoldenMamba2Test, GreedyContinuationEqualsReference) {
-  for (const auto& c : golden_->cases()) {
-    SCOPED_TRACE(c.at("name").get<std::string>());
-    const std::vector<int32_t> want = Tokens(c.at("greedy"));
-    GenerateOptions options;  // greedy by default
-    options.max_tokens = static_cast<int32_t>(want.size());
-    options.stop_at_eos = false;
-    std::vector<int32_t> got;
-    auto state = model_->NewState();
-    auto result = Generate(*model_, *state, Tokens(c.at("tokens")), options,
-                           [&got](const GeneratedPiece& piece) {
-                             got.insert(got.end(), piece.tokens.begin(),
-                                        piece.tokens.end());
-                             return true;
-                           });
-    ASSERT_OK(result);
-    EXPECT_EQ(got, want);
-  }
+  ExpectGreedyContinuations();
 }
 
 // Invariants 1 and 2 at every split point of the 40-token read (chunk 8:

@@ -29,6 +29,7 @@
 #include "engine/layers/linear_attention_state.h"
 #include "engine/layers/short_conv_state.h"
 #include "engine/layers/window_kv_state.h"
+#include "engine/runtime/generator.h"
 #include "engine/state/sequence_state.h"
 #include "engine/tensor/tensor.h"
 #include "engine/weights/safetensors.h"
@@ -198,6 +199,64 @@ class GoldenData {
 inline std::vector<int32_t> Tokens(const nlohmann::json& list) {
   return list.get<std::vector<int32_t>>();
 }
+
+// The fixture every single-model golden suite shares: the golden set
+// tests/data/golden/<kName> and its model loaded once per suite, the worst
+// errors printed after it, and the logit check against the float64
+// reference (relative error at most kLogitTolerance).
+template <const char* kName>
+class GoldenSuite : public ::testing::Test {
+ protected:
+  static constexpr double kLogitTolerance = 1e-4;
+
+  static void SetUpTestSuite() {
+    golden_ = GoldenData::Load(kName).release();
+    if (golden_ != nullptr) model_ = LoadOrDie(golden_->model_dir()).release();
+  }
+  static void TearDownTestSuite() {
+    errors_.Print(kName);
+    delete model_;
+    model_ = nullptr;
+    delete golden_;
+    golden_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(golden_, nullptr);
+    ASSERT_NE(model_, nullptr);
+  }
+
+  static void ExpectLogits(const std::vector<float>& got,
+                           const std::vector<float>& want) {
+    const double err = RelativeError(got, want);
+    errors_.Logits(err);
+    EXPECT_LE(err, kLogitTolerance);
+  }
+
+  // Every case's greedy continuation of its tokens is the reference's.
+  static void ExpectGreedyContinuations() {
+    for (const auto& c : golden_->cases()) {
+      SCOPED_TRACE(c.at("name").get<std::string>());
+      const std::vector<int32_t> want = Tokens(c.at("greedy"));
+      GenerateOptions options;  // greedy by default
+      options.max_tokens = static_cast<int32_t>(want.size());
+      options.stop_at_eos = false;
+      std::vector<int32_t> got;
+      auto state = model_->NewState();
+      auto result = Generate(*model_, *state, Tokens(c.at("tokens")), options,
+                             [&got](const GeneratedPiece& piece) {
+                               got.insert(got.end(), piece.tokens.begin(),
+                                          piece.tokens.end());
+                               return true;
+                             });
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(got, want);
+    }
+  }
+
+  static inline GoldenData* golden_ = nullptr;
+  static inline Model* model_ = nullptr;
+  static inline ErrorLog errors_;
+};
 
 }  // namespace twice::engine::testing
 

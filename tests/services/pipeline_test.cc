@@ -1,7 +1,9 @@
 // End to end: twice-server as a separate process on 127.0.0.1:0 with a real
 // RocksDB store and a random-weight Based model; a document goes in over
-// gRPC, questions resume from its stored state, and the server survives a
-// restart, bad input and a corrupt state.
+// gRPC, a repeated ingest reuses its segments, questions resume from its
+// stored state, and the server survives bad input and a corrupt state. The
+// ask, restart, ask path of every architecture is
+// architecture_pipeline_test.cc.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
@@ -168,48 +170,6 @@ class PipelineTest : public ::testing::Test {
 };
 
 TempDir* PipelineTest::model_dir_ = nullptr;
-
-TEST_F(PipelineTest, AskResumesFromStoredStateAcrossRestart) {
-  StartServer();
-  ASSERT_TRUE(Healthy());
-  const v1::IngestResponse ingested = IngestText(kDocument);
-  const v1::DocumentInfo& doc = ingested.done();
-  const int64_t doc_tokens = CountTokens(kDocument);
-  ASSERT_EQ(doc.tokens(), doc_tokens);
-  EXPECT_EQ(doc.segments_size(),
-            (doc_tokens + kSegmentTokens - 1) / kSegmentTokens);
-  EXPECT_EQ(doc.segments(doc.segments_size() - 1).end_token(), doc_tokens);
-
-  const int64_t prompt_tokens =
-      CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\nAnswer:");
-  const Answer first = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
-  EXPECT_EQ(first.tokens.size(), 8u);
-  EXPECT_EQ(first.finish_reason, "length");
-  const Answer second = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
-  EXPECT_EQ(second.tokens, first.tokens);
-  // The second ask resumes from the stored document state and reads only
-  // the question prompt.
-  EXPECT_EQ(second.usage.states_reused(), 1);
-  EXPECT_EQ(second.usage.states_recomputed(), 0);
-  EXPECT_EQ(second.usage.tokens_prefilled(), prompt_tokens);
-  EXPECT_EQ(second.usage.tokens_reused(), doc_tokens);
-  EXPECT_EQ(second.usage.tokens_decoded(), 8);
-  EXPECT_GT(second.usage.ttft_ms(), 0);
-
-  ASSERT_EQ(StopServer(), 0);
-  StartServer();
-  const Answer after_restart = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(after_restart.status.ok())
-      << after_restart.status.error_message();
-  EXPECT_EQ(after_restart.tokens, first.tokens);
-  EXPECT_EQ(after_restart.text, first.text);
-  EXPECT_EQ(after_restart.usage.states_reused(), 1);
-  EXPECT_EQ(after_restart.usage.states_recomputed(), 0);
-  EXPECT_EQ(after_restart.usage.tokens_prefilled(), prompt_tokens);
-  EXPECT_EQ(StopServer(), 0);
-}
 
 TEST_F(PipelineTest, RepeatedIngestReusesEverySegment) {
   StartServer();

@@ -22,6 +22,7 @@ struct WorkflowAnswer {
   std::vector<int32_t> tokens;
   std::string text;
   v1::Usage usage;
+  std::string finish_reason;
 };
 
 struct IngestResult {
@@ -103,7 +104,10 @@ class WorkflowClient {
       answer.tokens.insert(answer.tokens.end(), response.tokens().begin(),
                            response.tokens().end());
       answer.text += response.text();
-      if (response.finished()) answer.usage = response.usage();
+      if (response.finished()) {
+        answer.usage = response.usage();
+        answer.finish_reason = response.finish_reason();
+      }
     }
     answer.status = reader->Finish();
     return answer;

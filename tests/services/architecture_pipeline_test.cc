@@ -1,0 +1,204 @@
+// End to end over every architecture (`twice init-model --arch=A
+// --preset=P`), twice-server as a separate process on 127.0.0.1:0 with a
+// real RocksDB store:
+//   - ingest stores the document's states (Based and JRT: linear-attention
+//     state; Mamba-2: conv + SSM state over SSD chunks of 64; Llama: a
+//     growing KV cache; RAT: closed chunks + open chunk, also interleaved
+//     with sliding-window attention), one per segment of 24 tokens, a size
+//     that is a multiple of no chunk;
+//   - ask in the default mode reuses the stored state and reads only the
+//     prompt; read-twice reuses it and reads the preamble and the document
+//     again after it (state passing over a non-empty state);
+//   - after a restart the same questions give the same answers from the
+//     stored state, not a recomputation;
+//   - ListModels names the architecture and offers the prefix modes exactly
+//     when the model has a prefix encoder; a model without one answers
+//     prefix asks with a precise UNIMPLEMENTED.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/services/lighthouse_document.h"
+#include "tests/services/workflow_client.h"
+#include "tests/testing/server_process.h"
+
+namespace twice {
+namespace {
+
+using testing::CliBinary;
+using testing::kLighthouseDocument;
+using testing::kLighthouseQuestion;
+using testing::RunCommand;
+using testing::ServerProcess;
+using testing::TempDir;
+using testing::WorkflowAnswer;
+using testing::WorkflowClient;
+
+struct Architecture {
+  const char* name;      // the test's and the model's name
+  const char* arch;      // init-model --arch
+  const char* preset;    // init-model --preset
+  const char* reported;  // ModelInfo.architecture
+  bool prefix_encoder;   // offers the prefix modes
+};
+
+constexpr int64_t kSegmentTokens = 24;
+constexpr int kMaxTokens = 8;
+
+class ArchitecturePipelineTest : public ::testing::TestWithParam<Architecture> {
+ protected:
+  void SetUp() override {
+    const testing::CommandResult made = RunCommand(
+        {CliBinary(), "init-model", std::string("--arch=") + GetParam().arch,
+         std::string("--preset=") + GetParam().preset, "--out=" + ModelDir(),
+         "--json"});
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+  }
+
+  std::string ModelDir() const { return dir_.path() + "/model"; }
+  int64_t CountTokens(const std::string& text) const {
+    return testing::CountTokens(ModelDir(), text);
+  }
+
+  void StartServer() {
+    server_ = std::make_unique<ServerProcess>();
+    ASSERT_TRUE(server_->Start(
+        {std::string("--model=") + GetParam().name + "=" + ModelDir(),
+         "--data-dir=" + dir_.path() + "/store"},
+        dir_.path() + "/server.log"))
+        << server_->stderr_text();
+    client_ = std::make_unique<WorkflowClient>(server_->address());
+  }
+  int StopServer() {
+    client_.reset();  // an open channel would hold the shutdown to its grace
+    return server_->Stop();
+  }
+
+  WorkflowAnswer Ask(const std::string& doc, v1::AskMode mode) {
+    return client_->Ask(doc, kLighthouseQuestion, mode, kMaxTokens);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<WorkflowClient> client_;
+};
+
+TEST_P(ArchitecturePipelineTest, ListsTheArchitectureAndItsModes) {
+  StartServer();
+  grpc::ClientContext context;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(client_->orchestrator().ListModels(&context, {}, &models).ok());
+  ASSERT_EQ(models.models_size(), 1);
+  const v1::ModelInfo& model = models.models(0);
+  EXPECT_EQ(model.name(), GetParam().name);
+  EXPECT_EQ(model.architecture(), GetParam().reported);
+  EXPECT_GT(model.state_bytes(), 0);
+  const auto& modes = model.modes();
+  for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE,
+                           v1::ASK_MODE_READ_TWICE_FULL}) {
+    EXPECT_EQ(std::count(modes.begin(), modes.end(), mode), 1)
+        << v1::AskMode_Name(mode);
+  }
+  for (v1::AskMode mode :
+       {v1::ASK_MODE_PREFIX, v1::ASK_MODE_PREFIX_WITH_QUESTION}) {
+    EXPECT_EQ(std::count(modes.begin(), modes.end(), mode),
+              GetParam().prefix_encoder ? 1 : 0)
+        << v1::AskMode_Name(mode);
+  }
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
+  const int64_t doc_tokens = CountTokens(kLighthouseDocument);
+  ASSERT_GT(doc_tokens, 64);
+  const int64_t prompt =
+      CountTokens(testing::QuestionPrompt(kLighthouseQuestion));
+  const int64_t preamble =
+      CountTokens(testing::ReadTwicePreamble(kLighthouseQuestion));
+  StartServer();
+  const testing::IngestResult ingested =
+      client_->Ingest({}, kSegmentTokens, "", "", kLighthouseDocument);
+  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  const v1::DocumentInfo& doc = ingested.done.done();
+  EXPECT_EQ(doc.tokens(), doc_tokens);
+  ASSERT_EQ(doc.segments_size(),
+            (doc_tokens + kSegmentTokens - 1) / kSegmentTokens);
+  EXPECT_EQ(doc.segments(doc.segments_size() - 1).end_token(), doc_tokens);
+
+  const WorkflowAnswer first = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(first.tokens.size(), static_cast<size_t>(kMaxTokens));
+  EXPECT_EQ(first.finish_reason, "length");
+  EXPECT_EQ(first.usage.states_reused(), 1);
+  EXPECT_EQ(first.usage.states_recomputed(), 0);
+  EXPECT_EQ(first.usage.tokens_reused(), doc_tokens);
+  EXPECT_EQ(first.usage.tokens_prefilled(), prompt);
+  EXPECT_EQ(first.usage.tokens_decoded(), kMaxTokens);
+  EXPECT_GT(first.usage.ttft_ms(), 0);
+  const WorkflowAnswer second = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_EQ(second.tokens, first.tokens);
+
+  // Read-twice: the first read comes from the store, the second is read
+  // after it in the answering call.
+  const WorkflowAnswer twice = Ask(doc.document_id(), v1::ASK_MODE_READ_TWICE);
+  ASSERT_TRUE(twice.status.ok()) << twice.status.error_message();
+  EXPECT_EQ(twice.tokens.size(), static_cast<size_t>(kMaxTokens));
+  EXPECT_EQ(twice.usage.states_reused(), 1);
+  EXPECT_EQ(twice.usage.tokens_prefilled(), preamble + doc_tokens + prompt);
+
+  ASSERT_EQ(StopServer(), 0);
+  StartServer();
+  const WorkflowAnswer after_restart =
+      Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
+  ASSERT_TRUE(after_restart.status.ok())
+      << after_restart.status.error_message();
+  EXPECT_EQ(after_restart.tokens, first.tokens);
+  EXPECT_EQ(after_restart.text, first.text);
+  EXPECT_EQ(after_restart.usage.states_reused(), 1);
+  EXPECT_EQ(after_restart.usage.states_recomputed(), 0);
+  EXPECT_EQ(after_restart.usage.tokens_reused(), doc_tokens);
+  EXPECT_EQ(after_restart.usage.tokens_prefilled(), prompt);
+  const WorkflowAnswer twice_again =
+      Ask(doc.document_id(), v1::ASK_MODE_READ_TWICE);
+  ASSERT_TRUE(twice_again.status.ok()) << twice_again.status.error_message();
+  EXPECT_EQ(twice_again.tokens, twice.tokens);
+  EXPECT_EQ(StopServer(), 0);
+}
+
+TEST_P(ArchitecturePipelineTest, PrefixModesNeedAPrefixEncoder) {
+  if (GetParam().prefix_encoder) {
+    GTEST_SKIP() << "prefix modes are served (jrt_pipeline_test.cc)";
+  }
+  StartServer();
+  const testing::IngestResult ingested =
+      client_->Ingest({}, kSegmentTokens, "", "", kLighthouseDocument);
+  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  for (v1::AskMode mode :
+       {v1::ASK_MODE_PREFIX, v1::ASK_MODE_PREFIX_WITH_QUESTION}) {
+    const WorkflowAnswer answer = Ask(ingested.done.done().document_id(), mode);
+    EXPECT_EQ(answer.status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+        << answer.status.error_message();
+    EXPECT_NE(answer.status.error_message().find("no prefix encoder"),
+              std::string::npos)
+        << answer.status.error_message();
+  }
+  EXPECT_EQ(StopServer(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    , ArchitecturePipelineTest,
+    ::testing::Values(Architecture{"based", "based", "tiny", "based", false},
+                      Architecture{"jrt", "jrt", "tiny", "jrt", true},
+                      Architecture{"mamba2", "mamba2", "tiny", "mamba2", false},
+                      Architecture{"llama", "llama", "tiny", "llama", false},
+                      Architecture{"rat", "rat", "tiny", "rat", false},
+                      Architecture{"ratswa", "rat", "tiny-swa", "rat", false}),
+    [](const ::testing::TestParamInfo<Architecture>& info) {
+      return std::string(info.param.name);
+    });
+
+}  // namespace
+}  // namespace twice
