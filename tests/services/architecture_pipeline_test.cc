@@ -16,6 +16,7 @@
 //     prefix asks with a precise UNIMPLEMENTED.
 #include <algorithm>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct Architecture {
   const char* reported;  // ModelInfo.architecture
   bool prefix_encoder;   // offers the prefix modes
 };
+
+// gtest prints parameters byte by byte unless told.
+void PrintTo(const Architecture& architecture, std::ostream* os) {
+  *os << architecture.name;
+}
 
 constexpr int64_t kSegmentTokens = 24;
 constexpr int kMaxTokens = 8;

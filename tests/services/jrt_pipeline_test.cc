@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "storage/rocksdb_store.h"
+#include "tests/services/lighthouse_document.h"
+#include "tests/services/workflow_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -32,25 +33,15 @@ using testing::ServerProcess;
 using testing::TempDir;
 
 // About 90 GPT-2 tokens: longer than the encoder (64).
-constexpr char kDocument[] =
-    "The harbour town of Kelloway sits at the mouth of a cold green river. "
-    "Its lighthouse stands on the northern breakwater, a white tower with a "
-    "red lamp room. The keeper of the lighthouse is Marta Vell, who climbs "
-    "the one hundred and twelve steps every evening to light the lamp. The "
-    "town has three bakeries, a fish market and a library that was once a "
-    "customs house.";
+constexpr const char* kDocument = testing::kLighthouseDocument;
 // Shorter than the encoder: read left-padded.
 constexpr char kShortDocument[] =
     "Marta Vell keeps the lighthouse of Kelloway.";
-constexpr char kQuestion[] = "Who keeps the lighthouse?";
+constexpr const char* kQuestion = testing::kLighthouseQuestion;
 constexpr int64_t kSegmentTokens = 32;
 constexpr int kMaxTokens = 8;
 
-struct Answer {
-  grpc::Status status;
-  std::vector<int32_t> tokens;
-  v1::Usage usage;
-};
+using Answer = testing::WorkflowAnswer;
 
 class JrtPipelineTest : public ::testing::Test {
  protected:
@@ -82,6 +73,7 @@ class JrtPipelineTest : public ::testing::Test {
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
     stub_ = v1::Orchestrator::NewStub(channel);
+    client_ = std::make_unique<testing::WorkflowClient>(server_->address());
     // Prefill is internal: role all serves it on --internal-listen only.
     prefill_ = v1::Prefill::NewStub(grpc::CreateChannel(
         server_->internal_address(), grpc::InsecureChannelCredentials()));
@@ -89,6 +81,7 @@ class JrtPipelineTest : public ::testing::Test {
 
   int StopServer() {
     stub_.reset();
+    client_.reset();
     prefill_.reset();
     return server_->Stop();
   }
@@ -120,36 +113,15 @@ class JrtPipelineTest : public ::testing::Test {
   }
 
   Answer Ask(const std::string& doc, v1::AskMode mode) {
-    v1::AskRequest request;
-    request.set_document_id(doc);
-    request.set_question(kQuestion);
-    request.set_mode(mode);
-    request.mutable_sampling()->set_max_tokens(kMaxTokens);
-    request.mutable_sampling()->set_ignore_eos(true);
-    grpc::ClientContext context;
-    auto reader = stub_->Ask(&context, request);
-    Answer answer;
-    v1::AskResponse response;
-    while (reader->Read(&response)) {
-      answer.tokens.insert(answer.tokens.end(), response.tokens().begin(),
-                           response.tokens().end());
-      if (response.finished()) answer.usage = response.usage();
-    }
-    answer.status = reader->Finish();
-    return answer;
+    return client_->Ask(doc, kQuestion, mode, kMaxTokens);
   }
 
   int64_t CountTokens(const std::string& text) {
-    auto tokenizer =
-        engine::Tokenizer::FromFile(models_->path() + "/jrt/tokenizer.json");
-    EXPECT_OK(tokenizer);
-    auto ids = (*tokenizer)->Encode(text);
-    EXPECT_TRUE(ids.ok());
-    return static_cast<int64_t>(ids->size());
+    return testing::CountTokens(models_->path() + "/jrt", text);
   }
 
   int64_t PromptTokens() {
-    return CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\nAnswer:");
+    return CountTokens(testing::QuestionPrompt(kQuestion));
   }
 
   // The recorded key of the document's prefix state (server stopped).
@@ -172,6 +144,7 @@ class JrtPipelineTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<v1::Orchestrator::Stub> stub_;
   std::unique_ptr<v1::Prefill::Stub> prefill_;
+  std::unique_ptr<testing::WorkflowClient> client_;
 };
 
 TempDir* JrtPipelineTest::models_ = nullptr;
@@ -295,8 +268,7 @@ TEST_F(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
   const Answer answer =
       Ask(doc.document_id(), v1::ASK_MODE_PREFIX_WITH_QUESTION);
   ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
-  const int64_t preamble =
-      CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\n\n");
+  const int64_t preamble = CountTokens(testing::ReadTwicePreamble(kQuestion));
   EXPECT_EQ(answer.usage.states_reused(), 0);
   EXPECT_EQ(answer.usage.tokens_prefilled(),
             preamble + doc.tokens() + PromptTokens());

@@ -14,10 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/tokenizer/tokenizer.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "storage/rocksdb_store.h"
+#include "tests/services/lighthouse_document.h"
+#include "tests/services/workflow_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -41,13 +42,7 @@ constexpr char kDocument[] =
 constexpr char kQuestion[] = "Who keeps the lighthouse?";
 constexpr int64_t kSegmentTokens = 32;
 
-struct Answer {
-  grpc::Status status;
-  std::vector<int32_t> tokens;
-  std::string text;
-  v1::Usage usage;
-  std::string finish_reason;
-};
+using Answer = testing::WorkflowAnswer;
 
 class PipelineTest : public ::testing::Test {
  protected:
@@ -74,10 +69,12 @@ class PipelineTest : public ::testing::Test {
         << server_->stderr_text();
     stub_ = v1::Orchestrator::NewStub(grpc::CreateChannel(
         server_->address(), grpc::InsecureChannelCredentials()));
+    client_ = std::make_unique<testing::WorkflowClient>(server_->address());
   }
 
   int StopServer() {
     stub_.reset();
+    client_.reset();
     return server_->Stop();
   }
 
@@ -116,42 +113,13 @@ class PipelineTest : public ::testing::Test {
 
   Answer Ask(const std::string& doc, const std::string& question,
              v1::AskMode mode = v1::ASK_MODE_DEFAULT, int max_tokens = 8) {
-    v1::AskRequest request;
-    request.set_document_id(doc);
-    request.set_question(question);
-    request.set_mode(mode);
-    request.mutable_sampling()->set_max_tokens(max_tokens);
-    request.mutable_sampling()->set_ignore_eos(true);
-    return AskRequest(request);
+    return client_->Ask(doc, question, mode, max_tokens);
   }
-
   Answer AskRequest(const v1::AskRequest& request) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(120));
-    auto reader = stub_->Ask(&context, request);
-    Answer answer;
-    v1::AskResponse response;
-    while (reader->Read(&response)) {
-      answer.tokens.insert(answer.tokens.end(), response.tokens().begin(),
-                           response.tokens().end());
-      answer.text += response.text();
-      if (response.finished()) {
-        answer.usage = response.usage();
-        answer.finish_reason = response.finish_reason();
-      }
-    }
-    answer.status = reader->Finish();
-    return answer;
+    return client_->Ask(request);
   }
-
   int64_t CountTokens(const std::string& text) {
-    auto tokenizer =
-        engine::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
-    EXPECT_OK(tokenizer);
-    auto ids = (*tokenizer)->Encode(text);
-    EXPECT_TRUE(ids.ok());
-    return static_cast<int64_t>(ids->size());
+    return testing::CountTokens(ModelDir(), text);
   }
 
   bool Healthy() {
@@ -167,6 +135,7 @@ class PipelineTest : public ::testing::Test {
   TempDir data_;
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<v1::Orchestrator::Stub> stub_;
+  std::unique_ptr<testing::WorkflowClient> client_;
 };
 
 TempDir* PipelineTest::model_dir_ = nullptr;
@@ -191,10 +160,8 @@ TEST_F(PipelineTest, ReadTwiceRereadsTheDocumentAfterTheQuestion) {
   const Answer answer =
       Ask(doc.document_id(), kQuestion, v1::ASK_MODE_READ_TWICE);
   ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
-  const int64_t preamble =
-      CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\n\n");
-  const int64_t prompt =
-      CountTokens(std::string("\n\nQuestion: ") + kQuestion + "\nAnswer:");
+  const int64_t preamble = CountTokens(testing::ReadTwicePreamble(kQuestion));
+  const int64_t prompt = CountTokens(testing::QuestionPrompt(kQuestion));
   // First read cached; the second read and the prompt are prefilled.
   EXPECT_EQ(answer.usage.states_reused(), 1);
   EXPECT_EQ(answer.usage.tokens_prefilled(), preamble + doc.tokens() + prompt);
