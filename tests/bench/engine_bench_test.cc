@@ -15,7 +15,7 @@
 #include "engine/models/init_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/testing/status_matchers.h"
+#include "tests/testing/grpc_status_matchers.h"
 
 namespace twice::bench {
 namespace {
@@ -71,7 +71,7 @@ TEST_F(EngineCostTest, WeightBytesMatchTheWrittenTinyModel) {
   init.preset = "tiny";
   init.out_dir = dir_;
   init.tokenizer_json = kTokenizer;
-  ASSERT_TRUE(engine::WriteRandomModel(init).ok());
+  ASSERT_OK(engine::WriteRandomModel(init));
   absl::StatusOr<EngineCost> cost =
       EngineCost::FromConfigJson(ReadFile(dir_ + "/config.json"));
   ASSERT_OK(cost);
@@ -96,7 +96,7 @@ TEST_F(EngineCostTest, BasedTinyFlopsByHand) {
   init.preset = "tiny";
   init.out_dir = dir_;
   init.tokenizer_json = kTokenizer;
-  ASSERT_TRUE(engine::WriteRandomModel(init).ok());
+  ASSERT_OK(engine::WriteRandomModel(init));
   absl::StatusOr<EngineCost> cost =
       EngineCost::FromConfigJson(ReadFile(dir_ + "/config.json"));
   ASSERT_OK(cost);

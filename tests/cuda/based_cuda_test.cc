@@ -10,6 +10,7 @@
 #include "kernels/prefix_linear_attention.h"
 #include "kernels/taylor_feature_map.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cuda {
 namespace {
@@ -44,7 +45,7 @@ TEST_F(BasedCudaTest, TaylorFeatureMapMatchesCpu) {
 
 std::vector<float> Featurize(const std::vector<float>& x, int64_t rows) {
   std::vector<float> out(rows * kD);
-  EXPECT_TRUE(kernels::TaylorFeatureMap(x, rows, kF, absl::MakeSpan(out)).ok());
+  EXPECT_OK(kernels::TaylorFeatureMap(x, rows, kF, absl::MakeSpan(out)));
   return out;
 }
 

@@ -159,9 +159,9 @@ TEST_F(CudaKernelBackendTest, WeightsInAnImmutableRegionAreUploadedOnce) {
   std::vector<float> y(m * n), want(m * n);
   for (int call = 0; call < 3; ++call) {
     const std::vector<float> x = RoundBf16(Random(m * k, 10 + call));
-    ASSERT_TRUE(Linear(x, m, k, mapped, n, {}, absl::MakeSpan(y)).ok());
+    ASSERT_OK(Linear(x, m, k, mapped, n, {}, absl::MakeSpan(y)));
     SetKernelBackend(nullptr);
-    ASSERT_TRUE(Linear(x, m, k, w, n, {}, absl::MakeSpan(want)).ok());
+    ASSERT_OK(Linear(x, m, k, w, n, {}, absl::MakeSpan(want)));
     SetKernelBackend(backend_);
     TWICE_EXPECT_REL(y, want, kBf16Tolerance);
     EXPECT_EQ(backend_->cached_weight_bytes(),

@@ -17,7 +17,7 @@ using testing::Random;
 using testing::RoundBf16;
 
 TEST(CudaStatusTest, MapsErrorClasses) {
-  EXPECT_TRUE(CudaStatus(cudaSuccess, "x").ok());
+  EXPECT_OK(CudaStatus(cudaSuccess, "x"));
   EXPECT_EQ(CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc").code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(CudaStatus(cudaErrorNoDevice, "x").code(),
@@ -71,16 +71,16 @@ TEST_F(CudaPlumbingTest, AllocatorReusesFreedBlocks) {
   EXPECT_EQ(allocator.bytes_in_use(), 0);
   EXPECT_EQ(allocator.bytes_cached(), 1024);
   auto b = allocator.Allocate(900);  // same size class
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ(b->data(), first);
   EXPECT_EQ(allocator.malloc_calls(), 1);
   auto c = allocator.Allocate(3 << 20);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(allocator.malloc_calls(), 2);
   allocator.Trim();
   EXPECT_EQ(allocator.bytes_cached(), 0);
   auto empty = allocator.Allocate(0);
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_EQ(empty->data(), nullptr);
   EXPECT_FALSE(allocator.Allocate(-1).ok());
 }
@@ -104,7 +104,7 @@ TEST_F(CudaPlumbingTest, GemmMatchesCpuLinear) {
     const std::vector<float> w = RoundBf16(Random(c.n * c.k, 3, 0.05f));
     const std::vector<float> bias = Random(c.n, 4);
     std::vector<float> want(c.m * c.n);
-    ASSERT_TRUE(Linear(x, c.m, c.k, w, c.n, bias, absl::MakeSpan(want)).ok());
+    ASSERT_OK(Linear(x, c.m, c.k, w, c.n, bias, absl::MakeSpan(want)));
 
     DeviceBuffer dx = PutBf16(x);
     DeviceBuffer dw = PutBf16(w);
@@ -180,7 +180,7 @@ TEST_F(CudaPlumbingTest, GemmPlanCacheIsBoundedAndKeepsRecentShapes) {
   EXPECT_EQ((*runner)->plan_misses(), max_m + 1);
   EXPECT_EQ((*runner)->cached_plans(), GemmRunner::kMaxCachedPlans);
   std::vector<float> want(max_m * n);
-  ASSERT_TRUE(Linear(x, max_m, k, w, n, {}, absl::MakeSpan(want)).ok());
+  ASSERT_OK(Linear(x, max_m, k, w, n, {}, absl::MakeSpan(want)));
   TWICE_EXPECT_REL(Get<float>(dy), want, 1e-5);
 }
 

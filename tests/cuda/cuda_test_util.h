@@ -130,7 +130,7 @@ class CudaTest : public ::testing::Test {
   }
   void TearDown() override {
     if (stream_ != nullptr) {
-      EXPECT_TRUE(stream_->Synchronize().ok());
+      EXPECT_OK(stream_->Synchronize());
     }
   }
 
@@ -140,7 +140,7 @@ class CudaTest : public ::testing::Test {
     auto buf = allocator_->AllocateArray<T>(static_cast<int64_t>(host.size()));
     EXPECT_OK(buf);
     if (!buf.ok()) return DeviceBuffer();
-    EXPECT_TRUE(Upload(host, buf->template span<T>(), stream_->get()).ok());
+    EXPECT_OK(Upload(host, buf->template span<T>(), stream_->get()));
     return std::move(*buf);
   }
   DeviceBuffer PutBf16(const std::vector<float>& host) {
@@ -153,7 +153,7 @@ class CudaTest : public ::testing::Test {
   // Synchronises, then downloads.
   template <typename T>
   std::vector<T> Get(const DeviceBuffer& buf) {
-    EXPECT_TRUE(stream_->Synchronize().ok());
+    EXPECT_OK(stream_->Synchronize());
     std::vector<T> host;
     EXPECT_TRUE(Download(DeviceSpan<const T>(buf.template span<T>()), host,
                          stream_->get())

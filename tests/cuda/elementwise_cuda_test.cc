@@ -11,6 +11,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cuda {
 namespace {
@@ -64,7 +65,7 @@ TEST_F(ElementwiseCudaTest, SiluMulAndSwiGluMatchCpu) {
   const int64_t rows = 21, hidden = 300;
   const std::vector<float> u = Random(rows * 2 * hidden, 4, 4.0f);
   std::vector<float> want(rows * hidden);
-  ASSERT_TRUE(kernels::SwiGlu(u, rows, hidden, absl::MakeSpan(want)).ok());
+  ASSERT_OK(kernels::SwiGlu(u, rows, hidden, absl::MakeSpan(want)));
   DeviceBuffer du = Put(u);
   DeviceBuffer dout = Zeros<float>(rows * hidden);
   ASSERT_TRUE(
@@ -95,7 +96,7 @@ TEST_F(ElementwiseCudaTest, GeluMatchesExactErf) {
   }
   DeviceBuffer dx = Put(x);
   DeviceBuffer dy = Zeros<float>(static_cast<int64_t>(x.size()));
-  ASSERT_TRUE(Gelu(*stream_, dx.span<float>(), dy.span<float>()).ok());
+  ASSERT_OK(Gelu(*stream_, dx.span<float>(), dy.span<float>()));
   TWICE_EXPECT_REL(Get<float>(dy), want, kF32Tolerance);
 }
 
@@ -170,7 +171,7 @@ TEST_F(ElementwiseCudaTest, ConversionsRoundTrip) {
   DeviceBuffer dx = Put(x);
   DeviceBuffer d16 = Zeros<Bf16>(4097);
   DeviceBuffer dback = Zeros<float>(4097);
-  ASSERT_TRUE(ConvertToBf16(*stream_, dx.span<float>(), d16.span<Bf16>()).ok());
+  ASSERT_OK(ConvertToBf16(*stream_, dx.span<float>(), d16.span<Bf16>()));
   ASSERT_TRUE(
       ConvertToF32(*stream_, d16.span<Bf16>(), dback.span<float>()).ok());
   EXPECT_EQ(Get<float>(dback), RoundBf16(x));  // same rounding as the host

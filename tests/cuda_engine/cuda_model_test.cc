@@ -82,7 +82,7 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
       init.preset = c.preset;
       init.out_dir = dir;
       init.seed = kernels::cuda::testing::TestSeed();
-      ASSERT_TRUE(WriteRandomModel(init).ok());
+      ASSERT_OK(WriteRandomModel(init));
       cleanup_ = dir;
     }
     absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir);
@@ -158,7 +158,7 @@ TEST_P(CudaModelTest, PrefillAndStepsMatchCpu) {
   // CPU's own, and a CPU state continues on the GPU.
   auto reload = [&](const SequenceState& state) {
     std::unique_ptr<SequenceState> copy = model_->NewState();
-    EXPECT_TRUE(DecodeStateInto(EncodeState(state), *copy).ok());
+    EXPECT_OK(DecodeStateInto(EncodeState(state), *copy));
     return copy;
   };
   std::unique_ptr<SequenceState> gpu_stored = reload(*gpu_state);
@@ -174,7 +174,9 @@ TEST_P(CudaModelTest, PrefillAndStepsMatchCpu) {
   absl::StatusOr<std::vector<float>> cpu_then_gpu =
       model_->Prefill(more, *cpu_stored, PrefillMode::kCausal);
   EXPECT_GT(DeviceCallsSince(before), 0);
-  ASSERT_TRUE(gpu_then_cpu.ok() && from_cpu.ok() && cpu_then_gpu.ok());
+  ASSERT_OK(gpu_then_cpu);
+  ASSERT_OK(from_cpu);
+  ASSERT_OK(cpu_then_gpu);
   EXPECT_LE(RelativeError(*gpu_then_cpu, *from_cpu), kModelTolerance);
   EXPECT_LE(RelativeError(*cpu_then_gpu, *from_cpu), kModelTolerance);
 }
@@ -183,12 +185,12 @@ TEST_P(CudaModelTest, WeightsAreUploadedOnce) {
   const std::vector<int32_t> prompt = RandomTokens(40, 4);
   kernels::SetKernelBackend(backend_);
   std::unique_ptr<SequenceState> first = model_->NewState();
-  ASSERT_TRUE(model_->Prefill(prompt, *first, PrefillMode::kCausal).ok());
+  ASSERT_OK(model_->Prefill(prompt, *first, PrefillMode::kCausal));
   const int64_t cached = backend_->cached_weight_bytes();
   EXPECT_GT(cached, 0) << "no weight reached the device";
   const kernels::KernelBackendStats before = backend_->stats();
   std::unique_ptr<SequenceState> second = model_->NewState();
-  ASSERT_TRUE(model_->Prefill(prompt, *second, PrefillMode::kCausal).ok());
+  ASSERT_OK(model_->Prefill(prompt, *second, PrefillMode::kCausal));
   EXPECT_GT(LinearOnDeviceSince(before), 0);
   EXPECT_EQ(backend_->cached_weight_bytes(), cached);
   EXPECT_EQ(backend_->stats().weight_bytes_to_device,

@@ -51,8 +51,8 @@ class BasedModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    ASSERT_TRUE(testing::WriteTinyModel(dir_->Sub("m"), 7, kVocab).ok());
-    ASSERT_TRUE(testing::SharpenWeights(dir_->Sub("m"), 10.0f).ok());
+    ASSERT_OK(testing::WriteTinyModel(dir_->Sub("m"), 7, kVocab));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("m"), 10.0f));
     model_ = LoadOrDie(dir_->Sub("m")).release();
   }
   static void TearDownTestSuite() {
@@ -110,7 +110,7 @@ TEST_F(BasedModelTest, PrefillThenStepEqualsPrefill) {
   for (int prefix : {1, 2, 20, 33}) {
     auto state = model_->NewState();
     std::vector<int32_t> a(tokens.begin(), tokens.begin() + prefix);
-    ASSERT_TRUE(model_->Prefill(a, *state, PrefillMode::kCausal).ok());
+    ASSERT_OK(model_->Prefill(a, *state, PrefillMode::kCausal));
     for (int i = prefix; i < prefix + 27; ++i) {
       auto stepped = model_->Step(tokens[i], *state);
       ASSERT_OK(stepped);
@@ -133,7 +133,7 @@ TEST_F(BasedModelTest, StatePassingIsExactAcrossTheWindow) {
     auto state = model_->NewState();
     std::vector<int32_t> a(tokens.begin(), tokens.begin() + split);
     std::vector<int32_t> b(tokens.begin() + split, tokens.end());
-    ASSERT_TRUE(model_->Prefill(a, *state, PrefillMode::kCausal).ok());
+    ASSERT_OK(model_->Prefill(a, *state, PrefillMode::kCausal));
     auto logits = model_->Prefill(b, *state, PrefillMode::kCausal);
     ASSERT_OK(logits);
     EXPECT_EQ(state->token_count(), 100);
@@ -148,7 +148,7 @@ TEST_F(BasedModelTest, ThreeSegmentsEqualOne) {
        {std::pair{0, 10}, std::pair{10, 45}, std::pair{45, 90}}) {
     std::vector<int32_t> part(tokens.begin() + begin, tokens.begin() + end);
     auto logits = model_->Prefill(part, *state, PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok());
+    ASSERT_OK(logits);
     if (end == 90) ExpectLogitsNear(*logits, PrefillFresh(tokens), "3 parts");
   }
 }
@@ -161,22 +161,23 @@ TEST_F(BasedModelTest, LongPrefillIsChunkedExactly) {
   auto state = model_->NewState();
   std::vector<int32_t> a(tokens.begin(), tokens.begin() + 700);
   std::vector<int32_t> b(tokens.begin() + 700, tokens.end());
-  ASSERT_TRUE(model_->Prefill(a, *state, PrefillMode::kCausal).ok());
+  ASSERT_OK(model_->Prefill(a, *state, PrefillMode::kCausal));
   auto logits = model_->Prefill(b, *state, PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok());
+  ASSERT_OK(logits);
   ExpectLogitsNear(*logits, whole, "1100 tokens as 700 + 400");
 }
 
 TEST_F(BasedModelTest, DecodedStateContinuesIdentically) {
   const std::vector<int32_t> tokens = RandomTokens(50, kVocab, 6);
   auto state = model_->NewState();
-  ASSERT_TRUE(model_->Prefill(tokens, *state, PrefillMode::kCausal).ok());
+  ASSERT_OK(model_->Prefill(tokens, *state, PrefillMode::kCausal));
   auto restored = model_->NewState();
-  ASSERT_TRUE(DecodeStateInto(EncodeState(*state), *restored).ok());
+  ASSERT_OK(DecodeStateInto(EncodeState(*state), *restored));
   EXPECT_EQ(restored->token_count(), 50);
   auto a = model_->Step(17, *state);
   auto b = model_->Step(17, *restored);
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   EXPECT_EQ(*a, *b);  // same bytes in, same arithmetic: bit-identical
 }
 
@@ -209,7 +210,7 @@ TEST_F(BasedModelTest, PrefixModeNeedsJrt) {
 
 TEST_F(BasedModelTest, ForeignStatesAreRefused) {
   TempDir other_dir;
-  ASSERT_TRUE(testing::WriteTinyModel(other_dir.Sub("m"), 8, kVocab).ok());
+  ASSERT_OK(testing::WriteTinyModel(other_dir.Sub("m"), 8, kVocab));
   std::unique_ptr<Model> other = LoadOrDie(other_dir.Sub("m"));
   ASSERT_NE(other, nullptr);
   ASSERT_NE(other->description().fingerprint,

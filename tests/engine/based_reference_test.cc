@@ -206,8 +206,8 @@ void ExpectMatchesReference(const std::vector<float>& got, const Mat& want,
 
 TEST(BasedReferenceTest, PrefillAndStepMatchFloat64Reference) {
   testing::TempDir dir;
-  ASSERT_TRUE(testing::WriteTinyModel(dir.Sub("m"), 11, kVocab).ok());
-  ASSERT_TRUE(testing::SharpenWeights(dir.Sub("m"), 10.0f).ok());
+  ASSERT_OK(testing::WriteTinyModel(dir.Sub("m"), 11, kVocab));
+  ASSERT_OK(testing::SharpenWeights(dir.Sub("m"), 10.0f));
   auto weights = testing::ReadAllWeights(dir.Sub("m") + "/model.safetensors");
   ASSERT_OK(weights);
   auto model = testing::LoadOrDie(dir.Sub("m"));

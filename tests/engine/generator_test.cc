@@ -188,7 +188,7 @@ TEST(GeneratorTest, StopsAtMaxTokens) {
   const std::vector<int32_t> script = Encode(" quick brown fox jumps over");
   ASSERT_GE(script.size(), 5u);
   const Outcome run = RunScript(script, Options(3), {464, 2068});
-  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "length");
   EXPECT_EQ(run.result->tokens_prefilled, 2);
   EXPECT_EQ(run.result->tokens_decoded, 3);
@@ -201,7 +201,7 @@ TEST(GeneratorTest, StopsAtMaxTokens) {
 TEST(GeneratorTest, OneTokenPerPiece) {
   const std::vector<int32_t> script = Encode(" a b c");
   const Outcome run = RunScript(script, Options(3));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   ASSERT_EQ(run.pieces.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_THAT(run.pieces[i].tokens, ElementsAre(script[i]));
@@ -212,7 +212,7 @@ TEST(GeneratorTest, OneTokenPerPiece) {
 TEST(GeneratorTest, StopsAtEos) {
   const std::vector<int32_t> script = Encode(" hello there");
   const Outcome run = RunScript(script, Options(50));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "eos");
   EXPECT_EQ(run.result->tokens_decoded, static_cast<int64_t>(script.size()));
   EXPECT_EQ(run.Tokens(), script);  // the end token is not returned
@@ -224,7 +224,7 @@ TEST(GeneratorTest, IgnoresEosWhenAsked) {
   GenerateOptions options = Options(3);
   options.stop_at_eos = false;
   const Outcome run = RunScript(script, options);
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "length");
   EXPECT_THAT(run.Tokens(), ElementsAre(script[0], kEos, kEos));
   EXPECT_EQ(run.Text(), " hi<|endoftext|><|endoftext|>");
@@ -233,7 +233,7 @@ TEST(GeneratorTest, IgnoresEosWhenAsked) {
 TEST(GeneratorTest, StopStringIsCutAndNotReturned) {
   const std::vector<int32_t> script = Encode(" one two. END three four");
   const Outcome run = RunScript(script, Options(50, {" END"}));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "stop");
   EXPECT_EQ(run.Text(), " one two.");
   // Generation ends on the token that completes the stop string.
@@ -244,7 +244,7 @@ TEST(GeneratorTest, StopStringInsideAToken) {
   // "ab" sits inside the single token " cabbage"; the text before it stays.
   const std::vector<int32_t> script = Encode(" x cabbage y");
   const Outcome run = RunScript(script, Options(50, {"ab"}));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "stop");
   EXPECT_EQ(run.Text(), " x c");
 }
@@ -252,7 +252,7 @@ TEST(GeneratorTest, StopStringInsideAToken) {
 TEST(GeneratorTest, EarliestStopStringWins) {
   const std::vector<int32_t> script = Encode(" alpha beta gamma");
   const Outcome run = RunScript(script, Options(50, {"gamma", "beta", "zzz"}));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "stop");
   EXPECT_EQ(run.Text(), " alpha ");
 }
@@ -263,7 +263,7 @@ TEST(GeneratorTest, PossibleStopPrefixIsHeldThenReleased) {
   const std::vector<int32_t> script = Encode(" Hello world");
   ASSERT_EQ(script.size(), 2u);
   const Outcome run = RunScript(script, Options(50, {" Hello there"}));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "eos");
   ASSERT_GE(run.pieces.size(), 2u);
   EXPECT_EQ(run.pieces[0].text, "");
@@ -276,13 +276,13 @@ TEST(GeneratorTest, HeldTextIsFlushedAtTheEnd) {
   // comes out once nothing more can follow, at the end token or the limit.
   const std::vector<int32_t> script = Encode(" Hello wor");
   const Outcome at_eos = RunScript(script, Options(50, {" world"}));
-  ASSERT_TRUE(at_eos.result.ok());
+  ASSERT_OK(at_eos.result);
   EXPECT_EQ(at_eos.result->finish_reason, "eos");
   EXPECT_EQ(at_eos.Text(), " Hello wor");
 
   const Outcome at_limit = RunScript(
       script, Options(static_cast<int32_t>(script.size()), {" world"}));
-  ASSERT_TRUE(at_limit.result.ok());
+  ASSERT_OK(at_limit.result);
   EXPECT_EQ(at_limit.result->finish_reason, "length");
   EXPECT_EQ(at_limit.Text(), " Hello wor");
 }
@@ -300,7 +300,7 @@ TEST(GeneratorTest, Utf8IsNeverSplitAcrossPieces) {
   const std::string text = "héllo 日本語 🍕👍🏽 ok";
   const std::vector<int32_t> script = ByteTokens(text);
   const Outcome run = RunScript(script, Options(100));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "eos");
   EXPECT_EQ(run.Text(), text);
   EXPECT_EQ(run.Tokens(), script);
@@ -314,7 +314,7 @@ TEST(GeneratorTest, Utf8AndStopStringTogether) {
   // byte per token.
   const std::vector<int32_t> script = ByteTokens("naïve 日本 rest");
   const Outcome run = RunScript(script, Options(100, {"日本"}));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "stop");
   EXPECT_EQ(run.Text(), "naïve ");
   for (const GeneratedPiece& piece : run.pieces) {
@@ -328,7 +328,7 @@ TEST(GeneratorTest, InvalidUtf8IsStillDelivered) {
       "a\xff"
       "b");
   const Outcome run = RunScript(script, Options(3));
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   ASSERT_EQ(run.pieces.size(), 3u);
   EXPECT_EQ(run.pieces[1].text, "\xff");
   EXPECT_EQ(run.Text(),
@@ -339,7 +339,7 @@ TEST(GeneratorTest, InvalidUtf8IsStillDelivered) {
 TEST(GeneratorTest, CallbackCancels) {
   const std::vector<int32_t> script = Encode(" one two three four five");
   const Outcome run = RunScript(script, Options(50), {464}, /*cancel_after=*/2);
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "cancelled");
   EXPECT_EQ(run.result->tokens_decoded, 2);
   EXPECT_EQ(run.pieces.size(), 2u);
@@ -350,7 +350,7 @@ TEST(GeneratorTest, CallbackCancels) {
 TEST(GeneratorTest, CancelOnFinalPieceKeepsReason) {
   const std::vector<int32_t> script = Encode(" one two three");
   const Outcome run = RunScript(script, Options(2), {464}, /*cancel_after=*/2);
-  ASSERT_TRUE(run.result.ok());
+  ASSERT_OK(run.result);
   EXPECT_EQ(run.result->finish_reason, "length");
 }
 
@@ -363,8 +363,8 @@ TEST(GeneratorTest, SamplesWithSeedReproducibly) {
   const std::vector<int32_t> script = Encode(" a b c d e");
   const Outcome first = RunScript(script, options);
   const Outcome second = RunScript(script, options);
-  ASSERT_TRUE(first.result.ok());
-  ASSERT_TRUE(second.result.ok());
+  ASSERT_OK(first.result);
+  ASSERT_OK(second.result);
   EXPECT_EQ(first.Tokens(), second.Tokens());
   for (const int32_t t : first.Tokens()) EXPECT_LT(t, Gpt2().vocab_size());
 }

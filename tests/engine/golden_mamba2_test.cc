@@ -206,7 +206,7 @@ TEST_F(GoldenMamba2Test, CodecRoundTripIsBitIdentical) {
   PrefillOrDie(tokens, *state);
   const std::string blob = EncodeState(*state);
   auto decoded = model_->NewState();
-  ASSERT_TRUE(DecodeStateInto(blob, *decoded).ok());
+  ASSERT_OK(DecodeStateInto(blob, *decoded));
   EXPECT_EQ(EncodeState(*decoded), blob);
   EXPECT_EQ(decoded->token_count(), state->token_count());
   EXPECT_EQ(StepOrDie(7, *decoded), StepOrDie(7, *state));

@@ -35,6 +35,7 @@
 #include "engine/weights/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine::testing {
 
@@ -248,7 +249,7 @@ class GoldenSuite : public ::testing::Test {
                                           piece.tokens.end());
                                return true;
                              });
-      ASSERT_TRUE(result.ok()) << result.status();
+      ASSERT_OK(result);
       EXPECT_EQ(got, want);
     }
   }

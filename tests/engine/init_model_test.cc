@@ -24,9 +24,9 @@ using testing::TempDir;
 
 TEST(InitModelTest, SameSeedSameBytesOtherSeedOtherWeights) {
   TempDir tmp;
-  ASSERT_TRUE(testing::WriteTinyModel(tmp.Sub("a"), 5).ok());
-  ASSERT_TRUE(testing::WriteTinyModel(tmp.Sub("b"), 5).ok());
-  ASSERT_TRUE(testing::WriteTinyModel(tmp.Sub("c"), 6).ok());
+  ASSERT_OK(testing::WriteTinyModel(tmp.Sub("a"), 5));
+  ASSERT_OK(testing::WriteTinyModel(tmp.Sub("b"), 5));
+  ASSERT_OK(testing::WriteTinyModel(tmp.Sub("c"), 6));
   for (const char* f :
        {"/model.safetensors", "/config.json", "/tokenizer.json"}) {
     EXPECT_EQ(ReadFileOrEmpty(tmp.Sub("a") + f),
@@ -41,7 +41,7 @@ TEST(InitModelTest, SameSeedSameBytesOtherSeedOtherWeights) {
 
 TEST(InitModelTest, TinyPresetConfig) {
   TempDir tmp;
-  ASSERT_TRUE(testing::WriteTinyModel(tmp.Sub("m"), 1, 300).ok());
+  ASSERT_OK(testing::WriteTinyModel(tmp.Sub("m"), 1, 300));
   auto c = ParseBasedConfig(ReadFileOrEmpty(tmp.Sub("m") + "/config.json"));
   ASSERT_OK(c);
   EXPECT_EQ(c->hidden_size, 64);
@@ -66,7 +66,7 @@ TEST(InitModelTest, DefaultTokenizerIsGpt2) {
   }
   TempDir tmp;
   options.out_dir = tmp.Sub("gpt2");
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   auto model = LoadModel(options.out_dir);
   ASSERT_OK(model);
   const ModelDescription& d = (*model)->description();
@@ -74,7 +74,7 @@ TEST(InitModelTest, DefaultTokenizerIsGpt2) {
   EXPECT_EQ(d.padded_vocab_size, 50264);
   EXPECT_EQ(d.eos_token_id, 50256);
   auto tokens = (*model)->tokenizer().Encode("Hello world");
-  ASSERT_TRUE(tokens.ok());
+  ASSERT_OK(tokens);
   auto state = (*model)->NewState();
   auto logits = (*model)->Prefill(*tokens, *state, PrefillMode::kCausal);
   ASSERT_OK(logits);
@@ -92,7 +92,7 @@ TEST(InitModelTest, Preset360mShapeLoadsAndRuns) {
   options.out_dir = tmp.Sub("360m");
   options.preset = "360m-shape";
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   auto t1 = std::chrono::steady_clock::now();
   auto model = LoadModel(options.out_dir);
   ASSERT_OK(model);

@@ -73,7 +73,7 @@ TEST(JrtConfigTest, EncoderLengthKeys) {
   EXPECT_EQ(absent->prefix_length, 1024);
   auto nested = ParseBasedConfig(
       With(kJrt360m, R"("enc_length": 1024,)", R"("enc_length": 64,)"));
-  ASSERT_TRUE(nested.ok());
+  ASSERT_OK(nested);
   EXPECT_EQ(nested->prefix_length, 64);
   auto zero = ParseBasedConfig(
       With(kJrt360m, R"("enc_length": 1024,)", R"("enc_length": 0,)"));
@@ -113,7 +113,7 @@ TEST(JrtConfigTest, TinyPreset) {
   options.architecture = "jrt";
   options.out_dir = tmp.Sub("m");
   options.tokenizer_json = tmp.Sub("tok.json");
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   auto c = ParseBasedConfig(testing::ReadFileOrEmpty(tmp.Sub("m/config.json")));
   ASSERT_OK(c);
   EXPECT_EQ(c->architecture, "jrt");
@@ -121,7 +121,7 @@ TEST(JrtConfigTest, TinyPreset) {
   EXPECT_EQ(c->num_layers, 4);
   EXPECT_EQ(c->mixer(1), BasedMixerKind::kPrefixLinearAttention);
   auto w = testing::ReadAllWeights(tmp.Sub("m/model.safetensors"));
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ(w->at("transformer.layers.1.mixer.proj_k_enc.weight").shape(),
             (Shape{64, 64}));
   EXPECT_EQ(w->at("transformer.layers.1.mixer.proj_v_enc.weight").shape(),
@@ -139,7 +139,7 @@ TEST(JrtConfigTest, Preset360mShapeHasThePublishedParameterCount) {
   options.architecture = "jrt";
   options.preset = "360m-shape";
   options.out_dir = tmp.Sub("jrt360m");
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   auto file = SafetensorsFile::Open(options.out_dir + "/model.safetensors");
   ASSERT_OK(file);
   int64_t params = 0;

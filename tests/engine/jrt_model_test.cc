@@ -97,8 +97,8 @@ class JrtModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    ASSERT_TRUE(WriteTinyJrt(dir_->Sub("jrt"), 11).ok());
-    ASSERT_TRUE(testing::SharpenWeights(dir_->Sub("jrt"), 10.0f).ok());
+    ASSERT_OK(WriteTinyJrt(dir_->Sub("jrt"), 11));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("jrt"), 10.0f));
     model_ = LoadOrDie(dir_->Sub("jrt")).release();
   }
   static void TearDownTestSuite() {
@@ -135,7 +135,7 @@ TEST_F(JrtModelTest, DescribesItself) {
   EXPECT_EQ(state->layer(1).kind(), "linear_attention");
   EXPECT_EQ(state->layer(2).kind(), "sliding_window");
   TempDir based_dir;
-  ASSERT_TRUE(testing::WriteTinyModel(based_dir.Sub("m"), 11, kVocab).ok());
+  ASSERT_OK(testing::WriteTinyModel(based_dir.Sub("m"), 11, kVocab));
   std::unique_ptr<Model> based = LoadOrDie(based_dir.Sub("m"));
   EXPECT_EQ(based->description().prefix_length, 0);
   EXPECT_EQ(state->ByteSize(), based->NewState()->ByteSize());
@@ -175,9 +175,9 @@ TEST_F(JrtModelTest, PadsAre220AndTheMaskOnlyZeroesLinearAttentionKeys) {
   // without padding bit for bit: same pad token, same positions, and pads
   // processed as ordinary tokens everywhere else (values included).
   TempDir dir;
-  ASSERT_TRUE(WriteTinyJrt(dir.Sub("m"), 12).ok());
-  ASSERT_TRUE(testing::SharpenWeights(dir.Sub("m"), 10.0f).ok());
-  ASSERT_TRUE(ZeroPlaKeys(dir.Sub("m")).ok());
+  ASSERT_OK(WriteTinyJrt(dir.Sub("m"), 12));
+  ASSERT_OK(testing::SharpenWeights(dir.Sub("m"), 10.0f));
+  ASSERT_OK(ZeroPlaKeys(dir.Sub("m")));
   std::unique_ptr<Model> model = LoadOrDie(dir.Sub("m"));
   for (int n : {1, 25, kEncoder - 1}) {
     const std::vector<int32_t> a = RandomTokens(n, kVocab, 50 + n);
@@ -228,12 +228,12 @@ TEST_F(JrtModelTest, DecodingAfterThePrefixIsRecurrentDecoding) {
     std::vector<float> last;
     for (int i = n; i < n + 20; ++i) {
       auto logits = model_->Step(tokens[i], *stepped);
-      ASSERT_TRUE(logits.ok());
+      ASSERT_OK(logits);
       last = *logits;
     }
     auto causal = model_->Prefill(Slice(tokens, n, n + 20), *prefilled,
                                   PrefillMode::kCausal);
-    ASSERT_TRUE(causal.ok());
+    ASSERT_OK(causal);
     ExpectLogitsNear(last, *causal, "n " + std::to_string(n));
     EXPECT_EQ(stepped->token_count(), std::max(n, kEncoder) + 20);
   }
@@ -248,7 +248,7 @@ TEST_F(JrtModelTest, LongPrefixReadsAreChunkedExactly) {
   Read(*model_, Slice(tokens, 0, 700), PrefillMode::kPrefix, &state);
   auto rest =
       model_->Prefill(Slice(tokens, 700, 1100), *state, PrefillMode::kCausal);
-  ASSERT_TRUE(rest.ok());
+  ASSERT_OK(rest);
   ExpectLogitsNear(*rest, whole, "1100 as prefix 700 + causal 400");
 }
 
@@ -275,12 +275,13 @@ TEST_F(JrtModelTest, StateRoundTripsThroughTheCodec) {
          &state);
     const std::string blob = EncodeState(*state);
     auto restored = model_->NewState();
-    ASSERT_TRUE(DecodeStateInto(blob, *restored).ok());
+    ASSERT_OK(DecodeStateInto(blob, *restored));
     EXPECT_EQ(restored->token_count(), std::max(n, kEncoder));
     EXPECT_EQ(EncodeState(*restored), blob);
     auto a = model_->Step(17, *state);
     auto b = model_->Step(17, *restored);
-    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_OK(a);
+    ASSERT_OK(b);
     EXPECT_EQ(*a, *b);
   }
 }
@@ -310,7 +311,7 @@ TEST_F(JrtModelTest, PrefixReadsNeedAnEmptyState) {
 
 TEST_F(JrtModelTest, BasedModelsHaveNoPrefixEncoder) {
   TempDir dir;
-  ASSERT_TRUE(testing::WriteTinyModel(dir.Sub("m"), 3, kVocab).ok());
+  ASSERT_OK(testing::WriteTinyModel(dir.Sub("m"), 3, kVocab));
   std::unique_ptr<Model> based = LoadOrDie(dir.Sub("m"));
   for (PrefillMode mode : {PrefillMode::kPrefix, PrefillMode::kPrefixReadTwice,
                            PrefillMode::kPrefixUnpadded}) {

@@ -135,7 +135,7 @@ class KernelDispatchTest : public ::testing::TestWithParam<Case> {
     init.preset = GetParam().preset;
     init.out_dir = dir_.Sub("model");
     init.seed = 3;
-    ASSERT_TRUE(WriteRandomModel(init).ok());
+    ASSERT_OK(WriteRandomModel(init));
     absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(init.out_dir);
     ASSERT_OK(model);
     model_ = *std::move(model);

@@ -130,7 +130,7 @@ inline void ExpectStepBatchMatchesSteps(const Model& m, double tolerance) {
   const int64_t v = m.description().padded_vocab_size;
   for (size_t b = 0; b < next.size(); ++b) {
     auto want = m.Step(next[b], *single[b]);
-    ASSERT_TRUE(want.ok());
+    ASSERT_OK(want);
     EXPECT_LE(RelativeError(absl::MakeConstSpan(*got).subspan(b * v, v), *want),
               tolerance);
     EXPECT_EQ(batch[b]->token_count(), single[b]->token_count());
@@ -144,12 +144,13 @@ inline void ExpectCodecRoundTrip(const Model& m,
   PrefillOrDie(m, tokens, *s);
   const std::string blob = EncodeState(*s);
   auto back = m.NewState();
-  ASSERT_TRUE(DecodeStateInto(blob, *back).ok());
+  ASSERT_OK(DecodeStateInto(blob, *back));
   EXPECT_EQ(back->token_count(), s->token_count());
   EXPECT_EQ(EncodeState(*back), blob);  // bit-identical
   auto a = m.Step(tokens[0], *s);
   auto b = m.Step(tokens[0], *back);
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   EXPECT_EQ(*a, *b);
   // Every truncation and a flipped byte are errors, never crashes.
   for (size_t n : {size_t{0}, size_t{7}, blob.size() / 2, blob.size() - 1}) {

@@ -34,9 +34,9 @@ class LoadModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = tmp_.Sub("m");
-    ASSERT_TRUE(testing::WriteTinyModel(dir_, 21).ok());
+    ASSERT_OK(testing::WriteTinyModel(dir_, 21));
     auto w = ReadAllWeights(Weights());
-    ASSERT_TRUE(w.ok());
+    ASSERT_OK(w);
     weights_ = *std::move(w);
   }
 
@@ -72,7 +72,7 @@ TEST_F(LoadModelTest, AcceptsUpstreamNameVariants) {
   renamed.emplace("model.train_metrics.num-tokens.count", Tensor::Zeros({1}));
   renamed.emplace("lm_head.weight",
                   weights_.at("transformer.embeddings.word_embeddings.weight"));
-  ASSERT_TRUE(WriteAllWeights(Weights(), renamed).ok());
+  ASSERT_OK(WriteAllWeights(Weights(), renamed));
   EXPECT_EQ(Logits(dir_), base);
   // The tied lm_head is an extra weight, so the fingerprint changes.
   EXPECT_NE(LoadModel(dir_).value()->description().fingerprint, fingerprint);
@@ -84,7 +84,7 @@ TEST_F(LoadModelTest, EmbeddingMayBeStoredOnlyAsLmHead) {
   auto node = w.extract("transformer.embeddings.word_embeddings.weight");
   node.key() = "lm_head.weight";
   w.insert(std::move(node));
-  ASSERT_TRUE(WriteAllWeights(Weights(), w).ok());
+  ASSERT_OK(WriteAllWeights(Weights(), w));
   EXPECT_EQ(Logits(dir_), base);
 }
 
@@ -105,8 +105,8 @@ TEST_F(LoadModelTest, ReadsShardedWeights) {
   }
   index += "}}";
   std::filesystem::remove(Weights());
-  ASSERT_TRUE(WriteAllWeights(dir_ + "/model-1.safetensors", a).ok());
-  ASSERT_TRUE(WriteAllWeights(dir_ + "/model-2.safetensors", b).ok());
+  ASSERT_OK(WriteAllWeights(dir_ + "/model-1.safetensors", a));
+  ASSERT_OK(WriteAllWeights(dir_ + "/model-2.safetensors", b));
   testing::WriteFileOrFail(dir_ + "/model.safetensors.index.json", index);
   EXPECT_EQ(Logits(dir_), base);
   // Same canonical weights, same bytes: same model.
@@ -152,7 +152,7 @@ TEST_F(LoadModelTest, ReadsBf16Weights) {
 
 TEST_F(LoadModelTest, MissingTensorIsNamed) {
   weights_.erase(kQ);
-  ASSERT_TRUE(WriteAllWeights(Weights(), weights_).ok());
+  ASSERT_OK(WriteAllWeights(Weights(), weights_));
   const absl::Status s = LoadStatus();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr(kQ), HasSubstr("[64, 64]"),
@@ -161,7 +161,7 @@ TEST_F(LoadModelTest, MissingTensorIsNamed) {
 
 TEST_F(LoadModelTest, MisShapedTensorIsNamedWithBothShapes) {
   weights_[kQ] = Tensor::Zeros({32, 64});
-  ASSERT_TRUE(WriteAllWeights(Weights(), weights_).ok());
+  ASSERT_OK(WriteAllWeights(Weights(), weights_));
   const absl::Status s = LoadStatus();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr(kQ), HasSubstr("[32, 64]"),
@@ -170,7 +170,7 @@ TEST_F(LoadModelTest, MisShapedTensorIsNamedWithBothShapes) {
 
 TEST_F(LoadModelTest, MisShapedLmHeadIsRefused) {
   weights_["lm_head.weight"] = Tensor::Zeros({300, 64});
-  ASSERT_TRUE(WriteAllWeights(Weights(), weights_).ok());
+  ASSERT_OK(WriteAllWeights(Weights(), weights_));
   EXPECT_THAT(LoadStatus().message(),
               AllOf(HasSubstr("lm_head.weight"), HasSubstr("[304, 64]")));
 }

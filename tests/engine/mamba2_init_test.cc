@@ -30,7 +30,7 @@ TEST(Mamba2InitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
   testing::WriteFileOrFail(options.tokenizer_json,
                            testing::SmallTokenizerJson(300));
   options.seed = 5;
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   std::unique_ptr<Model> model = testing::LoadOrDie(options.out_dir);
   ASSERT_NE(model, nullptr);
   const ModelDescription& d = model->description();
@@ -62,7 +62,7 @@ TEST(Mamba2InitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
 
   // Same seed, same bytes.
   options.out_dir = tmp.Sub("again");
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   EXPECT_EQ(testing::ReadFileOrEmpty(tmp.Sub("m/model.safetensors")),
             testing::ReadFileOrEmpty(tmp.Sub("again/model.safetensors")));
 }

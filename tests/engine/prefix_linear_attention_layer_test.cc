@@ -345,7 +345,7 @@ TEST_F(PlaLayerTest, MissingEncoderProjectionIsNamed) {
       testing::WriteAllWeights(dir_.Sub("model.safetensors"), only_based).ok());
   auto weights = WeightMap::OpenDir(
       dir_.path(), [](std::string_view n) { return std::string(n); });
-  ASSERT_TRUE(weights.ok());
+  ASSERT_OK(weights);
   LinearAttentionOptions o;
   o.dim = kDim;
   o.heads = kHeads;

@@ -14,6 +14,7 @@
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -33,7 +34,7 @@ class ReadInPlaceTest : public ::testing::TestWithParam<std::string> {
     options.preset = "tiny";
     options.out_dir = dir_.Sub("model");
     options.tokenizer_json = tok;
-    ASSERT_TRUE(WriteRandomModel(options).ok());
+    ASSERT_OK(WriteRandomModel(options));
     model_ = testing::LoadOrDie(options.out_dir);
     ASSERT_NE(model_, nullptr);
   }
@@ -54,7 +55,7 @@ TEST_P(ReadInPlaceTest, StepWritesIntoTheStatesOwnBuffers) {
   for (int l = 0; l < state->num_layers(); ++l)
     layers.push_back(&state->layer(l));
   const std::string before = EncodeState(*state);
-  ASSERT_TRUE(model_->Step(5, *state).ok());
+  ASSERT_OK(model_->Step(5, *state));
   EXPECT_NE(EncodeState(*state), before);  // the step did change it
   for (int l = 0; l < state->num_layers(); ++l) {
     EXPECT_EQ(&state->layer(l), layers[l]) << "layer " << l;
@@ -65,8 +66,8 @@ TEST_P(ReadInPlaceTest, StepWritesIntoTheStatesOwnBuffers) {
 TEST_P(ReadInPlaceTest, InvalidBatchChangesNoState) {
   auto a = model_->NewState();
   auto b = model_->NewState();
-  ASSERT_TRUE(model_->Prefill({1, 2, 3}, *a, PrefillMode::kCausal).ok());
-  ASSERT_TRUE(model_->Prefill({4, 5}, *b, PrefillMode::kCausal).ok());
+  ASSERT_OK(model_->Prefill({1, 2, 3}, *a, PrefillMode::kCausal));
+  ASSERT_OK(model_->Prefill({4, 5}, *b, PrefillMode::kCausal));
   const std::string a0 = EncodeState(*a), b0 = EncodeState(*b);
   SequenceState* states[] = {a.get(), b.get()};
   const std::vector<int32_t> tokens = {7, kVocab + 1};  // row 1 is invalid
@@ -92,11 +93,11 @@ TEST(ReadInPlaceLlamaTest, InconsistentLateLayerIsRefusedBeforeAnyChange) {
   options.preset = "tiny";
   options.out_dir = dir.Sub("model");
   options.tokenizer_json = tok;
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   auto model = testing::LoadOrDie(options.out_dir);
   ASSERT_NE(model, nullptr);
   auto state = model->NewState();
-  ASSERT_TRUE(model->Prefill({1, 2, 3}, *state, PrefillMode::kCausal).ok());
+  ASSERT_OK(model->Prefill({1, 2, 3}, *state, PrefillMode::kCausal));
   auto& last =
       dynamic_cast<FullKvState&>(state->layer(state->num_layers() - 1));
   const std::vector<float> row(last.kv_heads() * last.head_dim(), 0.5f);

@@ -65,19 +65,19 @@ TEST(SafetensorsTest, WriteThenReadRoundTrips) {
   const SafetensorsEntry* ea = (*file)->Find("a");
   ASSERT_NE(ea, nullptr);
   auto ta = (*file)->ReadF32(*ea);
-  ASSERT_TRUE(ta.ok());
+  ASSERT_OK(ta);
   EXPECT_TRUE(ta->is_view());  // aligned F32 is used in place
   EXPECT_EQ(ta->shape(), (Shape{2, 3}));
   EXPECT_EQ(std::vector<float>(ta->data(), ta->data() + 6),
             (std::vector<float>{1, 2, 3, 4, 5, 6}));
   auto tb = (*file)->ReadF32(*(*file)->Find("b"));
-  ASSERT_TRUE(tb.ok());
+  ASSERT_OK(tb);
   EXPECT_EQ(tb->data()[0], -7.5f);
   EXPECT_EQ((*file)->Find("missing"), nullptr);
   // Deterministic bytes.
   auto bytes = SerializeSafetensors({{"a", &a}, {"b", &b}, {"e", &empty}},
                                     {{"format", "pt"}});
-  ASSERT_TRUE(bytes.ok());
+  ASSERT_OK(bytes);
   EXPECT_EQ(*bytes, testing::ReadFileOrEmpty(path));
   EXPECT_FALSE(WriteSafetensors(path, {{"a", &a}, {"a", &b}}).ok());
 }
@@ -89,11 +89,11 @@ TEST(SafetensorsTest, MappingIsAnImmutableRegionWhileOpen) {
   testing::TempDir dir;
   Tensor a = Tensor::FromVector({4}, {1, 2, 3, 4});
   const std::string path = dir.Sub("w.safetensors");
-  ASSERT_TRUE(WriteSafetensors(path, {{"a", &a}}, {}).ok());
+  ASSERT_OK(WriteSafetensors(path, {{"a", &a}}, {}));
   auto file = SafetensorsFile::Open(path);
   ASSERT_OK(file);
   auto ta = (*file)->ReadF32(*(*file)->Find("a"));
-  ASSERT_TRUE(ta.ok());
+  ASSERT_OK(ta);
   ASSERT_TRUE(ta->is_view());
   std::optional<kernels::ImmutableHostRegion> region =
       kernels::FindImmutableHostRegion(ta->data(), 4 * sizeof(float));
@@ -120,12 +120,12 @@ TEST(SafetensorsTest, ReadsBf16AndF16AsF32) {
   auto f = SafetensorsFile::Open(dir.Sub("h.safetensors"));
   ASSERT_OK(f);
   auto tx = (*f)->ReadF32(*(*f)->Find("x"));
-  ASSERT_TRUE(tx.ok());
+  ASSERT_OK(tx);
   EXPECT_FALSE(tx->is_view());
   EXPECT_EQ(tx->data()[0], 1.0f);
   EXPECT_EQ(tx->data()[1], -2.0f);
   auto ty = (*f)->ReadF32(*(*f)->Find("y"));
-  ASSERT_TRUE(ty.ok());
+  ASSERT_OK(ty);
   EXPECT_EQ(ty->data()[0], 0.5f);
 }
 
@@ -190,11 +190,11 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
 TEST(SafetensorsTest, EveryTruncationOfAValidFileIsRejectedOrConsistent) {
   Tensor a = Tensor::FromVector({3}, {1, 2, 3});
   auto bytes = SerializeSafetensors({{"a", &a}});
-  ASSERT_TRUE(bytes.ok());
+  ASSERT_OK(bytes);
   for (size_t n = 0; n < bytes->size(); ++n) {
     EXPECT_FALSE(ParseStatus(bytes->substr(0, n)).ok()) << n;
   }
-  EXPECT_TRUE(ParseStatus(*bytes).ok());
+  EXPECT_OK(ParseStatus(*bytes));
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -147,9 +148,9 @@ TEST(SamplerTest, PaddedRowsAreNeverSampled) {
 }
 
 TEST(SamplerTest, ValidateAcceptsDefaultsAndLimits) {
-  EXPECT_TRUE(SamplingParams().Validate().ok());
-  EXPECT_TRUE(Params(0.7f, 40, 0.95f).Validate().ok());
-  EXPECT_TRUE(Params(0.0f, 0, 1.0f).Validate().ok());
+  EXPECT_OK(SamplingParams().Validate());
+  EXPECT_OK(Params(0.7f, 40, 0.95f).Validate());
+  EXPECT_OK(Params(0.0f, 0, 1.0f).Validate());
 }
 
 TEST(SamplerTest, ValidateRejectsBadParams) {

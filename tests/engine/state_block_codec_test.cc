@@ -168,17 +168,19 @@ TEST_F(StateBlockCodecTest, DecodedStateContinuesExactly) {
   const std::vector<int32_t> tokens = RandomTokens(230, kVocab, 12);
   const Chain chain = BuildChain(*model_, tokens);
   auto decoded = model_->NewState();
-  ASSERT_TRUE(DecodeStateBlocksInto(chain.blocks, *decoded).ok());
+  ASSERT_OK(DecodeStateBlocksInto(chain.blocks, *decoded));
   auto original = chain.states.back()->Clone();
   const std::vector<int32_t> more = RandomTokens(40, kVocab, 13);
   auto a = model_->Prefill(more, *original, PrefillMode::kCausal);
   auto b = model_->Prefill(more, *decoded, PrefillMode::kCausal);
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   EXPECT_EQ(*a, *b);
   for (int32_t t : {5, 17, 200}) {
     auto sa = model_->Step(t, *original);
     auto sb = model_->Step(t, *decoded);
-    ASSERT_TRUE(sa.ok() && sb.ok());
+    ASSERT_OK(sa);
+    ASSERT_OK(sb);
     EXPECT_EQ(*sa, *sb);
   }
 }
@@ -193,7 +195,7 @@ TEST_F(StateBlockCodecTest, AnExtensionWritesItsNewRowsAndAHead) {
     // the open chunk) and its framing.
     const SequenceState& s = *chain.states[i];
     auto head_only = EncodeStateBlocks(s, StateRowCounts(s));
-    ASSERT_TRUE(head_only.ok());
+    ASSERT_OK(head_only);
     ASSERT_EQ(head_only->size(), 1u);
     const int64_t head = static_cast<int64_t>(head_only->front().size());
     const int64_t new_rows = static_cast<int64_t>(kEnds[i]) / kChunk -
@@ -214,12 +216,12 @@ TEST_F(StateBlockCodecTest, AnExtensionWritesItsNewRowsAndAHead) {
   }
   // Starting over (no base) writes every row once.
   auto fresh = EncodeStateBlocks(last, {});
-  ASSERT_TRUE(fresh.ok());
+  ASSERT_OK(fresh);
   ASSERT_EQ(fresh->size(), 2u);
   EXPECT_GE(static_cast<int64_t>((*fresh)[0].size()),
             RatLayer(last).closed_chunks() * row_bytes);
   auto decoded = model_->NewState();
-  ASSERT_TRUE(DecodeStateBlocksInto(*fresh, *decoded).ok());
+  ASSERT_OK(DecodeStateBlocksInto(*fresh, *decoded));
   EXPECT_EQ(EncodeState(*decoded), EncodeState(last));
 }
 
@@ -230,7 +232,7 @@ TEST_F(StateBlockCodecTest, AWholeStateIsOneBlock) {
           ->Prefill(RandomTokens(50, kVocab, 15), *state, PrefillMode::kCausal)
           .ok());
   auto decoded = model_->NewState();
-  ASSERT_TRUE(DecodeStateBlocksInto({EncodeState(*state)}, *decoded).ok());
+  ASSERT_OK(DecodeStateBlocksInto({EncodeState(*state)}, *decoded));
   EXPECT_EQ(EncodeState(*decoded), EncodeState(*state));
 }
 
@@ -305,9 +307,9 @@ TEST_F(StateBlockCodecTest, DamagedBlocksAreDataLossAndLeaveTheTarget) {
 TEST_F(StateBlockCodecTest, ForgedSizesAreDataLossNotAllocations) {
   const std::vector<int32_t> tokens = RandomTokens(60, kVocab, 18);
   auto state = model_->NewState();
-  ASSERT_TRUE(model_->Prefill(tokens, *state, PrefillMode::kCausal).ok());
+  ASSERT_OK(model_->Prefill(tokens, *state, PrefillMode::kCausal));
   auto blocks = EncodeStateBlocks(*state, {});
-  ASSERT_TRUE(blocks.ok());
+  ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), 2u);
   const size_t fp = state->fingerprint().size();
   // Rows body: string fingerprint | u32 entries | u32 layer | i64 first |

@@ -23,6 +23,7 @@
 #include "engine/state/state_io.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
@@ -71,7 +72,7 @@ TEST(StateCodecTest, RoundTripIsBitIdentical) {
   auto state = SmallState(1);
   const std::string blob = EncodeState(*state);
   auto decoded = SmallState(0);
-  ASSERT_TRUE(DecodeStateInto(blob, *decoded).ok());
+  ASSERT_OK(DecodeStateInto(blob, *decoded));
   EXPECT_EQ(decoded->token_count(), 7);
   EXPECT_EQ(EncodeState(*decoded), blob);
 }
@@ -193,7 +194,7 @@ std::string BuildBlob(const BlobSpec& spec) {
 
 TEST(StateCodecTest, StructurallyWrongBlobsAreRejected) {
   auto target = SmallState(9);
-  ASSERT_TRUE(DecodeStateInto(BuildBlob({}), *target).ok());
+  ASSERT_OK(DecodeStateInto(BuildBlob({}), *target));
   const std::string good = EncodeState(*target);
 
   auto code = [&](BlobSpec spec) {
@@ -240,7 +241,7 @@ TEST(StateCodecTest, StructurallyWrongBlobsAreRejected) {
 
 TEST(StateCodecTest, RealModelStateRoundTripsAndRejectsCorruption) {
   testing::TempDir dir;
-  ASSERT_TRUE(testing::WriteTinyModel(dir.Sub("m"), 3).ok());
+  ASSERT_OK(testing::WriteTinyModel(dir.Sub("m"), 3));
   auto model = testing::LoadOrDie(dir.Sub("m"));
   ASSERT_NE(model, nullptr);
   auto state = model->NewState();
@@ -253,7 +254,7 @@ TEST(StateCodecTest, RealModelStateRoundTripsAndRejectsCorruption) {
             state->ByteSize() + 12 + /*header*/ (4 + 64 + 4 + 3 + 8 + 4) +
                 /*kinds*/ (4 + 10) * 2 + (4 + 16) + (4 + 14) + 8 * 4 + 8);
   auto decoded = model->NewState();
-  ASSERT_TRUE(DecodeStateInto(blob, *decoded).ok());
+  ASSERT_OK(DecodeStateInto(blob, *decoded));
   EXPECT_EQ(EncodeState(*decoded), blob);
   ExpectEveryCorruptionRejected(blob, *decoded, {0xff});
 }

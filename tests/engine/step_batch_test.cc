@@ -60,10 +60,10 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
       options.out_dir = out;
       options.tokenizer_json = tok;
       options.seed = 11;
-      ASSERT_TRUE(WriteRandomModel(options).ok());
+      ASSERT_OK(WriteRandomModel(options));
       // Sharper weights make batching mistakes (a row reading another
       // row's state) show in the logits.
-      ASSERT_TRUE(testing::SharpenWeights(out, 4.0f).ok());
+      ASSERT_OK(testing::SharpenWeights(out, 4.0f));
     }
   }
   static void TearDownTestSuite() {
@@ -126,7 +126,8 @@ TEST_P(StepBatchTest, BatchedStepsEqualSingleSteps) {
   for (size_t b = 0; b < rows.size(); ++b) {
     auto got = model_->Prefill(more, *batched[b], PrefillMode::kCausal);
     auto want = model_->Prefill(more, *single[b], PrefillMode::kCausal);
-    ASSERT_TRUE(got.ok() && want.ok());
+    ASSERT_OK(got);
+    ASSERT_OK(want);
     EXPECT_LE(MaxError(*got, *want), 2e-5) << "state of row " << b;
   }
 }
@@ -171,7 +172,7 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
     auto state = Prepared(10 + 13 * i, 900 + i);
     auto logits = model_->Prefill(RandomTokens(3, kVocab - 1, i), *state,
                                   PrefillMode::kCausal);
-    ASSERT_TRUE(logits.ok());
+    ASSERT_OK(logits);
     auto stream = loop.Submit(std::move(state), *logits, options, nullptr);
     ASSERT_OK(stream);
     streams.push_back(*stream);
@@ -183,7 +184,7 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
       got.insert(got.end(), event.piece.tokens.begin(),
                  event.piece.tokens.end());
       if (event.finished) {
-        EXPECT_TRUE(event.status.ok()) << event.status;
+        EXPECT_OK(event.status);
         EXPECT_EQ(event.result.finish_reason, "length");
         EXPECT_EQ(event.result.tokens_decoded, 24);
       }
@@ -204,13 +205,13 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
   auto state = Prepared(8, 3);
   auto logits = model_->Prefill(RandomTokens(2, kVocab - 1, 4), *state,
                                 PrefillMode::kCausal);
-  ASSERT_TRUE(logits.ok());
+  ASSERT_OK(logits);
   // The predicate is polled once before each token: it turns true after
   // the fifth token has been sampled.
   std::atomic<int> polls{0};
   auto stream = loop.Submit(std::move(state), *logits, options,
                             [&] { return polls.fetch_add(1) >= 5; });
-  ASSERT_TRUE(stream.ok());
+  ASSERT_OK(stream);
   int tokens = 0;
   DecodeEvent event;
   while ((*stream)->Next(&event)) tokens += event.piece.tokens.size();

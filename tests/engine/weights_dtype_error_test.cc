@@ -42,7 +42,8 @@ LogitError MaxLogitError(const std::string& dir, DType dtype) {
   auto b = (*lowp)->NewState();
   auto la = (*f32)->Prefill(prompt, *a, PrefillMode::kCausal);
   auto lb = (*lowp)->Prefill(prompt, *b, PrefillMode::kCausal);
-  EXPECT_TRUE(la.ok() && lb.ok());
+  EXPECT_OK(la);
+  EXPECT_OK(lb);
   LogitError e{0, 0};
   for (int step = 0; la.ok() && lb.ok(); ++step) {
     for (int i = 0; i < vocab; ++i) {

@@ -65,9 +65,9 @@ void WriteRoundedCopy(const std::string& from, const std::string& to,
   for (auto& [name, t] : *weights) {
     if (t.rank() != 2) continue;
     auto narrow = kernels::ConvertTensor(t, dtype);
-    ASSERT_TRUE(narrow.ok());
+    ASSERT_OK(narrow);
     auto back = kernels::ConvertTensor(*narrow, DType::kF32);
-    ASSERT_TRUE(back.ok());
+    ASSERT_OK(back);
     std::vector<float> values(back->data(), back->data() + back->size());
     t = Tensor::FromVector(t.shape(), std::move(values));
   }
@@ -91,7 +91,7 @@ class WeightsDTypeTest
       options.out_dir = out;
       options.tokenizer_json = tok;
       options.seed = 5;
-      ASSERT_TRUE(WriteRandomModel(options).ok()) << arch;
+      ASSERT_OK(WriteRandomModel(options));
     }
   }
   static void TearDownTestSuite() {
@@ -119,12 +119,14 @@ TEST_P(WeightsDTypeTest, MatchesF32KernelsOnTheRoundedWeights) {
   auto s2 = ref->NewState();
   auto a = lowp->Prefill(prompt, *s1, PrefillMode::kCausal);
   auto b = ref->Prefill(prompt, *s2, PrefillMode::kCausal);
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   ExpectClose(*a, *b, "prefill");
   for (int32_t token : {7, 42, 299}) {
     auto x = lowp->Step(token, *s1);
     auto y = ref->Step(token, *s2);
-    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_OK(x);
+    ASSERT_OK(y);
     ExpectClose(*x, *y, "step " + std::to_string(token));
   }
 }
@@ -138,16 +140,17 @@ TEST_P(WeightsDTypeTest, StatePassingIsExactInEveryDType) {
   auto whole = model->NewState();
   auto want = model->Prefill(all, *whole, PrefillMode::kCausal);
   auto split = model->NewState();
-  ASSERT_TRUE(model->Prefill(head, *split, PrefillMode::kCausal).ok());
+  ASSERT_OK(model->Prefill(head, *split, PrefillMode::kCausal));
   auto got = model->Prefill(tail, *split, PrefillMode::kCausal);
-  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_OK(want);
+  ASSERT_OK(got);
   ExpectClose(*got, *want, "prefill(a) + prefill(b)");
   // prefill(a) then step(b) == prefill(a + b)
   auto stepped = model->NewState();
   const std::vector<int32_t> almost(all.begin(), all.end() - 1);
-  ASSERT_TRUE(model->Prefill(almost, *stepped, PrefillMode::kCausal).ok());
+  ASSERT_OK(model->Prefill(almost, *stepped, PrefillMode::kCausal));
   auto last = model->Step(all.back(), *stepped);
-  ASSERT_TRUE(last.ok());
+  ASSERT_OK(last);
   ExpectClose(*last, *want, "prefill(a) + step(b)");
 }
 
@@ -161,7 +164,7 @@ TEST_P(WeightsDTypeTest, ConvertingLoadIsAnotherModel) {
   EXPECT_EQ(f32->description().fingerprint, same->description().fingerprint);
   EXPECT_NE(f32->description().fingerprint, lowp->description().fingerprint);
   auto state = f32->NewState();
-  ASSERT_TRUE(f32->Prefill({1, 2, 3}, *state, PrefillMode::kCausal).ok());
+  ASSERT_OK(f32->Prefill({1, 2, 3}, *state, PrefillMode::kCausal));
   EXPECT_EQ(lowp->Step(4, *state).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -189,9 +192,9 @@ TEST(Bf16CheckpointTest, LoadsAsStoredAndMatchesExplicitBf16) {
   options.out_dir = dir.Sub("m");
   options.tokenizer_json = tok;
   options.weights_dtype = DType::kBF16;
-  ASSERT_TRUE(WriteRandomModel(options).ok());
+  ASSERT_OK(WriteRandomModel(options));
   auto file = SafetensorsFile::Open(dir.Sub("m") + "/model.safetensors");
-  ASSERT_TRUE(file.ok());
+  ASSERT_OK(file);
   for (const SafetensorsEntry& e : (*file)->entries()) {
     EXPECT_EQ(e.dtype_name, "BF16") << e.name;
   }
@@ -202,7 +205,7 @@ TEST(Bf16CheckpointTest, LoadsAsStoredAndMatchesExplicitBf16) {
   EXPECT_EQ(as_stored->description().fingerprint,
             explicit_bf16->description().fingerprint);
   auto state = as_stored->NewState();
-  EXPECT_TRUE(as_stored->Prefill({1, 2, 3}, *state, PrefillMode::kCausal).ok());
+  EXPECT_OK(as_stored->Prefill({1, 2, 3}, *state, PrefillMode::kCausal));
   // int8 cannot be stored: it is made at load.
   options.weights_dtype = DType::kI8;
   EXPECT_EQ(WriteRandomModel(options).code(),

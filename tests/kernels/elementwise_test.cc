@@ -13,6 +13,7 @@
 #include "kernels/rope.h"
 #include "kernels/taylor_feature_map.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels {
 namespace {
@@ -35,7 +36,7 @@ TEST(RmsNormTest, MatchesReference) {
     for (int j = 0; j < dim; ++j) want[i * dim + j] = x[i * dim + j] * r * w[j];
   }
   std::vector<float> y(rows * dim);
-  ASSERT_TRUE(RmsNorm(x, rows, dim, w, eps, absl::MakeSpan(y)).ok());
+  ASSERT_OK(RmsNorm(x, rows, dim, w, eps, absl::MakeSpan(y)));
   ExpectClose(y, want, 1e-6, 1e-5);
   // In place gives the same result.
   std::vector<float> inplace = x;
@@ -79,7 +80,7 @@ TEST(SwiGluTest, SecondHalfIsTheGate) {
     }
   }
   std::vector<float> out(rows * hidden);
-  ASSERT_TRUE(SwiGlu(u, rows, hidden, absl::MakeSpan(out)).ok());
+  ASSERT_OK(SwiGlu(u, rows, hidden, absl::MakeSpan(out)));
   ExpectClose(out, want, 1e-6, 1e-5);
 }
 
@@ -114,7 +115,7 @@ TEST(TaylorFeatureMapTest, LayoutAndKernelIdentity) {
   ASSERT_EQ(d, 273);
   const auto x = RandomVector(rows * f, 6, 2.0f);
   std::vector<float> phi(rows * d);
-  ASSERT_TRUE(TaylorFeatureMap(x, rows, f, absl::MakeSpan(phi)).ok());
+  ASSERT_OK(TaylorFeatureMap(x, rows, f, absl::MakeSpan(phi)));
   std::vector<double> want(rows * d);
   for (int i = 0; i < rows; ++i) {
     want[i * d] = 1.0;
@@ -195,9 +196,9 @@ TEST(ElementwiseTest, ThreadedRowsMatchReference) {
   }
   testing::ForEachThreadCount([&](int) {
     std::vector<float> y(rows * dim);
-    ASSERT_TRUE(RmsNorm(x, rows, dim, w, 1e-5f, absl::MakeSpan(y)).ok());
+    ASSERT_OK(RmsNorm(x, rows, dim, w, 1e-5f, absl::MakeSpan(y)));
     ExpectClose(y, norm, 1e-6, 1e-5, "rms_norm");
-    ASSERT_TRUE(SiluMul(g, dim, x, dim, rows, dim, absl::MakeSpan(y)).ok());
+    ASSERT_OK(SiluMul(g, dim, x, dim, rows, dim, absl::MakeSpan(y)));
     ExpectClose(y, silu, 1e-6, 1e-5, "silu_mul");
     y = x;
     ASSERT_TRUE(
@@ -205,7 +206,7 @@ TEST(ElementwiseTest, ThreadedRowsMatchReference) {
             .ok());
     ExpectClose(y, rope, 1e-5, 1e-5, "rope");
     std::vector<float> out(vecs * d);
-    ASSERT_TRUE(TaylorFeatureMap(raw, vecs, f, absl::MakeSpan(out)).ok());
+    ASSERT_OK(TaylorFeatureMap(raw, vecs, f, absl::MakeSpan(out)));
     ExpectClose(out, phi, 1e-6, 1e-5, "taylor");
   });
 }

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/threading.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::testing {
 
@@ -24,10 +25,10 @@ template <typename Body>
 void ForEachThreadCount(Body body) {
   for (int threads : kThreadCounts) {
     SCOPED_TRACE("threads " + std::to_string(threads));
-    ASSERT_TRUE(SetCpuThreads(threads).ok());
+    ASSERT_OK(SetCpuThreads(threads));
     body(threads);
   }
-  ASSERT_TRUE(SetCpuThreads(2).ok());
+  ASSERT_OK(SetCpuThreads(2));
 }
 
 inline std::vector<float> RandomVector(size_t n, uint32_t seed,

@@ -40,7 +40,7 @@ TEST(LinearTest, MatchesReference) {
       const auto w = RandomVector(n * k, 2);
       const auto b = with_bias ? RandomVector(n, 3) : std::vector<float>{};
       std::vector<float> y(m * n, 123.0f);  // overwritten, not accumulated
-      ASSERT_TRUE(Linear(x, m, k, w, n, b, absl::MakeSpan(y)).ok());
+      ASSERT_OK(Linear(x, m, k, w, n, b, absl::MakeSpan(y)));
       ExpectClose(y, Reference(x, m, k, w, n, b), 1e-5, 1e-5);
     }
   }
@@ -64,7 +64,7 @@ TEST(LinearTest, ParallelSplitsMatchReference) {
         const auto w = RandomVector(n * k, 8);
         const auto b = with_bias ? RandomVector(n, 9) : std::vector<float>{};
         std::vector<float> y(m * n, 123.0f);
-        ASSERT_TRUE(Linear(x, m, k, w, n, b, absl::MakeSpan(y)).ok());
+        ASSERT_OK(Linear(x, m, k, w, n, b, absl::MakeSpan(y)));
         ExpectClose(y, Reference(x, m, k, w, n, b), 1e-5, 1e-5,
                     "m " + std::to_string(m) + " n " + std::to_string(n));
       }
@@ -74,7 +74,7 @@ TEST(LinearTest, ParallelSplitsMatchReference) {
 
 TEST(LinearTest, ZeroRowsIsANoOp) {
   std::vector<float> w(6);
-  EXPECT_TRUE(Linear({}, 0, 3, w, 2, {}, {}).ok());
+  EXPECT_OK(Linear({}, 0, 3, w, 2, {}, {}));
 }
 
 TEST(LinearTest, RejectsMismatchedSizes) {

@@ -34,7 +34,7 @@ Tensor Rounded(const std::vector<float>& w, int64_t n, int64_t k, DType to) {
 // int8 as value times row scale).
 std::vector<double> Widened(const Tensor& w) {
   absl::StatusOr<Tensor> f = ConvertTensor(w, DType::kF32);
-  EXPECT_TRUE(f.ok());
+  EXPECT_OK(f);
   std::vector<double> out(f->span().begin(), f->span().end());
   if (w.dtype() == DType::kI8) {
     const auto* q = static_cast<const int8_t*>(w.raw_data());
@@ -116,7 +116,7 @@ TEST(LowpLinearTest, EverySplitMatchesReference) {
           const auto b = with_bias ? RandomVector(n, 3) : std::vector<float>{};
           const Tensor wq = Rounded(w, n, k, dtype);
           std::vector<float> y(m * n, 123.0f);
-          ASSERT_TRUE(Linear(x, m, k, wq, n, b, absl::MakeSpan(y)).ok());
+          ASSERT_OK(Linear(x, m, k, wq, n, b, absl::MakeSpan(y)));
           ExpectClose(y, Reference(x, m, k, Widened(wq), n, b), 2e-5, 2e-5);
         }
       }

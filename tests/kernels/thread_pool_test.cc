@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/threading.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cpu {
 namespace {
@@ -74,7 +75,7 @@ TEST(ThreadPoolTest, ResizeBetweenJobs) {
 }
 
 TEST(ThreadPoolTest, ParallelForRangeCoversTheRangeOnce) {
-  ASSERT_TRUE(SetCpuThreads(3).ok());
+  ASSERT_OK(SetCpuThreads(3));
   for (int64_t total : {0, 1, 5, 100, 1001}) {
     for (int64_t grain : {1, 7, 1000}) {
       std::vector<std::atomic<int>> hits(total);
@@ -90,9 +91,9 @@ TEST(ThreadPoolTest, ParallelForRangeCoversTheRangeOnce) {
 TEST(ThreadingTest, SetCpuThreadsValidates) {
   EXPECT_EQ(SetCpuThreads(0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SetCpuThreads(257).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(SetCpuThreads(3).ok());
+  ASSERT_OK(SetCpuThreads(3));
   EXPECT_EQ(CpuThreads(), 3);
-  ASSERT_TRUE(SetCpuThreads(1).ok());
+  ASSERT_OK(SetCpuThreads(1));
   EXPECT_EQ(CpuThreads(), 1);
 }
 

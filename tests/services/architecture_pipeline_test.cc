@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/services/lighthouse_document.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
 
 namespace twice {
@@ -95,7 +96,7 @@ TEST_P(ArchitecturePipelineTest, ListsTheArchitectureAndItsModes) {
   StartServer();
   grpc::ClientContext context;
   v1::ListModelsResponse models;
-  ASSERT_TRUE(client_->orchestrator().ListModels(&context, {}, &models).ok());
+  ASSERT_OK(client_->orchestrator().ListModels(&context, {}, &models));
   ASSERT_EQ(models.models_size(), 1);
   const v1::ModelInfo& model = models.models(0);
   EXPECT_EQ(model.name(), GetParam().name);
@@ -126,7 +127,7 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
   StartServer();
   const testing::IngestResult ingested =
       client_->Ingest({}, kSegmentTokens, "", "", kLighthouseDocument);
-  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  ASSERT_OK(ingested.status);
   const v1::DocumentInfo& doc = ingested.done.done();
   EXPECT_EQ(doc.tokens(), doc_tokens);
   ASSERT_EQ(doc.segments_size(),
@@ -134,7 +135,7 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
   EXPECT_EQ(doc.segments(doc.segments_size() - 1).end_token(), doc_tokens);
 
   const WorkflowAnswer first = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
-  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  ASSERT_OK(first.status);
   EXPECT_EQ(first.tokens.size(), static_cast<size_t>(kMaxTokens));
   EXPECT_EQ(first.finish_reason, "length");
   EXPECT_EQ(first.usage.states_reused(), 1);
@@ -144,13 +145,13 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
   EXPECT_EQ(first.usage.tokens_decoded(), kMaxTokens);
   EXPECT_GT(first.usage.ttft_ms(), 0);
   const WorkflowAnswer second = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
-  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  ASSERT_OK(second.status);
   EXPECT_EQ(second.tokens, first.tokens);
 
   // Read-twice: the first read comes from the store, the second is read
   // after it in the answering call.
   const WorkflowAnswer twice = Ask(doc.document_id(), v1::ASK_MODE_READ_TWICE);
-  ASSERT_TRUE(twice.status.ok()) << twice.status.error_message();
+  ASSERT_OK(twice.status);
   EXPECT_EQ(twice.tokens.size(), static_cast<size_t>(kMaxTokens));
   EXPECT_EQ(twice.usage.states_reused(), 1);
   EXPECT_EQ(twice.usage.tokens_prefilled(), preamble + doc_tokens + prompt);
@@ -169,7 +170,7 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
   EXPECT_EQ(after_restart.usage.tokens_prefilled(), prompt);
   const WorkflowAnswer twice_again =
       Ask(doc.document_id(), v1::ASK_MODE_READ_TWICE);
-  ASSERT_TRUE(twice_again.status.ok()) << twice_again.status.error_message();
+  ASSERT_OK(twice_again.status);
   EXPECT_EQ(twice_again.tokens, twice.tokens);
   EXPECT_EQ(StopServer(), 0);
 }
@@ -181,7 +182,7 @@ TEST_P(ArchitecturePipelineTest, PrefixModesNeedAPrefixEncoder) {
   StartServer();
   const testing::IngestResult ingested =
       client_->Ingest({}, kSegmentTokens, "", "", kLighthouseDocument);
-  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  ASSERT_OK(ingested.status);
   for (v1::AskMode mode :
        {v1::ASK_MODE_PREFIX, v1::ASK_MODE_PREFIX_WITH_QUESTION}) {
     const WorkflowAnswer answer = Ask(ingested.done.done().document_id(), mode);

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
@@ -201,13 +201,13 @@ class AuthTest : public ::testing::Test {
 
 TEST_F(AuthTest, TenantsSeeOnlyTheirOwnDocuments) {
   const Ingested alice = Ingest(kAlice);
-  ASSERT_TRUE(alice.status.ok()) << alice.status.error_message();
+  ASSERT_OK(alice.status);
   const std::string id = alice.last.document_id();
   ASSERT_FALSE(id.empty());
   std::string answer;
-  ASSERT_TRUE(Ask(kAlice, id, &answer).ok());
-  ASSERT_TRUE(BatchAsk(kAlice, id).ok());
-  ASSERT_TRUE(Get(kAlice, id).ok());
+  ASSERT_OK(Ask(kAlice, id, &answer));
+  ASSERT_OK(BatchAsk(kAlice, id));
+  ASSERT_OK(Get(kAlice, id));
 
   // The message bob gets for alice's id is exactly that of an id nobody
   // has: no existence oracle.
@@ -222,37 +222,37 @@ TEST_F(AuthTest, TenantsSeeOnlyTheirOwnDocuments) {
     EXPECT_EQ(status.error_message(), expected) << rpc;
   }
   std::vector<std::string> ids;
-  ASSERT_TRUE(List(kBob, &ids).ok());
+  ASSERT_OK(List(kBob, &ids));
   EXPECT_TRUE(ids.empty());
-  ASSERT_TRUE(List(kAlice, &ids).ok());
+  ASSERT_OK(List(kAlice, &ids));
   EXPECT_EQ(ids, std::vector<std::string>{id});
 
   // Bob may reuse alice's id for his own document: not ALREADY_EXISTS, and
   // none of alice's states is reused for it (the tenant roots every key).
   const Ingested bob = Ingest(kBob, id);
-  ASSERT_TRUE(bob.status.ok()) << bob.status.error_message();
+  ASSERT_OK(bob.status);
   EXPECT_EQ(bob.last.document_id(), id);
   EXPECT_EQ(bob.last.segments_reused(), 0);
   EXPECT_GT(bob.last.tokens_total(), 0);
   // A repeated ingest inside one tenant does reuse (so the check above can
   // fail).
   const Ingested again = Ingest(kAlice, "alice-second");
-  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  ASSERT_OK(again.status);
   EXPECT_GT(again.last.segments_reused(), 0);
 
   // Bob's delete removes only his document.
-  ASSERT_TRUE(Delete(kBob, id).ok());
-  EXPECT_TRUE(Get(kAlice, id).ok());
+  ASSERT_OK(Delete(kBob, id));
+  EXPECT_OK(Get(kAlice, id));
   EXPECT_EQ(Get(kBob, id).error_code(), grpc::StatusCode::NOT_FOUND);
-  ASSERT_TRUE(Append(kAlice, id).ok());
-  ASSERT_TRUE(Pin(kAlice, id).ok());
-  ASSERT_TRUE(Models(kBob).ok());
-  ASSERT_TRUE(Delete(kAlice, id).ok());
+  ASSERT_OK(Append(kAlice, id));
+  ASSERT_OK(Pin(kAlice, id));
+  ASSERT_OK(Models(kBob));
+  ASSERT_OK(Delete(kAlice, id));
 }
 
 TEST_F(AuthTest, MissingOrWrongTokenIsUnauthenticated) {
   const Ingested alice = Ingest(kAlice);
-  ASSERT_TRUE(alice.status.ok());
+  ASSERT_OK(alice.status);
   const std::string id = alice.last.document_id();
   for (const std::string& token :
        {std::string(), std::string("not-a-known-token-123"),
@@ -274,12 +274,12 @@ TEST_F(AuthTest, MissingOrWrongTokenIsUnauthenticated) {
   EXPECT_EQ(orchestrator_->ListModels(&basic, request, &response).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   // The document is still there for its owner.
-  EXPECT_TRUE(Get(kAlice, id).ok());
+  EXPECT_OK(Get(kAlice, id));
 }
 
 TEST_F(AuthTest, TenantTokensCannotCallInternalOrAdminRpcs) {
   const Ingested alice = Ingest(kAlice);
-  ASSERT_TRUE(alice.status.ok());
+  ASSERT_OK(alice.status);
   auto store = v1::Store::NewStub(channel_);
   auto decode = v1::Decode::NewStub(channel_);
   auto prefill = v1::Prefill::NewStub(channel_);
@@ -379,15 +379,15 @@ TEST_F(AuthTest, TenantTokensCannotCallInternalOrAdminRpcs) {
 }
 
 TEST_F(AuthTest, TokenFileIsReloadedWhenItChanges) {
-  ASSERT_TRUE(Models(kBob).ok());
+  ASSERT_OK(Models(kBob));
   EXPECT_EQ(Models(kCarol).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // Bob's token revoked, carol's added.
   WriteFile(tokens_file_, std::string(kAlice) + " alice\n" + kCarol +
                               " carol\n" + kOps + " ops admin\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  EXPECT_TRUE(Models(kCarol).ok());
+  EXPECT_OK(Models(kCarol));
   EXPECT_EQ(Models(kBob).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(Models(kAlice).ok());
+  EXPECT_OK(Models(kAlice));
   // A broken file fails closed: no token stays valid (keeping the old
   // table would keep a token the operator meant to remove).
   WriteFile(tokens_file_, "short alice\n");
@@ -397,7 +397,7 @@ TEST_F(AuthTest, TokenFileIsReloadedWhenItChanges) {
   // Fixed again: the tokens it names are back.
   WriteFile(tokens_file_, std::string(kCarol) + " carol\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  EXPECT_TRUE(Models(kCarol).ok());
+  EXPECT_OK(Models(kCarol));
   // No token ever appears in the log.
   const std::string log = server_.stderr_text();
   for (const char* token : {kAlice, kBob, kOps, kCarol}) {
@@ -409,7 +409,7 @@ TEST_F(AuthTest, TokenFileIsReloadedWhenItChanges) {
 // Deleting or emptying the token file revokes every token; access never
 // widens to "authentication off".
 TEST_F(AuthTest, DeletingOrEmptyingTheTokenFileRevokesEveryToken) {
-  ASSERT_TRUE(Models(kAlice).ok());
+  ASSERT_OK(Models(kAlice));
   ASSERT_TRUE(std::filesystem::remove(tokens_file_));
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   for (const char* token : {kAlice, kBob, kOps}) {
@@ -420,7 +420,7 @@ TEST_F(AuthTest, DeletingOrEmptyingTheTokenFileRevokesEveryToken) {
   // Restored: back in force.
   WriteFile(tokens_file_, std::string(kAlice) + " alice\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  EXPECT_TRUE(Models(kAlice).ok());
+  EXPECT_OK(Models(kAlice));
   // Emptied: a valid file with no tokens.
   WriteFile(tokens_file_, "# every tenant removed\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
 #include "twice/v1/decode.grpc.pb.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
@@ -129,7 +130,7 @@ class BadRequestTest : public ::testing::Test {
   // The stored document, ingested once.
   const v1::DocumentInfo& Document() {
     if (document_.document_id().empty()) {
-      EXPECT_TRUE(Ingest({Header()}).ok());
+      EXPECT_OK(Ingest({Header()}));
     }
     return document_;
   }

@@ -26,8 +26,8 @@
 #include "services/common/state_io.h"
 #include "services/store/remote_state_store.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -137,7 +137,7 @@ class BatchingTest : public ::testing::Test {
       const engine::Model& model, const v1::DocumentInfo& info) {
     auto key = storage::StateKey::FromBytes(
         info.segments(info.segments_size() - 1).state_key().digest());
-    EXPECT_TRUE(key.ok());
+    EXPECT_OK(key);
     auto state = services::LoadState(*store_, model, *key);
     EXPECT_OK(state);
     return state.ok() ? *std::move(state) : nullptr;
@@ -146,7 +146,7 @@ class BatchingTest : public ::testing::Test {
   std::vector<int32_t> Encode(const engine::Model& model,
                               const std::string& text) {
     auto ids = model.tokenizer().Encode(text);
-    EXPECT_TRUE(ids.ok());
+    EXPECT_OK(ids);
     return ids.ok() ? *ids : std::vector<int32_t>{};
   }
 
@@ -169,8 +169,8 @@ TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
     const std::vector<int32_t> doc = Tokens(300, 7);
     const auto segmented = client_->Ingest(doc, 16, "seg-" + arch, arch);
     const auto one_shot = client_->Ingest(doc, 0, "one-" + arch, arch);
-    ASSERT_TRUE(segmented.status.ok()) << segmented.status.error_message();
-    ASSERT_TRUE(one_shot.status.ok()) << one_shot.status.error_message();
+    ASSERT_OK(segmented.status);
+    ASSERT_OK(one_shot.status);
     ASSERT_EQ(segmented.done.done().segments_size(), 19);
     ASSERT_EQ(one_shot.done.done().segments_size(), 1);
 
@@ -188,14 +188,15 @@ TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
     const std::vector<int32_t> more = Tokens(20, 8);
     auto la = model->Prefill(more, *a, engine::PrefillMode::kCausal);
     auto lb = model->Prefill(more, *b, engine::PrefillMode::kCausal);
-    ASSERT_TRUE(la.ok() && lb.ok());
+    ASSERT_OK(la);
+    ASSERT_OK(lb);
     EXPECT_LE(MaxError(*la, *lb), 1e-4);
 
     for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE}) {
       const auto x = client_->Ask("seg-" + arch, kQuestion, mode, 12);
       const auto y = client_->Ask("one-" + arch, kQuestion, mode, 12);
-      ASSERT_TRUE(x.status.ok()) << x.status.error_message();
-      ASSERT_TRUE(y.status.ok());
+      ASSERT_OK(x.status);
+      ASSERT_OK(y.status);
       EXPECT_EQ(x.tokens, y.tokens) << "mode " << mode;
     }
   }
@@ -204,10 +205,10 @@ TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
   // those of the same tokens ingested whole.
   const std::vector<int32_t> doc = Tokens(300, 7);
   const std::vector<int32_t> head(doc.begin(), doc.begin() + 150);
-  ASSERT_TRUE(client_->Ingest(head, 16, "head-jrt", "jrt").status.ok());
+  ASSERT_OK(client_->Ingest(head, 16, "head-jrt", "jrt").status);
   const auto as_of =
       client_->Ask("seg-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12, 150);
-  ASSERT_TRUE(as_of.status.ok()) << as_of.status.error_message();
+  ASSERT_OK(as_of.status);
   EXPECT_EQ(
       as_of.tokens,
       client_->Ask("head-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12).tokens);
@@ -218,7 +219,7 @@ TEST_F(BatchingTest, SegmentedIngestEqualsOneShotForEveryArchitecture) {
                   .status.ok());
   const auto grown =
       client_->Ask("head-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12);
-  ASSERT_TRUE(grown.status.ok()) << grown.status.error_message();
+  ASSERT_OK(grown.status);
   EXPECT_EQ(grown.tokens,
             client_->Ask("one-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12).tokens);
   EXPECT_EQ(client_->Ask("head-jrt", kQuestion, v1::ASK_MODE_PREFIX, 12)
@@ -231,7 +232,7 @@ TEST_F(BatchingTest, ReadTwiceFromTheCachedFirstReadEqualsReadingFromScratch) {
   std::unique_ptr<engine::Model> model = LoadModel("based");
   ASSERT_NE(model, nullptr);
   const auto ingested = client_->Ingest({}, 32, "doc", "based", kDocument);
-  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  ASSERT_OK(ingested.status);
   const v1::DocumentInfo& info = ingested.done.done();
   const std::vector<int32_t> doc = Encode(*model, kDocument);
   const std::vector<int32_t> preamble =
@@ -252,20 +253,21 @@ TEST_F(BatchingTest, ReadTwiceFromTheCachedFirstReadEqualsReadingFromScratch) {
   whole.insert(whole.end(), tail.begin(), tail.end());
   auto fresh = model->NewState();
   auto scratch = model->Prefill(whole, *fresh, engine::PrefillMode::kCausal);
-  ASSERT_TRUE(resumed.ok() && scratch.ok());
+  ASSERT_OK(resumed);
+  ASSERT_OK(scratch);
   EXPECT_LE(MaxError(*resumed, *scratch), 2e-5);
 
   // Greedy tokens: read_twice against a document that IS that sequence.
   std::vector<int32_t> twice_read = doc;
   twice_read.insert(twice_read.end(), preamble.begin(), preamble.end());
   twice_read.insert(twice_read.end(), doc.begin(), doc.end());
-  ASSERT_TRUE(client_->Ingest(twice_read, 0, "scratch", "based").status.ok());
+  ASSERT_OK(client_->Ingest(twice_read, 0, "scratch", "based").status);
   const auto read_twice =
       client_->Ask("doc", kQuestion, v1::ASK_MODE_READ_TWICE, 16);
   const auto from_scratch =
       client_->Ask("scratch", kQuestion, v1::ASK_MODE_DEFAULT, 16);
-  ASSERT_TRUE(read_twice.status.ok()) << read_twice.status.error_message();
-  ASSERT_TRUE(from_scratch.status.ok());
+  ASSERT_OK(read_twice.status);
+  ASSERT_OK(from_scratch.status);
   EXPECT_EQ(read_twice.tokens, from_scratch.tokens);
   // The document was prefilled once for this question (the second read),
   // the first read came from the store.
@@ -277,7 +279,7 @@ TEST_F(BatchingTest, ReadTwiceFromTheCachedFirstReadEqualsReadingFromScratch) {
 
 TEST_F(BatchingTest, ConcurrentQuestionsShareDecodeStepsAndAnswerAsAlone) {
   StartServer();
-  ASSERT_TRUE(client_->Ingest({}, 32, "doc", "based", kDocument).status.ok());
+  ASSERT_OK(client_->Ingest({}, 32, "doc", "based", kDocument).status);
   const std::vector<std::string> questions = {
       "Who keeps the lighthouse?", "Where is the town?",
       "What colour is the lamp?",  "How many steps are there?",
@@ -287,7 +289,7 @@ TEST_F(BatchingTest, ConcurrentQuestionsShareDecodeStepsAndAnswerAsAlone) {
   for (const std::string& q : questions) {
     const auto answer =
         client_->Ask("doc", q, v1::ASK_MODE_DEFAULT, kMaxTokens);
-    ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+    ASSERT_OK(answer.status);
     alone.push_back(answer.tokens);
   }
   const v1::DecodeStats before = client_->DecodeStats();
@@ -325,7 +327,7 @@ TEST_F(BatchingTest, ConcurrentQuestionsShareDecodeStepsAndAnswerAsAlone) {
       usage[response.index()] = response.response().usage();
     }
   }
-  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_OK(reader->Finish());
   EXPECT_EQ(batched, alone);
   for (const v1::Usage& u : usage) EXPECT_EQ(u.states_reused(), 1);
 
@@ -344,7 +346,7 @@ TEST_F(BatchingTest, ConcurrentQuestionsShareDecodeStepsAndAnswerAsAlone) {
 
 TEST_F(BatchingTest, CancellingAnAskStopsItsDecoding) {
   StartServer();
-  ASSERT_TRUE(client_->Ingest({}, 32, "doc", "based", kDocument).status.ok());
+  ASSERT_OK(client_->Ingest({}, 32, "doc", "based", kDocument).status);
   const v1::DecodeStats before = client_->DecodeStats();
   {
     grpc::ClientContext context;

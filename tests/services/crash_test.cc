@@ -17,8 +17,8 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/services/serving_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -82,7 +82,7 @@ class CrashTest : public ::testing::Test {
 
   int64_t CountTokens(const std::string& text) {
     absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text);
-    EXPECT_TRUE(ids.ok());
+    EXPECT_OK(ids);
     return ids.ok() ? static_cast<int64_t>(ids->size()) : -1;
   }
 
@@ -98,7 +98,7 @@ class CrashTest : public ::testing::Test {
       if (!doc.acked && found.error_code() == grpc::StatusCode::NOT_FOUND) {
         continue;  // an unacknowledged ingest that left nothing: fine
       }
-      ASSERT_TRUE(found.ok()) << found.error_message();
+      ASSERT_OK(found);
       // Whole: every token, boundaries to the end, every state stored.
       EXPECT_EQ(info.tokens(), doc.tokens);
       ASSERT_GT(info.segments_size(), 0);
@@ -106,7 +106,7 @@ class CrashTest : public ::testing::Test {
                 doc.tokens);
       EXPECT_TRUE(client.AllStatesStored(info));
       const testing::AskResult asked = client.Ask(doc.id);
-      ASSERT_TRUE(asked.status.ok()) << asked.status.error_message();
+      ASSERT_OK(asked.status);
       EXPECT_EQ(asked.usage.states_recomputed(), 0);
       if (doc.answer.has_value()) {
         EXPECT_EQ(asked.tokens, *doc.answer);

@@ -24,6 +24,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/store.grpc.pb.h"
@@ -119,7 +120,7 @@ TEST_F(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
     while (stream->Read(&response)) {
       if (response.has_done()) doc_id = response.done().document_id();
     }
-    ASSERT_TRUE(stream->Finish().ok());
+    ASSERT_OK(stream->Finish());
   }
   ASSERT_FALSE(doc_id.empty());
 
@@ -140,7 +141,7 @@ TEST_F(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
       if (response.finished()) usage = response.usage();
     }
     grpc::Status status = reader->Finish();
-    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_OK(status);
     EXPECT_EQ(tokens, 4);
     EXPECT_EQ(usage.states_reused(), 1);
   }
@@ -247,16 +248,16 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
       if (response.has_done()) done = response;
     }
     grpc::Status status = stream->Finish();
-    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_OK(status);
     // Finished on the other endpoint, from the segments already stored.
     EXPECT_GT(done.segments_reused(), 0);
     EXPECT_EQ(done.done().tokens(), 12000);
   }
   const auto reference = single.Ingest(doc, 128);
-  ASSERT_TRUE(reference.status.ok());
+  ASSERT_OK(reference.status);
   const std::string id = reference.done.done().document_id();
   const auto repeated = split.Ingest(doc, 128);
-  ASSERT_TRUE(repeated.status.ok()) << repeated.status.error_message();
+  ASSERT_OK(repeated.status);
   EXPECT_EQ(repeated.done.done().document_id(), id);
   EXPECT_EQ(repeated.done.segments_reused(), repeated.done.segments_total());
 
@@ -267,8 +268,8 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
     for (int64_t as_of : {int64_t{0}, int64_t{1000}}) {
       const auto want = single.Ask(id, "What comes next?", mode, 6, as_of);
       const auto got = split.Ask(id, "What comes next?", mode, 6, as_of);
-      ASSERT_TRUE(want.status.ok()) << want.status.error_message();
-      ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+      ASSERT_OK(want.status);
+      ASSERT_OK(got.status);
       EXPECT_EQ(got.tokens, want.tokens)
           << "mode " << mode << " as_of " << as_of;
       EXPECT_EQ(got.usage.tokens_prefilled(), want.usage.tokens_prefilled());
@@ -278,7 +279,7 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
   const auto appended_single = single.Append(id, Tokens(100, 10), 64);
   ASSERT_TRUE(appended_split.status.ok())
       << appended_split.status.error_message();
-  ASSERT_TRUE(appended_single.status.ok());
+  ASSERT_OK(appended_single.status);
   EXPECT_EQ(split.Ask(id, "And then?").tokens,
             single.Ask(id, "And then?").tokens);
 
@@ -287,7 +288,7 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
       grpc::CreateChannel(store.address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext verify_context;
   v1::VerifyStoreResponse verified;
-  ASSERT_TRUE(store_stub->Verify(&verify_context, {}, &verified).ok());
+  ASSERT_OK(store_stub->Verify(&verify_context, {}, &verified));
   EXPECT_EQ(verified.bad_size(), 0);
   EXPECT_GT(verified.states_checked(), 90);
 
@@ -325,7 +326,7 @@ TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
 
   const std::vector<int32_t> doc = Tokens(256, 21);
   const auto ingested = client[0]->Ingest(doc, 32);
-  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  ASSERT_OK(ingested.status);
   const std::string id = ingested.done.done().document_id();
 
   // Each replica appends its own chunks as fast as it can; without the
@@ -368,7 +369,7 @@ TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
     while (reader->Read(&piece)) {
       stored.insert(stored.end(), piece.tokens().begin(), piece.tokens().end());
     }
-    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_OK(reader->Finish());
   }
   ASSERT_EQ(stored.size(), doc.size() + chunks.size() * kChunkTokens);
   EXPECT_TRUE(std::equal(doc.begin(), doc.end(), stored.begin()));
@@ -391,12 +392,12 @@ TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
   // Both replicas answer from the last state of the whole document.
   for (int r = 0; r < kReplicas; ++r) {
     const auto answer = client[r]->Ask(id, "What comes next?");
-    ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+    ASSERT_OK(answer.status);
     EXPECT_EQ(answer.usage.states_reused(), 1);
   }
   grpc::ClientContext verify_context;
   v1::VerifyStoreResponse verified;
-  ASSERT_TRUE(store_stub->Verify(&verify_context, {}, &verified).ok());
+  ASSERT_OK(store_stub->Verify(&verify_context, {}, &verified));
   EXPECT_EQ(verified.bad_size(), 0);
 
   for (auto& c : client) c.reset();

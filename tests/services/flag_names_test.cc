@@ -3,6 +3,7 @@
 #include "gtest/gtest.h"
 #include "services/common/sha256.h"
 #include "services/orchestrator/document_ids.h"
+#include "tests/testing/grpc_status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -23,14 +24,14 @@ TEST(FlagNamesTest, DashesBecomeUnderscoresInNamesOnly) {
 }
 
 TEST(DocumentIdsTest, ValidationAndDerivation) {
-  EXPECT_TRUE(ValidateDocumentId("doc-1.a_b:c").ok());
+  EXPECT_OK(ValidateDocumentId("doc-1.a_b:c"));
   EXPECT_FALSE(ValidateDocumentId("").ok());
   EXPECT_FALSE(ValidateDocumentId("a/b").ok());
   EXPECT_FALSE(ValidateDocumentId(std::string(129, 'a')).ok());
   const std::vector<int32_t> tokens = {1, 2, 3};
   const std::string id = DeriveDocumentId("fp", "tenant", tokens);
   EXPECT_EQ(id.size(), 4u + 24u);
-  EXPECT_TRUE(ValidateDocumentId(id).ok());
+  EXPECT_OK(ValidateDocumentId(id));
   EXPECT_EQ(id, DeriveDocumentId("fp", "tenant", tokens));
   EXPECT_NE(id, DeriveDocumentId("fp", "other", tokens));
   EXPECT_NE(id, DeriveDocumentId("fp", "tenant", {1, 2, 4}));

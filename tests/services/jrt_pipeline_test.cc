@@ -19,8 +19,8 @@
 #include "storage/rocksdb_store.h"
 #include "tests/services/lighthouse_document.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
 
@@ -108,7 +108,7 @@ class JrtPipelineTest : public ::testing::Test {
                             const std::string& model = "jrt") {
     v1::DocumentInfo info;
     grpc::Status status = Ingest(text, model, &info);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_OK(status);
     return info;
   }
 
@@ -158,7 +158,7 @@ TEST_F(JrtPipelineTest, ModelsDescribeTheirModes) {
   StartServer();
   grpc::ClientContext context;
   v1::ListModelsResponse models;
-  ASSERT_TRUE(stub_->ListModels(&context, {}, &models).ok());
+  ASSERT_OK(stub_->ListModels(&context, {}, &models));
   ASSERT_EQ(models.models_size(), 2);
   for (const v1::ModelInfo& model : models.models()) {
     const bool jrt = model.name() == "jrt";
@@ -184,7 +184,7 @@ TEST_F(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
             (doc_tokens + kSegmentTokens - 1) / kSegmentTokens);
 
   const Answer first = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
-  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  ASSERT_OK(first.status);
   EXPECT_EQ(first.tokens.size(), static_cast<size_t>(kMaxTokens));
   EXPECT_EQ(first.usage.states_reused(), 1);
   EXPECT_EQ(first.usage.states_recomputed(), 0);
@@ -192,7 +192,7 @@ TEST_F(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
   EXPECT_EQ(first.usage.tokens_reused(), doc_tokens);
   // The causal document state is still there for the default mode.
   const Answer causal = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
-  ASSERT_TRUE(causal.status.ok()) << causal.status.error_message();
+  ASSERT_OK(causal.status);
   EXPECT_EQ(causal.usage.states_reused(), 1);
 
   ASSERT_EQ(StopServer(), 0);
@@ -208,7 +208,7 @@ TEST_F(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
     v1::GetDocumentRequest get;
     get.set_document_id(doc.document_id());
     v1::DocumentInfo info;
-    ASSERT_TRUE(stub_->GetDocument(&context, get, &info).ok());
+    ASSERT_OK(stub_->GetDocument(&context, get, &info));
     EXPECT_TRUE(HasPrefixMode(info));
   }
   // A repeated ingest keeps (and reuses) the prefix state.
@@ -225,7 +225,7 @@ TEST_F(JrtPipelineTest, ShortDocumentsAreEncodedLeftPadded) {
   const v1::DocumentInfo doc = IngestOk(kShortDocument);
   EXPECT_TRUE(HasPrefixMode(doc));
   const Answer answer = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
-  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  ASSERT_OK(answer.status);
   EXPECT_EQ(answer.usage.states_reused(), 1);
   EXPECT_EQ(answer.usage.tokens_reused(), doc_tokens);  // pads not counted
   EXPECT_EQ(answer.usage.tokens_prefilled(), PromptTokens());
@@ -237,7 +237,7 @@ TEST_F(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
   StartServer();
   const v1::DocumentInfo doc = IngestOk(kDocument);
   const Answer before = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
-  ASSERT_TRUE(before.status.ok()) << before.status.error_message();
+  ASSERT_OK(before.status);
   ASSERT_EQ(StopServer(), 0);
   {
     const storage::StateKey key = PrefixKey(doc.document_id());
@@ -245,17 +245,17 @@ TEST_F(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
     options.path = StoreDir();
     auto store = storage::OpenRocksDbStore(options);
     ASSERT_OK(store);
-    ASSERT_TRUE((*store)->DeleteState(key).ok());
+    ASSERT_OK((*store)->DeleteState(key));
   }
   StartServer();
   const Answer recovered = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
-  ASSERT_TRUE(recovered.status.ok()) << recovered.status.error_message();
+  ASSERT_OK(recovered.status);
   EXPECT_EQ(recovered.tokens, before.tokens);
   EXPECT_EQ(recovered.usage.states_recomputed(), 1);
   EXPECT_EQ(recovered.usage.states_reused(), 0);
   EXPECT_EQ(recovered.usage.tokens_prefilled(), doc.tokens() + PromptTokens());
   const Answer next = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
-  ASSERT_TRUE(next.status.ok());
+  ASSERT_OK(next.status);
   EXPECT_EQ(next.tokens, before.tokens);
   EXPECT_EQ(next.usage.states_reused(), 1);
   EXPECT_EQ(next.usage.states_recomputed(), 0);
@@ -267,7 +267,7 @@ TEST_F(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
   const v1::DocumentInfo doc = IngestOk(kDocument);
   const Answer answer =
       Ask(doc.document_id(), v1::ASK_MODE_PREFIX_WITH_QUESTION);
-  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  ASSERT_OK(answer.status);
   const int64_t preamble = CountTokens(testing::ReadTwicePreamble(kQuestion));
   EXPECT_EQ(answer.usage.states_reused(), 0);
   EXPECT_EQ(answer.usage.tokens_prefilled(),
@@ -276,7 +276,7 @@ TEST_F(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
   // Deterministic: the same ephemeral read gives the same answer.
   const Answer again =
       Ask(doc.document_id(), v1::ASK_MODE_PREFIX_WITH_QUESTION);
-  ASSERT_TRUE(again.status.ok());
+  ASSERT_OK(again.status);
   EXPECT_EQ(again.tokens, answer.tokens);
   EXPECT_EQ(StopServer(), 0);
 }
@@ -304,7 +304,7 @@ TEST_F(JrtPipelineTest, PrefixChainsStartWithTheWholeEncoder) {
       ends.push_back(b.end_token());
     }
   }
-  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_OK(stream->Finish());
   EXPECT_EQ(ends, (std::vector<int64_t>{64, 80, 96, 100}));
   EXPECT_EQ(StopServer(), 0);
 }
@@ -329,7 +329,7 @@ TEST_F(JrtPipelineTest, BasedModelsAnswerPrefixModesPrecisely) {
   EXPECT_NE(prepared.error_message().find("no prefix encoder"),
             std::string::npos);
   // The default mode still answers.
-  EXPECT_TRUE(Ask(doc.document_id(), v1::ASK_MODE_DEFAULT).status.ok());
+  EXPECT_OK(Ask(doc.document_id(), v1::ASK_MODE_DEFAULT).status);
   EXPECT_EQ(StopServer(), 0);
 }
 

@@ -15,8 +15,8 @@
 #include "services/common/state_io.h"
 #include "services/prefill/prefill_run.h"
 #include "storage/rocksdb_store.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -39,7 +39,7 @@ class JrtPrefillRunTest : public ::testing::Test {
     engine::InitModelOptions options;
     options.architecture = "jrt";
     options.out_dir = model_dir_->path();
-    ASSERT_TRUE(engine::WriteRandomModel(options).ok());
+    ASSERT_OK(engine::WriteRandomModel(options));
     auto model = engine::LoadModel(model_dir_->path());
     ASSERT_OK(model);
     model_ = model->release();
@@ -76,7 +76,7 @@ class JrtPrefillRunTest : public ::testing::Test {
     auto state = LoadState(*store_, *model_, key);
     EXPECT_OK(state);
     auto logits = model_->Step(7, **state);
-    EXPECT_TRUE(logits.ok());
+    EXPECT_OK(logits);
     return *logits;
   }
 
@@ -87,7 +87,7 @@ class JrtPrefillRunTest : public ::testing::Test {
         model_->Prefill(Tokens(0, n), *state, engine::PrefillMode::kPrefix)
             .ok());
     auto logits = model_->Step(7, *state);
-    EXPECT_TRUE(logits.ok());
+    EXPECT_OK(logits);
     return *logits;
   }
 
@@ -117,7 +117,7 @@ TEST_F(JrtPrefillRunTest, FirstSegmentIsThePrefixTheRestIsCausal) {
   auto only = short_run.RunSegment(Tokens(0, 10));
   ASSERT_OK(only);
   auto state = LoadState(*store_, *model_, only->key);
-  ASSERT_TRUE(state.ok());
+  ASSERT_OK(state);
   EXPECT_EQ((*state)->token_count(), kEncoder);
   EXPECT_EQ(short_run.tokens_computed(), 10);
 }
@@ -134,10 +134,10 @@ TEST_F(JrtPrefillRunTest, SkippedPrefixSegmentsAreReencodedFromTheRoot) {
   // it, and reads all 100 pending tokens again from the root: one prefix
   // read, whose encoder is still the first 64 tokens.
   auto blob = store_->GetState(keys[1]);
-  ASSERT_TRUE(blob.ok());
+  ASSERT_OK(blob);
   std::string corrupt = *blob;
   corrupt[corrupt.size() / 3] ^= 0x01;
-  ASSERT_TRUE(store_->PutState(keys[1], corrupt, {}).ok());
+  ASSERT_OK(store_->PutState(keys[1], corrupt, {}));
 
   PrefillRun run(*model_, *store_, Options());
   EXPECT_TRUE(run.RunSegment(Tokens(0, 70))->reused);
@@ -155,7 +155,7 @@ TEST_F(JrtPrefillRunTest, RunsFromAParentAreCausal) {
   causal.mode = engine::PrefillMode::kCausal;
   PrefillRun base(*model_, *store_, causal);
   auto parent = base.RunSegment(Tokens(0, 20));
-  ASSERT_TRUE(parent.ok());
+  ASSERT_OK(parent);
   PrefillRunOptions options = Options();
   options.parent = parent->key;
   PrefillRun run(*model_, *store_, options);
@@ -166,7 +166,7 @@ TEST_F(JrtPrefillRunTest, RunsFromAParentAreCausal) {
       model_->Prefill(Tokens(0, 40), *state, engine::PrefillMode::kCausal)
           .ok());
   auto want = model_->Step(7, *state);
-  ASSERT_TRUE(want.ok());
+  ASSERT_OK(want);
   EXPECT_LE(MaxError(StepAfter(result->key), *want), 2e-5);
 }
 

@@ -8,6 +8,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/grpc_status_matchers.h"
 
 namespace twice::testing {
 
@@ -26,10 +27,10 @@ inline constexpr char kLighthouseQuestion[] = "Who keeps the lighthouse?";
 inline int64_t CountTokens(const std::string& model_dir,
                            const std::string& text) {
   auto tokenizer = engine::Tokenizer::FromFile(model_dir + "/tokenizer.json");
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_OK(tokenizer);
   if (!tokenizer.ok()) return -1;
   auto ids = (*tokenizer)->Encode(text);
-  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_OK(ids);
   return ids.ok() ? static_cast<int64_t>(ids->size()) : -1;
 }
 

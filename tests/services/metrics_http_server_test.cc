@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
-#include "tests/testing/status_matchers.h"
+#include "tests/testing/grpc_status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -134,7 +134,7 @@ TEST(MetricsHttpServerStartTest, BadAndTakenAddressesFailCleanly) {
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> first =
       MetricsHttpServer::Start("127.0.0.1:0");
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> second =
       MetricsHttpServer::Start("127.0.0.1:" + std::to_string((*first)->port()));
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);

@@ -10,8 +10,8 @@
 #include "engine/models/init_model.h"
 #include "gtest/gtest.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -65,9 +65,9 @@ TEST_F(ModelUpgradeTest, DocumentsAreReadAgainFromTheirTokensOnce) {
     ServerProcess server;
     Start(server, "v1");
     WorkflowClient client(server.address());
-    ASSERT_TRUE(client.Ingest(tokens, 128, "doc").status.ok());
+    ASSERT_OK(client.Ingest(tokens, 128, "doc").status);
     const testing::WorkflowAnswer answer = client.Ask("doc", kQuestion);
-    ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+    ASSERT_OK(answer.status);
     old_answer = answer.tokens;
   }
   ServerProcess server;
@@ -75,29 +75,29 @@ TEST_F(ModelUpgradeTest, DocumentsAreReadAgainFromTheirTokensOnce) {
   WorkflowClient client(server.address());
   // The first question after the upgrade reads the document again...
   const testing::WorkflowAnswer upgraded = client.Ask("doc", kQuestion);
-  ASSERT_TRUE(upgraded.status.ok()) << upgraded.status.error_message();
+  ASSERT_OK(upgraded.status);
   EXPECT_NE(server.stderr_text().find("event=document.upgraded"),
             std::string::npos);
   // ...into exactly the states a fresh ingest into v2 has: the same chain
   // keys, so that ingest finds every segment stored already.
   const testing::IngestResult fresh = client.Ingest(tokens, 128, "fresh");
-  ASSERT_TRUE(fresh.status.ok()) << fresh.status.error_message();
+  ASSERT_OK(fresh.status);
   EXPECT_EQ(fresh.done.segments_reused(), 3);
   const testing::WorkflowAnswer reference = client.Ask("fresh", kQuestion);
-  ASSERT_TRUE(reference.status.ok());
+  ASSERT_OK(reference.status);
   EXPECT_EQ(upgraded.tokens, reference.tokens);
   // Random weights of another seed answer differently; had the old states
   // been resumed, the answer would have been the old one.
   EXPECT_NE(upgraded.tokens, old_answer);
   // Later questions reuse the new states: only the question is prefilled.
   const testing::WorkflowAnswer again = client.Ask("doc", kQuestion);
-  ASSERT_TRUE(again.status.ok());
+  ASSERT_OK(again.status);
   EXPECT_EQ(again.tokens, upgraded.tokens);
   EXPECT_GE(again.usage.states_reused(), 1);
   EXPECT_LT(again.usage.tokens_prefilled(), 100);
   // Appends continue from the upgraded document.
-  EXPECT_TRUE(client.Append("doc", Tokens(40), 128).status.ok());
-  EXPECT_TRUE(client.Ask("doc", kQuestion).status.ok());
+  EXPECT_OK(client.Append("doc", Tokens(40), 128).status);
+  EXPECT_OK(client.Ask("doc", kQuestion).status);
 }
 
 }  // namespace

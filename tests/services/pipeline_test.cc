@@ -19,8 +19,8 @@
 #include "storage/rocksdb_store.h"
 #include "tests/services/lighthouse_document.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
 namespace twice {
@@ -107,7 +107,7 @@ class PipelineTest : public ::testing::Test {
     request.set_text(text);
     v1::IngestResponse done;
     grpc::Status status = Ingest({request}, &done);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_OK(status);
     return done;
   }
 
@@ -159,7 +159,7 @@ TEST_F(PipelineTest, ReadTwiceRereadsTheDocumentAfterTheQuestion) {
   const v1::DocumentInfo doc = IngestText(kDocument).done();
   const Answer answer =
       Ask(doc.document_id(), kQuestion, v1::ASK_MODE_READ_TWICE);
-  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  ASSERT_OK(answer.status);
   const int64_t preamble = CountTokens(testing::ReadTwicePreamble(kQuestion));
   const int64_t prompt = CountTokens(testing::QuestionPrompt(kQuestion));
   // First read cached; the second read and the prompt are prefilled.
@@ -169,7 +169,7 @@ TEST_F(PipelineTest, ReadTwiceRereadsTheDocumentAfterTheQuestion) {
 
   const Answer full =
       Ask(doc.document_id(), kQuestion, v1::ASK_MODE_READ_TWICE_FULL);
-  ASSERT_TRUE(full.status.ok()) << full.status.error_message();
+  ASSERT_OK(full.status);
   EXPECT_EQ(full.usage.states_reused(), 0);
   EXPECT_EQ(full.usage.tokens_prefilled(),
             preamble + 2 * doc.tokens() + CountTokens("\n\n") + prompt);
@@ -179,7 +179,7 @@ TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
   StartServer();
   const v1::DocumentInfo doc = IngestText(kDocument).done();
   const Answer before = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(before.status.ok());
+  ASSERT_OK(before.status);
   ASSERT_EQ(StopServer(), 0);
 
   // Overwrite the last two document states with bytes that are well-formed
@@ -194,22 +194,22 @@ TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
     for (int back = 1; back <= 2; ++back) {
       auto key = storage::StateKey::FromBytes(
           doc.segments(doc.segments_size() - back).state_key().digest());
-      ASSERT_TRUE(key.ok());
+      ASSERT_OK(key);
       auto blob = (*store)->GetState(*key);
-      ASSERT_TRUE(blob.ok());
+      ASSERT_OK(blob);
       std::string corrupt = *blob;
       corrupt[corrupt.size() / 2] ^= 0x5a;
-      ASSERT_TRUE((*store)->PutState(*key, corrupt, {}).ok());
+      ASSERT_OK((*store)->PutState(*key, corrupt, {}));
     }
   }
 
   StartServer();
   const Answer recovered = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(recovered.status.ok()) << recovered.status.error_message();
+  ASSERT_OK(recovered.status);
   EXPECT_EQ(recovered.tokens, before.tokens);
   EXPECT_GE(recovered.usage.states_recomputed(), 2);
   const Answer next = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(next.status.ok());
+  ASSERT_OK(next.status);
   EXPECT_EQ(next.tokens, before.tokens);
   EXPECT_EQ(next.usage.states_recomputed(), 0);
   EXPECT_EQ(next.usage.states_reused(), 1);
@@ -289,14 +289,14 @@ TEST_F(PipelineTest, BadInputGetsPreciseStatusAndServerKeepsServing) {
 
   // Still serving, and the good document still answers.
   EXPECT_TRUE(Healthy());
-  EXPECT_TRUE(Ask(doc.document_id(), kQuestion).status.ok());
+  EXPECT_OK(Ask(doc.document_id(), kQuestion).status);
 }
 
 TEST_F(PipelineTest, BatchAskAnswersEveryQuestionWithItsIndex) {
   StartServer();
   const v1::DocumentInfo doc = IngestText(kDocument).done();
   const Answer single = Ask(doc.document_id(), kQuestion);
-  ASSERT_TRUE(single.status.ok());
+  ASSERT_OK(single.status);
 
   v1::BatchAskRequest request;
   request.set_document_id(doc.document_id());
@@ -322,7 +322,7 @@ TEST_F(PipelineTest, BatchAskAnswersEveryQuestionWithItsIndex) {
       usage[response.index()] = response.response().usage();
     }
   }
-  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_OK(reader->Finish());
   EXPECT_EQ(tokens[0], single.tokens);
   EXPECT_EQ(tokens[1].size(), 8u);
   EXPECT_EQ(usage[0].states_reused(), 1);
@@ -338,7 +338,7 @@ TEST_F(PipelineTest, DocumentsCanBeListedPinnedAndDeleted) {
     pin.set_document_id(doc.document_id());
     pin.set_pinned(true);
     v1::DocumentInfo pinned;
-    ASSERT_TRUE(stub_->PinDocument(&context, pin, &pinned).ok());
+    ASSERT_OK(stub_->PinDocument(&context, pin, &pinned));
     EXPECT_TRUE(pinned.pinned());
   }
   {
@@ -346,13 +346,13 @@ TEST_F(PipelineTest, DocumentsCanBeListedPinnedAndDeleted) {
     v1::GetDocumentRequest get;
     get.set_document_id(doc.document_id());
     v1::DocumentInfo info;
-    ASSERT_TRUE(stub_->GetDocument(&context, get, &info).ok());
+    ASSERT_OK(stub_->GetDocument(&context, get, &info));
     EXPECT_TRUE(info.pinned());
     EXPECT_EQ(info.tokens(), doc.tokens());
   }
   grpc::ClientContext list_context;
   v1::ListDocumentsResponse listed;
-  ASSERT_TRUE(stub_->ListDocuments(&list_context, {}, &listed).ok());
+  ASSERT_OK(stub_->ListDocuments(&list_context, {}, &listed));
   ASSERT_EQ(listed.documents_size(), 1);
   EXPECT_EQ(listed.documents(0).document_id(), doc.document_id());
 
@@ -360,7 +360,7 @@ TEST_F(PipelineTest, DocumentsCanBeListedPinnedAndDeleted) {
   v1::DeleteDocumentRequest request;
   request.set_document_id(doc.document_id());
   v1::DeleteDocumentResponse deleted;
-  ASSERT_TRUE(stub_->DeleteDocument(&delete_context, request, &deleted).ok());
+  ASSERT_OK(stub_->DeleteDocument(&delete_context, request, &deleted));
   EXPECT_EQ(deleted.states_deleted(), doc.segments_size());
   EXPECT_EQ(Ask(doc.document_id(), kQuestion).status.error_code(),
             grpc::StatusCode::NOT_FOUND);

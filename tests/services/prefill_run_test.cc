@@ -11,8 +11,8 @@
 #include "gtest/gtest.h"
 #include "services/common/state_io.h"
 #include "storage/rocksdb_store.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -23,7 +23,7 @@ class PrefillRunTest : public ::testing::Test {
     model_dir_ = new testing::TempDir();
     engine::InitModelOptions options;
     options.out_dir = model_dir_->path();
-    ASSERT_TRUE(engine::WriteRandomModel(options).ok());
+    ASSERT_OK(engine::WriteRandomModel(options));
     auto model = engine::LoadModel(model_dir_->path());
     ASSERT_OK(model);
     model_ = model->release();
@@ -85,7 +85,7 @@ TEST_F(PrefillRunTest, SegmentsChainAndAreReusedByKey) {
   PrefillRun again(*model_, *store_, Options());
   for (int i = 0; i < 3; ++i) {
     auto result = again.RunSegment(Segment(i));
-    ASSERT_TRUE(result.ok());
+    ASSERT_OK(result);
     EXPECT_TRUE(result->reused);
   }
   EXPECT_EQ(again.tokens_computed(), 0);
@@ -100,10 +100,10 @@ TEST_F(PrefillRunTest, CorruptSkippedStateIsRecomputedFromTheLastGoodOne) {
   }
   // The second state is stored but corrupt; the third segment is new.
   auto blob = store_->GetState(keys[1]);
-  ASSERT_TRUE(blob.ok());
+  ASSERT_OK(blob);
   std::string corrupt = *blob;
   corrupt[corrupt.size() / 3] ^= 0x01;
-  ASSERT_TRUE(store_->PutState(keys[1], corrupt, {}).ok());
+  ASSERT_OK(store_->PutState(keys[1], corrupt, {}));
 
   PrefillRun run(*model_, *store_, Options());
   EXPECT_TRUE(run.RunSegment(Segment(0))->reused);
@@ -115,7 +115,7 @@ TEST_F(PrefillRunTest, CorruptSkippedStateIsRecomputedFromTheLastGoodOne) {
   // Recomputed from the root: both skipped segments were read again.
   EXPECT_EQ(run.tokens_computed(), 3 * kSegment);
   auto state = LoadState(*store_, *model_, third->key);
-  ASSERT_TRUE(state.ok());
+  ASSERT_OK(state);
   EXPECT_EQ((*state)->token_count(), 3 * kSegment);
 }
 

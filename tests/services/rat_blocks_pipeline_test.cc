@@ -26,8 +26,8 @@
 #include "gtest/gtest.h"
 #include "services/orchestrator/prompt_templates.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 #include "twice/v1/store.grpc.pb.h"
 
 namespace twice {
@@ -95,7 +95,7 @@ class RatBlocksPipelineTest : public ::testing::Test {
     v1::StoreStats stats;
     const grpc::Status status =
         store_->Stats(&context, v1::StoreStatsRequest(), &stats);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_OK(status);
     return stats;
   }
 
@@ -118,7 +118,7 @@ class RatBlocksPipelineTest : public ::testing::Test {
     }
     auto prompt = model_->tokenizer().Encode(services::FillTemplate(
         services::PromptTemplates().question_prompt, kQuestion));
-    EXPECT_TRUE(prompt.ok());
+    EXPECT_OK(prompt);
     auto logits =
         model_->Prefill(*prompt, *state, engine::PrefillMode::kCausal);
     EXPECT_OK(logits);
@@ -154,7 +154,7 @@ TEST_F(RatBlocksPipelineTest, SegmentsAndAppendsWriteOnlyNewBlocks) {
   // blocks of the previous one plus its own rows and head.
   const std::vector<int32_t> doc = Tokens(5 * kSegment, 1);
   const auto ingested = client_->Ingest(doc, kSegment, "segmented", "rat");
-  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  ASSERT_OK(ingested.status);
   const v1::StoreStats after_ingest = Stats();
   EXPECT_EQ(after_ingest.block_count() - empty.block_count(), 2 * 5);
   EXPECT_EQ(after_ingest.state_count() - empty.state_count(), 5);
@@ -174,7 +174,7 @@ TEST_F(RatBlocksPipelineTest, SegmentsAndAppendsWriteOnlyNewBlocks) {
   // Appends, one segment each: the bytes each adds are its new rows plus
   // a head and a manifest, whatever the document's length.
   const std::vector<int32_t> first = Tokens(kSegment, 2);
-  ASSERT_TRUE(client_->Ingest(first, kSegment, "grown", "rat").status.ok());
+  ASSERT_OK(client_->Ingest(first, kSegment, "grown", "rat").status);
   std::vector<int32_t> grown = first;
   v1::StoreStats before = Stats();
   const int64_t new_rows_bytes = kRatLayers * (kSegment / kChunk) * kRowBytes;
@@ -182,7 +182,7 @@ TEST_F(RatBlocksPipelineTest, SegmentsAndAppendsWriteOnlyNewBlocks) {
     SCOPED_TRACE(k);
     const std::vector<int32_t> more = Tokens(kSegment, 10 + k);
     const auto appended = client_->Append("grown", more, kSegment);
-    ASSERT_TRUE(appended.status.ok()) << appended.status.error_message();
+    ASSERT_OK(appended.status);
     grown.insert(grown.end(), more.begin(), more.end());
     const v1::StoreStats after = Stats();
     const int64_t added = after.state_bytes() - before.state_bytes();
@@ -216,7 +216,7 @@ TEST_F(RatBlocksPipelineTest, SegmentsAndAppendsWriteOnlyNewBlocks) {
       SCOPED_TRACE(id);
       const auto answer =
           client_->Ask(id, kQuestion, v1::ASK_MODE_DEFAULT, kMaxTokens);
-      ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+      ASSERT_OK(answer.status);
       EXPECT_EQ(answer.tokens, want);
       EXPECT_EQ(answer.usage.states_reused(), 1);
       EXPECT_EQ(answer.usage.states_recomputed(), 0);

@@ -12,8 +12,8 @@
 #include "services/store/remote_state_store.h"
 #include "services/store/store_service.h"
 #include "storage/rocksdb_store.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -63,18 +63,18 @@ TEST_F(RemoteStoreTest, LargeStateRoundTripsInChunks) {
   for (char& c : blob) c = static_cast<char>(rng());
   const storage::StateKey key = storage::ChainKey(
       storage::RootKey("fingerprint", "causal", "tenant"), {1, 2, 3});
-  ASSERT_TRUE(remote_->PutState(key, blob, {}).ok());
+  ASSERT_OK(remote_->PutState(key, blob, {}));
   auto has = remote_->HasState(key);
-  ASSERT_TRUE(has.ok());
+  ASSERT_OK(has);
   EXPECT_TRUE(*has);
   auto read = remote_->GetState(key);
   ASSERT_OK(read);
   EXPECT_EQ(*read, blob);
   // The same bytes are visible through the embedded store.
   auto local = local_->GetState(key);
-  ASSERT_TRUE(local.ok());
+  ASSERT_OK(local);
   EXPECT_EQ(*local, blob);
-  ASSERT_TRUE(remote_->DeleteState(key).ok());
+  ASSERT_OK(remote_->DeleteState(key));
   EXPECT_EQ(remote_->GetState(key).status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -93,7 +93,7 @@ TEST_F(RemoteStoreTest, DocumentsRoundTripWithManyTokens) {
   std::vector<int32_t> tokens(record.token_count);
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = static_cast<int32_t>(i % 50000);
-  ASSERT_TRUE(remote_->PutDocument(record, tokens).ok());
+  ASSERT_OK(remote_->PutDocument(record, tokens));
 
   auto got = remote_->GetDocument({"t1", "doc-1"});
   ASSERT_OK(got);
@@ -101,22 +101,22 @@ TEST_F(RemoteStoreTest, DocumentsRoundTripWithManyTokens) {
   ASSERT_EQ(got->segments.size(), 2u);
   EXPECT_EQ(got->segments[1].state_key, record.segments[1].state_key);
   auto got_tokens = remote_->GetTokens({"t1", "doc-1"});
-  ASSERT_TRUE(got_tokens.ok());
+  ASSERT_OK(got_tokens);
   EXPECT_EQ(*got_tokens, tokens);
 
   // Writes are conditional on the revision read (document_catalog.h).
   record.pinned = true;
   EXPECT_EQ(remote_->UpdateDocument(record).code(), absl::StatusCode::kAborted);
   record.revision = got->revision;
-  ASSERT_TRUE(remote_->UpdateDocument(record).ok());
+  ASSERT_OK(remote_->UpdateDocument(record));
   EXPECT_TRUE(remote_->GetDocument({"t1", "doc-1"})->pinned);
 
   auto page = remote_->ListDocuments("t1", 10, "");
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   ASSERT_EQ(page->records.size(), 1u);
   EXPECT_EQ(remote_->GetDocument({"t2", "doc-1"}).status().code(),
             absl::StatusCode::kNotFound);
-  ASSERT_TRUE(remote_->DeleteDocument({"t1", "doc-1"}).ok());
+  ASSERT_OK(remote_->DeleteDocument({"t1", "doc-1"}));
   EXPECT_EQ(remote_->GetDocument({"t1", "doc-1"}).status().code(),
             absl::StatusCode::kNotFound);
 }

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "services/server/server.h"
 #include "services/server/server_options.h"
-#include "tests/testing/status_matchers.h"
+#include "tests/testing/grpc_status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -22,7 +22,7 @@ ServerOptions WithDevice(const std::string& device) {
 
 TEST(ServerDeviceOptionTest, CpuIsTheDefaultAndValid) {
   EXPECT_EQ(ServerOptions().device, "cpu");
-  EXPECT_TRUE(WithDevice("cpu").Validate().ok());
+  EXPECT_OK(WithDevice("cpu").Validate());
   absl::StatusOr<std::string> name = engine::UseKernelDevice("cpu");
   ASSERT_OK(name);
   EXPECT_EQ(*name, "cpu");
@@ -30,13 +30,13 @@ TEST(ServerDeviceOptionTest, CpuIsTheDefaultAndValid) {
 }
 
 TEST(ServerDeviceOptionTest, CudaIsValidAndDecidedAtStartup) {
-  EXPECT_TRUE(WithDevice("cuda").Validate().ok());
+  EXPECT_OK(WithDevice("cuda").Validate());
   absl::StatusOr<std::string> name = engine::UseKernelDevice("cuda");
   if (name.ok()) {
     // A GPU machine with a CUDA build: the backend is installed.
     EXPECT_EQ(name->rfind("cuda:0", 0), 0u) << *name;
     EXPECT_TRUE(engine::KernelDeviceStats().has_value());
-    ASSERT_TRUE(engine::UseKernelDevice("cpu").ok());
+    ASSERT_OK(engine::UseKernelDevice("cpu"));
     GTEST_SKIP() << "a GPU is present: " << *name;
   }
   EXPECT_EQ(name.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -51,7 +51,7 @@ TEST(ServerDeviceOptionTest, ServerWithoutGpuRefusesCudaAtStart) {
   options.listen = "127.0.0.1:0";
   absl::StatusOr<std::string> probe = engine::UseKernelDevice("cuda");
   if (probe.ok()) {
-    ASSERT_TRUE(engine::UseKernelDevice("cpu").ok());
+    ASSERT_OK(engine::UseKernelDevice("cpu"));
     GTEST_SKIP() << "a GPU is present";
   }
   absl::StatusOr<std::unique_ptr<TwiceServer>> server =
@@ -67,8 +67,8 @@ TEST(ServerDeviceOptionTest, EveryWeightsDtypeLoadsTheSameOnBothDevices) {
     ServerOptions cpu = WithDevice("cpu");
     ServerOptions cuda = WithDevice("cuda");
     cpu.weights_dtype = cuda.weights_dtype = dtype;
-    EXPECT_TRUE(cpu.Validate().ok());
-    EXPECT_TRUE(cuda.Validate().ok()) << cuda.Validate();
+    EXPECT_OK(cpu.Validate());
+    EXPECT_OK(cuda.Validate());
     EXPECT_EQ(cuda.ModelLoadOptions().weights_dtype,
               cpu.ModelLoadOptions().weights_dtype);
   }

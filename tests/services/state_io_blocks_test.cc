@@ -17,8 +17,8 @@
 #include "services/prefill/prefill_run.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_store.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -37,7 +37,7 @@ class StateIoBlocksTest : public ::testing::Test {
     options.architecture = "rat";
     options.preset = "tiny";
     options.out_dir = dir_->path() + "/rat";
-    ASSERT_TRUE(engine::WriteRandomModel(options).ok());
+    ASSERT_OK(engine::WriteRandomModel(options));
     auto model = engine::LoadModel(options.out_dir);
     ASSERT_OK(model);
     model_ = model->release();
@@ -92,11 +92,11 @@ TEST_F(StateIoBlocksTest, PrefillRunStoresSegmentsAsExtendingBlocks) {
     EXPECT_EQ(engine::EncodeState(**loaded),
               engine::EncodeState(*engine_state));
     auto listed = store_->GetStateBlocks(result->key);
-    ASSERT_TRUE(listed.ok());
+    ASSERT_OK(listed);
     begin = end;
   }
   auto listed = store_->GetStateBlocks(run.current_key());
-  ASSERT_TRUE(listed.ok());
+  ASSERT_OK(listed);
   EXPECT_EQ(listed->size(), 7u);  // rows+head, head, rows+head, rows+head
 }
 
@@ -112,8 +112,8 @@ TEST_F(StateIoBlocksTest, PrefillRunCountsItsStatesAgainstItsTenant) {
   options.tenant = "t";
   PrefillRun run(*model_, **store, options);
   const std::vector<int32_t> tokens = Tokens(60, 3);
-  ASSERT_TRUE(run.RunSegment(absl::MakeConstSpan(tokens).subspan(0, 40)).ok());
-  ASSERT_TRUE(run.RunSegment(absl::MakeConstSpan(tokens).subspan(40)).ok());
+  ASSERT_OK(run.RunSegment(absl::MakeConstSpan(tokens).subspan(0, 40)));
+  ASSERT_OK(run.RunSegment(absl::MakeConstSpan(tokens).subspan(40)));
   const storage::StoreStats stats = (*store)->Stats();
   EXPECT_GT(stats.block_count, 0);
   EXPECT_EQ((*store)->TenantStateBytes("t"), stats.state_bytes);
@@ -130,7 +130,7 @@ TEST_F(StateIoBlocksTest, MissingBaseWritesEveryBlock) {
   ASSERT_TRUE(
       SaveState(*store_, key, *state, "t", StateBase{gone, {2, 2}}).ok());
   auto blocks = store_->GetStateBlocks(key);
-  ASSERT_TRUE(blocks.ok());
+  ASSERT_OK(blocks);
   EXPECT_EQ(blocks->size(), 2u);
   auto loaded = LoadState(*store_, *model_, key);
   ASSERT_OK(loaded);
@@ -145,18 +145,18 @@ TEST_F(StateIoBlocksTest, BlocksTheCodecRejectsAreDeletedAndMissed) {
   const storage::StateKey key =
       storage::ChainKey(storage::RootKey("fp", "causal", "t"), Tokens(70, 6));
   auto blocks = engine::EncodeStateBlocks(*state, {});
-  ASSERT_TRUE(blocks.ok());
+  ASSERT_OK(blocks);
   // Intact envelopes, a damaged payload (the store cannot tell).
   (*blocks)[0][40] ^= 1;
   const std::vector<std::string_view> views(blocks->begin(), blocks->end());
-  ASSERT_TRUE(store_->PutStateBlocks(key, std::nullopt, views, {}).ok());
+  ASSERT_OK(store_->PutStateBlocks(key, std::nullopt, views, {}));
   const int64_t corruptions = store_->Stats().corruptions;
   auto loaded = LoadState(*store_, *model_, key);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound)
       << loaded.status();
   EXPECT_EQ(store_->Stats().corruptions, corruptions + 1);
   auto has = store_->HasState(key);
-  ASSERT_TRUE(has.ok());
+  ASSERT_OK(has);
   EXPECT_FALSE(*has);
 }
 

@@ -17,6 +17,7 @@
 #include "storage/rocksdb_state_store.h"
 #include "tests/services/serving_client.h"
 #include "tests/storage/raw_db.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
 
 namespace twice {
@@ -108,12 +109,12 @@ class StoreFaultTest : public ::testing::Test {
     v1::DocumentInfo info;
     const grpc::Status status =
         client_->Ingest(id, text, kSegmentTokens, pin, &info);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_OK(status);
     return info;
   }
   testing::AskResult Ask(const std::string& id) {
     testing::AskResult result = client_->Ask(id);
-    EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+    EXPECT_OK(result.status);
     return result;
   }
   testing::CommandResult Store(const std::string& what,
@@ -146,12 +147,12 @@ TEST_F(StoreFaultTest, DamagedStateValuesAreRecomputedWithTheSameAnswer) {
     const std::string b =
         truncated.segments(truncated.segments_size() - 1).state_key().digest();
     std::string value;
-    ASSERT_TRUE(raw.Get(storage::kStatesFamily, a, &value).ok());
+    ASSERT_OK(raw.Get(storage::kStatesFamily, a, &value));
     value[value.size() / 2] ^= 0x40;
-    ASSERT_TRUE(raw.Put(storage::kStatesFamily, a, value).ok());
-    ASSERT_TRUE(raw.Get(storage::kStatesFamily, b, &value).ok());
+    ASSERT_OK(raw.Put(storage::kStatesFamily, a, value));
+    ASSERT_OK(raw.Get(storage::kStatesFamily, b, &value));
     value.resize(value.size() / 2);
-    ASSERT_TRUE(raw.Put(storage::kStatesFamily, b, value).ok());
+    ASSERT_OK(raw.Put(storage::kStatesFamily, b, value));
   }
   StartServer();
   for (const auto& [id, answer] : std::map<std::string, std::vector<int32_t>>{
@@ -273,9 +274,9 @@ TEST_F(StoreFaultTest, StoreCommandsVerifyCompactAndCollect) {
     storage::test_util::RawDb raw(StoreDir());
     const std::string key = doc.segments(0).state_key().digest();
     std::string value;
-    ASSERT_TRUE(raw.Get(storage::kStatesFamily, key, &value).ok());
+    ASSERT_OK(raw.Get(storage::kStatesFamily, key, &value));
     value[value.size() - 3] ^= 0x01;
-    ASSERT_TRUE(raw.Put(storage::kStatesFamily, key, value).ok());
+    ASSERT_OK(raw.Put(storage::kStatesFamily, key, value));
   }
   StartServer();
   verify = Store("verify");

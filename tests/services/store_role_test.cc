@@ -18,8 +18,8 @@
 
 #include "gtest/gtest.h"
 #include "services/store/remote_state_store.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 extern char** environ;
 
@@ -137,7 +137,7 @@ TEST_F(StoreRoleTest, ChunkedStatesTravelAsNewBlocksOnly) {
   ASSERT_OK(got);
   EXPECT_TRUE(*got == blocks);
   absl::StatusOr<std::string> whole = store_->GetState(Key(2));
-  ASSERT_TRUE(whole.ok());
+  ASSERT_OK(whole);
   EXPECT_EQ(whole->size(), blocks[0].size() + blocks[1].size() +
                                blocks[2].size() + blocks[3].size());
   const storage::StoreStats stats = store_->Stats();
@@ -148,7 +148,7 @@ TEST_F(StoreRoleTest, ChunkedStatesTravelAsNewBlocksOnly) {
 }
 
 TEST_F(StoreRoleTest, AdministrationAndCorruptionReportsWorkRemotely) {
-  ASSERT_TRUE(store_->PutState(Key(1), Value(1, 0, 0), {}).ok());
+  ASSERT_OK(store_->PutState(Key(1), Value(1, 0, 0), {}));
   absl::StatusOr<storage::VerifyReport> verified = store_->Verify({});
   ASSERT_OK(verified);
   EXPECT_EQ(verified->states_checked, 1);
@@ -156,15 +156,15 @@ TEST_F(StoreRoleTest, AdministrationAndCorruptionReportsWorkRemotely) {
   absl::StatusOr<storage::CompactReport> compacted = store_->Compact();
   ASSERT_OK(compacted);
   EXPECT_GT(compacted->disk_bytes_after, 1 << 20);
-  ASSERT_TRUE(store_->DeleteState(Key(1)).ok());
+  ASSERT_OK(store_->DeleteState(Key(1)));
   absl::StatusOr<storage::GcReport> collected = store_->CollectGarbage();
   ASSERT_OK(collected);
   EXPECT_LT(collected->disk_bytes_after, 1 << 20);
 
   // A consumer that finds a served state corrupt reports it back.
-  ASSERT_TRUE(store_->PutState(Key(2), Value(2, 0, 0), {}).ok());
-  ASSERT_TRUE(store_->GetState(Key(2)).ok());
-  ASSERT_TRUE(store_->DiscardCorruptState(Key(2)).ok());
+  ASSERT_OK(store_->PutState(Key(2), Value(2, 0, 0), {}));
+  ASSERT_OK(store_->GetState(Key(2)));
+  ASSERT_OK(store_->DiscardCorruptState(Key(2)));
   const storage::StoreStats stats = store_->Stats();
   EXPECT_EQ(stats.corruptions, 1);
   EXPECT_EQ(stats.misses, 1);

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
@@ -63,8 +64,8 @@ TEST(TenantBudgetsTest, PinnedDocumentsPerTenantAreBounded) {
                            dir.path() + "/server.log"))
       << server.stderr_text();
   WorkflowClient client(server.address());
-  ASSERT_TRUE(IngestPinned(client, "p1", 100).status.ok());
-  ASSERT_TRUE(IngestPinned(client, "p2", 200).status.ok());
+  ASSERT_OK(IngestPinned(client, "p1", 100).status);
+  ASSERT_OK(IngestPinned(client, "p2", 200).status);
   const IngestResult third = IngestPinned(client, "p3", 300);
   EXPECT_EQ(third.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(
@@ -72,13 +73,13 @@ TEST(TenantBudgetsTest, PinnedDocumentsPerTenantAreBounded) {
       std::string::npos)
       << third.status.error_message();
   // Re-ingesting a pinned document is not one more pin.
-  EXPECT_TRUE(IngestPinned(client, "p1", 100).status.ok());
+  EXPECT_OK(IngestPinned(client, "p1", 100).status);
   // Pinning an unpinned document counts too; unpinning makes room.
-  ASSERT_TRUE(client.Ingest(Tokens(40, 400), 0, "u1").status.ok());
+  ASSERT_OK(client.Ingest(Tokens(40, 400), 0, "u1").status);
   EXPECT_EQ(Pin(client, "u1", true).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
-  ASSERT_TRUE(Pin(client, "p2", false).ok());
-  EXPECT_TRUE(Pin(client, "u1", true).ok());
+  ASSERT_OK(Pin(client, "p2", false));
+  EXPECT_OK(Pin(client, "u1", true));
   EXPECT_TRUE(Pin(client, "u1", true).ok());  // already pinned: no change
 }
 
@@ -97,7 +98,7 @@ TEST(TenantBudgetsTest, StoredSegmentsPerDocumentAreBounded) {
       << small.status.error_message();
   // Segments of 25 fit: 4 states.
   const IngestResult fits = client.Ingest(Tokens(100, 50), 25, "fits");
-  ASSERT_TRUE(fits.status.ok()) << fits.status.error_message();
+  ASSERT_OK(fits.status);
   EXPECT_EQ(fits.done.done().segments_size(), 4);
   // The document is full: an append needs a new segment.
   EXPECT_EQ(client.Append("fits", Tokens(10, 500), 0).status.error_code(),
@@ -129,9 +130,9 @@ TEST(TenantBudgetsTest, RefusedIngestsAreNotChargedToTheQuota) {
             grpc::StatusCode::INVALID_ARGUMENT);
   // The whole quota is still there.
   const IngestResult ok = client.Ingest(Tokens(250, 10), 0, "ok");
-  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_OK(ok.status);
   const IngestResult next = client.Ingest(Tokens(250, 700), 0, "next");
-  EXPECT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_OK(next.status);
   EXPECT_EQ(client.Ingest(Tokens(10, 900), 0, "over").status.error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
 }

@@ -8,8 +8,8 @@
 
 #include "gtest/gtest.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice::services {
 namespace {
@@ -31,16 +31,16 @@ TEST(TenantLimiterTest, ConcurrentCallsPerTenantAndInAll) {
             std::string::npos);
   // Another tenant still gets in, up to the global limit.
   absl::StatusOr<std::shared_ptr<void>> b = limiter.EnterCall("b");
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   absl::StatusOr<std::shared_ptr<void>> c = limiter.EnterCall("c");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(c.status().message().find("(max_concurrent_calls)"),
             std::string::npos);
   // Slots come back when their guards go.
   held.pop_back();
-  EXPECT_TRUE(limiter.EnterCall("a").ok());
+  EXPECT_OK(limiter.EnterCall("a"));
   b->reset();
-  EXPECT_TRUE(limiter.EnterCall("c").ok());
+  EXPECT_OK(limiter.EnterCall("c"));
 }
 
 TEST(TenantLimiterTest, ZeroMeansNoLimit) {
@@ -48,10 +48,10 @@ TEST(TenantLimiterTest, ZeroMeansNoLimit) {
   std::vector<std::shared_ptr<void>> held;
   for (int i = 0; i < 100; ++i) {
     absl::StatusOr<std::shared_ptr<void>> slot = limiter.EnterCall("a");
-    ASSERT_TRUE(slot.ok());
+    ASSERT_OK(slot);
     held.push_back(*slot);
   }
-  EXPECT_TRUE(limiter.ChargeIngest("a", int64_t{1} << 40).ok());
+  EXPECT_OK(limiter.ChargeIngest("a", int64_t{1} << 40));
 }
 
 TEST(TenantLimiterTest, IngestTokensSlideOverOneMinutePerTenant) {
@@ -59,19 +59,19 @@ TEST(TenantLimiterTest, IngestTokensSlideOverOneMinutePerTenant) {
   limits.max_ingest_tokens_per_minute = 1000;
   TenantLimiter limiter(limits);
   const absl::Time t0 = absl::FromUnixSeconds(1000);
-  ASSERT_TRUE(limiter.ChargeIngest("a", 600, t0).ok());
-  ASSERT_TRUE(limiter.ChargeIngest("a", 400, t0 + absl::Seconds(10)).ok());
+  ASSERT_OK(limiter.ChargeIngest("a", 600, t0));
+  ASSERT_OK(limiter.ChargeIngest("a", 400, t0 + absl::Seconds(10)));
   const absl::Status over =
       limiter.ChargeIngest("a", 1, t0 + absl::Seconds(59));
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over.message().find("max_ingest_tokens_per_minute"),
             std::string::npos);
   // Another tenant has its own budget.
-  EXPECT_TRUE(limiter.ChargeIngest("b", 1000, t0 + absl::Seconds(59)).ok());
+  EXPECT_OK(limiter.ChargeIngest("b", 1000, t0 + absl::Seconds(59)));
   // A refused charge costs nothing; once the first 600 leave the window,
   // 600 fit again, 601 do not.
   EXPECT_FALSE(limiter.ChargeIngest("a", 601, t0 + absl::Seconds(60)).ok());
-  EXPECT_TRUE(limiter.ChargeIngest("a", 600, t0 + absl::Seconds(60)).ok());
+  EXPECT_OK(limiter.ChargeIngest("a", 600, t0 + absl::Seconds(60)));
   // A document larger than the budget never fits.
   EXPECT_FALSE(limiter.ChargeIngest("c", 1001, t0).ok());
 }
@@ -86,7 +86,7 @@ TEST(TenantLimiterTest, ServerRefusesIngestsBeyondTheRate) {
   testing::WorkflowClient client(server.address());
   std::vector<int32_t> tokens(300);
   for (int i = 0; i < 300; ++i) tokens[i] = 100 + i;
-  ASSERT_TRUE(client.Ingest(tokens, 128, "first").status.ok());
+  ASSERT_OK(client.Ingest(tokens, 128, "first").status);
   const testing::IngestResult second = client.Ingest(tokens, 128, "second");
   EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(second.status.error_message().find("max_ingest_tokens_per_minute"),
@@ -99,7 +99,7 @@ TEST(TenantLimiterTest, ServerRefusesIngestsBeyondTheRate) {
                 .status.error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   // Questions are not charged.
-  EXPECT_TRUE(client.Ask("first", "What next?").status.ok());
+  EXPECT_OK(client.Ask("first", "What next?").status);
 }
 
 }  // namespace

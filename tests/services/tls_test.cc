@@ -18,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/services/internal_rpc_probe.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/prefill.grpc.pb.h"
@@ -176,7 +177,7 @@ TempDir* TlsTest::dir_ = nullptr;
 TEST_F(TlsTest, TlsWorksWithTheRightCaAndFailsWithAWrongOne) {
   std::unique_ptr<ServerProcess> server = Start("tls", ServerTls(false));
   const std::string address = server->address();
-  EXPECT_TRUE(ListModels(address, "ca").ok());
+  EXPECT_OK(ListModels(address, "ca"));
   // Wrong trust roots: the handshake fails.
   EXPECT_EQ(ListModels(address, "other-ca").error_code(),
             grpc::StatusCode::UNAVAILABLE);
@@ -198,7 +199,7 @@ TEST_F(TlsTest, TlsWorksWithTheRightCaAndFailsWithAWrongOne) {
 TEST_F(TlsTest, MutualTlsRejectsClientsWithoutAValidCertificate) {
   std::unique_ptr<ServerProcess> server = Start("mtls", ServerTls(true));
   const std::string address = server->address();
-  EXPECT_TRUE(ListModels(address, "ca", "client").ok());
+  EXPECT_OK(ListModels(address, "ca", "client"));
   EXPECT_EQ(ListModels(address, "ca").error_code(),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(ListModels(address, "ca", "stranger").error_code(),
@@ -225,14 +226,14 @@ TEST_F(TlsTest, PlaintextOnlyOnLoopbackUnlessAllowed) {
   std::unique_ptr<ServerProcess> secure = Start("secure", tls);
   const std::string port =
       secure->address().substr(secure->address().rfind(':') + 1);
-  EXPECT_TRUE(ListModels("127.0.0.1:" + port, "ca").ok());
+  EXPECT_OK(ListModels("127.0.0.1:" + port, "ca"));
 
   // --allow-plaintext: listens, with a warning.
   std::unique_ptr<ServerProcess> allowed =
       Start("allowed", {"--listen=0.0.0.0:0", "--allow-plaintext"});
   const std::string allowed_port =
       allowed->address().substr(allowed->address().rfind(':') + 1);
-  EXPECT_TRUE(ListModels("127.0.0.1:" + allowed_port, "").ok());
+  EXPECT_OK(ListModels("127.0.0.1:" + allowed_port, ""));
   EXPECT_NE(allowed->stderr_text().find("server.plaintext"), std::string::npos);
 
   // Half a key pair is refused.
@@ -407,7 +408,7 @@ TEST_F(TlsTest, PublicClientCertificateReachesNoOtherTenant) {
     auto context = testing::ProbeContext(kBob);
     v1::GetDocumentRequest request;
     request.set_document_id("bob-notes");
-    ASSERT_TRUE(orchestrator->GetDocument(context.get(), request, &after).ok());
+    ASSERT_OK(orchestrator->GetDocument(context.get(), request, &after));
   }
   EXPECT_EQ(after.tokens(), before.tokens());
   EXPECT_EQ(after.segments_size(), before.segments_size());

@@ -22,8 +22,8 @@
 #include "gtest/gtest.h"
 #include "services/store/remote_state_store.h"
 #include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
 #include "tests/testing/server_process.h"
-#include "tests/testing/status_matchers.h"
 
 namespace twice {
 namespace {
@@ -98,7 +98,7 @@ class WorkflowTest : public ::testing::Test {
         engine::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
     EXPECT_OK(tokenizer);
     auto ids = (*tokenizer)->Encode(text);
-    EXPECT_TRUE(ids.ok());
+    EXPECT_OK(ids);
     return static_cast<int64_t>(ids->size());
   }
   int64_t PromptTokens() {
@@ -117,9 +117,9 @@ TEST_F(WorkflowTest, AppendContinuesTheChainAndAnswersLikeOneShotIngest) {
   StartServer();
   const std::vector<int32_t> a = Tokens(100, 1), b = Tokens(70, 2);
   const auto ingested = client_->Ingest(a, 32, "grown");
-  ASSERT_TRUE(ingested.status.ok()) << ingested.status.error_message();
+  ASSERT_OK(ingested.status);
   const auto appended = client_->Append("grown", b, 32);
-  ASSERT_TRUE(appended.status.ok()) << appended.status.error_message();
+  ASSERT_OK(appended.status);
   const v1::DocumentInfo& info = appended.done.done();
   EXPECT_EQ(info.tokens(), 170);
   // The old boundaries stay; the new ones continue from the old end.
@@ -132,11 +132,11 @@ TEST_F(WorkflowTest, AppendContinuesTheChainAndAnswersLikeOneShotIngest) {
   EXPECT_GT(appended.progress.front().tokens_done(), 100);
   EXPECT_EQ(appended.progress.front().tokens_total(), 170);
 
-  ASSERT_TRUE(client_->Ingest(Concat(a, b), 0, "one-shot").status.ok());
+  ASSERT_OK(client_->Ingest(Concat(a, b), 0, "one-shot").status);
   const auto grown = client_->Ask("grown", kQuestion);
   const auto one_shot = client_->Ask("one-shot", kQuestion);
-  ASSERT_TRUE(grown.status.ok()) << grown.status.error_message();
-  ASSERT_TRUE(one_shot.status.ok());
+  ASSERT_OK(grown.status);
+  ASSERT_OK(one_shot.status);
   EXPECT_EQ(grown.tokens, one_shot.tokens);
   EXPECT_EQ(grown.usage.states_reused(), 1);
   EXPECT_EQ(grown.usage.tokens_reused(), 170);
@@ -145,7 +145,7 @@ TEST_F(WorkflowTest, AppendContinuesTheChainAndAnswersLikeOneShotIngest) {
   // Text is tokenized on its own and appended to the stored tokens.
   const std::string more = " The lamp was lit at dusk.";
   const auto text = client_->Append("grown", {}, 0, more);
-  ASSERT_TRUE(text.status.ok()) << text.status.error_message();
+  ASSERT_OK(text.status);
   EXPECT_EQ(text.done.done().tokens(), 170 + CountTokens(more));
   EXPECT_TRUE(text.done.done().text_sha256().empty());
 
@@ -159,11 +159,11 @@ TEST_F(WorkflowTest, AppendContinuesTheChainAndAnswersLikeOneShotIngest) {
 
 TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
   StartServer();
-  ASSERT_TRUE(client_->Ingest(Tokens(100, 1), 32, "grown").status.ok());
+  ASSERT_OK(client_->Ingest(Tokens(100, 1), 32, "grown").status);
   const auto appended = client_->Append("grown", Tokens(70, 2), 32);
-  ASSERT_TRUE(appended.status.ok());
+  ASSERT_OK(appended.status);
   const auto before = client_->Ask("grown", kQuestion);
-  ASSERT_TRUE(before.status.ok());
+  ASSERT_OK(before.status);
 
   // Lose every state after the first boundary.
   services::RemoteStateStore store(client_->internal_channel(),
@@ -172,13 +172,13 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
   for (int i = 1; i < info.segments_size(); ++i) {
     auto key =
         storage::StateKey::FromBytes(info.segments(i).state_key().digest());
-    ASSERT_TRUE(key.ok());
-    ASSERT_TRUE(store.DeleteState(*key).ok());
+    ASSERT_OK(key);
+    ASSERT_OK(store.DeleteState(*key));
   }
   // Recomputing on a uniform grid from token 32 would land on other keys
   // (boundaries 100 and 170 are off the grid); the orchestrator checks.
   const auto after = client_->Ask("grown", kQuestion);
-  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+  ASSERT_OK(after.status);
   EXPECT_EQ(after.tokens, before.tokens);
   EXPECT_EQ(after.usage.states_recomputed(), 6);
   EXPECT_EQ(after.usage.tokens_reused(), 32);
@@ -186,7 +186,7 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
   for (const v1::SegmentBoundary& segment : info.segments()) {
     auto key = storage::StateKey::FromBytes(segment.state_key().digest());
     auto has = store.HasState(*key);
-    ASSERT_TRUE(has.ok());
+    ASSERT_OK(has);
     EXPECT_TRUE(*has) << "boundary " << segment.end_token();
   }
   const auto again = client_->Ask("grown", kQuestion);
@@ -197,7 +197,7 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
 TEST_F(WorkflowTest, AsOfTokensAnswersOverTheDocumentPrefix) {
   StartServer();
   const std::vector<int32_t> doc = Tokens(170, 3);
-  ASSERT_TRUE(client_->Ingest(doc, 32, "full").status.ok());
+  ASSERT_OK(client_->Ingest(doc, 32, "full").status);
   for (int64_t as_of : {100, 64, 10}) {
     const std::string prefix_id = "prefix-" + std::to_string(as_of);
     ASSERT_TRUE(
@@ -208,8 +208,8 @@ TEST_F(WorkflowTest, AsOfTokensAnswersOverTheDocumentPrefix) {
     for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE}) {
       const auto got = client_->Ask("full", kQuestion, mode, 8, as_of);
       const auto want = client_->Ask(prefix_id, kQuestion, mode);
-      ASSERT_TRUE(got.status.ok()) << got.status.error_message();
-      ASSERT_TRUE(want.status.ok());
+      ASSERT_OK(got.status);
+      ASSERT_OK(want.status);
       EXPECT_EQ(got.tokens, want.tokens)
           << "as_of " << as_of << " mode " << mode;
     }
@@ -249,8 +249,8 @@ TEST_F(WorkflowTest, GenerateReadsItsReadTokensBeforeThePrompt) {
     whole.mutable_prompt_tokens()->Add(all.begin(), all.end());
     const auto got = client_->Generate(read);
     const auto want = client_->Generate(whole);
-    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
-    ASSERT_TRUE(want.status.ok()) << want.status.error_message();
+    ASSERT_OK(got.status);
+    ASSERT_OK(want.status);
     EXPECT_EQ(got.tokens.size(), 8u);
     EXPECT_EQ(got.tokens, want.tokens) << n;
     EXPECT_EQ(got.usage.tokens_prefilled(), n + 5);
@@ -263,7 +263,7 @@ TEST_F(WorkflowTest, GenerateReadsItsReadTokensBeforeThePrompt) {
 TEST_F(WorkflowTest, AsksStoreNothingAndAnswerUnderAFullDisk) {
   StartServer();
   const std::vector<int32_t> doc = Tokens(170, 5);
-  ASSERT_TRUE(client_->Ingest(doc, 32, "doc").status.ok());
+  ASSERT_OK(client_->Ingest(doc, 32, "doc").status);
   struct Case {
     v1::AskMode mode;
     int64_t as_of;
@@ -276,7 +276,7 @@ TEST_F(WorkflowTest, AsksStoreNothingAndAnswerUnderAFullDisk) {
   std::vector<std::vector<int32_t>> before;
   for (const Case& c : cases) {
     const auto answer = client_->Ask("doc", kQuestion, c.mode, 8, c.as_of);
-    ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+    ASSERT_OK(answer.status);
     before.push_back(answer.tokens);
   }
   const auto read_twice =
@@ -339,7 +339,7 @@ TEST_F(WorkflowTest, CancelledIngestResumesFromItsStoredSegments) {
     EXPECT_EQ(listed.documents_size(), 0);
   }
   const auto resumed = client_->Ingest(doc, 256);
-  ASSERT_TRUE(resumed.status.ok()) << resumed.status.error_message();
+  ASSERT_OK(resumed.status);
   const int64_t total = resumed.done.segments_total();
   EXPECT_GT(resumed.done.segments_reused(), 0);
   EXPECT_LT(resumed.done.segments_reused(), total);
@@ -348,7 +348,7 @@ TEST_F(WorkflowTest, CancelledIngestResumesFromItsStoredSegments) {
   std::unique_ptr<ServerProcess> fresh = Start("fresh", ModelDir());
   WorkflowClient fresh_client(fresh->address());
   const auto whole = fresh_client.Ingest(doc, 256);
-  ASSERT_TRUE(whole.status.ok());
+  ASSERT_OK(whole.status);
   EXPECT_EQ(whole.done.done().document_id(), resumed.done.done().document_id());
   EXPECT_EQ(whole.done.segments_reused(), 0);
   const std::string id = resumed.done.done().document_id();
@@ -372,7 +372,7 @@ TEST_F(WorkflowTest, PromptTemplatesComeFromTheModelConfig) {
   const std::string id =
       client_->Ingest(Tokens(50, 6), 0).done.done().document_id();
   const auto answer = client_->Ask(id, kQuestion);
-  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  ASSERT_OK(answer.status);
   EXPECT_EQ(answer.usage.tokens_prefilled(),
             CountTokens(std::string("Q: ") + kQuestion + "\nA:"));
 

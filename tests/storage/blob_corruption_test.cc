@@ -54,8 +54,8 @@ TEST_F(BlobCorruptionTest, CompactionOverACorruptBlobLeavesTheStoreWritable) {
   // Several flushes, hence several blob files: garbage collection relocates
   // the blobs of the oldest quarter of them.
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(store().PutState(Key(i), blob, {.recompute_tokens = 1}).ok());
-    ASSERT_TRUE(store().Compact().ok());
+    ASSERT_OK(store().PutState(Key(i), blob, {.recompute_tokens = 1}));
+    ASSERT_OK(store().Compact());
   }
   Close();
   ASSERT_GE(CorruptBlobFiles(), 1);

@@ -49,7 +49,7 @@ class CatalogCorruptionTest : public StoreFixture {
       RawDb raw(dir_.path() + "/db");
       const rocksdb::Status s = raw.db()->GetPropertiesOfAllTables(
           raw.family(kDocumentsFamily), &tables);
-      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_OK(s);
     }
     int files = 0;
     for (const auto& [path, properties] : tables) {
@@ -68,7 +68,7 @@ TEST_F(CatalogCorruptionTest, DamagedRecordsAreReportedNeverSuppressed) {
     PutDoc(Record("t", Id(i), {Key(i)}));
   }
   // Flushes every family into SST files (one per family at the bottom).
-  ASSERT_TRUE(store().Compact().ok());
+  ASSERT_OK(store().Compact());
   Close();
   ASSERT_EQ(CorruptDocumentBlocks(), 1);
 

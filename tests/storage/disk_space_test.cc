@@ -35,7 +35,7 @@ TEST(DiskSpaceGuardTest, ComparesFreeSpaceWithTheReserve) {
   const DiskSpaceGuard none(dir.path(), 0);
   const int64_t free = none.FreeBytes();
   ASSERT_GT(free, 0);
-  EXPECT_TRUE(none.CheckPut("put", 0).ok());
+  EXPECT_OK(none.CheckPut("put", 0));
   const absl::Status over = none.CheckPut("write state x", free + (1 << 30));
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(over.message()),
@@ -45,7 +45,7 @@ TEST(DiskSpaceGuardTest, ComparesFreeSpaceWithTheReserve) {
   EXPECT_EQ(huge.CheckPut("put", 1).code(),
             absl::StatusCode::kResourceExhausted);
   // Deletes need only the small floor.
-  EXPECT_TRUE(huge.CheckDelete("delete").ok());
+  EXPECT_OK(huge.CheckDelete("delete"));
 }
 
 class DiskFullStoreTest : public StoreFixture {};
@@ -53,8 +53,8 @@ class DiskFullStoreTest : public StoreFixture {};
 TEST_F(DiskFullStoreTest, RefusesPutsServesReadsAndRecovers) {
   Open();
   const std::string blob = test_util::RandomBytes(100000, 3);
-  ASSERT_TRUE(store().PutState(Key(1), blob, {.recompute_tokens = 10}).ok());
-  ASSERT_TRUE(store().PutState(Key(2), blob, {.recompute_tokens = 10}).ok());
+  ASSERT_OK(store().PutState(Key(1), blob, {.recompute_tokens = 10}));
+  ASSERT_OK(store().PutState(Key(2), blob, {.recompute_tokens = 10}));
   PutDoc(Record("t", "kept", {Key(1)}));
   PutDoc(Record("t", "gone", {Key(2)}));
   Close();
@@ -73,20 +73,20 @@ TEST_F(DiskFullStoreTest, RefusesPutsServesReadsAndRecovers) {
   absl::StatusOr<std::string> got = store().GetState(Key(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, blob);
-  ASSERT_TRUE(store().GetDocument({"t", "kept"}).ok());
+  ASSERT_OK(store().GetDocument({"t", "kept"}));
   EXPECT_EQ(store().GetDocument({"t", "new"}).status().code(),
             absl::StatusCode::kNotFound);
   // Deletes free space, so they still work.
-  ASSERT_TRUE(store().DeleteDocument({"t", "gone"}).ok());
+  ASSERT_OK(store().DeleteDocument({"t", "gone"}));
   EXPECT_EQ(store().GetDocument({"t", "gone"}).status().code(),
             absl::StatusCode::kNotFound);
   Close();
 
   // Space is back: writes work again, nothing was lost.
   Open();
-  ASSERT_TRUE(store().PutState(Key(3), blob, {}).ok());
+  ASSERT_OK(store().PutState(Key(3), blob, {}));
   PutDoc(Record("t", "new", {Key(3)}));
-  ASSERT_TRUE(store().GetDocument({"t", "kept"}).ok());
+  ASSERT_OK(store().GetDocument({"t", "kept"}));
   got = store().GetState(Key(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, blob);
@@ -103,7 +103,7 @@ TEST_F(DiskFullStoreTest, WriteAheadLogStaysBounded) {
   const std::string blob = test_util::RandomBytes(256 * 1024, 9);
   // 160 MiB of state writes.
   for (int i = 1; i <= 640; ++i) {
-    ASSERT_TRUE(store().PutState(Key(i), blob, {}).ok()) << i;
+    ASSERT_OK(store().PutState(Key(i), blob, {}));
   }
   int64_t log_bytes = 0;
   for (const auto& entry :
@@ -114,7 +114,7 @@ TEST_F(DiskFullStoreTest, WriteAheadLogStaysBounded) {
   }
   // The bound (64 MiB) plus the log being written when it was reached.
   EXPECT_LE(log_bytes, int64_t{2} * Options().max_wal_bytes) << log_bytes;
-  ASSERT_TRUE(store().GetDocument({"t", "pins-the-log"}).ok());
+  ASSERT_OK(store().GetDocument({"t", "pins-the-log"}));
 }
 
 }  // namespace

@@ -14,6 +14,17 @@
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb_status.h"
+#include "tests/testing/status_matchers.h"
+
+namespace twice::testing {
+
+// ASSERT_OK and EXPECT_OK for the raw RocksDB calls below.
+inline absl::Status StatusOf(const rocksdb::Status& status) {
+  return storage::FromRocksDb(status, "raw RocksDB call");
+}
+
+}  // namespace twice::testing
 
 namespace twice::storage::test_util {
 
@@ -36,7 +47,7 @@ class RawDb {
     rocksdb::DB* db = nullptr;
     const rocksdb::Status s =
         rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &handles_, &db);
-    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_OK(s);
     db_.reset(db);
     for (size_t i = 0; i < handles_.size(); ++i)
       by_name_[names[i]] = handles_[i];
@@ -44,9 +55,9 @@ class RawDb {
   ~RawDb() {
     if (db_ == nullptr) return;
     for (auto* handle : handles_) {
-      EXPECT_TRUE(db_->DestroyColumnFamilyHandle(handle).ok());
+      EXPECT_OK(db_->DestroyColumnFamilyHandle(handle));
     }
-    EXPECT_TRUE(db_->Close().ok());
+    EXPECT_OK(db_->Close());
   }
 
   rocksdb::DB* db() { return db_.get(); }
@@ -80,7 +91,7 @@ class RawDb {
   }
   void DropFamily(const std::string& name) {
     rocksdb::ColumnFamilyHandle* handle = family(name);
-    EXPECT_TRUE(db_->DropColumnFamily(handle).ok());
+    EXPECT_OK(db_->DropColumnFamily(handle));
   }
 
  private:

@@ -172,7 +172,7 @@ TEST(RecordCodecTest, UnknownFormatIsDataLoss) {
 }
 
 TEST(RecordValidationTest, AcceptsSample) {
-  EXPECT_TRUE(ValidateDocumentRecord(SampleRecord()).ok());
+  EXPECT_OK(ValidateDocumentRecord(SampleRecord()));
 }
 
 TEST(RecordValidationTest, RejectsBadRecords) {

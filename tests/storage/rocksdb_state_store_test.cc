@@ -59,8 +59,8 @@ class RocksDbStateStoreTest : public test_util::StoreFixture {
 
 TEST_F(RocksDbStateStoreTest, PutGetRoundTrip) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), "one", {}).ok());
-  ASSERT_TRUE(store().PutState(Key(2), "", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "one", {}));
+  ASSERT_OK(store().PutState(Key(2), "", {}));
 
   absl::StatusOr<std::string> one = store().GetState(Key(1));
   ASSERT_OK(one);
@@ -91,7 +91,7 @@ TEST_F(RocksDbStateStoreTest, MissingStateIsNotFoundAndCountedAsMiss) {
 TEST_F(RocksDbStateStoreTest, LargeBlobRoundTripsAcrossReopen) {
   const std::string big = RandomBytes(20 << 20, 7);
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), big, {.recompute_tokens = 8192}).ok());
+  ASSERT_OK(store().PutState(Key(1), big, {.recompute_tokens = 8192}));
   absl::StatusOr<std::string> got = store().GetState(Key(1));
   ASSERT_OK(got);
   EXPECT_TRUE(*got == big);
@@ -109,8 +109,8 @@ TEST_F(RocksDbStateStoreTest, LargeBlobRoundTripsAcrossReopen) {
 
 TEST_F(RocksDbStateStoreTest, ReopenKeepsEverything) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), "s1", {}).ok());
-  ASSERT_TRUE(store().PutState(Key(2), "s2", {.recompute_tokens = 3}).ok());
+  ASSERT_OK(store().PutState(Key(1), "s1", {}));
+  ASSERT_OK(store().PutState(Key(2), "s2", {.recompute_tokens = 3}));
   PutDoc(Record("t", "d1", {Key(1), Key(2)}));
   const StoreStats before = store().Stats();
   Close();
@@ -129,13 +129,13 @@ TEST_F(RocksDbStateStoreTest, ReopenKeepsEverything) {
 
 TEST_F(RocksDbStateStoreTest, OverwriteAndDeleteKeepCountersExact) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), "short", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "short", {}));
   const int64_t one_short = store().Stats().state_bytes;
-  ASSERT_TRUE(store().PutState(Key(1), "a longer value", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "a longer value", {}));
   EXPECT_EQ(store().Stats().state_count, 1);
   EXPECT_EQ(store().Stats().state_bytes, one_short + 9);
 
-  ASSERT_TRUE(store().DeleteState(Key(1)).ok());
+  ASSERT_OK(store().DeleteState(Key(1)));
   ASSERT_TRUE(store().DeleteState(Key(1)).ok());  // idempotent
   ASSERT_TRUE(store().DeleteState(Key(2)).ok());  // never stored
   EXPECT_EQ(store().Stats().state_count, 0);
@@ -151,8 +151,8 @@ TEST_F(RocksDbStateStoreTest, ConcurrentPutsOfSameKeysCountEachOnce) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([this] {
       for (int i = 0; i < 50; ++i) {
-        EXPECT_TRUE(store().PutState(Key(i), "v", {}).ok());
-        EXPECT_TRUE(store().GetState(Key(i)).ok());
+        EXPECT_OK(store().PutState(Key(i), "v", {}));
+        EXPECT_OK(store().GetState(Key(i)));
       }
     });
   }
@@ -168,13 +168,13 @@ TEST_F(RocksDbStateStoreTest, ConcurrentPutsOfSameKeysCountEachOnce) {
 
 TEST_F(RocksDbStateStoreTest, CorruptStateIsDeletedCountedAndNotFound) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), "good state bytes", {}).ok());
-  ASSERT_TRUE(store().PutState(Key(2), "neighbour", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "good state bytes", {}));
+  ASSERT_OK(store().PutState(Key(2), "neighbour", {}));
   Close();
   {
     RawDb raw(Options().path);
     std::string value;
-    ASSERT_TRUE(raw.Get(kStatesFamily, Key(1).Bytes(), &value).ok());
+    ASSERT_OK(raw.Get(kStatesFamily, Key(1).Bytes(), &value));
     value[value.size() / 2] ^= 0x01;
     ASSERT_TRUE(raw.db()
                     ->Put(rocksdb::WriteOptions(), raw.family(kStatesFamily),
@@ -209,7 +209,7 @@ TEST_F(RocksDbStateStoreTest, CorruptStateIsDeletedCountedAndNotFound) {
 TEST_F(RocksDbStateStoreTest, CorruptBlobFileOnDiskIsDeletedAndNotFound) {
   const std::string big = RandomBytes(256 << 10, 3);  // above min_blob_size
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), big, {}).ok());
+  ASSERT_OK(store().PutState(Key(1), big, {}));
   Close();
   {
     // Flush so the value lands in a blob file rather than only the WAL.
@@ -250,7 +250,7 @@ TEST_F(RocksDbStateStoreTest, CorruptBlobFileOnDiskIsDeletedAndNotFound) {
 // "ephemeral" family: it opens, keeps everything else and drops the family.
 TEST_F(RocksDbStateStoreTest, OpenDropsTheLegacyEphemeralFamily) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), "durable", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "durable", {}));
   Close();
   {
     RawDb raw(Options().path);
@@ -263,7 +263,7 @@ TEST_F(RocksDbStateStoreTest, OpenDropsTheLegacyEphemeralFamily) {
                     ->Put(rocksdb::WriteOptions(), legacy,
                           rocksdb::Slice(Key(2).Bytes().data(), 32), "old")
                     .ok());
-    ASSERT_TRUE(raw.db()->DestroyColumnFamilyHandle(legacy).ok());
+    ASSERT_OK(raw.db()->DestroyColumnFamilyHandle(legacy));
   }
   std::vector<std::string> families;
   ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(),
@@ -316,7 +316,7 @@ TEST_F(RocksDbStateStoreTest, UpdateDocumentReplacesRecordOnly) {
   update.revision = 1;
   update.pinned = true;
   update.accessed_unix_ms = 77;
-  ASSERT_TRUE(store().UpdateDocument(update).ok());
+  ASSERT_OK(store().UpdateDocument(update));
   absl::StatusOr<DocumentRecord> got = store().GetDocument({"t", "d1"});
   ASSERT_OK(got);
   EXPECT_TRUE(got->pinned);
@@ -371,7 +371,7 @@ TEST_F(RocksDbStateStoreTest, ListDocumentsPaginatesWithinTenant) {
   EXPECT_TRUE(exact->next_page_token.empty());
 
   // Resuming after a document deleted in between still works.
-  ASSERT_TRUE(store().DeleteDocument({"acme", "c"}).ok());
+  ASSERT_OK(store().DeleteDocument({"acme", "c"}));
   absl::StatusOr<DocumentPage> resumed = store().ListDocuments("acme", 2, "c");
   ASSERT_OK(resumed);
   ASSERT_EQ(resumed->records.size(), 2u);
@@ -379,7 +379,7 @@ TEST_F(RocksDbStateStoreTest, ListDocumentsPaginatesWithinTenant) {
   EXPECT_EQ(resumed->next_page_token, "e");
 
   absl::StatusOr<DocumentPage> none = store().ListDocuments("nobody", 0, "");
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_TRUE(none->records.empty());
   EXPECT_EQ(store().ListDocuments("acme", -1, "").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -388,7 +388,7 @@ TEST_F(RocksDbStateStoreTest, ListDocumentsPaginatesWithinTenant) {
 TEST_F(RocksDbStateStoreTest, DeleteDocumentKeepsSharedStates) {
   Open();
   for (int i = 1; i <= 5; ++i) {
-    ASSERT_TRUE(store().PutState(Key(i), "state", {}).ok());
+    ASSERT_OK(store().PutState(Key(i), "state", {}));
   }
   DocumentRecord first = Record("t", "first", {Key(1), Key(2)});
   first.mode_states = {{"prefix", Key(3)}};
@@ -433,7 +433,7 @@ TEST_F(RocksDbStateStoreTest, DeleteDocumentKeepsSharedStates) {
 
 TEST_F(RocksDbStateStoreTest, DeleteDocumentCountsOnlyStoredStates) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), "state", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "state", {}));
   PutDoc(Record("t", "d", {Key(1), Key(2)}));  // Key(2) was never stored
   absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
   ASSERT_OK(deleted);
@@ -449,7 +449,7 @@ TEST_F(RocksDbStateStoreTest, CorruptRecordIsDataLossAndCanBeDeleted) {
     RawDb raw(Options().path);
     const std::string key("t\0d", 3);
     std::string value;
-    ASSERT_TRUE(raw.Get(kDocumentsFamily, key, &value).ok());
+    ASSERT_OK(raw.Get(kDocumentsFamily, key, &value));
     value[value.size() / 2] ^= 0x04;
     ASSERT_TRUE(raw.db()
                     ->Put(rocksdb::WriteOptions(), raw.family(kDocumentsFamily),
@@ -461,7 +461,7 @@ TEST_F(RocksDbStateStoreTest, CorruptRecordIsDataLossAndCanBeDeleted) {
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(store().ListDocuments("t", 0, "").status().code(),
             absl::StatusCode::kDataLoss);
-  EXPECT_TRUE(store().GetTokens({"t", "d"}).ok());
+  EXPECT_OK(store().GetTokens({"t", "d"}));
   absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
   ASSERT_OK(deleted);
   EXPECT_EQ(store().GetTokens({"t", "d"}).status().code(),
@@ -475,7 +475,7 @@ TEST_F(RocksDbStateStoreTest, SecondOpenOfSameDirectoryIsUnavailable) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable)
       << second.status();
   // The first instance is unaffected, and the directory reopens once closed.
-  ASSERT_TRUE(store().PutState(Key(1), "x", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "x", {}));
   Close();
   Open();
   EXPECT_EQ(*store().GetState(Key(1)), "x");
@@ -562,12 +562,12 @@ TEST_F(RocksDbStateStoreTest, SyncWritesRoundTrip) {
   RocksDbStoreOptions options = Options();
   options.sync_writes = true;
   Open(options);
-  ASSERT_TRUE(store().PutState(Key(1), "synced", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "synced", {}));
   PutDoc(Record("t", "d", {Key(1)}));
   Close();
   Open();
   EXPECT_EQ(*store().GetState(Key(1)), "synced");
-  EXPECT_TRUE(store().GetDocument({"t", "d"}).ok());
+  EXPECT_OK(store().GetDocument({"t", "d"}));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
@@ -11,7 +12,7 @@ absl::StatusCode Code(const rocksdb::Status& s) {
 }
 
 TEST(RocksDbStatusTest, OkIsOk) {
-  EXPECT_TRUE(FromRocksDb(rocksdb::Status::OK(), "ctx").ok());
+  EXPECT_OK(FromRocksDb(rocksdb::Status::OK(), "ctx"));
 }
 
 TEST(RocksDbStatusTest, RetryableIsUnavailable) {

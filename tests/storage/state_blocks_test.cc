@@ -45,13 +45,13 @@ class StateBlocksTest : public test_util::StoreFixture {
 TEST_F(StateBlocksTest, AppendWritesOnlyNewBlocksAndReadsAssemble) {
   Open();
   const std::vector<std::string> first = Blocks(0, 3, 100 << 10);
-  ASSERT_TRUE(PutBlocks(Key(1), std::nullopt, first).ok());
+  ASSERT_OK(PutBlocks(Key(1), std::nullopt, first));
   const StoreStats after_first = store().Stats();
   EXPECT_EQ(after_first.state_count, 1);
   EXPECT_EQ(after_first.block_count, 3);
 
   const std::vector<std::string> more = Blocks(3, 1, 100 << 10);
-  ASSERT_TRUE(PutBlocks(Key(2), Key(1), more).ok());
+  ASSERT_OK(PutBlocks(Key(2), Key(1), more));
   const StoreStats after_append = store().Stats();
   EXPECT_EQ(after_append.state_count, 2);
   EXPECT_EQ(after_append.block_count, 4);  // one new block, not four
@@ -69,14 +69,14 @@ TEST_F(StateBlocksTest, AppendWritesOnlyNewBlocksAndReadsAssemble) {
   ASSERT_OK(whole);
   EXPECT_TRUE(*whole == Concat(all));
   absl::StatusOr<std::string> base = store().GetState(Key(1));
-  ASSERT_TRUE(base.ok());
+  ASSERT_OK(base);
   EXPECT_TRUE(*base == Concat(first));
   EXPECT_TRUE(Has(Key(1)) && Has(Key(2)));
 
   // A whole state reads as one block.
-  ASSERT_TRUE(store().PutState(Key(3), "whole", {}).ok());
+  ASSERT_OK(store().PutState(Key(3), "whole", {}));
   blocks = store().GetStateBlocks(Key(3));
-  ASSERT_TRUE(blocks.ok());
+  ASSERT_OK(blocks);
   EXPECT_EQ(*blocks, std::vector<std::string>{"whole"});
   const int64_t bytes_before_close = store().Stats().state_bytes;
 
@@ -102,7 +102,7 @@ TEST_F(StateBlocksTest, BaseMustBeAStoredChunkedState) {
   Open();
   EXPECT_EQ(PutBlocks(Key(2), Key(1), Blocks(0, 1, 10)).code(),
             absl::StatusCode::kNotFound);
-  ASSERT_TRUE(store().PutState(Key(1), "whole", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), "whole", {}));
   EXPECT_EQ(PutBlocks(Key(2), Key(1), Blocks(0, 1, 10)).code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(PutBlocks(Key(1), Key(1), Blocks(0, 1, 10)).code(),
@@ -111,16 +111,16 @@ TEST_F(StateBlocksTest, BaseMustBeAStoredChunkedState) {
 
 TEST_F(StateBlocksTest, CorruptBlockMakesEveryStateUsingItAMiss) {
   Open();
-  ASSERT_TRUE(PutBlocks(Key(1), std::nullopt, Blocks(0, 2, 1000)).ok());
-  ASSERT_TRUE(PutBlocks(Key(2), Key(1), Blocks(2, 1, 1000)).ok());
+  ASSERT_OK(PutBlocks(Key(1), std::nullopt, Blocks(0, 2, 1000)));
+  ASSERT_OK(PutBlocks(Key(2), Key(1), Blocks(2, 1, 1000)));
   Close();
   {
     test_util::RawDb raw(Options().path);
     const std::string key(BlockKey(Key(1), 0).Bytes());
     std::string value;
-    ASSERT_TRUE(raw.Get(kStatesFamily, key, &value).ok());
+    ASSERT_OK(raw.Get(kStatesFamily, key, &value));
     value[value.size() / 2] ^= 0x20;
-    ASSERT_TRUE(raw.Put(kStatesFamily, key, value).ok());
+    ASSERT_OK(raw.Put(kStatesFamily, key, value));
   }
   Open();
   absl::StatusOr<std::vector<std::string>> got = store().GetStateBlocks(Key(2));
@@ -140,7 +140,7 @@ TEST_F(StateBlocksTest, CorruptBlockMakesEveryStateUsingItAMiss) {
 
 TEST_F(StateBlocksTest, BlockReplacedUnderItsKeyIsCaughtByTheManifest) {
   Open();
-  ASSERT_TRUE(PutBlocks(Key(1), std::nullopt, Blocks(0, 2, 1000)).ok());
+  ASSERT_OK(PutBlocks(Key(1), std::nullopt, Blocks(0, 2, 1000)));
   Close();
   {
     // A valid state value with other bytes: only the manifest's per-block
@@ -158,20 +158,20 @@ TEST_F(StateBlocksTest, BlockReplacedUnderItsKeyIsCaughtByTheManifest) {
 
 TEST_F(StateBlocksTest, DeletingAStateKeepsBlocksOthersStillName) {
   Open();
-  ASSERT_TRUE(PutBlocks(Key(1), std::nullopt, Blocks(0, 2, 1000)).ok());
-  ASSERT_TRUE(PutBlocks(Key(2), Key(1), Blocks(2, 2, 1000)).ok());
-  ASSERT_TRUE(store().DeleteState(Key(2)).ok());
+  ASSERT_OK(PutBlocks(Key(1), std::nullopt, Blocks(0, 2, 1000)));
+  ASSERT_OK(PutBlocks(Key(2), Key(1), Blocks(2, 2, 1000)));
+  ASSERT_OK(store().DeleteState(Key(2)));
   EXPECT_EQ(store().Stats().block_count, 2);
   EXPECT_TRUE(Has(Key(1)));
-  ASSERT_TRUE(store().DeleteState(Key(1)).ok());
+  ASSERT_OK(store().DeleteState(Key(1)));
   EXPECT_EQ(store().Stats().block_count, 0);
   EXPECT_EQ(store().Stats().state_bytes, 0);
 
   // DeleteDocument takes a chunked state's own blocks along.
-  ASSERT_TRUE(PutBlocks(Key(3), std::nullopt, Blocks(0, 2, 1000)).ok());
+  ASSERT_OK(PutBlocks(Key(3), std::nullopt, Blocks(0, 2, 1000)));
   PutDoc(Record("t", "d", {Key(3)}));
   absl::StatusOr<int64_t> deleted = store().DeleteDocument({"t", "d"});
-  ASSERT_TRUE(deleted.ok());
+  ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
   EXPECT_EQ(store().Stats().block_count, 0);
   EXPECT_EQ(store().Stats().state_bytes, 0);
@@ -181,7 +181,7 @@ TEST_F(StateBlocksTest, EvictionTakesBlocksAlongButSparesPinnedStates) {
   RocksDbStoreOptions options = Options();
   options.state_budget_bytes = 40000;
   Open(options);
-  ASSERT_TRUE(PutBlocks(Key(1), std::nullopt, Blocks(0, 3, 4000), 1).ok());
+  ASSERT_OK(PutBlocks(Key(1), std::nullopt, Blocks(0, 3, 4000), 1));
   PutDoc(Record("t", "pinned", {Key(1)}, true));
   for (int i = 10; i < 20; ++i) {
     ASSERT_TRUE(

@@ -130,11 +130,11 @@ TEST_F(StateBudgetTest, OnlyPinnedStatesLeftHoldTheStoreAboveBudget) {
       Record("t", "pinned", {Key(1), Key(2), Key(3)}, true));
   // Nothing is evictable: the put succeeds, the store goes over budget by
   // what is pinned, and the pinned states stay.
-  ASSERT_TRUE(store().PutState(Key(4), RandomBytes(kBlob, 4), {}).ok());
+  ASSERT_OK(store().PutState(Key(4), RandomBytes(kBlob, 4), {}));
   EXPECT_TRUE(Has(Key(1)) && Has(Key(2)) && Has(Key(3)) && Has(Key(4)));
   EXPECT_EQ(store().Stats().evictions, 0);
   // The next put evicts the unpinned one instead.
-  ASSERT_TRUE(store().PutState(Key(5), RandomBytes(kBlob, 5), {}).ok());
+  ASSERT_OK(store().PutState(Key(5), RandomBytes(kBlob, 5), {}));
   EXPECT_FALSE(Has(Key(4)));
   EXPECT_TRUE(Has(Key(1)));
 }
@@ -221,7 +221,7 @@ TEST_F(StateBudgetTest, RefsAreRebuiltForAStoreWrittenWithoutThem) {
     // As a store from before the refs family existed.
     test_util::RawDb raw(Options().path);
     for (const std::string& key : raw.Keys(kRefsFamily)) {
-      ASSERT_TRUE(raw.Delete(kRefsFamily, key).ok());
+      ASSERT_OK(raw.Delete(kRefsFamily, key));
     }
   }
   Open();
@@ -236,8 +236,8 @@ TEST_F(StateBudgetTest, RefsAreRebuiltForAStoreWrittenWithoutThem) {
 TEST_F(StateBudgetTest, DiscardedCorruptStateIsCountedAsCorruptAndMiss) {
   Open();
   Put(1, 1);
-  ASSERT_TRUE(store().GetState(Key(1)).ok());
-  ASSERT_TRUE(store().DiscardCorruptState(Key(1)).ok());
+  ASSERT_OK(store().GetState(Key(1)));
+  ASSERT_OK(store().DiscardCorruptState(Key(1)));
   const StoreStats stats = store().Stats();
   EXPECT_EQ(stats.corruptions, 1);
   EXPECT_EQ(stats.hits, 0);

@@ -24,9 +24,9 @@ class StoreAdminTest : public test_util::StoreFixture {
   static void Flip(test_util::RawDb& raw, const std::string& family,
                    std::string_view key) {
     std::string value;
-    ASSERT_TRUE(raw.Get(family, key, &value).ok());
+    ASSERT_OK(raw.Get(family, key, &value));
     value[value.size() / 2] ^= 0x01;
-    ASSERT_TRUE(raw.Put(family, key, value).ok());
+    ASSERT_OK(raw.Put(family, key, value));
   }
   static std::vector<std::string> BadFamilies(const VerifyReport& report) {
     std::vector<std::string> families;
@@ -38,11 +38,11 @@ class StoreAdminTest : public test_util::StoreFixture {
 
 TEST_F(StoreAdminTest, VerifyReportsEveryBadValueAndRepairsStates) {
   Open();
-  ASSERT_TRUE(store().PutState(Key(1), RandomBytes(200 << 10, 1), {}).ok());
-  ASSERT_TRUE(store().PutState(Key(2), "small and good", {}).ok());
-  ASSERT_TRUE(store().PutState(Key(3), "small, to be flipped", {}).ok());
+  ASSERT_OK(store().PutState(Key(1), RandomBytes(200 << 10, 1), {}));
+  ASSERT_OK(store().PutState(Key(2), "small and good", {}));
+  ASSERT_OK(store().PutState(Key(3), "small, to be flipped", {}));
   const std::string_view blocks[] = {"block zero", "block one"};
-  ASSERT_TRUE(store().PutStateBlocks(Key(4), std::nullopt, blocks, {}).ok());
+  ASSERT_OK(store().PutStateBlocks(Key(4), std::nullopt, blocks, {}));
   PutDoc(Record("t", "good", {Key(1), Key(2)}));
   PutDoc(Record("t", "bad-record", {Key(2)}));
   PutDoc(Record("t", "bad-tokens", {}));
@@ -88,7 +88,7 @@ TEST_F(StoreAdminTest, VerifyReportsEveryBadValueAndRepairsStates) {
   EXPECT_EQ(store().Stats().block_count, 0);
 
   absl::StatusOr<VerifyReport> after = store().Verify({});
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   // Records and tokens are the truth: reported, never deleted.
   EXPECT_EQ(BadFamilies(*after),
             (std::vector<std::string>{"documents", "tokens"}));
@@ -98,7 +98,7 @@ TEST_F(StoreAdminTest, GcDropsOrphansAndReclaimsBlobSpace) {
   RocksDbStoreOptions options = Options();
   Open(options);
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(store().PutState(Key(i), RandomBytes(1 << 20, i), {}).ok());
+    ASSERT_OK(store().PutState(Key(i), RandomBytes(1 << 20, i), {}));
   }
   PutDoc(Record("t", "d", {Key(0)}));
   absl::StatusOr<CompactReport> compacted = store().Compact();

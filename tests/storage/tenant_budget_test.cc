@@ -178,7 +178,7 @@ TEST_F(TenantBudgetTest, IndexEntriesWithoutATenantLoadAsNoTenants) {
     // As a store written before tenant budgets: the second index layout.
     test_util::RawDb raw(Options().path);
     std::string value;
-    ASSERT_TRUE(raw.Get(kStateIndexFamily, KeyOf("a", 1).Bytes(), &value).ok());
+    ASSERT_OK(raw.Get(kStateIndexFamily, KeyOf("a", 1).Bytes(), &value));
     absl::StatusOr<StateIndexEntry> entry = DecodeStateIndex(value);
     ASSERT_OK(entry);
     ASSERT_EQ(entry->tenant, "a");

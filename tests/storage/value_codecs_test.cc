@@ -233,7 +233,7 @@ TEST(StateRefTest, KeysAndValuesRoundTrip) {
   const StateKey state = RootKey("fp", "causal", "t");
   const std::string key = RefKey(state, std::string("t\0doc", 5));
   absl::StatusOr<RefKeyParts> parts = ParseRefKey(key);
-  ASSERT_TRUE(parts.ok());
+  ASSERT_OK(parts);
   EXPECT_EQ(parts->state, state);
   EXPECT_EQ(parts->document_key, std::string_view("t\0doc", 5));
   EXPECT_EQ(ParseRefKey("short").status().code(), absl::StatusCode::kDataLoss);
