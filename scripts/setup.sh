@@ -4,6 +4,10 @@
 #   scripts/setup.sh --tools   also the offline Python tools (tools/: torch
 #                              reference, checkpoint conversion, training)
 #   scripts/setup.sh --fuzz    also clang and libFuzzer (scripts/fuzz.sh)
+#   scripts/setup.sh --ceph    also Ceph: librados for the RADOS store and
+#                              the monitor, OSD and manager daemons of the
+#                              local test cluster (scripts/ceph_dev_cluster.sh)
+# Options combine (scripts/setup.sh --tools --ceph).
 # Idempotent: when everything is present it prints nothing and exits 0.
 set -euo pipefail
 
@@ -22,14 +26,23 @@ if ! command -v kubectl >/dev/null 2>&1; then
   packages+=(kubernetes-client)
 fi
 
-if [ "${1:-}" = "--tools" ]; then
-  # Debian's torch, used only through /usr/bin/python3.
-  packages+=(python3 python3-numpy python3-torch)
-fi
-if [ "${1:-}" = "--fuzz" ]; then
-  # clang++ and its runtime libraries (libclang_rt.fuzzer*.a, the sanitizers).
-  packages+=(clang libclang-rt-14-dev)
-fi
+for option in "$@"; do
+  case "$option" in
+    --tools)
+      # Debian's torch, used only through /usr/bin/python3.
+      packages+=(python3 python3-numpy python3-torch) ;;
+    --fuzz)
+      # clang++ and its runtime libraries (libclang_rt.fuzzer*.a, the
+      # sanitizers).
+      packages+=(clang libclang-rt-14-dev) ;;
+    --ceph)
+      packages+=(librados-dev libradospp-dev ceph-common ceph-mon ceph-osd
+                 ceph-mgr) ;;
+    *)
+      echo "setup: unknown option $option (--tools, --fuzz, --ceph)" >&2
+      exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,89 @@
+#include "storage/rados/rados_objects.h"
+
+#include <cerrno>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "storage/rados/rados_status.h"
+
+namespace twice::storage {
+namespace {
+
+// A bufferlist over `bytes` without a copy.
+ceph::bufferlist View(std::string_view bytes) {
+  ceph::bufferlist list;
+  if (!bytes.empty()) {
+    list.push_back(ceph::buffer::create_static(
+        static_cast<unsigned>(bytes.size()), const_cast<char*>(bytes.data())));
+  }
+  return list;
+}
+
+}  // namespace
+
+absl::Status PutImmutableObject(librados::IoCtx& pool, const std::string& name,
+                                std::string_view bytes,
+                                const ObjectAttributes& attributes) {
+  librados::ObjectWriteOperation op;
+  op.create(/*exclusive=*/true);
+  ceph::bufferlist data = View(bytes);
+  op.write_full(data);
+  for (const auto& [key, value] : attributes) {
+    ceph::bufferlist attribute;
+    attribute.append(value);
+    op.setxattr(key.c_str(), attribute);
+  }
+  const int r = pool.operate(name, &op);
+  // A content address names one value: the object is already the one
+  // this call would have written.
+  if (r == -EEXIST) return absl::OkStatus();
+  return FromRados(r, absl::StrCat("writing object ", name));
+}
+
+absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
+                                       const std::string& name) {
+  uint64_t size = 0;
+  time_t mtime = 0;
+  if (int r = pool.stat(name, &size, &mtime); r < 0) {
+    return FromRados(r, absl::StrCat("reading object ", name));
+  }
+  ceph::bufferlist data;
+  if (int r = pool.read(name, data, size, 0); r < 0) {
+    return FromRados(r, absl::StrCat("reading object ", name));
+  }
+  if (data.length() != size) {
+    return absl::UnavailableError(absl::StrCat("reading object ", name,
+                                               ": got ", data.length(), " of ",
+                                               size, " bytes"));
+  }
+  return data.to_str();
+}
+
+absl::StatusOr<std::optional<uint64_t>> StatObject(librados::IoCtx& pool,
+                                                   const std::string& name) {
+  uint64_t size = 0;
+  time_t mtime = 0;
+  const int r = pool.stat(name, &size, &mtime);
+  if (r == -ENOENT) return std::optional<uint64_t>();
+  if (r < 0) return FromRados(r, absl::StrCat("stat of object ", name));
+  return std::optional<uint64_t>(size);
+}
+
+absl::StatusOr<ObjectAttributes> ReadAttributes(librados::IoCtx& pool,
+                                                const std::string& name) {
+  std::map<std::string, ceph::bufferlist> raw;
+  if (int r = pool.getxattrs(name, raw); r < 0) {
+    return FromRados(r, absl::StrCat("reading the attributes of ", name));
+  }
+  ObjectAttributes attributes;
+  for (auto& [key, value] : raw) attributes[key] = value.to_str();
+  return attributes;
+}
+
+absl::Status RemoveObject(librados::IoCtx& pool, const std::string& name) {
+  const int r = pool.remove(name);
+  if (r == -ENOENT) return absl::OkStatus();
+  return FromRados(r, absl::StrCat("removing object ", name));
+}
+
+}  // namespace twice::storage

@@ -1,0 +1,51 @@
+// The object operations the RADOS store is made of, each one librados
+// operation with its result mapped by FromRados (rados_status.h).
+//
+// States, blocks and token lists are immutable objects named by their
+// content address, so a write is an exclusive create and an object that
+// already exists is a success: it holds the same bytes (the readers verify
+// them anyway, in the envelope every value carries).
+#ifndef TWICE_STORAGE_RADOS_RADOS_OBJECTS_H_
+#define TWICE_STORAGE_RADOS_RADOS_OBJECTS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <rados/librados.hpp>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace twice::storage {
+
+// Small fields stored beside an object's bytes (index fields of a state:
+// recompute cost, write time, form).
+using ObjectAttributes = std::map<std::string, std::string>;
+
+// Creates the immutable object `name` holding `bytes` and `attributes`, in
+// one operation: all of it or nothing. OK when it exists already. The bytes
+// are not copied; they must stay valid until the call returns.
+[[nodiscard]] absl::Status PutImmutableObject(
+    librados::IoCtx& pool, const std::string& name, std::string_view bytes,
+    const ObjectAttributes& attributes = {});
+
+// The whole object `name`; NOT_FOUND when it does not exist.
+[[nodiscard]] absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
+                                                     const std::string& name);
+
+// The size of object `name`; nullopt when it does not exist.
+[[nodiscard]] absl::StatusOr<std::optional<uint64_t>> StatObject(
+    librados::IoCtx& pool, const std::string& name);
+
+// The attributes of object `name`; NOT_FOUND when it does not exist.
+[[nodiscard]] absl::StatusOr<ObjectAttributes> ReadAttributes(
+    librados::IoCtx& pool, const std::string& name);
+
+// Removes object `name`; OK when it does not exist.
+[[nodiscard]] absl::Status RemoveObject(librados::IoCtx& pool,
+                                        const std::string& name);
+
+}  // namespace twice::storage
+
+#endif  // TWICE_STORAGE_RADOS_RADOS_OBJECTS_H_
