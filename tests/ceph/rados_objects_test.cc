@@ -20,24 +20,15 @@
 #include "gtest/gtest.h"
 #include "storage/rados/rados_cluster.h"
 #include "storage/rados/rados_status.h"
+#include "tests/ceph/ceph_test_util.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
-
-// The test cluster's ceph.conf; empty when the fixture did not start one.
-std::string ClusterConf() {
-  const char* conf = std::getenv("TWICE_CEPH_CONF");
-  return conf == nullptr ? "" : conf;
-}
+using test_util::ClusterConf;
+using test_util::RandomBytes;
 
 // Runs scripts/ceph_dev_cluster.sh `command` on the test cluster.
 int ClusterCommand(const std::vector<std::string>& command) {

@@ -17,26 +17,23 @@
 #include "gtest/gtest.h"
 #include "storage/rados/rados_cluster.h"
 #include "storage/rados/rados_objects.h"
+#include "tests/ceph/ceph_test_util.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::storage {
 namespace {
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
+using test_util::ClusterConf;
+using test_util::RandomBytes;
 
 class RadosStateStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* conf = std::getenv("TWICE_CEPH_CONF");
-    ASSERT_NE(conf, nullptr) << "TWICE_CEPH_CONF is not set: run through "
-                                "ctest (fixture ceph_cluster)";
+    ASSERT_FALSE(ClusterConf().empty())
+        << "TWICE_CEPH_CONF is not set: run through ctest (fixture "
+           "ceph_cluster)";
     RadosOptions options;
-    options.conf_file = conf;
+    options.conf_file = ClusterConf();
     ASSERT_OK_AND_ASSIGN(cluster_, RadosCluster::Connect(options));
     // A pool per test: listings see only this test's states.
     pool_name_ = "twice-test-states-" + std::to_string(std::random_device{}());
