@@ -107,7 +107,8 @@ class StateStore {
       const StateKey& key) = 0;
 
   // Every stored state (whole or chunked, not the blocks of chunked
-  // states), in key order, `page_size` at a time (0 = kMaxStatePageSize)
+  // states), in an order the store keeps (RocksDB: key order; RADOS: its
+  // placement order), `page_size` at a time (0 = kMaxStatePageSize)
   // from `page_token` (empty = the first page, else the previous page's
   // next_page_token). For garbage collection across the store's documents:
   // a collector lists the states and deletes those no record names. The
