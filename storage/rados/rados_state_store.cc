@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "storage/blob_envelope.h"
 #include "storage/block_manifest.h"
@@ -31,11 +32,12 @@ const char* FormName(StateForm form) {
   return "whole";
 }
 
-ObjectAttributes IndexAttributes(StateForm form,
-                                 const PutStateOptions& options) {
+ObjectAttributes IndexAttributes(StateForm form, const PutStateOptions& options,
+                                 int64_t written_unix_ms) {
   return {{"twice.form", FormName(form)},
           {"twice.tenant", options.tenant},
-          {"twice.recompute_tokens", std::to_string(options.recompute_tokens)}};
+          {"twice.recompute_tokens", std::to_string(options.recompute_tokens)},
+          {"twice.written_unix_ms", std::to_string(written_unix_ms)}};
 }
 
 absl::Status ValidateOptions(const PutStateOptions& options) {
@@ -68,10 +70,12 @@ absl::Status RadosStateStore::PutState(const StateKey& key,
                                        std::string_view blob,
                                        const PutStateOptions& options) {
   if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  const int64_t written = UnixMillisNow();
   const std::string value =
-      EncodeStateValue(blob, options.recompute_tokens, UnixMillisNow());
-  return PutImmutableObject(pool_, StateObjectName(key), value,
-                            IndexAttributes(StateForm::kWhole, options));
+      EncodeStateValue(blob, options.recompute_tokens, written);
+  return PutImmutableObject(
+      pool_, StateObjectName(key), value,
+      IndexAttributes(StateForm::kWhole, options, written));
 }
 
 absl::Status RadosStateStore::Corrupt(const std::string& name,
@@ -192,7 +196,8 @@ absl::Status RadosStateStore::PutStateBlocks(
         new_blocks[i], options.recompute_tokens, manifest.written_unix_ms);
     if (absl::Status put =
             PutImmutableObject(pool_, BlockObjectName(block_key), value,
-                               IndexAttributes(StateForm::kBlock, options));
+                               IndexAttributes(StateForm::kBlock, options,
+                                               manifest.written_unix_ms));
         !put.ok()) {
       return put;
     }
@@ -200,9 +205,9 @@ absl::Status RadosStateStore::PutStateBlocks(
                                static_cast<int64_t>(new_blocks[i].size()),
                                BlockChecksum(new_blocks[i])});
   }
-  return PutImmutableObject(pool_, StateObjectName(key),
-                            EncodeManifest(manifest),
-                            IndexAttributes(StateForm::kManifest, options));
+  return PutImmutableObject(
+      pool_, StateObjectName(key), EncodeManifest(manifest),
+      IndexAttributes(StateForm::kManifest, options, manifest.written_unix_ms));
 }
 
 absl::StatusOr<StatePage> RadosStateStore::ListStates(
@@ -240,12 +245,16 @@ absl::StatusOr<StatePage> RadosStateStore::ListStates(
           StatObject(pool_, item.oid);
       if (!size.ok()) return size.status();
       if (!size->has_value()) continue;
+      int64_t written = 0;
+      if (!absl::SimpleAtoi((*attributes)["twice.written_unix_ms"], &written)) {
+        written = 0;  // an object written before the field existed
+      }
       page.states.push_back(
           {.key = *key,
            .stored_bytes = static_cast<int64_t>(**size),
            .chunked = (*attributes)["twice.form"] == "manifest",
            .tenant = (*attributes)["twice.tenant"],
-           .written_unix_ms = 0});
+           .written_unix_ms = written});
     }
     cursor = next;
   }

@@ -9,9 +9,9 @@
 //                 (state_value.h, block_manifest.h)
 //   b.<hex key>   one block of a chunked state (a state value)
 // with the index fields in xattrs (twice.form, twice.tenant,
-// twice.recompute_tokens). Objects are immutable and named by their
-// content address, so every write is an exclusive create and a name that
-// exists already holds the same value. A chunked state's blocks are
+// twice.recompute_tokens, twice.written_unix_ms). Objects are immutable and
+// named by their content address, so every write is an exclusive create and a
+// name that exists already holds the same value. A chunked state's blocks are
 // written before its manifest, so a crash leaves only unreferenced blocks.
 //
 // What RADOS does not do for a cache, the store's janitor will: the byte

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "storage/rados/rados_cluster.h"
 #include "storage/rados/rados_objects.h"
+#include "storage/state_value.h"
 #include "tests/ceph/ceph_test_util.h"
 #include "tests/testing/status_matchers.h"
 
@@ -153,6 +154,7 @@ TEST_F(RadosStateStoreTest, OverwrittenBytesAreCaughtDeletedAndAMiss) {
 }
 
 TEST_F(RadosStateStoreTest, ListStatesPagesOverEveryStateOnce) {
+  const int64_t started_ms = UnixMillisNow();
   std::set<std::string> put;
   for (int i = 0; i < 13; ++i) {
     ASSERT_OK(store_->PutState(Key(100 + i), RandomBytes(64 + i, i),
@@ -174,6 +176,7 @@ TEST_F(RadosStateStoreTest, ListStatesPagesOverEveryStateOnce) {
     for (const StateListing& state : page.states) {
       listed.insert(state.key.Hex());
       EXPECT_GT(state.stored_bytes, 0);
+      EXPECT_GE(state.written_unix_ms, started_ms);
       EXPECT_EQ(state.chunked, state.key == Key(200));
       if (state.key != Key(200)) {
         EXPECT_EQ(state.tenant, "t");
