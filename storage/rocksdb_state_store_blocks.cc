@@ -1,12 +1,11 @@
 // Chunked states of RocksDbStateStore (block_manifest.h has the layout).
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/slice.h"
-#include "storage/record_validation.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_status.h"
+#include "storage/state_store_checks.h"
 
 namespace twice::storage {
 absl::Status RocksDbStateStore::PutStateBlocks(
@@ -22,14 +21,7 @@ absl::Status RocksDbStateStore::PutStateBlocks(
       !s.ok()) {
     return s;
   }
-  if (options.recompute_tokens < 0 || !std::isfinite(options.flops_per_token) ||
-      options.flops_per_token < 0) {
-    return absl::InvalidArgumentError(
-        "recompute_tokens and flops_per_token must be non-negative");
-  }
-  if (!options.tenant.empty()) {
-    if (absl::Status s = ValidateTenant(options.tenant); !s.ok()) return s;
-  }
+  if (absl::Status s = ValidatePutStateOptions(options); !s.ok()) return s;
   if (base.has_value() && *base == key) {
     return absl::InvalidArgumentError("a chunked state cannot extend itself");
   }

@@ -9,16 +9,15 @@
 #include "storage/absl_view.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_status.h"
+#include "storage/state_store_checks.h"
 #include "storage/state_value.h"
 
 namespace twice::storage {
 absl::StatusOr<StatePage> RocksDbStateStore::ListStates(
     int page_size, std::string_view page_token) {
-  if (page_size < 0 || page_size > kMaxStatePageSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_size must be in [0, ", kMaxStatePageSize, "], got ", page_size));
-  }
-  if (page_size == 0) page_size = kMaxStatePageSize;
+  absl::StatusOr<int> size = StatePageSize(page_size);
+  if (!size.ok()) return size.status();
+  page_size = *size;
   // The token is the hex key of the last state listed; the next page starts
   // strictly after it, which holds when that state was deleted meanwhile.
   std::string after;

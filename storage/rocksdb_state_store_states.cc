@@ -1,34 +1,15 @@
 // Whole states of RocksDbStateStore: put, verified get, delete, and the
 // locking and deletion machinery the other parts share.
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/slice.h"
 #include "storage/blob_envelope.h"
-#include "storage/record_validation.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/rocksdb_status.h"
+#include "storage/state_store_checks.h"
 
 namespace twice::storage {
-namespace {
-
-absl::Status CheckPutOptions(const PutStateOptions& options) {
-  if (options.recompute_tokens < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("recompute_tokens must be non-negative, got ",
-                     options.recompute_tokens));
-  }
-  if (!std::isfinite(options.flops_per_token) || options.flops_per_token < 0) {
-    return absl::InvalidArgumentError(
-        "flops_per_token must be finite and non-negative");
-  }
-  if (!options.tenant.empty()) return ValidateTenant(options.tenant);
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 RocksDbStateStore::StripeLocks RocksDbStateStore::LockStripes(
     const KeySet& keys) {
   std::set<size_t> stripes;
@@ -185,7 +166,7 @@ absl::StatusOr<RocksDbStateStore::StateRead> RocksDbStateStore::RemoveBadState(
 absl::Status RocksDbStateStore::PutState(const StateKey& key,
                                          std::string_view blob,
                                          const PutStateOptions& options) {
-  if (absl::Status s = CheckPutOptions(options); !s.ok()) return s;
+  if (absl::Status s = ValidatePutStateOptions(options); !s.ok()) return s;
   if (absl::Status s = disk_.CheckPut(absl::StrCat("write state ", key.Hex()),
                                       static_cast<int64_t>(blob.size()));
       !s.ok()) {

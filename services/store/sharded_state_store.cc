@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "storage/state_store_checks.h"
 
 namespace twice::services {
 namespace {
@@ -342,12 +343,9 @@ absl::StatusOr<storage::BackupReport> ShardedStateStore::Backup(
 
 absl::StatusOr<storage::StatePage> ShardedStateStore::ListStates(
     int page_size, std::string_view page_token) {
-  if (page_size < 0 || page_size > storage::kMaxStatePageSize) {
-    return absl::InvalidArgumentError(absl::StrCat("page_size must be in [0, ",
-                                                   storage::kMaxStatePageSize,
-                                                   "], got ", page_size));
-  }
-  const size_t wanted = page_size == 0 ? storage::kMaxStatePageSize : page_size;
+  absl::StatusOr<int> size = storage::StatePageSize(page_size);
+  if (!size.ok()) return size.status();
+  const size_t wanted = static_cast<size_t>(*size);
   size_t shard = 0;
   std::string_view inner;
   if (!page_token.empty()) {

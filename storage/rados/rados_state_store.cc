@@ -1,6 +1,5 @@
 #include "storage/rados/rados_state_store.h"
 
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -11,7 +10,7 @@
 #include "storage/block_manifest.h"
 #include "storage/rados/rados_objects.h"
 #include "storage/rados/rados_status.h"
-#include "storage/record_validation.h"
+#include "storage/state_store_checks.h"
 #include "storage/state_value.h"
 
 namespace twice::storage {
@@ -40,16 +39,6 @@ ObjectAttributes IndexAttributes(StateForm form, const PutStateOptions& options,
           {"twice.written_unix_ms", std::to_string(written_unix_ms)}};
 }
 
-absl::Status ValidateOptions(const PutStateOptions& options) {
-  if (options.recompute_tokens < 0 || !std::isfinite(options.flops_per_token) ||
-      options.flops_per_token < 0) {
-    return absl::InvalidArgumentError(
-        "recompute_tokens and flops_per_token must be non-negative");
-  }
-  if (!options.tenant.empty()) return ValidateTenant(options.tenant);
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string StateObjectName(const StateKey& key) {
@@ -69,7 +58,8 @@ absl::StatusOr<std::unique_ptr<RadosStateStore>> RadosStateStore::Open(
 absl::Status RadosStateStore::PutState(const StateKey& key,
                                        std::string_view blob,
                                        const PutStateOptions& options) {
-  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  if (absl::Status valid = ValidatePutStateOptions(options); !valid.ok())
+    return valid;
   const int64_t written = UnixMillisNow();
   const std::string value =
       EncodeStateValue(blob, options.recompute_tokens, written);
@@ -169,7 +159,8 @@ absl::Status RadosStateStore::PutStateBlocks(
     const StateKey& key, const std::optional<StateKey>& base,
     absl::Span<const std::string_view> new_blocks,
     const PutStateOptions& options) {
-  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  if (absl::Status valid = ValidatePutStateOptions(options); !valid.ok())
+    return valid;
   if (base.has_value() && *base == key) {
     return absl::InvalidArgumentError("a chunked state cannot extend itself");
   }
@@ -212,11 +203,9 @@ absl::Status RadosStateStore::PutStateBlocks(
 
 absl::StatusOr<StatePage> RadosStateStore::ListStates(
     int page_size, std::string_view page_token) {
-  if (page_size < 0 || page_size > kMaxStatePageSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_size must be in [0, ", kMaxStatePageSize, "], got ", page_size));
-  }
-  if (page_size == 0) page_size = kMaxStatePageSize;
+  absl::StatusOr<int> size = StatePageSize(page_size);
+  if (!size.ok()) return size.status();
+  page_size = *size;
   librados::ObjectCursor cursor = pool_.object_list_begin();
   if (!page_token.empty() &&
       !cursor.from_str(std::string(page_token.data(), page_token.size()))) {

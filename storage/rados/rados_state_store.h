@@ -69,7 +69,7 @@ class RadosStateStore final : public StateStore {
  private:
   explicit RadosStateStore(librados::IoCtx pool) : pool_(std::move(pool)) {}
 
-  // The verified blocks of the value stored as `name` (a whole state is its
+  // The verified blocks of the state under `key` (a whole state is its
   // one block); NOT_FOUND, after deleting it, when it is corrupt.
   absl::StatusOr<std::vector<std::string>> ReadBlocks(const StateKey& key);
   // Deletes a value found corrupt and answers the miss the caller sees.

@@ -199,23 +199,7 @@ TEST_P(GoldenLlamaRatTest, SegmentedPrefillMatchesReference) {
 }
 
 TEST_P(GoldenLlamaRatTest, GreedyContinuationEqualsReference) {
-  for (const auto& c : golden().cases()) {
-    SCOPED_TRACE(c.at("name").get<std::string>());
-    const std::vector<int32_t> want = Tokens(c.at("greedy"));
-    GenerateOptions options;
-    options.max_tokens = static_cast<int32_t>(want.size());
-    options.stop_at_eos = false;
-    std::vector<int32_t> got;
-    auto state = model().NewState();
-    auto result = Generate(model(), *state, Tokens(c.at("tokens")), options,
-                           [&got](const GeneratedPiece& piece) {
-                             got.insert(got.end(), piece.tokens.begin(),
-                                        piece.tokens.end());
-                             return true;
-                           });
-    ASSERT_OK(result);
-    EXPECT_EQ(got, want);
-  }
+  testing::ExpectGreedyContinuationsOf(model(), golden());
 }
 
 TEST_P(GoldenLlamaRatTest, StatePassingIsExact) {

@@ -201,6 +201,29 @@ inline std::vector<int32_t> Tokens(const nlohmann::json& list) {
   return list.get<std::vector<int32_t>>();
 }
 
+// Every case's greedy continuation of its tokens by `model` is the
+// reference's.
+inline void ExpectGreedyContinuationsOf(const Model& model,
+                                        const GoldenData& golden) {
+  for (const auto& c : golden.cases()) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    const std::vector<int32_t> want = Tokens(c.at("greedy"));
+    GenerateOptions options;  // greedy by default
+    options.max_tokens = static_cast<int32_t>(want.size());
+    options.stop_at_eos = false;
+    std::vector<int32_t> got;
+    auto state = model.NewState();
+    auto result = Generate(model, *state, Tokens(c.at("tokens")), options,
+                           [&got](const GeneratedPiece& piece) {
+                             got.insert(got.end(), piece.tokens.begin(),
+                                        piece.tokens.end());
+                             return true;
+                           });
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(got, want);
+  }
+}
+
 // The fixture every single-model golden suite shares: the golden set
 // tests/data/golden/<kName> and its model loaded once per suite, the worst
 // errors printed after it, and the logit check against the float64
@@ -233,25 +256,8 @@ class GoldenSuite : public ::testing::Test {
     EXPECT_LE(err, kLogitTolerance);
   }
 
-  // Every case's greedy continuation of its tokens is the reference's.
   static void ExpectGreedyContinuations() {
-    for (const auto& c : golden_->cases()) {
-      SCOPED_TRACE(c.at("name").get<std::string>());
-      const std::vector<int32_t> want = Tokens(c.at("greedy"));
-      GenerateOptions options;  // greedy by default
-      options.max_tokens = static_cast<int32_t>(want.size());
-      options.stop_at_eos = false;
-      std::vector<int32_t> got;
-      auto state = model_->NewState();
-      auto result = Generate(*model_, *state, Tokens(c.at("tokens")), options,
-                             [&got](const GeneratedPiece& piece) {
-                               got.insert(got.end(), piece.tokens.begin(),
-                                          piece.tokens.end());
-                               return true;
-                             });
-      ASSERT_OK(result);
-      EXPECT_EQ(got, want);
-    }
+    ExpectGreedyContinuationsOf(*model_, *golden_);
   }
 
   static inline GoldenData* golden_ = nullptr;
