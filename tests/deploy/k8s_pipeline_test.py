@@ -245,15 +245,28 @@ class DisaggregatedManifestPipelineTest(unittest.TestCase):
         self.assertEqual(sorted(p.role for p in self.processes),
                          ["decode", "orchestrator", "prefill", "store", "store"])
         self.assertEqual(len(self.store_names), 2)
+        # Six ids of which each replica owns at least one. The replica
+        # names are addresses with ports picked per run, so six fixed ids
+        # can all land on one replica (about 1 run in 32).
+        names = [f"doc-{i}" for i in range(6)]
+        owners = {rendezvous_owner(self.store_names, TENANT, n) for n in names}
+        extra = 6
+        while len(owners) < len(self.store_names):
+            candidate = f"doc-{extra}"
+            if rendezvous_owner(self.store_names, TENANT, candidate) not in owners:
+                names[-1] = candidate
+                owners = {rendezvous_owner(self.store_names, TENANT, n) for n in names}
+            extra += 1
         doc_ids = []
-        for i in range(6):
+        for i, name in enumerate(names):
             path = os.path.join(self.tmp, f"doc{i}.txt")
             with open(path, "w") as f:
                 f.write(f"Document {i}. " + "The quick brown fox jumps over the lazy dog. " * (20 + i))
-            out = self.cli("ingest", path, f"--doc-id=doc-{i}")
-            self.assertEqual(out["doc_id"], f"doc-{i}")
+            out = self.cli("ingest", path, f"--doc-id={name}")
+            self.assertEqual(out["doc_id"], name)
             self.assertGreater(out["tokens"], 100)
             doc_ids.append(out["doc_id"])
+        doc_ids.sort()
         for doc in doc_ids[:3]:
             answer = self.cli("ask", doc, "What jumps?", "--max-tokens=4")
             self.assertIn("answer", answer)
