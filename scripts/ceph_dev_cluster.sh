@@ -153,6 +153,9 @@ mon_allow_pool_delete = true
 mon_allow_pool_size_one = true
 osd_pool_default_pg_num = 8
 osd_pool_default_pgp_num = 8
+# Tests make a pool or two each: with 8 PGs of 3 replicas on 3 OSDs the
+# default of 250 PGs per OSD would stop at about 30 pools.
+mon_max_pg_per_osd = 2000
 # Auth is off on loopback: nothing to reclaim securely.
 mon_warn_on_insecure_global_id_reclaim_allowed = false
 # One peer is enough to mark a killed OSD down quickly.

@@ -9,6 +9,7 @@
 #include "rocksdb/slice.h"
 #include "rocksdb/write_batch.h"
 #include "storage/absl_view.h"
+#include "storage/document_catalog_checks.h"
 #include "storage/record_codec.h"
 #include "storage/record_validation.h"
 #include "storage/rocksdb_state_store.h"
@@ -17,44 +18,6 @@
 #include "storage/token_codec.h"
 
 namespace twice::storage {
-namespace {
-
-constexpr int kDefaultPageSize = 100;
-
-std::string DocumentName(std::string_view tenant,
-                         std::string_view document_id) {
-  return absl::StrCat("document ", AbslView(tenant), "/",
-                      AbslView(document_id));
-}
-
-absl::Status CheckTenantAndId(std::string_view tenant,
-                              std::string_view document_id) {
-  if (absl::Status s = ValidateTenant(tenant); !s.ok()) return s;
-  return ValidateDocumentId(document_id);
-}
-
-// A record that decodes but breaks the write rules, or sits under another
-// document's key, was not written by this code for this key.
-absl::StatusOr<DocumentRecord> DecodeRecordFor(std::string_view stored,
-                                               std::string_view tenant,
-                                               std::string_view document_id) {
-  absl::StatusOr<DocumentRecord> record = DecodeRecord(stored);
-  if (!record.ok()) return record.status();
-  if (absl::Status s = ValidateDocumentRecord(*record); !s.ok()) {
-    return absl::DataLossError(s.message());
-  }
-  if (record->tenant != tenant || record->document_id != document_id) {
-    return absl::DataLossError("record is stored under another document's key");
-  }
-  return record;
-}
-
-absl::Status Annotate(const absl::Status& status, std::string_view what) {
-  return absl::Status(status.code(),
-                      absl::StrCat(AbslView(what), ": ", status.message()));
-}
-
-}  // namespace
 
 std::string RocksDbStateStore::DocumentKey(std::string_view tenant,
                                            std::string_view document_id) {
@@ -145,13 +108,7 @@ absl::Status RocksDbStateStore::WriteRecordLocked(
                                       ? 0
                                       : record.revision;
   if (record.revision != stored_revision) {
-    return absl::AbortedError(absl::StrCat(
-        DocumentName(record.tenant, record.document_id),
-        stored_revision == 0   ? " is not stored (deleted meanwhile?)"
-        : record.revision == 0 ? " already exists"
-                               : " was changed by another writer",
-        " (revision ", stored_revision, ", the write was made from ",
-        record.revision, "); read it again"));
+    return StaleWriteError(record, stored_revision);
   }
   DocumentRecord committed = record;
   committed.revision = stored_revision + 1;
@@ -260,7 +217,6 @@ absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
       !s.ok()) {
     return s;
   }
-  const std::string name = DocumentName(record.tenant, record.document_id);
 
   std::lock_guard<std::mutex> lock(document_mu_);
   // Record and tokens are written and deleted together, so a stored record
@@ -279,11 +235,9 @@ absl::Status RocksDbStateStore::UpdateDocument(const DocumentRecord& record) {
   } else {
     return existing.status();
   }
-  if (record.token_count != stored_token_count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " has ", stored_token_count,
-                     " tokens; UpdateDocument cannot change token_count to ",
-                     record.token_count, " (use PutDocument)"));
+  if (absl::Status same = CheckUnchangedTokenCount(record, stored_token_count);
+      !same.ok()) {
+    return same;
   }
   return WriteRecordLocked(record, nullptr);
 }
@@ -292,7 +246,7 @@ absl::StatusOr<DocumentRecord> RocksDbStateStore::GetDocument(
     const DocumentRef& document) {
   const std::string_view tenant = document.tenant;
   const std::string_view document_id = document.document_id;
-  if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
+  if (absl::Status s = CheckDocumentRef(tenant, document_id); !s.ok()) {
     return s;
   }
   return ReadRecord(tenant, document_id);
@@ -302,7 +256,7 @@ absl::StatusOr<std::vector<int32_t>> RocksDbStateStore::GetTokens(
     const DocumentRef& document) {
   const std::string_view tenant = document.tenant;
   const std::string_view document_id = document.document_id;
-  if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
+  if (absl::Status s = CheckDocumentRef(tenant, document_id); !s.ok()) {
     return s;
   }
   const std::string name = DocumentName(tenant, document_id);
@@ -329,11 +283,9 @@ absl::StatusOr<std::vector<int32_t>> RocksDbStateStore::GetTokens(
 absl::StatusOr<DocumentPage> RocksDbStateStore::ListDocuments(
     std::string_view tenant, int page_size, std::string_view page_token) {
   if (absl::Status s = ValidateTenant(tenant); !s.ok()) return s;
-  if (page_size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size must be non-negative, got ", page_size));
-  }
-  if (page_size == 0) page_size = kDefaultPageSize;
+  absl::StatusOr<int> size = DocumentPageSize(page_size);
+  if (!size.ok()) return size.status();
+  page_size = *size;
 
   const std::string prefix = DocumentKey(tenant, "");
   // "tenant\1" is the first key past every "tenant\0..." key.
@@ -390,7 +342,7 @@ absl::StatusOr<int64_t> RocksDbStateStore::DeleteDocument(
     const DocumentRef& document) {
   const std::string_view tenant = document.tenant;
   const std::string_view document_id = document.document_id;
-  if (absl::Status s = CheckTenantAndId(tenant, document_id); !s.ok()) {
+  if (absl::Status s = CheckDocumentRef(tenant, document_id); !s.ok()) {
     return s;
   }
   if (absl::Status s = disk_.CheckDelete(

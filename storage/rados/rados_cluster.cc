@@ -1,6 +1,7 @@
 #include "storage/rados/rados_cluster.h"
 
 #include <cerrno>
+#include <list>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -68,6 +69,20 @@ absl::StatusOr<librados::IoCtx> RadosCluster::OpenPool(const std::string& name,
   }
   if (r < 0) return FromRados(r, absl::StrCat("opening pool ", name));
   return io;
+}
+
+absl::StatusOr<PoolUsage> RadosCluster::Usage(const std::string& name) {
+  std::list<std::string> pools = {name};
+  librados::stats_map stats;
+  if (int r = rados_.get_pool_stats(pools, stats); r < 0) {
+    return FromRados(r, absl::StrCat("reading the usage of pool ", name));
+  }
+  auto it = stats.find(name);
+  if (it == stats.end()) {
+    return absl::NotFoundError(absl::StrCat("pool ", name, " not found"));
+  }
+  return PoolUsage{.bytes = static_cast<int64_t>(it->second.num_bytes),
+                   .objects = static_cast<int64_t>(it->second.num_objects)};
 }
 
 }  // namespace twice::storage

@@ -6,6 +6,7 @@
 #define TWICE_STORAGE_RADOS_RADOS_CLUSTER_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <rados/librados.hpp>
 #include <string>
@@ -24,6 +25,12 @@ struct RadosOptions {
   std::chrono::seconds op_timeout{10};
 };
 
+// A pool's size as the cluster last reported it (not counting replicas).
+struct PoolUsage {
+  int64_t bytes = 0;
+  int64_t objects = 0;
+};
+
 class RadosCluster {
  public:
   // Connects within op_timeout. UNAVAILABLE when no monitor answers;
@@ -38,6 +45,8 @@ class RadosCluster {
   // `create` (replicated, with the cluster's default size), else NOT_FOUND.
   [[nodiscard]] absl::StatusOr<librados::IoCtx> OpenPool(
       const std::string& name, bool create);
+  // The usage of pool `name` (NOT_FOUND when it does not exist).
+  [[nodiscard]] absl::StatusOr<PoolUsage> Usage(const std::string& name);
 
  private:
   RadosCluster() = default;

@@ -122,8 +122,17 @@ absl::StatusOr<std::vector<std::string>> RadosStateStore::ReadBlocks(
   return blocks;
 }
 
+void RadosStateStore::CountRead(const absl::Status& status) {
+  if (status.ok()) {
+    hits_.fetch_add(1);
+  } else if (absl::IsNotFound(status)) {
+    misses_.fetch_add(1);
+  }
+}
+
 absl::StatusOr<std::string> RadosStateStore::GetState(const StateKey& key) {
   absl::StatusOr<std::vector<std::string>> blocks = ReadBlocks(key);
+  CountRead(blocks.status());
   if (!blocks.ok()) return blocks.status();
   if (blocks->size() == 1) return std::move(blocks->front());
   std::string whole;
@@ -136,7 +145,9 @@ absl::StatusOr<std::string> RadosStateStore::GetState(const StateKey& key) {
 
 absl::StatusOr<std::vector<std::string>> RadosStateStore::GetStateBlocks(
     const StateKey& key) {
-  return ReadBlocks(key);
+  absl::StatusOr<std::vector<std::string>> blocks = ReadBlocks(key);
+  CountRead(blocks.status());
+  return blocks;
 }
 
 absl::StatusOr<bool> RadosStateStore::HasState(const StateKey& key) {

@@ -65,6 +65,9 @@ class RadosStateStore final : public StateStore {
   // Values found corrupt (and deleted) since the store opened.
   int64_t corruptions() const { return corruptions_.load(); }
   int64_t recomputes() const { return recomputes_.load(); }
+  // Reads that found the state, and that missed (missing or corrupt).
+  int64_t hits() const { return hits_.load(); }
+  int64_t misses() const { return misses_.load(); }
 
  private:
   explicit RadosStateStore(librados::IoCtx pool) : pool_(std::move(pool)) {}
@@ -74,10 +77,14 @@ class RadosStateStore final : public StateStore {
   absl::StatusOr<std::vector<std::string>> ReadBlocks(const StateKey& key);
   // Deletes a value found corrupt and answers the miss the caller sees.
   absl::Status Corrupt(const std::string& name, const absl::Status& why);
+  // Counts a read's outcome as a hit or a miss.
+  void CountRead(const absl::Status& status);
 
   librados::IoCtx pool_;
   std::atomic<int64_t> corruptions_{0};
   std::atomic<int64_t> recomputes_{0};
+  std::atomic<int64_t> hits_{0};
+  std::atomic<int64_t> misses_{0};
 };
 
 // Object names of the layout above.

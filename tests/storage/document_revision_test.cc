@@ -2,7 +2,6 @@
 // only over the revision it was read at, so writers through several
 // orchestrator replicas never lose each other's changes.
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,26 +59,11 @@ TEST_F(DocumentRevisionTest, ConcurrentWritersFromOneRevisionCommitOnce) {
   Open();
   PutDoc(Record("t", "d", {Key(1)}));
   ASSERT_OK_AND_ASSIGN(DocumentRecord base, store().GetDocument({"t", "d"}));
-  constexpr int kWriters = 8;
-  std::vector<absl::Status> results(kWriters);
-  std::vector<std::thread> writers;
-  for (int i = 0; i < kWriters; ++i) {
-    writers.emplace_back([&, i] {
-      DocumentRecord mine = base;
-      mine.accessed_unix_ms = 1000 + i;
-      results[i] = store().UpdateDocument(mine);
-    });
-  }
-  for (std::thread& writer : writers) writer.join();
-  int committed = -1;
-  for (int i = 0; i < kWriters; ++i) {
-    if (results[i].ok()) {
-      EXPECT_EQ(committed, -1) << "two writers committed from one revision";
-      committed = i;
-    } else {
-      EXPECT_EQ(results[i].code(), absl::StatusCode::kAborted) << results[i];
-    }
-  }
+  const int committed = test_util::RaceWritersFromOneRevision(8, [&](int i) {
+    DocumentRecord mine = base;
+    mine.accessed_unix_ms = 1000 + i;
+    return store().UpdateDocument(mine);
+  });
   ASSERT_NE(committed, -1);
   ASSERT_OK_AND_ASSIGN(DocumentRecord after, store().GetDocument({"t", "d"}));
   EXPECT_EQ(after.accessed_unix_ms, 1000 + committed);

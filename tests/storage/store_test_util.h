@@ -4,9 +4,11 @@
 #define TWICE_TESTS_STORAGE_STORE_TEST_UTIL_H_
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -64,6 +66,30 @@ inline DocumentRecord Record(std::string tenant, std::string id,
   record.created_unix_ms = 1;
   record.accessed_unix_ms = 2;
   return record;
+}
+
+// Runs write(0) .. write(writers - 1) at once, all made from one revision,
+// and returns the index of the one that committed. Fails the test (and
+// returns -1) unless exactly one did and every other was ABORTED.
+inline int RaceWritersFromOneRevision(
+    int writers, const std::function<absl::Status(int)>& write) {
+  std::vector<absl::Status> results(writers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < writers; ++i) {
+    threads.emplace_back([&, i] { results[i] = write(i); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  int committed = -1;
+  for (int i = 0; i < writers; ++i) {
+    if (results[i].ok()) {
+      EXPECT_EQ(committed, -1) << "two writers committed from one revision";
+      committed = i;
+    } else {
+      EXPECT_EQ(results[i].code(), absl::StatusCode::kAborted) << results[i];
+    }
+  }
+  EXPECT_NE(committed, -1) << "no writer committed";
+  return committed;
 }
 
 class StoreFixture : public ::testing::Test {
