@@ -22,11 +22,10 @@
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
 #include "services/server/internal_only_services.h"
+#include "services/server/server_store.h"
 #include "services/store/remote_state_store.h"
-#include "services/store/sharded_state_store.h"
 #include "services/store/store_metrics.h"
 #include "services/store/store_service.h"
-#include "storage/rocksdb_store.h"
 
 namespace twice::services {
 namespace {
@@ -163,45 +162,12 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     }
   }
 
-  if (role == Role::kStore || options.store_address.empty()) {
-    storage::RocksDbStoreOptions store_options;
-    store_options.path = options.data_dir;
-    store_options.sync_writes = options.sync_writes;
-    store_options.state_budget_bytes = options.state_budget_bytes;
-    store_options.tenant_state_budget_bytes = options.tenant_state_budget_bytes;
-    store_options.min_free_disk_bytes = options.store_min_free_disk_bytes;
-    store_options.state_cache_bytes = options.store_state_cache_bytes;
-    absl::StatusOr<std::unique_ptr<storage::Store>> store =
-        storage::OpenRocksDbStore(store_options);
-    if (!store.ok()) {
-      return absl::Status(
-          store.status().code(),
-          absl::StrCat("opening the store in ", options.data_dir, ": ",
-                       store.status().message()));
-    }
-    server->store_ = *std::move(store);
-  } else {
-    std::vector<StoreShard> shards;
-    for (absl::string_view address :
-         absl::StrSplit(options.store_address, ',', absl::SkipEmpty())) {
-      shards.push_back(
-          {std::string(address),
-           std::make_unique<RemoteStateStore>(
-               Connect(std::string(address), *channel_credentials,
-                       internal_token),
-               std::chrono::seconds(options.store_timeout_seconds))});
-    }
-    if (shards.size() == 1) {
-      server->store_ = std::move(shards.front().store);
-    } else {
-      absl::StatusOr<std::unique_ptr<ShardedStateStore>> sharded =
-          ShardedStateStore::Create(std::move(shards));
-      if (!sharded.ok()) return sharded.status();
-      server->store_ = *std::move(sharded);
-      Log(LogLevel::kInfo, "store.sharded",
-          absl::StrCat("replicas=", LogValue(options.store_address)));
-    }
-  }
+  absl::StatusOr<std::unique_ptr<storage::Store>> opened =
+      OpenServerStore(options, [&](const std::string& address) {
+        return Connect(address, *channel_credentials, internal_token);
+      });
+  if (!opened.ok()) return opened.status();
+  server->store_ = *std::move(opened);
   storage::Store* store = server->store_.get();
   const ModelRegistry* models = &server->models_;
 

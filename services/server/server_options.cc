@@ -51,7 +51,35 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         "role orchestrator needs --prefill_address and --decode_address");
   }
-  if ((role == Role::kStore || store_address.empty()) && data_dir.empty()) {
+  if (store != "rocksdb" && store != "rados") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store must be rocksdb or rados, got \"", store, "\""));
+  }
+  if (store == "rados") {
+    if (rados_conf.empty()) {
+      return absl::InvalidArgumentError(
+          "--store=rados needs --rados_conf (the cluster's ceph.conf)");
+    }
+    if (!store_address.empty()) {
+      return absl::InvalidArgumentError(
+          "--store=rados and --store_address exclude each other: with RADOS "
+          "every role talks to the cluster directly");
+    }
+    if (role == Role::kStore) {
+      return absl::InvalidArgumentError(
+          "role store serves an embedded RocksDB store; with --store=rados "
+          "no store role is needed");
+    }
+    if (rados_pool_prefix.empty()) {
+      return absl::InvalidArgumentError("--rados_pool_prefix is empty");
+    }
+    if (rados_op_timeout_seconds <= 0) {
+      return absl::InvalidArgumentError(
+          "--rados_op_timeout_seconds must be > 0");
+    }
+  }
+  if (store == "rocksdb" && (role == Role::kStore || store_address.empty()) &&
+      data_dir.empty()) {
     return absl::InvalidArgumentError("--data_dir is required");
   }
   if (state_cache_bytes < 0) {

@@ -42,6 +42,19 @@ struct ServerOptions {
   // stable addresses (a StatefulSet's pod DNS names). Default: empty
   // (embedded).
   std::string store_address;
+  // Where documents and states live: "rocksdb" (the embedded store, or the
+  // store role at store_address) or "rados" (a Ceph cluster that every
+  // role reads and writes directly, storage/rados/rados_store.h; for
+  // deployments past one machine). Default: "rocksdb".
+  std::string store = "rocksdb";
+  // --store=rados: the cluster's ceph.conf (required), the cephx user
+  // (without "client."), the pool prefix (pools PREFIX-meta and
+  // PREFIX-states) and the deadline of every cluster operation, after
+  // which a call fails UNAVAILABLE. Defaults: "", "admin", "twice", 10.
+  std::string rados_conf;
+  std::string rados_user = "admin";
+  std::string rados_pool_prefix = "twice";
+  int rados_op_timeout_seconds = 10;
   // Prefill and decode services the orchestrator role calls, each one
   // host:port or several, comma-separated (calls are spread over them and
   // retried on another when one is unavailable). Required for role

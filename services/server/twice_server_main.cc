@@ -36,6 +36,20 @@ ABSL_FLAG(std::vector<std::string>, model, {},
           "created under DATA_DIR/models/ on first start");
 ABSL_FLAG(std::string, store_address, "",
           "host:port of a store role to use instead of an embedded store");
+ABSL_FLAG(std::string, store, "rocksdb",
+          "Where documents and states live: rocksdb (embedded, or the store "
+          "role at --store_address) | rados (a Ceph cluster every role uses "
+          "directly; --rados_conf)");
+ABSL_FLAG(std::string, rados_conf, "",
+          "--store=rados: the cluster's ceph.conf (monitors, auth)");
+ABSL_FLAG(std::string, rados_user, "admin",
+          "--store=rados: the cephx user, without \"client.\"");
+ABSL_FLAG(std::string, rados_pool_prefix, "twice",
+          "--store=rados: pools PREFIX-meta (records, tokens) and "
+          "PREFIX-states, created when missing");
+ABSL_FLAG(int, rados_op_timeout_seconds, 10,
+          "--store=rados: deadline of every cluster operation; a paused or "
+          "partitioned cluster fails calls UNAVAILABLE after it");
 ABSL_FLAG(std::string, prefill_address, "",
           "host:port of the prefill role, or several comma-separated "
           "(role orchestrator)");
@@ -197,6 +211,12 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.store_address = absl::GetFlag(FLAGS_store_address);
+  options.store = absl::GetFlag(FLAGS_store);
+  options.rados_conf = absl::GetFlag(FLAGS_rados_conf);
+  options.rados_user = absl::GetFlag(FLAGS_rados_user);
+  options.rados_pool_prefix = absl::GetFlag(FLAGS_rados_pool_prefix);
+  options.rados_op_timeout_seconds =
+      absl::GetFlag(FLAGS_rados_op_timeout_seconds);
   options.prefill_address = absl::GetFlag(FLAGS_prefill_address);
   options.decode_address = absl::GetFlag(FLAGS_decode_address);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);

@@ -27,18 +27,9 @@
 namespace twice::storage {
 namespace {
 
+using test_util::ClusterCommand;
 using test_util::ClusterConf;
 using test_util::RandomBytes;
-
-// Runs scripts/ceph_dev_cluster.sh `command` on the test cluster.
-int ClusterCommand(const std::vector<std::string>& command) {
-  std::string dir = ClusterConf();
-  dir = dir.substr(0, dir.rfind('/'));
-  std::vector<std::string> argv = {"scripts/ceph_dev_cluster.sh",
-                                   command.front(), dir};
-  argv.insert(argv.end(), command.begin() + 1, command.end());
-  return testing::RunCommand(argv).exit_code;
-}
 
 class RadosObjectsTest : public ::testing::Test {
  protected:

@@ -1,0 +1,97 @@
+#include "services/server/server_store.h"
+
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/common/log.h"
+#include "services/store/remote_state_store.h"
+#include "services/store/sharded_state_store.h"
+#include "storage/rocksdb_store.h"
+#if TWICE_HAVE_RADOS
+#include "storage/rados/rados_store.h"
+#endif
+
+namespace twice::services {
+namespace {
+
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenRados(
+    const ServerOptions& options) {
+#if TWICE_HAVE_RADOS
+  storage::RadosStoreOptions rados;
+  rados.cluster.conf_file = options.rados_conf;
+  rados.cluster.user = options.rados_user;
+  rados.cluster.op_timeout =
+      std::chrono::seconds(options.rados_op_timeout_seconds);
+  rados.pool_prefix = options.rados_pool_prefix;
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRadosStore(rados);
+  if (!store.ok()) {
+    return absl::Status(
+        store.status().code(),
+        absl::StrCat("opening the RADOS store of ", options.rados_conf, ": ",
+                     store.status().message()));
+  }
+  Log(LogLevel::kInfo, "store.rados",
+      absl::StrCat("conf=", LogValue(options.rados_conf),
+                   " user=", LogValue(options.rados_user), " pools=",
+                   LogValue(options.rados_pool_prefix), "-{meta,states}"));
+  return store;
+#else
+  (void)options;
+  return absl::FailedPreconditionError(
+      "--store=rados needs a build with librados (scripts/setup.sh --ceph, "
+      "then rebuild)");
+#endif
+}
+
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenEmbedded(
+    const ServerOptions& options) {
+  storage::RocksDbStoreOptions store_options;
+  store_options.path = options.data_dir;
+  store_options.sync_writes = options.sync_writes;
+  store_options.state_budget_bytes = options.state_budget_bytes;
+  store_options.tenant_state_budget_bytes = options.tenant_state_budget_bytes;
+  store_options.min_free_disk_bytes = options.store_min_free_disk_bytes;
+  store_options.state_cache_bytes = options.store_state_cache_bytes;
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(store_options);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat("opening the store in ", options.data_dir,
+                                     ": ", store.status().message()));
+  }
+  return store;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenServerStore(
+    const ServerOptions& options,
+    const std::function<std::shared_ptr<grpc::Channel>(const std::string&)>&
+        connect) {
+  if (options.store == "rados") return OpenRados(options);
+  if (options.role == Role::kStore || options.store_address.empty()) {
+    return OpenEmbedded(options);
+  }
+  std::vector<StoreShard> shards;
+  for (absl::string_view address :
+       absl::StrSplit(options.store_address, ',', absl::SkipEmpty())) {
+    shards.push_back(
+        {std::string(address),
+         std::make_unique<RemoteStateStore>(
+             connect(std::string(address)),
+             std::chrono::seconds(options.store_timeout_seconds))});
+  }
+  if (shards.size() == 1) return std::move(shards.front().store);
+  absl::StatusOr<std::unique_ptr<ShardedStateStore>> sharded =
+      ShardedStateStore::Create(std::move(shards));
+  if (!sharded.ok()) return sharded.status();
+  Log(LogLevel::kInfo, "store.sharded",
+      absl::StrCat("replicas=", LogValue(options.store_address)));
+  return std::unique_ptr<storage::Store>(*std::move(sharded));
+}
+
+}  // namespace twice::services

@@ -1,0 +1,268 @@
+// The whole pipeline on the RADOS store (--store=rados), in real processes
+// against ctest's local Ceph cluster, each test with its own pools:
+//   - orchestrator, prefill and decode roles that share only the cluster:
+//     ingest, ask in every causal mode, append, restart every process, and
+//     the same answers as an embedded --role=all, with the stored states
+//     reused;
+//   - kill -9 of one OSD during concurrent ingests: every acknowledged
+//     document is readable with its exact tokens, its answer unchanged,
+//     and ingests go on while the OSD is down;
+//   - a damaged state object (overwritten as `rados put` would) is found,
+//     deleted and recomputed, and the answer does not change.
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "storage/rados/rados_state_store.h"
+#include "storage/rados/rados_store.h"
+#include "tests/ceph/ceph_test_util.h"
+#include "tests/services/workflow_client.h"
+#include "tests/testing/grpc_status_matchers.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+
+namespace twice {
+namespace {
+
+using storage::test_util::ClusterCommand;
+using storage::test_util::ClusterConf;
+using testing::CliBinary;
+using testing::RunCommand;
+using testing::ServerProcess;
+using testing::TempDir;
+using testing::WorkflowClient;
+
+std::vector<int32_t> Tokens(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> out(n);
+  for (int32_t& token : out) token = static_cast<int32_t>(rng() % 50000);
+  return out;
+}
+
+class RadosPipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(ClusterConf().empty())
+        << "TWICE_CEPH_CONF is not set: run through ctest (fixture "
+           "ceph_cluster)";
+    prefix_ = "twice-test-pipeline-" + std::to_string(std::random_device{}());
+    model_ = "--model=" + dir_.path() + "/model";
+    ASSERT_EQ(RunCommand({CliBinary(), "init-model",
+                          "--out=" + dir_.path() + "/model"})
+                  .exit_code,
+              0);
+    ASSERT_TRUE(reference_.Start({model_, "--data-dir=" + dir_.path() + "/all"},
+                                 dir_.path() + "/all.log"))
+        << reference_.stderr_text();
+  }
+
+  // The flags that put a process on this test's pools.
+  std::vector<std::string> Rados(std::vector<std::string> flags) const {
+    flags.push_back(model_);
+    flags.push_back("--store=rados");
+    flags.push_back("--rados-conf=" + ClusterConf());
+    flags.push_back("--rados-pool-prefix=" + prefix_);
+    // Long enough to ride out an OSD being marked down (about 6 s here).
+    flags.push_back("--rados-op-timeout-seconds=30");
+    return flags;
+  }
+
+  // The RADOS store itself, for reading what the processes stored.
+  std::unique_ptr<storage::Store> OpenStore() {
+    storage::RadosStoreOptions options;
+    options.cluster.conf_file = ClusterConf();
+    options.pool_prefix = prefix_;
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::OpenRadosStore(options);
+    EXPECT_OK(store);
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  TempDir dir_;
+  std::string prefix_;
+  std::string model_;
+  ServerProcess reference_;
+};
+
+TEST_F(RadosPipelineTest, RolesShareOnlyTheClusterAndSurviveRestarts) {
+  ServerProcess prefill, decode, orchestrator;
+  auto start = [&] {
+    ASSERT_TRUE(
+        prefill.Start(Rados({"--role=prefill"}), dir_.path() + "/prefill.log"))
+        << prefill.stderr_text();
+    ASSERT_TRUE(
+        decode.Start(Rados({"--role=decode"}), dir_.path() + "/decode.log"))
+        << decode.stderr_text();
+    ASSERT_TRUE(orchestrator.Start(
+        Rados({"--role=orchestrator", "--prefill-address=" + prefill.address(),
+               "--decode-address=" + decode.address()}),
+        dir_.path() + "/orchestrator.log"))
+        << orchestrator.stderr_text();
+  };
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto split = std::make_unique<WorkflowClient>(orchestrator.address());
+  auto single = std::make_unique<WorkflowClient>(reference_.address());
+
+  const std::vector<int32_t> doc = Tokens(1500, 1);
+  const auto ingested = split->Ingest(doc, 128);
+  ASSERT_OK(ingested.status);
+  const auto reference = single->Ingest(doc, 128);
+  ASSERT_OK(reference.status);
+  const std::string id = ingested.done.done().document_id();
+  ASSERT_EQ(id, reference.done.done().document_id());
+  ASSERT_OK(split->Append(id, Tokens(100, 2), 64).status);
+  ASSERT_OK(single->Append(id, Tokens(100, 2), 64).status);
+
+  const std::vector<v1::AskMode> modes = {v1::ASK_MODE_DEFAULT,
+                                          v1::ASK_MODE_READ_TWICE,
+                                          v1::ASK_MODE_READ_TWICE_FULL};
+  std::vector<std::vector<int32_t>> answers;
+  for (v1::AskMode mode : modes) {
+    const auto want = single->Ask(id, "What comes next?", mode, 6);
+    const auto got = split->Ask(id, "What comes next?", mode, 6);
+    ASSERT_OK(want.status);
+    ASSERT_OK(got.status);
+    EXPECT_EQ(got.tokens, want.tokens) << "mode " << mode;
+    EXPECT_EQ(got.usage.tokens_prefilled(), want.usage.tokens_prefilled());
+    answers.push_back(got.tokens);
+  }
+
+  // Every process restarted: nothing of the document lived in them.
+  split.reset();
+  EXPECT_EQ(orchestrator.Stop(), 0);
+  EXPECT_EQ(decode.Stop(), 0);
+  EXPECT_EQ(prefill.Stop(), 0);
+  ASSERT_NO_FATAL_FAILURE(start());
+  split = std::make_unique<WorkflowClient>(orchestrator.address());
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const auto again = split->Ask(id, "What comes next?", modes[i], 6);
+    ASSERT_OK(again.status);
+    EXPECT_EQ(again.tokens, answers[i]) << "mode " << modes[i];
+    // Read twice in full reads the whole document again by design.
+    if (modes[i] != v1::ASK_MODE_READ_TWICE_FULL) {
+      EXPECT_GE(again.usage.states_reused(), 1) << "mode " << modes[i];
+    }
+  }
+  // A second ingest of a document is all reuse, from the cluster.
+  const std::vector<int32_t> other = Tokens(600, 3);
+  ASSERT_OK(single->Ingest(other, 128).status);
+  ASSERT_OK(split->Ingest(other, 128).status);
+  const auto repeated = split->Ingest(other, 128);
+  ASSERT_OK(repeated.status);
+  EXPECT_EQ(repeated.done.segments_reused(), repeated.done.segments_total());
+
+  split.reset();
+  single.reset();
+  EXPECT_EQ(orchestrator.Stop(), 0);
+  EXPECT_EQ(decode.Stop(), 0);
+  EXPECT_EQ(prefill.Stop(), 0);
+  EXPECT_EQ(reference_.Stop(), 0);
+}
+
+TEST_F(RadosPipelineTest, AnOsdKilledDuringIngestsLosesNothingAcknowledged) {
+  ServerProcess all;
+  ASSERT_TRUE(all.Start(Rados({}), dir_.path() + "/rados-all.log"))
+      << all.stderr_text();
+  auto client = std::make_unique<WorkflowClient>(all.address());
+  constexpr int kWriters = 4;
+  std::vector<std::vector<int32_t>> docs;
+  for (int i = 0; i < kWriters; ++i) docs.push_back(Tokens(2500, 10 + i));
+  std::vector<testing::IngestResult> results(kWriters);
+  std::atomic<int> started{0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kWriters; ++i) {
+    writers.emplace_back([&, i] {
+      WorkflowClient own(all.address());
+      started.fetch_add(1);
+      results[i] = own.Ingest(docs[i], 128);
+    });
+  }
+  while (started.load() < kWriters) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(ClusterCommand({"kill-osd", "0"}), 0);
+  for (std::thread& writer : writers) writer.join();
+
+  // Writes go on with one OSD of three down.
+  const std::vector<int32_t> during = Tokens(600, 99);
+  const auto late = client->Ingest(during, 128);
+  EXPECT_OK(late.status);
+  ASSERT_EQ(ClusterCommand({"start-osd", "0"}), 0);
+
+  std::unique_ptr<storage::Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto single = std::make_unique<WorkflowClient>(reference_.address());
+  int acknowledged = 0;
+  for (int i = 0; i < kWriters; ++i) {
+    if (!results[i].status.ok()) {
+      // Not acknowledged: allowed to fail, only as unavailable.
+      EXPECT_EQ(results[i].status.error_code(), grpc::StatusCode::UNAVAILABLE)
+          << results[i].status.error_message();
+      continue;
+    }
+    ++acknowledged;
+    const std::string id = results[i].done.done().document_id();
+    ASSERT_OK_AND_ASSIGN(std::vector<int32_t> stored,
+                         store->GetTokens({"default", id}));
+    EXPECT_EQ(stored, docs[i]);
+    ASSERT_OK(single->Ingest(docs[i], 128).status);
+    EXPECT_EQ(client->Ask(id, "And?").tokens, single->Ask(id, "And?").tokens);
+  }
+  EXPECT_GE(acknowledged, kWriters / 2);
+  EXPECT_EQ(ClusterCommand({"wait-clean", "120"}), 0);
+
+  client.reset();
+  single.reset();
+  EXPECT_EQ(all.Stop(), 0);
+  EXPECT_EQ(reference_.Stop(), 0);
+}
+
+TEST_F(RadosPipelineTest, ADamagedStateIsRecomputedAndTheAnswerKept) {
+  ServerProcess all;
+  ASSERT_TRUE(all.Start(Rados({}), dir_.path() + "/rados-all.log"))
+      << all.stderr_text();
+  auto client = std::make_unique<WorkflowClient>(all.address());
+  const auto ingested = client->Ingest(Tokens(700, 5), 128);
+  ASSERT_OK(ingested.status);
+  const std::string id = ingested.done.done().document_id();
+  const auto before = client->Ask(id, "What is it?");
+  ASSERT_OK(before.status);
+
+  // Overwrite the state the document ends in, as `rados put` would.
+  std::unique_ptr<storage::Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(storage::DocumentRecord record,
+                       store->GetDocument({"default", id}));
+  const std::string object =
+      storage::StateObjectName(record.segments.back().state_key);
+  const std::string garbage = dir_.path() + "/garbage";
+  ASSERT_EQ(RunCommand({"sh", "-c", "head -c 4096 /dev/urandom > " + garbage})
+                .exit_code,
+            0);
+  ASSERT_EQ(RunCommand({"rados", "--conf", ClusterConf(), "-p",
+                        prefix_ + "-states", "put", object, garbage})
+                .exit_code,
+            0);
+  // The state cache of the process would still hold the good copy: a
+  // restart makes the next read go to the cluster.
+  client.reset();
+  EXPECT_EQ(all.Stop(), 0);
+  ASSERT_TRUE(all.Start(Rados({}), dir_.path() + "/rados-all.log"));
+  client = std::make_unique<WorkflowClient>(all.address());
+  const auto after = client->Ask(id, "What is it?");
+  ASSERT_OK(after.status);
+  EXPECT_EQ(after.tokens, before.tokens);
+  EXPECT_GT(after.usage.tokens_prefilled(), before.usage.tokens_prefilled());
+  // Recomputed and stored again, whole.
+  ASSERT_OK_AND_ASSIGN(std::string state,
+                       store->GetState(record.segments.back().state_key));
+  EXPECT_FALSE(state.empty());
+  client.reset();
+  EXPECT_EQ(all.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace twice
