@@ -22,6 +22,7 @@
 #include "services/orchestrator/orchestrator_service.h"
 #include "services/prefill/prefill_service.h"
 #include "services/server/internal_only_services.h"
+#include "services/server/janitor_runner.h"
 #include "services/server/server_store.h"
 #include "services/store/remote_state_store.h"
 #include "services/store/store_metrics.h"
@@ -79,7 +80,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
   absl::Status valid = options.Validate();
   if (!valid.ok()) return valid;
   // Only the roles that run models have kernels to place.
-  if (options.role != Role::kStore && options.role != Role::kOrchestrator) {
+  if (RoleNeedsModels(options.role) && options.role != Role::kOrchestrator) {
     absl::StatusOr<std::string> device =
         engine::UseKernelDevice(options.device);
     if (!device.ok()) return device.status();
@@ -146,7 +147,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       Log(LogLevel::kInfo, "model.tokenizer_loaded",
           absl::StrCat("name=", spec.name, " dir=", LogValue(spec.dir)));
     }
-  } else if (role != Role::kStore) {
+  } else if (RoleNeedsModels(role)) {
     const engine::LoadOptions load = options.ModelLoadOptions();
     for (const ModelSpec& spec : options.models) {
       absl::Status loaded = server->models_.Load(spec.name, spec.dir, load);
@@ -224,6 +225,15 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,
                      " port=", server->metrics_->port()));
+  }
+  if (role == Role::kJanitor) {
+    absl::StatusOr<std::unique_ptr<JanitorRunner>> janitor =
+        JanitorRunner::Start(options);
+    if (!janitor.ok()) return janitor.status();
+    server->janitor_ = *std::move(janitor);
+    if (server->metrics_ != nullptr) {
+      server->janitor_->AddMetrics(*server->metrics_);
+    }
   }
 
   grpc::EnableDefaultHealthCheckService(true);

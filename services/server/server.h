@@ -20,6 +20,7 @@
 namespace twice::services {
 
 class MetricsEndpoint;  // services/store/store_metrics.h
+class JanitorRunner;    // services/server/janitor_runner.h
 
 class TwiceServer {
  public:
@@ -53,6 +54,8 @@ class TwiceServer {
   // Reads store_ and counts calls of server_: made after the first,
   // destroyed after the second.
   std::unique_ptr<MetricsEndpoint> metrics_;
+  // Role janitor; its counters are read by metrics_, so destroyed first.
+  std::unique_ptr<JanitorRunner> janitor_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   // The public listener, and for role all the server of its internal
   // services (in process, plus --internal_listen when given).

@@ -16,10 +16,12 @@ absl::Status ParseRole(std::string_view text, Role* role) {
     *role = Role::kDecode;
   } else if (text == "store") {
     *role = Role::kStore;
+  } else if (text == "janitor") {
+    *role = Role::kJanitor;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown role '", std::string(text),
-        "'; expected all, orchestrator, prefill, decode or store"));
+        "'; expected all, orchestrator, prefill, decode, store or janitor"));
   }
   return absl::OkStatus();
 }
@@ -36,13 +38,28 @@ std::string_view RoleName(Role role) {
       return "decode";
     case Role::kStore:
       return "store";
+    case Role::kJanitor:
+      return "janitor";
   }
   return "all";
 }
 
 absl::Status ServerOptions::Validate() const {
   if (listen.empty()) return absl::InvalidArgumentError("--listen is required");
-  if (role != Role::kStore && models.empty()) {
+  if (role == Role::kJanitor) {
+    if (store != "rados") {
+      return absl::InvalidArgumentError(
+          "role janitor keeps a RADOS store (--store=rados); the embedded "
+          "RocksDB store keeps its own budget and garbage");
+    }
+    if (janitor_lease_seconds <= 0 || janitor_interval_seconds <= 0 ||
+        janitor_grace_seconds < 0) {
+      return absl::InvalidArgumentError(
+          "--janitor_lease_seconds and --janitor_interval_seconds must be > "
+          "0 and --janitor_grace_seconds >= 0");
+    }
+  }
+  if (RoleNeedsModels(role) && models.empty()) {
     return absl::InvalidArgumentError(
         "--model DIR is required (create one with `twice init-model`)");
   }

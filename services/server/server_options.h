@@ -15,7 +15,13 @@
 
 namespace twice::services {
 
-enum class Role { kAll, kOrchestrator, kPrefill, kDecode, kStore };
+enum class Role { kAll, kOrchestrator, kPrefill, kDecode, kStore, kJanitor };
+
+// Whether `role` loads models (all, prefill, decode) or tokenizers
+// (orchestrator); store and janitor need none.
+inline bool RoleNeedsModels(Role role) {
+  return role != Role::kStore && role != Role::kJanitor;
+}
 
 struct ModelSpec {
   std::string name;  // name used in requests
@@ -55,6 +61,15 @@ struct ServerOptions {
   std::string rados_user = "admin";
   std::string rados_pool_prefix = "twice";
   int rados_op_timeout_seconds = 10;
+  // Role janitor (--store=rados; storage/rados/rados_janitor.h): the lease
+  // that makes it the one active janitor, seconds between its passes, the
+  // age below which objects no record names are left alone (writes in
+  // flight), and whether each pass reads and checks every value. The byte
+  // budget it keeps is state_budget_bytes. Defaults: 30, 60, 3600, false.
+  int janitor_lease_seconds = 30;
+  int janitor_interval_seconds = 60;
+  int janitor_grace_seconds = 3600;
+  bool janitor_verify = false;
   // Prefill and decode services the orchestrator role calls, each one
   // host:port or several, comma-separated (calls are spread over them and
   // retried on another when one is unavailable). Required for role

@@ -10,9 +10,6 @@
 #include "services/store/remote_state_store.h"
 #include "services/store/sharded_state_store.h"
 #include "storage/rocksdb_store.h"
-#if TWICE_HAVE_RADOS
-#include "storage/rados/rados_store.h"
-#endif
 
 namespace twice::services {
 namespace {
@@ -20,14 +17,8 @@ namespace {
 absl::StatusOr<std::unique_ptr<storage::Store>> OpenRados(
     const ServerOptions& options) {
 #if TWICE_HAVE_RADOS
-  storage::RadosStoreOptions rados;
-  rados.cluster.conf_file = options.rados_conf;
-  rados.cluster.user = options.rados_user;
-  rados.cluster.op_timeout =
-      std::chrono::seconds(options.rados_op_timeout_seconds);
-  rados.pool_prefix = options.rados_pool_prefix;
   absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::OpenRadosStore(rados);
+      storage::OpenRadosStore(RadosStoreOptionsOf(options));
   if (!store.ok()) {
     return absl::Status(
         store.status().code(),
@@ -67,6 +58,18 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenEmbedded(
 }
 
 }  // namespace
+
+#if TWICE_HAVE_RADOS
+storage::RadosStoreOptions RadosStoreOptionsOf(const ServerOptions& options) {
+  storage::RadosStoreOptions rados;
+  rados.cluster.conf_file = options.rados_conf;
+  rados.cluster.user = options.rados_user;
+  rados.cluster.op_timeout =
+      std::chrono::seconds(options.rados_op_timeout_seconds);
+  rados.pool_prefix = options.rados_pool_prefix;
+  return rados;
+}
+#endif
 
 absl::StatusOr<std::unique_ptr<storage::Store>> OpenServerStore(
     const ServerOptions& options,

@@ -14,6 +14,9 @@
 #include "absl/status/statusor.h"
 #include "services/server/server_options.h"
 #include "storage/store.h"
+#if TWICE_HAVE_RADOS
+#include "storage/rados/rados_store.h"
+#endif
 
 namespace twice::services {
 
@@ -24,6 +27,11 @@ namespace twice::services {
     const ServerOptions& options,
     const std::function<std::shared_ptr<grpc::Channel>(const std::string&)>&
         connect);
+
+#if TWICE_HAVE_RADOS
+// The RADOS store the --rados_* flags of `options` name.
+storage::RadosStoreOptions RadosStoreOptionsOf(const ServerOptions& options);
+#endif
 
 }  // namespace twice::services
 

@@ -25,7 +25,8 @@
 #include "services/server/server.h"
 
 ABSL_FLAG(std::string, role, "all",
-          "Services to run: all | orchestrator | prefill | decode | store");
+          "Services to run: all | orchestrator | prefill | decode | store | "
+          "janitor");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "host:port to listen on; port 0 picks a free port");
 ABSL_FLAG(std::string, data_dir, "twice-data",
@@ -50,6 +51,16 @@ ABSL_FLAG(std::string, rados_pool_prefix, "twice",
 ABSL_FLAG(int, rados_op_timeout_seconds, 10,
           "--store=rados: deadline of every cluster operation; a paused or "
           "partitioned cluster fails calls UNAVAILABLE after it");
+ABSL_FLAG(int, janitor_lease_seconds, 30,
+          "Role janitor: how long its lock outlives a janitor that stopped "
+          "renewing it (a standby takes over after it)");
+ABSL_FLAG(int, janitor_interval_seconds, 60,
+          "Role janitor: seconds between passes");
+ABSL_FLAG(int, janitor_grace_seconds, 3600,
+          "Role janitor: objects no record names are deleted only once older "
+          "than this (writes in flight store them before their record)");
+ABSL_FLAG(bool, janitor_verify, false,
+          "Role janitor: read and check every stored value each pass");
 ABSL_FLAG(std::string, prefill_address, "",
           "host:port of the prefill role, or several comma-separated "
           "(role orchestrator)");
@@ -217,6 +228,11 @@ int main(int argc, char** argv) {
   options.rados_pool_prefix = absl::GetFlag(FLAGS_rados_pool_prefix);
   options.rados_op_timeout_seconds =
       absl::GetFlag(FLAGS_rados_op_timeout_seconds);
+  options.janitor_lease_seconds = absl::GetFlag(FLAGS_janitor_lease_seconds);
+  options.janitor_interval_seconds =
+      absl::GetFlag(FLAGS_janitor_interval_seconds);
+  options.janitor_grace_seconds = absl::GetFlag(FLAGS_janitor_grace_seconds);
+  options.janitor_verify = absl::GetFlag(FLAGS_janitor_verify);
   options.prefill_address = absl::GetFlag(FLAGS_prefill_address);
   options.decode_address = absl::GetFlag(FLAGS_decode_address);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
@@ -279,7 +295,8 @@ int main(int argc, char** argv) {
       options.models.push_back({"default", spec});
     }
   }
-  if (options.models.empty() && options.role != twice::services::Role::kStore) {
+  if (options.models.empty() &&
+      twice::services::RoleNeedsModels(options.role)) {
     absl::StatusOr<std::string> dir =
         twice::services::EnsureDefaultModel(options.data_dir);
     if (!dir.ok()) return Fail(dir.status());

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/absl_view.h"
 #include "storage/document_catalog_checks.h"
+#include "storage/rados/rados_layout.h"
 #include "storage/rados/rados_objects.h"
 #include "storage/rados/rados_status.h"
 #include "storage/record_codec.h"
@@ -24,19 +25,15 @@
 namespace twice::storage {
 namespace {
 
-// Omap keys of an index object, each followed by the document id.
-constexpr char kRecordKey[] = "r.";
-constexpr char kRevisionKey[] = "v.";
-constexpr char kTokensKey[] = "t.";
-constexpr char kRefKey[] = "f.";
-// Object names in the pool.
-constexpr char kIndexPrefix[] = "i.";
-constexpr char kTokensPrefix[] = "t.";
-constexpr size_t kStateHexDigits = 64;
+using rados_layout::kIndexPrefix;
+using rados_layout::kRecordKey;
+using rados_layout::kRefKey;
+using rados_layout::kRevisionKey;
+using rados_layout::kStateHexDigits;
+using rados_layout::kTokensKey;
+using rados_layout::kTokensPrefix;
 // Conditional deletes retried before giving up on a busy document.
 constexpr int kDeleteAttempts = 8;
-// Refs read per omap call when a record must be found by its refs.
-constexpr uint64_t kRefScanBatch = 1000;
 
 std::array<uint8_t, SHA256_DIGEST_LENGTH> Sha256(std::string_view bytes) {
   std::array<uint8_t, SHA256_DIGEST_LENGTH> digest{};
@@ -188,33 +185,21 @@ absl::StatusOr<NamedStateRefs> RadosDocumentCatalog::StoredRefs(
       IndexObjectName(document.tenant, document.document_id);
   const std::string suffix = absl::StrCat(".", AbslView(document.document_id));
   NamedStateRefs refs;
-  std::string after = kRefKey;
-  bool more = true;
-  while (more) {
-    librados::ObjectReadOperation op;
-    std::map<std::string, ceph::bufferlist> values;
-    int read = 0;
-    op.omap_get_vals2(after, kRefKey, kRefScanBatch, &values, &more, &read);
-    const int r = pool_.operate(object, &op, nullptr);
-    if (r == -ENOENT) break;
-    if (absl::Status s = FromRados(
-            r < 0 ? r : read, absl::StrCat("reading the refs of ", object));
-        !s.ok()) {
-      return s;
-    }
-    for (const auto& [key, value] : values) {
-      after = key;
-      const std::string_view rest = std::string_view(key).substr(2);
-      if (rest.size() != kStateHexDigits + suffix.size() ||
-          rest.substr(kStateHexDigits) != suffix) {
-        continue;
-      }
-      absl::StatusOr<StateKey> state =
-          StateKey::FromHex(rest.substr(0, kStateHexDigits));
-      // An unreadable flag counts as pinned, the side that loses nothing.
-      if (state.ok()) refs[*state] = value.to_str() != "0";
-    }
-  }
+  absl::Status scanned = ForEachOmapEntry(
+      pool_, object, kRefKey,
+      [&](const std::string& key, const ceph::bufferlist& value) {
+        const std::string_view rest = std::string_view(key).substr(2);
+        if (rest.size() == kStateHexDigits + suffix.size() &&
+            rest.substr(kStateHexDigits) == suffix) {
+          absl::StatusOr<StateKey> state =
+              StateKey::FromHex(rest.substr(0, kStateHexDigits));
+          // An unreadable flag counts as pinned, the side that loses
+          // nothing.
+          if (state.ok()) refs[*state] = value.to_str() != "0";
+        }
+        return absl::OkStatus();
+      });
+  if (!scanned.ok()) return scanned;
   return refs;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <ctime>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "storage/rados/rados_status.h"
@@ -84,6 +85,56 @@ absl::Status RemoveObject(librados::IoCtx& pool, const std::string& name) {
   const int r = pool.remove(name);
   if (r == -ENOENT) return absl::OkStatus();
   return FromRados(r, absl::StrCat("removing object ", name));
+}
+
+absl::Status ForEachObject(
+    librados::IoCtx& pool, std::string_view prefix,
+    const std::function<absl::Status(const std::string& name)>& visit) {
+  constexpr int kListBatch = 1000;
+  librados::ObjectCursor cursor = pool.object_list_begin();
+  const librados::ObjectCursor end = pool.object_list_end();
+  while (!pool.object_list_is_end(cursor)) {
+    std::vector<librados::ObjectItem> items;
+    librados::ObjectCursor next;
+    if (int r = pool.object_list(cursor, end, kListBatch, {}, &items, &next);
+        r < 0) {
+      return FromRados(r, "listing a pool");
+    }
+    for (const librados::ObjectItem& item : items) {
+      if (item.oid.compare(0, prefix.size(), prefix) != 0) continue;
+      if (absl::Status s = visit(item.oid); !s.ok()) return s;
+    }
+    cursor = next;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ForEachOmapEntry(
+    librados::IoCtx& pool, const std::string& name, const std::string& prefix,
+    const std::function<absl::Status(const std::string& key,
+                                     const ceph::bufferlist& value)>& visit) {
+  constexpr uint64_t kOmapBatch = 1000;
+  std::string after = prefix;
+  bool more = true;
+  while (more) {
+    librados::ObjectReadOperation op;
+    std::map<std::string, ceph::bufferlist> values;
+    int read = 0;
+    op.omap_get_vals2(after, prefix, kOmapBatch, &values, &more, &read);
+    const int r = pool.operate(name, &op, nullptr);
+    if (r == -ENOENT) return absl::OkStatus();
+    if (absl::Status s = FromRados(r < 0 ? r : read,
+                                   absl::StrCat("reading the omap of ", name));
+        !s.ok()) {
+      return s;
+    }
+    for (const auto& [key, value] : values) {
+      if (absl::Status s = visit(key, value); !s.ok()) return s;
+      after = key;
+    }
+    if (values.empty()) break;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace twice::storage

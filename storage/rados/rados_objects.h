@@ -9,6 +9,7 @@
 #define TWICE_STORAGE_RADOS_RADOS_OBJECTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <rados/librados.hpp>
@@ -45,6 +46,21 @@ using ObjectAttributes = std::map<std::string, std::string>;
 // Removes object `name`; OK when it does not exist.
 [[nodiscard]] absl::Status RemoveObject(librados::IoCtx& pool,
                                         const std::string& name);
+
+// Calls `visit` with the name of every object in `pool` whose name starts
+// with `prefix`, in the pool's order, stopping at the first error `visit`
+// returns. Objects written or removed meanwhile may or may not be seen.
+[[nodiscard]] absl::Status ForEachObject(
+    librados::IoCtx& pool, std::string_view prefix,
+    const std::function<absl::Status(const std::string& name)>& visit);
+
+// Calls `visit` with every omap entry of object `name` whose key starts
+// with `prefix`, in key order, a page at a time. OK (nothing visited) when
+// the object does not exist.
+[[nodiscard]] absl::Status ForEachOmapEntry(
+    librados::IoCtx& pool, const std::string& name, const std::string& prefix,
+    const std::function<absl::Status(const std::string& key,
+                                     const ceph::bufferlist& value)>& visit);
 
 }  // namespace twice::storage
 

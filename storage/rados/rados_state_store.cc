@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/blob_envelope.h"
 #include "storage/block_manifest.h"
+#include "storage/rados/rados_layout.h"
 #include "storage/rados/rados_objects.h"
 #include "storage/rados/rados_status.h"
 #include "storage/state_store_checks.h"
@@ -16,8 +17,8 @@
 namespace twice::storage {
 namespace {
 
-constexpr char kStatePrefix[] = "s.";
-constexpr char kBlockPrefix[] = "b.";
+using rados_layout::kBlockPrefix;
+using rados_layout::kStatePrefix;
 
 const char* FormName(StateForm form) {
   switch (form) {
