@@ -1,5 +1,5 @@
 // The argument checks every StateStore implementation (RocksDB, RADOS, the
-// store role's client, the sharded store) makes the same way, so they answer
+// store role's client) makes the same way, so they answer
 // a bad call with the same INVALID_ARGUMENT.
 #ifndef TWICE_STORAGE_STATE_STORE_CHECKS_H_
 #define TWICE_STORAGE_STATE_STORE_CHECKS_H_

@@ -15,15 +15,6 @@ namespace twice::storage {
 class Store : public StateStore, public DocumentCatalog, public StoreAdmin {
  public:
   ~Store() override = default;
-
-  // The store that holds the record, tokens and states of `document`. A
-  // store sharded over several replicas returns the replica that owns the
-  // document; every other store returns itself. Never null; valid as long
-  // as this store.
-  virtual Store* ForDocument(const DocumentRef& document) {
-    (void)document;
-    return this;
-  }
 };
 
 }  // namespace twice::storage

@@ -4,6 +4,10 @@
 //
 //   twice-bench store [--store_sizes_mb=1,16,64] [--store_iterations=20]
 //                     [--store_dir=DIR] [--json]
+//   twice-bench store --store=rados --rados_conf=CEPH.CONF
+//                     [--store_sizes_mb=...] [--store_iterations=...]
+//     the RADOS store beside the raw librados client on the same cluster
+//     (bench/harness/rados_store_benchmark.h)
 //
 // get_* reads states that fit the store's cache (a warm store);
 // get_uncached_* reads them from blob files in the page cache. --json prints
@@ -15,6 +19,7 @@
 
 #include "absl/flags/flag.h"
 #include "bench/harness/bench_commands.h"
+#include "bench/harness/rados_store_benchmark.h"
 #include "bench/harness/store_benchmark.h"
 
 ABSL_FLAG(std::vector<std::string>, store_sizes_mb,
@@ -22,10 +27,54 @@ ABSL_FLAG(std::vector<std::string>, store_sizes_mb,
           "bench store: state sizes in MiB");
 ABSL_FLAG(int, store_iterations, 20,
           "bench store: timed operations per size and kind");
+ABSL_FLAG(std::string, store, "rocksdb",
+          "bench store: rocksdb (beside a plain file) or rados (beside the "
+          "raw librados client; --rados_conf)");
+ABSL_FLAG(std::string, rados_conf, "",
+          "bench store --store=rados: the cluster's ceph.conf");
 ABSL_FLAG(std::string, store_dir, "",
           "bench store: directory for scratch files (empty = system temp)");
 
 namespace twice::bench {
+namespace {
+
+int RunRados(const CliContext& cli, const std::vector<int64_t>& sizes) {
+  RadosStoreBenchOptions options;
+  options.conf_file = absl::GetFlag(FLAGS_rados_conf);
+  options.iterations = absl::GetFlag(FLAGS_store_iterations);
+  options.sizes_bytes = sizes;
+  if (options.conf_file.empty()) {
+    return ReportError(
+        cli, absl::InvalidArgumentError("--store=rados needs --rados_conf"));
+  }
+  absl::StatusOr<std::vector<RadosStoreBenchRow>> rows =
+      RunRadosStoreBenchmark(options);
+  if (!rows.ok()) return ReportError(cli, rows.status());
+  if (!cli.json) {
+    std::printf("%10s %10s %10s %8s %10s %10s %8s\n", "bytes", "put_p50",
+                "raw_put", "put/raw", "get_p50", "raw_get", "get/raw");
+  }
+  for (const RadosStoreBenchRow& r : *rows) {
+    if (cli.json) {
+      PrintJson({{"bytes", r.bytes},
+                 {"iterations", r.iterations},
+                 {"put_p50_ms", r.put_p50_ms},
+                 {"raw_put_p50_ms", r.raw_put_p50_ms},
+                 {"get_p50_ms", r.get_p50_ms},
+                 {"raw_get_p50_ms", r.raw_get_p50_ms},
+                 {"put_vs_raw", r.put_p50_ms / r.raw_put_p50_ms},
+                 {"get_vs_raw", r.get_p50_ms / r.raw_get_p50_ms}});
+      continue;
+    }
+    std::printf("%10lld %10.2f %10.2f %7.2fx %10.2f %10.2f %7.2fx\n",
+                static_cast<long long>(r.bytes), r.put_p50_ms, r.raw_put_p50_ms,
+                r.put_p50_ms / r.raw_put_p50_ms, r.get_p50_ms, r.raw_get_p50_ms,
+                r.get_p50_ms / r.raw_get_p50_ms);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int RunBenchStore(const CliContext& cli) {
   StoreBenchOptions options;
@@ -40,6 +89,12 @@ int RunBenchStore(const CliContext& cli) {
                                   "--store_sizes_mb takes positive numbers"));
     }
     options.sizes_bytes.push_back(static_cast<int64_t>(value * (1 << 20)));
+  }
+  const std::string store = absl::GetFlag(FLAGS_store);
+  if (store == "rados") return RunRados(cli, options.sizes_bytes);
+  if (store != "rocksdb") {
+    return ReportError(
+        cli, absl::InvalidArgumentError("--store must be rocksdb or rados"));
   }
   absl::StatusOr<std::vector<StoreBenchRow>> rows = RunStoreBenchmark(options);
   if (!rows.ok()) return ReportError(cli, rows.status());

@@ -117,12 +117,9 @@ grpc::Status DecodeService::Generate(
     absl::StatusOr<storage::StateKey> key = FromProto(request->state());
     if (!key.ok()) return ToGrpcStatus(key.status());
     // Document states go through the cache: concurrent questions on one
-    // document share one load. A sharded store keeps the document's states
-    // on its replica.
-    storage::Store* store =
-        store_->ForDocument({request->tenant(), request->document_id()});
+    // document share one load.
     absl::StatusOr<std::unique_ptr<engine::SequenceState>> loaded =
-        cache_.Load(*store, **model, *key);
+        cache_.Load(*store_, **model, *key);
     if (!loaded.ok()) return ToGrpcStatus(loaded.status());
     state = *std::move(loaded);
   } else {

@@ -29,9 +29,7 @@ absl::StatusOr<storage::StateKey> DocumentStates::EnsureBoundaryState(
     return absl::InternalError("boundary index out of range");
   }
   const storage::SegmentBoundary& target = record.segments[index];
-  absl::StatusOr<bool> stored =
-      context_.store->ForDocument(storage::RefOf(record))
-          ->HasState(target.state_key);
+  absl::StatusOr<bool> stored = context_.store->HasState(target.state_key);
   if (!stored.ok()) return stored.status();
   if (*stored) {
     usage.Reused(target.end_token);
@@ -69,8 +67,7 @@ absl::StatusOr<storage::StateKey> DocumentStates::RecomputeBoundaryState(
   int resume = static_cast<int>(index) - 1;
   while (resume >= 0) {
     absl::StatusOr<bool> has =
-        context_.store->ForDocument(storage::RefOf(record))
-            ->HasState(record.segments[resume].state_key);
+        context_.store->HasState(record.segments[resume].state_key);
     if (!has.ok()) return has.status();
     if (*has) break;
     --resume;
@@ -148,9 +145,7 @@ absl::StatusOr<storage::StateKey> DocumentStates::EnsurePrefixState(
     if (mode == name) recorded = key;
   }
   if (recorded) {
-    absl::StatusOr<bool> stored =
-        context_.store->ForDocument(storage::RefOf(record))
-            ->HasState(*recorded);
+    absl::StatusOr<bool> stored = context_.store->HasState(*recorded);
     if (!stored.ok()) return stored.status();
     if (*stored) {
       usage.Reused(record.token_count);

@@ -116,10 +116,7 @@ grpc::Status PrefillService::Prefill(
                     consumed + (consumed == 0 ? first_segment : segment));
   };
   options.cache = &cache_;
-  // A sharded store keeps the document's states on its replica.
-  storage::Store* store =
-      store_->ForDocument({header.tenant(), header.document_id()});
-  PrefillRun run(**model, *store, options);
+  PrefillRun run(**model, *store_, options);
 
   std::vector<int32_t> buffer(request.tokens().begin(), request.tokens().end());
   if (static_cast<int64_t>(buffer.size()) > total) {

@@ -68,6 +68,13 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         "role orchestrator needs --prefill_address and --decode_address");
   }
+  if (store_address.find(',') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--store_address names one store role (got \"", store_address,
+        "\"); Twice no longer shards documents over several stores: past "
+        "one machine use --store=rados (deploy/k8s/overlays/"
+        "disaggregated-ceph)"));
+  }
   if (store != "rocksdb" && store != "rados") {
     return absl::InvalidArgumentError(
         absl::StrCat("--store must be rocksdb or rados, got \"", store, "\""));

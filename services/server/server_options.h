@@ -41,12 +41,9 @@ struct ServerOptions {
   // Models to serve; the first is the default. Required for every role but
   // store.
   std::vector<ModelSpec> models;
-  // Remote store (role store) to use instead of an embedded one: host:port,
-  // or several comma-separated replicas over which documents (record,
-  // tokens and states together) are sharded by rendezvous hashing of the
-  // document id (services/store/sharded_state_store.h). Name replicas by
-  // stable addresses (a StatefulSet's pod DNS names). Default: empty
-  // (embedded).
+  // Remote store (role store, host:port) to use instead of an embedded
+  // one: one store for a deployment on one node. Past one machine use
+  // --store=rados. Default: empty (embedded).
   std::string store_address;
   // Where documents and states live: "rocksdb" (the embedded store, or the
   // store role at store_address) or "rados" (a Ceph cluster that every

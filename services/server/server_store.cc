@@ -2,13 +2,10 @@
 
 #include <chrono>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "services/common/log.h"
 #include "services/store/remote_state_store.h"
-#include "services/store/sharded_state_store.h"
 #include "storage/rocksdb_store.h"
 
 namespace twice::services {
@@ -79,22 +76,9 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenServerStore(
   if (options.role == Role::kStore || options.store_address.empty()) {
     return OpenEmbedded(options);
   }
-  std::vector<StoreShard> shards;
-  for (absl::string_view address :
-       absl::StrSplit(options.store_address, ',', absl::SkipEmpty())) {
-    shards.push_back(
-        {std::string(address),
-         std::make_unique<RemoteStateStore>(
-             connect(std::string(address)),
-             std::chrono::seconds(options.store_timeout_seconds))});
-  }
-  if (shards.size() == 1) return std::move(shards.front().store);
-  absl::StatusOr<std::unique_ptr<ShardedStateStore>> sharded =
-      ShardedStateStore::Create(std::move(shards));
-  if (!sharded.ok()) return sharded.status();
-  Log(LogLevel::kInfo, "store.sharded",
-      absl::StrCat("replicas=", LogValue(options.store_address)));
-  return std::unique_ptr<storage::Store>(*std::move(sharded));
+  return std::unique_ptr<storage::Store>(std::make_unique<RemoteStateStore>(
+      connect(options.store_address),
+      std::chrono::seconds(options.store_timeout_seconds)));
 }
 
 }  // namespace twice::services

@@ -217,7 +217,7 @@ class StoreCollector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
     // Read on a thread of our own: the HTTP server's workers have small
-    // stacks, and Stats of a remote (sharded) store is a gRPC call whose
+    // stacks, and Stats of a remote store is a gRPC call whose
     // name resolution and channel setup run deep enough on the calling
     // thread to overflow them.
     storage::StoreStats s;

@@ -1,8 +1,10 @@
-"""Invariants of the rendered Kubernetes manifests (both overlays), checked
+"""Invariants of the rendered Kubernetes manifests (every overlay), checked
 without a cluster: ports consistent with the flags, probes on gRPC health,
 pinned images, limits on every container, hardened pods, the store as a
-StatefulSet, only the public API exposed, tenant tokens on the public API
-and the internal token on every disaggregated role by default.
+StatefulSet of one replica (disaggregated) or Ceph RADOS with one janitor
+and no store role (disaggregated-ceph), only the public API exposed,
+tenant tokens on the public API and the internal token on every role that
+serves or calls internal RPCs by default.
 
     /usr/bin/python3 tests/deploy/k8s_manifests_test.py
 """
@@ -14,8 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k8s_render  # noqa: E402
 from k8s_render import flag_value, workloads  # noqa: E402
 
-OVERLAYS = ("single", "disaggregated")
-ROLES = {"all", "orchestrator", "prefill", "decode", "store"}
+OVERLAYS = ("single", "disaggregated", "disaggregated-ceph")
+ROLES = {"all", "orchestrator", "prefill", "decode", "store", "janitor"}
 
 
 class ManifestTest(unittest.TestCase):
@@ -37,6 +39,11 @@ class ManifestTest(unittest.TestCase):
                                   ("Deployment", "twice-prefill"),
                                   ("Deployment", "twice-decode"),
                                   ("StatefulSet", "twice-store")})
+        ceph = {(w["kind"], w["metadata"]["name"]) for w in workloads(self.docs["disaggregated-ceph"])}
+        self.assertEqual(ceph, {("Deployment", "twice-orchestrator"),
+                                ("Deployment", "twice-prefill"),
+                                ("Deployment", "twice-decode"),
+                                ("Deployment", "twice-janitor")})
 
     def test_roles_and_ports_match_flags(self):
         for overlay, w, c in self.each_container():
@@ -83,7 +90,8 @@ class ManifestTest(unittest.TestCase):
     def flags_of(self, overlay, container):
         """Flags from the container args and the ConfigMap flagfiles they
         name (followed recursively)."""
-        config = next(d for d in self.docs[overlay] if d["kind"] == "ConfigMap")
+        config = next(d for d in self.docs[overlay] if d["kind"] == "ConfigMap"
+                      and d["metadata"]["name"].startswith("twice-config"))
         mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "config")
         flags = {}
 
@@ -121,21 +129,51 @@ class ManifestTest(unittest.TestCase):
         service = next(d for d in docs if d["kind"] == "Service"
                        and d["metadata"]["name"] == store["spec"]["serviceName"])
         self.assertEqual(service["spec"]["clusterIP"], "None")
-        # Every client of the store names each replica once.
-        replicas = store["spec"]["replicas"]
-        expected = {f"twice-store-{i}.twice-store:50051" for i in range(replicas)}
+        # One replica (Twice does not shard), which every client names.
+        self.assertEqual(store["spec"]["replicas"], 1)
         for w in workloads(docs):
             c = w["spec"]["template"]["spec"]["containers"][0]
             if flag_value(c["args"], "role") == "store":
                 continue
-            addresses = self.flags_of("disaggregated", c)["store_address"].split(",")
-            self.assertEqual(set(addresses), expected)
-            self.assertEqual(len(addresses), replicas)
+            self.assertEqual(self.flags_of("disaggregated", c)["store_address"],
+                             "twice-store-0.twice-store:50051")
         single = workloads(self.docs["single"])[0]
         self.assertEqual(single["spec"]["strategy"]["type"], "Recreate")
         claims = [v for v in single["spec"]["template"]["spec"]["volumes"]
                   if "persistentVolumeClaim" in v]
         self.assertEqual(len(claims), 1)
+
+    def test_ceph_overlay_uses_rados_everywhere(self):
+        docs = self.docs["disaggregated-ceph"]
+        self.assertFalse([d for d in docs if "store" in d["metadata"]["name"]
+                          and d["kind"] != "ConfigMap"])
+        ceph_conf = next(d for d in docs if d["kind"] == "ConfigMap"
+                         and d["metadata"]["name"].startswith("twice-ceph"))
+        self.assertIn("mon_host", ceph_conf["data"]["ceph.conf"])
+        for w in workloads(docs):
+            c = w["spec"]["template"]["spec"]["containers"][0]
+            pod = w["spec"]["template"]["spec"]
+            name = w["metadata"]["name"]
+            flags = self.flags_of("disaggregated-ceph", c)
+            self.assertEqual(flags.get("store"), "rados", name)
+            self.assertNotIn("store_address", flags, name)
+            self.assertEqual(self.secret_mount(c, pod, "rook-ceph-client-twice"),
+                             "/etc/twice-ceph-key", name)
+            mounts = {m["mountPath"] for m in c["volumeMounts"]}
+            self.assertIn(os.path.dirname(flags["rados_conf"]), mounts, name)
+        janitor = next(w for w in workloads(docs) if w["metadata"]["name"] == "twice-janitor")
+        self.assertEqual(janitor["spec"]["replicas"], 1)
+        # The Rook resources the overlay's README step applies.
+        import yaml
+        with open(os.path.join(k8s_render.OVERLAYS, "disaggregated-ceph", "rook.yaml")) as f:
+            rook = [d for d in yaml.safe_load_all(f) if d]
+        pools = {d["metadata"]["name"] for d in rook if d["kind"] == "CephBlockPool"}
+        self.assertEqual(pools, {"twice-meta", "twice-states"})
+        client = next(d for d in rook if d["kind"] == "CephClient")
+        self.assertEqual(client["metadata"]["name"], self.flags_of(
+            "disaggregated-ceph", janitor["spec"]["template"]["spec"]["containers"][0])["rados_user"])
+        for pool in pools:
+            self.assertIn(f"pool={pool}", client["spec"]["caps"]["osd"])
 
     def test_only_the_api_is_external(self):
         for overlay, docs in self.docs.items():
@@ -194,7 +232,7 @@ class ManifestTest(unittest.TestCase):
                 self.assertEqual(flags.get("auth_tokens_file"), mount + "/tokens", name)
             # Every role of the disaggregated overlay serves or calls
             # internal RPCs off loopback: the internal token, from a Secret.
-            if overlay == "disaggregated":
+            if overlay.startswith("disaggregated") and role != "janitor":
                 mount = self.secret_mount(c, pod, "twice-internal")
                 self.assertIsNotNone(mount, name)
                 self.assertEqual(flags.get("internal_token_file"), mount + "/token", name)
