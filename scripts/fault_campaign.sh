@@ -14,6 +14,18 @@
 #   disk-full  the store's directory on a small tmpfs that a ballast file
 #              fills to the last byte, held, then freed
 #
+# With --store rados the same workload runs on the RADOS store of a local
+# Ceph cluster (scripts/ceph_dev_cluster.sh, started under DIR/ceph): no
+# store process, every role on the cluster (each deployment its own pools)
+# and a janitor; the kinds are then
+#
+#   kill         kill -9 of prefill, decode or the janitor, restarted
+#   osd-kill     kill -9 of one of the three OSDs, restarted after 2-15 s
+#                (pools of size 3, min_size 2: writes go on)
+#   mon-restart  the monitor stopped and started again
+#   corrupt      a random state object overwritten with random bytes
+#                (`rados put`), every state cache off
+#
 # Each run checks what bench load checks (no acknowledged document lost, no
 # answer different from the baseline, every failure a clean status) and
 # reports memory. Fault kinds run one after another unless --parallel.
@@ -21,6 +33,7 @@
 #   scripts/fault_campaign.sh [--minutes N] [--baseline-minutes N]
 #       [--kinds kill,corrupt,disk-full] [--parallel] [--out DIR]
 #       [--baseline EARLIER_DIR]   (reuse an earlier campaign's baseline)
+#       [--store rocksdb|rados]
 #
 # Needs root for the tmpfs of disk-full. Results: DIR/<kind>.json (bench
 # load --json), DIR/<kind>.faults (one line per injected fault), logs, and
@@ -29,7 +42,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 minutes=10
 baseline_minutes=3
-kinds=kill,corrupt,disk-full
+kinds=""
+store=rocksdb
 parallel=0
 out=""
 reuse_baseline=""
@@ -41,12 +55,23 @@ while [ $# -gt 0 ]; do
     --parallel) parallel=1; shift ;;
     --out) out="$2"; shift 2 ;;
     --baseline) reuse_baseline="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --store) store="$2"; shift 2 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "fault_campaign.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+case "$store" in
+  rocksdb) kinds=${kinds:-kill,corrupt,disk-full}; roles=(store prefill decode orchestrator) ;;
+  rados) kinds=${kinds:-kill,osd-kill,mon-restart,corrupt}; roles=(prefill decode orchestrator janitor) ;;
+  *) echo "fault_campaign.sh: --store is rocksdb or rados" >&2; exit 2 ;;
+esac
 out=${out:-$root/build/fault-campaign-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
+ceph_dir=$out/ceph
+if [ "$store" = rados ]; then
+  "$root/scripts/ceph_dev_cluster.sh" start "$ceph_dir" --fresh >/dev/null
+  trap '"$root/scripts/ceph_dev_cluster.sh" stop "$ceph_dir" >/dev/null 2>&1 || true' EXIT
+fi
 bin=${TWICE_BUILD_DIR:-$root/build}/services
 bench_bin=${TWICE_BUILD_DIR:-$root/build}/bench
 [ -x "$bin/twice-server" ] || "$root/scripts/build.sh"
@@ -66,21 +91,26 @@ port_of() {  # deployment role
   case "$2" in
     store) echo $((base + 1)) ;; prefill) echo $((base + 2)) ;;
     decode) echo $((base + 3)) ;; orchestrator) echo $((base + 4)) ;;
+    janitor) echo $((base + 5)) ;;
   esac
 }
 
 role_args() {  # deployment dir role
   local n=$1 dir=$2 role=$3
-  local store=127.0.0.1:$(port_of "$n" store)
+  local store=(--store_address=127.0.0.1:$(port_of "$n" store))
+  [ "$store" = rados ] && store=(--store=rados --rados_conf="$ceph_dir/ceph.conf"
+                                 --rados_pool_prefix="campaign-$n")
   local args=(--role="$role" --listen=127.0.0.1:$(port_of "$n" "$role")
               --metrics_listen=127.0.0.1:$(( $(port_of "$n" "$role") + 50 ))
               --shutdown_grace_seconds=1)
   case "$role" in
+    janitor) args+=("${store[@]}" --janitor_lease_seconds=5
+                    --janitor_interval_seconds=10 --janitor_grace_seconds=120) ;;
     store) args+=(--data_dir="$dir/store" ${store_extra[@]+"${store_extra[@]}"}) ;;
-    prefill|decode) args+=(--store_address="$store" --model="$model"
+    prefill|decode) args+=("${store[@]}" --model="$model"
                            ${cache_extra[@]+"${cache_extra[@]}"}) ;;
     orchestrator)
-      args+=(--store_address="$store" --model="$model"
+      args+=("${store[@]}" --model="$model"
              --prefill_address=127.0.0.1:$(port_of "$n" prefill)
              --decode_address=127.0.0.1:$(port_of "$n" decode)) ;;
   esac
@@ -103,23 +133,23 @@ start_role() {  # deployment dir role
 }
 
 stop_deployment() {  # dir
-  for role in orchestrator decode prefill store; do
+  for role in "${roles[@]}"; do
     [ -f "$1/$role.pid" ] && kill "$(cat "$1/$role.pid")" 2>/dev/null || true
   done
   sleep 2
-  for role in orchestrator decode prefill store; do
+  for role in "${roles[@]}"; do
     [ -f "$1/$role.pid" ] && kill -9 "$(cat "$1/$role.pid")" 2>/dev/null || true
   done
 }
 
 start_deployment() {  # deployment dir
   mkdir -p "$2"
-  for role in store prefill decode orchestrator; do start_role "$1" "$2" "$role"; done
+  for role in "${roles[@]}"; do start_role "$1" "$2" "$role"; done
 }
 
 metrics_of() {  # deployment
   local list=""
-  for role in store prefill decode orchestrator; do
+  for role in "${roles[@]}"; do
     list+="${list:+,}127.0.0.1:$(( $(port_of "$1" "$role") + 50 ))"
   done
   echo "$list"
@@ -129,11 +159,12 @@ metrics_of() {  # deployment
 rand() { echo $(( $1 + RANDOM % ($2 - $1 + 1) )); }
 
 fault_kill() {  # deployment dir end_epoch
-  local roles=(store prefill decode)
+  local victims=(store prefill decode)
+  [ "$store" = rados ] && victims=(janitor prefill decode)
   while [ "$(date +%s)" -lt "$3" ]; do
     sleep "$(rand 3 15)"
     [ "$(date +%s)" -lt "$3" ] || break
-    local role=${roles[$((RANDOM % 3))]}
+    local role=${victims[$((RANDOM % 3))]}
     kill -9 "$(cat "$2/$role.pid")" 2>/dev/null || true
     wait "$(cat "$2/$role.pid")" 2>/dev/null || true
     local pause_ms; pause_ms=$(rand 200 3000)
@@ -161,12 +192,49 @@ fault_corrupt() {  # deployment dir end_epoch
   done
 }
 
+fault_osd_kill() {  # deployment dir end_epoch
+  while [ "$(date +%s)" -lt "$3" ]; do
+    sleep "$(rand 5 15)"
+    [ "$(date +%s)" -lt "$3" ] || break
+    local osd=$((RANDOM % 3)) pause; pause=$(rand 2 15)
+    "$root/scripts/ceph_dev_cluster.sh" kill-osd "$ceph_dir" "$osd"
+    echo "$(date +%s) kill -9 osd.$osd; restart after ${pause} s" >>"$2/faults"
+    sleep "$pause"
+    "$root/scripts/ceph_dev_cluster.sh" start-osd "$ceph_dir" "$osd" >/dev/null ||
+      echo "$(date +%s) restart of osd.$osd FAILED" >>"$2/faults"
+  done
+  "$root/scripts/ceph_dev_cluster.sh" wait-clean "$ceph_dir" 120 >/dev/null || true
+}
+
+fault_mon_restart() {  # deployment dir end_epoch
+  while [ "$(date +%s)" -lt "$3" ]; do
+    sleep "$(rand 10 20)"
+    [ "$(date +%s)" -lt "$3" ] || break
+    "$root/scripts/ceph_dev_cluster.sh" restart-mon "$ceph_dir" a >/dev/null ||
+      echo "$(date +%s) restart of mon.a FAILED" >>"$2/faults"
+    echo "$(date +%s) restarted mon.a" >>"$2/faults"
+  done
+}
+
+fault_rados_corrupt() {  # deployment dir end_epoch
+  local pool=campaign-$1-states
+  while [ "$(date +%s)" -lt "$3" ]; do
+    sleep "$(rand 3 10)"
+    mapfile -t objects < <(rados --conf "$ceph_dir/ceph.conf" -p "$pool" ls 2>/dev/null | grep '^s\.')
+    [ ${#objects[@]} -gt 0 ] || continue
+    local object=${objects[$((RANDOM % ${#objects[@]}))]}
+    head -c "$(rand 1024 65536)" /dev/urandom >"$2/garbage"
+    rados --conf "$ceph_dir/ceph.conf" -p "$pool" put "$object" "$2/garbage" 2>/dev/null || continue
+    echo "$(date +%s) overwrote $object" >>"$2/faults"
+  done
+}
+
 # corrupt and disk-full must not take a process down: one that dies anyway
 # is logged as a CRASH (a defect) and restarted, so the run goes on.
 watchdog() {  # deployment dir end_epoch
   while [ "$(date +%s)" -lt "$3" ]; do
     sleep 1
-    for role in store prefill decode orchestrator; do
+    for role in "${roles[@]}"; do
       if ! kill -0 "$(cat "$2/$role.pid")" 2>/dev/null; then
         echo "$(date +%s) CRASH of $role ($(tail -n 1 "$2/$role.log" | cut -c1-200)); restarted" >>"$2/faults"
         start_role "$1" "$2" "$role" || true
@@ -211,12 +279,16 @@ run_kind() {  # kind deployment
   local end=$(( $(date +%s) + seconds )) injector=""
   case "$kind" in
     kill) fault_kill "$n" "$dir" "$end" & injector=$! ;;
-    corrupt) fault_corrupt "$n" "$dir" "$end" & injector=$! ;;
+    corrupt)
+      if [ "$store" = rados ]; then fault_rados_corrupt "$n" "$dir" "$end" & injector=$!
+      else fault_corrupt "$n" "$dir" "$end" & injector=$!; fi ;;
+    osd-kill) fault_osd_kill "$n" "$dir" "$end" & injector=$! ;;
+    mon-restart) fault_mon_restart "$n" "$dir" "$end" & injector=$! ;;
     disk-full) fault_disk_full "$n" "$dir" "$end" & injector=$! ;;
   esac
   local guard=""
   case "$kind" in
-    corrupt|disk-full) watchdog "$n" "$dir" "$end" & guard=$! ;;
+    corrupt|disk-full|osd-kill|mon-restart) watchdog "$n" "$dir" "$end" & guard=$! ;;
   esac
   local rc=0
   "$bench_bin/twice-bench" load --server=127.0.0.1:$(port_of "$n" orchestrator) \
@@ -232,7 +304,7 @@ run_kind() {  # kind deployment
   echo "== $kind: exit $rc, $(wc -l <"$dir/faults") faults; $(cat "$dir/load.err")"
 }
 
-echo "fault campaign: baseline ${baseline_minutes} min, then ${minutes} min each of ${kinds}; results in $out"
+echo "fault campaign ($store): baseline ${baseline_minutes} min, then ${minutes} min each of ${kinds}; results in $out"
 if [ -n "$reuse_baseline" ]; then
   # The answers of an earlier campaign's baseline (same model and workload).
   cp "$reuse_baseline/baseline.json" "$reuse_baseline/baseline.faults" "$reuse_baseline/baseline.rc" "$out/"

@@ -43,19 +43,10 @@ absl::Status PutImmutableObject(librados::IoCtx& pool, const std::string& name,
 
 absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
                                        const std::string& name) {
-  uint64_t size = 0;
-  time_t mtime = 0;
-  if (int r = pool.stat(name, &size, &mtime); r < 0) {
-    return FromRados(r, absl::StrCat("reading object ", name));
-  }
+  // One round trip: a read of length 0 is a read of the whole object.
   ceph::bufferlist data;
-  if (int r = pool.read(name, data, size, 0); r < 0) {
+  if (int r = pool.read(name, data, 0, 0); r < 0) {
     return FromRados(r, absl::StrCat("reading object ", name));
-  }
-  if (data.length() != size) {
-    return absl::UnavailableError(absl::StrCat("reading object ", name,
-                                               ": got ", data.length(), " of ",
-                                               size, " bytes"));
   }
   return data.to_str();
 }

@@ -7,6 +7,10 @@
 //   - kill -9 of one OSD during concurrent ingests: every acknowledged
 //     document is readable with its exact tokens, its answer unchanged,
 //     and ingests go on while the OSD is down;
+//   - two OSDs of three down: calls fail UNAVAILABLE within the operation
+//     deadline instead of hanging, and once the OSDs are back every
+//     acknowledged document answers as before;
+//   - the monitor restarted under a stream of ingests: every one succeeds;
 //   - a damaged state object (overwritten as `rados put` would) is found,
 //     deleted and recomputed, and the answer does not change.
 #include <atomic>
@@ -218,6 +222,86 @@ TEST_F(RadosPipelineTest, AnOsdKilledDuringIngestsLosesNothingAcknowledged) {
   single.reset();
   EXPECT_EQ(all.Stop(), 0);
   EXPECT_EQ(reference_.Stop(), 0);
+}
+
+TEST_F(RadosPipelineTest, TwoOsdsDownFailCallsInTimeAndLoseNothing) {
+  ServerProcess all;
+  std::vector<std::string> flags = Rados({"--state-cache-bytes=0"});
+  flags.push_back("--rados-op-timeout-seconds=3");  // later flags win
+  ASSERT_TRUE(all.Start(flags, dir_.path() + "/rados-all.log"))
+      << all.stderr_text();
+  auto client = std::make_unique<WorkflowClient>(all.address());
+  const std::vector<int32_t> doc = Tokens(600, 7);
+  const auto ingested = client->Ingest(doc, 128);
+  ASSERT_OK(ingested.status);
+  const std::string id = ingested.done.done().document_id();
+  const auto before = client->Ask(id, "Who?");
+  ASSERT_OK(before.status);
+
+  ASSERT_EQ(ClusterCommand({"kill-osd", "1"}), 0);
+  ASSERT_EQ(ClusterCommand({"kill-osd", "2"}), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const auto refused = client->Ingest(Tokens(600, 8), 128);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << refused.status.error_message();
+  // A few operation deadlines (the ingest's reads and its write), far
+  // below the client's own deadline.
+  EXPECT_LT(waited, std::chrono::seconds(40));
+
+  ASSERT_EQ(ClusterCommand({"start-osd", "1"}), 0);
+  ASSERT_EQ(ClusterCommand({"start-osd", "2"}), 0);
+  ASSERT_EQ(ClusterCommand({"wait-clean", "120"}), 0);
+  const auto after = client->Ask(id, "Who?");
+  ASSERT_OK(after.status);
+  EXPECT_EQ(after.tokens, before.tokens);
+  std::unique_ptr<storage::Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> stored,
+                       store->GetTokens({"default", id}));
+  EXPECT_EQ(stored, doc);
+  EXPECT_OK(client->Ingest(Tokens(600, 8), 128).status);
+  client.reset();
+  EXPECT_EQ(all.Stop(), 0);
+}
+
+TEST_F(RadosPipelineTest, AMonitorRestartUnderIngestsFailsNone) {
+  ServerProcess all;
+  ASSERT_TRUE(all.Start(Rados({}), dir_.path() + "/rados-all.log"))
+      << all.stderr_text();
+  std::atomic<bool> done{false};
+  std::vector<std::pair<std::string, std::vector<int32_t>>> acknowledged;
+  std::vector<grpc::Status> failures;
+  std::thread writer([&] {
+    WorkflowClient own(all.address());
+    for (int i = 0; !done.load() || i < 4; ++i) {
+      std::vector<int32_t> doc = Tokens(300, 100 + i);
+      const auto result = own.Ingest(doc, 128);
+      if (result.status.ok()) {
+        acknowledged.emplace_back(result.done.done().document_id(),
+                                  std::move(doc));
+      } else {
+        failures.push_back(result.status);
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(ClusterCommand({"restart-mon", "a"}), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  done = true;
+  writer.join();
+  for (const grpc::Status& failure : failures) {
+    ADD_FAILURE() << failure.error_code() << " " << failure.error_message();
+  }
+  EXPECT_GE(acknowledged.size(), 4u);
+  std::unique_ptr<storage::Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (const auto& [id, doc] : acknowledged) {
+    ASSERT_OK_AND_ASSIGN(std::vector<int32_t> stored,
+                         store->GetTokens({"default", id}));
+    EXPECT_EQ(stored, doc);
+  }
+  EXPECT_EQ(all.Stop(), 0);
 }
 
 TEST_F(RadosPipelineTest, ADamagedStateIsRecomputedAndTheAnswerKept) {
