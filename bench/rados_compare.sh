@@ -4,11 +4,13 @@
 # of size 3):
 #   1. twice-bench store --store=rados: PutState/GetState beside the raw
 #      librados client writing and reading the same bytes;
-#   2. twice-bench pipeline TTFT of questions on cached documents, a server
-#      on --store=rados beside one on the embedded RocksDB store, rounds
-#      alternated. Every state cache is off on both (--state_cache_bytes=0,
-#      --store_state_cache_bytes=0), so each question reads its state from
-#      the store instead of process memory.
+#   2. twice-bench pipeline TTFT of questions, a server on --store=rados
+#      beside one on the embedded RocksDB store, rounds alternated: with the
+#      default state caches (as deployed: a question on a cached document
+#      then reads its record from the store, its state from decode's
+#      memory), and with every state cache off (--state_cache_bytes=0,
+#      --store_state_cache_bytes=0: each question reads its state from the
+#      store too).
 # Prints both tables and the load average; results under DIR.
 #
 #   bench/rados_compare.sh [--out DIR] [--rounds N] [--doc_tokens N]
@@ -44,8 +46,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 start_server() {  # name port args...
   local name=$1 port=$2; shift 2
   "$build/services/twice-server" --listen=127.0.0.1:"$port" \
-    --data_dir="$out/$name" --state_cache_bytes=0 --store_state_cache_bytes=0 \
-    "$@" >"$out/$name.stdout" 2>"$out/$name.log" &
+    --data_dir="$out/$name" "$@" >"$out/$name.stdout" 2>"$out/$name.log" &
   pids+=($!)
   for _ in $(seq 1 300); do
     grep -q "listening on" "$out/$name.stdout" && return 0
@@ -54,12 +55,18 @@ start_server() {  # name port args...
   echo "rados_compare.sh: the $name server did not start ($out/$name.log)" >&2
   exit 1
 }
+rados=(--store=rados --rados_conf="$ceph/ceph.conf")
+uncached=(--state_cache_bytes=0 --store_state_cache_bytes=0)
+declare -A port_of=([embedded]=57701 [rados]=57702 [embedded-uncached]=57703
+                    [rados-uncached]=57704)
 start_server embedded 57701
-start_server rados 57702 --store=rados --rados_conf="$ceph/ceph.conf"
+start_server rados 57702 "${rados[@]}" --rados_pool_prefix=bench-cached
+start_server embedded-uncached 57703 "${uncached[@]}"
+start_server rados-uncached 57704 "${rados[@]}" "${uncached[@]}"
 
 for round in $(seq 1 "$rounds"); do
-  for name in embedded rados; do
-    port=57701; [ "$name" = rados ] && port=57702
+  for name in embedded rados embedded-uncached rados-uncached; do
+    port=${port_of[$name]}
     "$build/bench/twice-bench" pipeline --server=127.0.0.1:$port \
       --doc_tokens="$doc_tokens" --questions=16 --bench_modes=default --json \
       >"$out/pipeline.$name.$round.json"
@@ -77,10 +84,12 @@ def ttft(name, cache):
             if row.get("cache") == cache and row.get("mode") == "default":
                 values.append(row["ttft_ms_p50"])
     return values
-print("| cache | embedded TTFT p50 ms (per round) | rados TTFT p50 ms (per round) | rados / embedded (median) |")
-print("| --- | --- | --- | --- |")
-for cache in ("cached", "cold"):
-    e, r = ttft("embedded", cache), ttft("rados", cache)
-    ratio = statistics.median(r) / statistics.median(e)
-    print(f"| {cache} | {', '.join(f'{v:.1f}' for v in e)} | {', '.join(f'{v:.1f}' for v in r)} | {ratio:.2f}x |")
+print("| state caches | document | embedded TTFT p50 ms (per round) | rados TTFT p50 ms (per round) | rados / embedded (median) |")
+print("| --- | --- | --- | --- | --- |")
+for suffix, caches in (("", "default"), ("-uncached", "off")):
+    for cache in ("cached", "cold"):
+        e, r = ttft("embedded" + suffix, cache), ttft("rados" + suffix, cache)
+        ratio = statistics.median(r) / statistics.median(e)
+        print(f"| {caches} | {cache} | {', '.join(f'{v:.1f}' for v in e)} | "
+              f"{', '.join(f'{v:.1f}' for v in r)} | {ratio:.2f}x |")
 PY

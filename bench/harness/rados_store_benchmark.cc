@@ -40,8 +40,6 @@ absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
   for (const int64_t bytes : options.sizes_bytes) {
     std::string blob(static_cast<size_t>(bytes), '\0');
     for (char& c : blob) c = static_cast<char>(rng());
-    ceph::bufferlist raw_bytes;
-    raw_bytes.append(blob);
     std::vector<double> puts, raw_puts, gets, raw_gets;
     std::vector<storage::StateKey> keys;
     std::vector<std::string> raw_names;
@@ -60,6 +58,9 @@ absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
       keys.push_back(key);
 
       const std::string name = absl::StrCat("raw.", run, ".", bytes, ".", i);
+      // A bufferlist per write: librados may take its buffers.
+      ceph::bufferlist raw_bytes;
+      raw_bytes.append(blob);
       start = std::chrono::steady_clock::now();
       if (int r = pool->write_full(name, raw_bytes); r < 0) {
         return storage::FromRados(r, "raw write");

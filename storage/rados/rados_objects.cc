@@ -41,14 +41,21 @@ absl::Status PutImmutableObject(librados::IoCtx& pool, const std::string& name,
   return FromRados(r, absl::StrCat("writing object ", name));
 }
 
-absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
-                                       const std::string& name) {
+absl::StatusOr<ceph::bufferlist> ReadObjectBytes(librados::IoCtx& pool,
+                                                 const std::string& name) {
   // One round trip: a read of length 0 is a read of the whole object.
   ceph::bufferlist data;
   if (int r = pool.read(name, data, 0, 0); r < 0) {
     return FromRados(r, absl::StrCat("reading object ", name));
   }
-  return data.to_str();
+  return data;
+}
+
+absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
+                                       const std::string& name) {
+  absl::StatusOr<ceph::bufferlist> data = ReadObjectBytes(pool, name);
+  if (!data.ok()) return data.status();
+  return data->to_str();
 }
 
 absl::StatusOr<std::optional<uint64_t>> StatObject(librados::IoCtx& pool,

@@ -34,6 +34,11 @@ using ObjectAttributes = std::map<std::string, std::string>;
 // The whole object `name`; NOT_FOUND when it does not exist.
 [[nodiscard]] absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
                                                      const std::string& name);
+// The same, as the bytes librados received (no copy; `c_str()` of a
+// bufferlist that arrived in one piece is a view of it): for large values
+// that are decoded, not kept.
+[[nodiscard]] absl::StatusOr<ceph::bufferlist> ReadObjectBytes(
+    librados::IoCtx& pool, const std::string& name);
 
 // The size of object `name`; nullopt when it does not exist.
 [[nodiscard]] absl::StatusOr<std::optional<uint64_t>> StatObject(

@@ -82,30 +82,33 @@ absl::Status RadosStateStore::Corrupt(const std::string& name,
 absl::StatusOr<std::vector<std::string>> RadosStateStore::ReadBlocks(
     const StateKey& key) {
   const std::string name = StateObjectName(key);
-  absl::StatusOr<std::string> stored = ReadObject(pool_, name);
-  if (!stored.ok()) return stored.status();
-  if (PeekEnvelopeKind(*stored) != BlobKind::kBlockManifest) {
+  absl::StatusOr<ceph::bufferlist> read = ReadObjectBytes(pool_, name);
+  if (!read.ok()) return read.status();
+  // Decoded from librados' buffer: the blob is copied once, while verified.
+  const std::string_view stored(read->c_str(), read->length());
+  if (PeekEnvelopeKind(stored) != BlobKind::kBlockManifest) {
     std::string blob;
-    absl::StatusOr<StateValue> value = DecodeStateValueCopy(*stored, &blob);
+    absl::StatusOr<StateValue> value = DecodeStateValueCopy(stored, &blob);
     if (!value.ok()) return Corrupt(name, value.status());
     std::vector<std::string> one;
     one.push_back(std::move(blob));
     return one;
   }
-  absl::StatusOr<BlockManifest> manifest = DecodeManifest(*stored);
+  absl::StatusOr<BlockManifest> manifest = DecodeManifest(stored);
   if (!manifest.ok()) return Corrupt(name, manifest.status());
   std::vector<std::string> blocks;
   blocks.reserve(manifest->blocks.size());
   for (const BlockRef& ref : manifest->blocks) {
     const std::string block_name = BlockObjectName(ref.key);
-    absl::StatusOr<std::string> block = ReadObject(pool_, block_name);
+    absl::StatusOr<ceph::bufferlist> block = ReadObjectBytes(pool_, block_name);
     if (absl::IsNotFound(block.status())) {
       // A lost block makes the state a miss; the manifest is of no use.
       return Corrupt(name, block.status());
     }
     if (!block.ok()) return block.status();
     std::string blob;
-    absl::StatusOr<StateValue> value = DecodeStateValueCopy(*block, &blob);
+    absl::StatusOr<StateValue> value = DecodeStateValueCopy(
+        std::string_view(block->c_str(), block->length()), &blob);
     if (!value.ok()) {
       (void)Corrupt(block_name, value.status());
       return Corrupt(name, value.status());
