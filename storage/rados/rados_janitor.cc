@@ -66,6 +66,10 @@ struct RadosJanitor::Scan {
   std::vector<DocumentRef> documents;
   std::unordered_map<StateKey, StoredState, StateKeyHash> states;
   std::unordered_map<StateKey, StoredObject, StateKeyHash> blocks;
+  // Parts of striped values (rados_objects.h) by the name of their head.
+  std::unordered_map<std::string,
+                     std::vector<std::pair<std::string, StoredObject>>>
+      parts;
   std::unordered_map<std::string, StoredObject> tokens_objects;
 };
 
@@ -168,6 +172,21 @@ absl::Status RadosJanitor::ScanIndex(Scan& scan) {
 absl::Status RadosJanitor::ScanStates(Scan& scan) {
   absl::Status states = ForEachObject(
       states_pool_, "", [&](const std::string& object) -> absl::Status {
+        if (absl::StartsWith(object, kPartPrefix)) {
+          const size_t dot = object.rfind('.');
+          absl::StatusOr<std::optional<uint64_t>> size =
+              StatObject(states_pool_, object);
+          if (!size.ok()) return size.status();
+          if (!size->has_value()) return absl::OkStatus();
+          absl::StatusOr<ObjectAttributes> attributes =
+              ReadAttributes(states_pool_, object);
+          const int64_t written =
+              attributes.ok() ? AttributeInt(*attributes, kWrittenAttribute)
+                              : 0;
+          scan.parts[object.substr(2, dot - 2)].push_back(
+              {object, {static_cast<int64_t>(**size), written}});
+          return absl::OkStatus();
+        }
         const bool whole = absl::StartsWith(object, kStatePrefix);
         if (!whole && !absl::StartsWith(object, kBlockPrefix)) {
           return absl::OkStatus();  // not an object of this store
@@ -211,6 +230,20 @@ absl::Status RadosJanitor::ScanStates(Scan& scan) {
         return absl::OkStatus();
       });
   if (!states.ok()) return states;
+  // A striped value's bytes are its head's and its parts'.
+  for (const auto& [head, parts] : scan.parts) {
+    absl::StatusOr<StateKey> key =
+        StateKey::FromHex(std::string_view(head).substr(2));
+    if (!key.ok()) continue;
+    int64_t bytes = 0;
+    for (const auto& [name, part] : parts) bytes += part.bytes;
+    if (absl::StartsWith(head, kStatePrefix) && scan.states.contains(*key)) {
+      scan.states[*key].bytes += bytes;
+    } else if (absl::StartsWith(head, kBlockPrefix) &&
+               scan.blocks.contains(*key)) {
+      scan.blocks[*key].bytes += bytes;
+    }
+  }
   return ForEachObject(meta_, kTokensPrefix, [&](const std::string& object) {
     absl::StatusOr<ObjectAttributes> attributes = ReadAttributes(meta_, object);
     if (absl::IsNotFound(attributes.status())) return absl::OkStatus();
@@ -231,7 +264,7 @@ absl::Status RadosJanitor::CollectGarbage(Scan& scan, JanitorReport& report) {
     if (++deletes % kDeletesPerRenewal == 0) {
       if (absl::Status active = StillActive(); !active.ok()) return active;
     }
-    return RemoveObject(pool, object);
+    return RemoveStripedObject(pool, object);
   };
   for (auto it = scan.states.begin(); it != scan.states.end();) {
     if (scan.named.contains(it->first) ||
@@ -262,6 +295,21 @@ absl::Status RadosJanitor::CollectGarbage(Scan& scan, JanitorReport& report) {
     }
     ++report.orphan_blocks;
     it = scan.blocks.erase(it);
+  }
+  // Parts whose head is gone (a striped write that never finished, or a
+  // removal cut short).
+  for (const auto& [head, parts] : scan.parts) {
+    absl::StatusOr<StateKey> key =
+        StateKey::FromHex(std::string_view(head).substr(2));
+    const bool headed = key.ok() && (absl::StartsWith(head, kStatePrefix)
+                                         ? scan.states.contains(*key)
+                                         : scan.blocks.contains(*key));
+    if (headed) continue;
+    for (const auto& [name, part] : parts) {
+      if (part.written_unix_ms >= cutoff) continue;
+      if (absl::Status s = remove(states_pool_, name); !s.ok()) return s;
+      ++report.orphan_blocks;
+    }
   }
   for (const auto& [object, stored] : scan.tokens_objects) {
     if (scan.named_tokens.contains(object) || stored.written_unix_ms >= cutoff)
@@ -327,7 +375,8 @@ absl::Status RadosJanitor::KeepBudget(Scan& scan, JanitorReport& report) {
       if (absl::Status active = StillActive(); !active.ok()) return active;
     }
     const StateKey& key = victims[i].key;
-    if (absl::Status s = RemoveObject(states_pool_, StateObjectName(key));
+    if (absl::Status s =
+            RemoveStripedObject(states_pool_, StateObjectName(key));
         !s.ok()) {
       return s;
     }
@@ -335,7 +384,8 @@ absl::Status RadosJanitor::KeepBudget(Scan& scan, JanitorReport& report) {
     std::optional<CachedState> removed = index.Remove(key, &orphaned);
     int64_t freed = removed.has_value() ? removed->stored_bytes : 0;
     for (const StateKey& block : orphaned) {
-      if (absl::Status s = RemoveObject(states_pool_, BlockObjectName(block));
+      if (absl::Status s =
+              RemoveStripedObject(states_pool_, BlockObjectName(block));
           !s.ok()) {
         return s;
       }

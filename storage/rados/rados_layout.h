@@ -11,6 +11,7 @@ namespace twice::storage::rados_layout {
 // States pool: objects.
 inline constexpr char kStatePrefix[] = "s.";  // whole states and manifests
 inline constexpr char kBlockPrefix[] = "b.";  // blocks of chunked states
+inline constexpr char kPartPrefix[] = "p.";   // parts of striped values
 
 // Meta pool: objects.
 inline constexpr char kIndexPrefix[] = "i.";   // per-tenant index buckets

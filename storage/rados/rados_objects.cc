@@ -4,6 +4,7 @@
 #include <ctime>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "storage/rados/rados_status.h"
 
@@ -56,6 +57,89 @@ absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
   absl::StatusOr<ceph::bufferlist> data = ReadObjectBytes(pool, name);
   if (!data.ok()) return data.status();
   return data->to_str();
+}
+
+std::string PartObjectName(const std::string& name, uint64_t index) {
+  return absl::StrCat("p.", name, ".", index);
+}
+
+absl::Status PutStripedObject(librados::IoCtx& pool, const std::string& name,
+                              std::string_view bytes,
+                              ObjectAttributes attributes,
+                              uint64_t part_bytes) {
+  if (part_bytes == 0) {
+    return absl::InvalidArgumentError("part_bytes must be positive");
+  }
+  const uint64_t parts =
+      bytes.empty() ? 1 : (bytes.size() + part_bytes - 1) / part_bytes;
+  // Parts carry the head's attributes too, its write time among them, so
+  // the janitor leaves the parts of a write in flight alone.
+  for (uint64_t i = 1; i < parts; ++i) {
+    if (absl::Status put = PutImmutableObject(
+            pool, PartObjectName(name, i),
+            bytes.substr(i * part_bytes, part_bytes), attributes);
+        !put.ok()) {
+      return put;
+    }
+  }
+  if (parts > 1) attributes[kPartsAttribute] = std::to_string(parts);
+  return PutImmutableObject(pool, name, bytes.substr(0, part_bytes),
+                            attributes);
+}
+
+absl::StatusOr<ceph::bufferlist> ReadStripedObject(librados::IoCtx& pool,
+                                                   const std::string& name) {
+  // Head and attributes in one round trip.
+  librados::ObjectReadOperation op;
+  ceph::bufferlist data;
+  std::map<std::string, ceph::bufferlist> attributes;
+  int read = 0, listed = 0;
+  op.read(0, 0, &data, &read);
+  op.getxattrs(&attributes, &listed);
+  if (int r = pool.operate(name, &op, nullptr); r < 0) {
+    return FromRados(r, absl::StrCat("reading object ", name));
+  }
+  auto it = attributes.find(kPartsAttribute);
+  if (it == attributes.end()) return data;
+  uint64_t parts = 0;
+  if (!absl::SimpleAtoi(it->second.to_str(), &parts) || parts < 2) {
+    return absl::DataLossError(
+        absl::StrCat("object ", name, " has a bad part count"));
+  }
+  for (uint64_t i = 1; i < parts; ++i) {
+    ceph::bufferlist part;
+    const std::string part_name = PartObjectName(name, i);
+    if (int r = pool.read(part_name, part, 0, 0); r < 0) {
+      if (r == -ENOENT) {
+        return absl::DataLossError(
+            absl::StrCat("part ", part_name, " of ", name, " is missing"));
+      }
+      return FromRados(r, absl::StrCat("reading object ", part_name));
+    }
+    data.claim_append(part);
+  }
+  return data;
+}
+
+absl::Status RemoveStripedObject(librados::IoCtx& pool,
+                                 const std::string& name) {
+  uint64_t parts = 1;
+  ceph::bufferlist count;
+  if (pool.getxattr(name, kPartsAttribute, count) >= 0) {
+    (void)absl::SimpleAtoi(count.to_str(), &parts);
+  }
+  if (absl::Status removed = RemoveObject(pool, name); !removed.ok()) {
+    return removed;
+  }
+  // Without their head the parts are unnamed; one left behind by a failure
+  // here is the janitor's.
+  for (uint64_t i = 1; i < parts; ++i) {
+    if (absl::Status removed = RemoveObject(pool, PartObjectName(name, i));
+        !removed.ok()) {
+      return removed;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<uint64_t>> StatObject(librados::IoCtx& pool,

@@ -31,6 +31,29 @@ using ObjectAttributes = std::map<std::string, std::string>;
     librados::IoCtx& pool, const std::string& name, std::string_view bytes,
     const ObjectAttributes& attributes = {});
 
+// A value larger than `part_bytes` (the cluster refuses writes past
+// osd_max_write_size, 90 MiB by default) is striped: the object `name`
+// holds its first part_bytes and the attribute twice.parts = the number of
+// parts; parts 1.. are the objects PartObjectName(name, i). Parts are
+// written before the head, so a crash leaves only unnamed parts (the
+// janitor collects them), never a head whose parts are missing. A value
+// that fits is one object, exactly as PutImmutableObject writes it.
+[[nodiscard]] absl::Status PutStripedObject(librados::IoCtx& pool,
+                                            const std::string& name,
+                                            std::string_view bytes,
+                                            ObjectAttributes attributes,
+                                            uint64_t part_bytes);
+// Reads what PutStripedObject wrote, parts joined; NOT_FOUND when the head
+// is missing, DATA_LOSS when a part is.
+[[nodiscard]] absl::StatusOr<ceph::bufferlist> ReadStripedObject(
+    librados::IoCtx& pool, const std::string& name);
+// Removes the head, then its parts; OK when the head does not exist.
+[[nodiscard]] absl::Status RemoveStripedObject(librados::IoCtx& pool,
+                                               const std::string& name);
+// "p.<name>.<index>"; the head of a part is what lies between.
+std::string PartObjectName(const std::string& name, uint64_t index);
+inline constexpr char kPartsAttribute[] = "twice.parts";
+
 // The whole object `name`; NOT_FOUND when it does not exist.
 [[nodiscard]] absl::StatusOr<std::string> ReadObject(librados::IoCtx& pool,
                                                      const std::string& name);

@@ -50,10 +50,14 @@ std::string BlockObjectName(const StateKey& key) {
 }
 
 absl::StatusOr<std::unique_ptr<RadosStateStore>> RadosStateStore::Open(
-    RadosCluster& cluster, const std::string& pool) {
+    RadosCluster& cluster, const std::string& pool, uint64_t part_bytes) {
+  if (part_bytes == 0) {
+    return absl::InvalidArgumentError("part_bytes must be positive");
+  }
   absl::StatusOr<librados::IoCtx> io = cluster.OpenPool(pool, /*create=*/true);
   if (!io.ok()) return io.status();
-  return std::unique_ptr<RadosStateStore>(new RadosStateStore(*std::move(io)));
+  return std::unique_ptr<RadosStateStore>(
+      new RadosStateStore(*std::move(io), part_bytes));
 }
 
 absl::Status RadosStateStore::PutState(const StateKey& key,
@@ -64,9 +68,9 @@ absl::Status RadosStateStore::PutState(const StateKey& key,
   const int64_t written = UnixMillisNow();
   const std::string value =
       EncodeStateValue(blob, options.recompute_tokens, written);
-  return PutImmutableObject(
-      pool_, StateObjectName(key), value,
-      IndexAttributes(StateForm::kWhole, options, written));
+  return PutStripedObject(pool_, StateObjectName(key), value,
+                          IndexAttributes(StateForm::kWhole, options, written),
+                          part_bytes_);
 }
 
 absl::Status RadosStateStore::Corrupt(const std::string& name,
@@ -74,7 +78,7 @@ absl::Status RadosStateStore::Corrupt(const std::string& name,
   corruptions_.fetch_add(1);
   // Deleted so the next put of the key can write it again; a failed delete
   // only leaves the bad value to the next read (or the janitor's verify).
-  (void)RemoveObject(pool_, name);
+  (void)RemoveStripedObject(pool_, name);
   return absl::NotFoundError(
       absl::StrCat(name, " was corrupt and is deleted: ", why.message()));
 }
@@ -82,7 +86,8 @@ absl::Status RadosStateStore::Corrupt(const std::string& name,
 absl::StatusOr<std::vector<std::string>> RadosStateStore::ReadBlocks(
     const StateKey& key) {
   const std::string name = StateObjectName(key);
-  absl::StatusOr<ceph::bufferlist> read = ReadObjectBytes(pool_, name);
+  absl::StatusOr<ceph::bufferlist> read = ReadStripedObject(pool_, name);
+  if (absl::IsDataLoss(read.status())) return Corrupt(name, read.status());
   if (!read.ok()) return read.status();
   // Decoded from librados' buffer: the blob is copied once, while verified.
   const std::string_view stored(read->c_str(), read->length());
@@ -100,8 +105,9 @@ absl::StatusOr<std::vector<std::string>> RadosStateStore::ReadBlocks(
   blocks.reserve(manifest->blocks.size());
   for (const BlockRef& ref : manifest->blocks) {
     const std::string block_name = BlockObjectName(ref.key);
-    absl::StatusOr<ceph::bufferlist> block = ReadObjectBytes(pool_, block_name);
-    if (absl::IsNotFound(block.status())) {
+    absl::StatusOr<ceph::bufferlist> block =
+        ReadStripedObject(pool_, block_name);
+    if (absl::IsNotFound(block.status()) || absl::IsDataLoss(block.status())) {
       // A lost block makes the state a miss; the manifest is of no use.
       return Corrupt(name, block.status());
     }
@@ -162,12 +168,12 @@ absl::StatusOr<bool> RadosStateStore::HasState(const StateKey& key) {
 }
 
 absl::Status RadosStateStore::DeleteState(const StateKey& key) {
-  return RemoveObject(pool_, StateObjectName(key));
+  return RemoveStripedObject(pool_, StateObjectName(key));
 }
 
 absl::Status RadosStateStore::DiscardCorruptState(const StateKey& key) {
   corruptions_.fetch_add(1);
-  return RemoveObject(pool_, StateObjectName(key));
+  return RemoveStripedObject(pool_, StateObjectName(key));
 }
 
 absl::Status RadosStateStore::PutStateBlocks(
@@ -201,9 +207,10 @@ absl::Status RadosStateStore::PutStateBlocks(
     const std::string value = EncodeStateValue(
         new_blocks[i], options.recompute_tokens, manifest.written_unix_ms);
     if (absl::Status put =
-            PutImmutableObject(pool_, BlockObjectName(block_key), value,
-                               IndexAttributes(StateForm::kBlock, options,
-                                               manifest.written_unix_ms));
+            PutStripedObject(pool_, BlockObjectName(block_key), value,
+                             IndexAttributes(StateForm::kBlock, options,
+                                             manifest.written_unix_ms),
+                             part_bytes_);
         !put.ok()) {
       return put;
     }

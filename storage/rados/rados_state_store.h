@@ -9,7 +9,9 @@
 //                 (state_value.h, block_manifest.h)
 //   b.<hex key>   one block of a chunked state (a state value)
 // with the index fields in xattrs (twice.form, twice.tenant,
-// twice.recompute_tokens, twice.written_unix_ms). Objects are immutable and
+// twice.recompute_tokens, twice.written_unix_ms; twice.parts on a value
+// striped over the objects p.<name>.1.. because it is larger than one
+// object may be written at once). Objects are immutable and
 // named by their content address, so every write is an exclusive create and a
 // name that exists already holds the same value. A chunked state's blocks are
 // written before its manifest, so a crash leaves only unreferenced blocks.
@@ -39,10 +41,15 @@ namespace twice::storage {
 
 class RadosStateStore final : public StateStore {
  public:
+  // Values past this are striped over several objects (rados_objects.h,
+  // PutStripedObject): below the cluster's 90 MiB write limit.
+  static constexpr uint64_t kDefaultPartBytes = uint64_t{64} << 20;
+
   // The states pool `pool` of `cluster` (created when missing), which must
-  // outlive the store.
+  // outlive the store; values larger than `part_bytes` are striped.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<RadosStateStore>> Open(
-      RadosCluster& cluster, const std::string& pool);
+      RadosCluster& cluster, const std::string& pool,
+      uint64_t part_bytes = kDefaultPartBytes);
 
   absl::Status PutState(const StateKey& key, std::string_view blob,
                         const PutStateOptions& options) override;
@@ -70,7 +77,8 @@ class RadosStateStore final : public StateStore {
   int64_t misses() const { return misses_.load(); }
 
  private:
-  explicit RadosStateStore(librados::IoCtx pool) : pool_(std::move(pool)) {}
+  RadosStateStore(librados::IoCtx pool, uint64_t part_bytes)
+      : pool_(std::move(pool)), part_bytes_(part_bytes) {}
 
   // The verified blocks of the state under `key` (a whole state is its
   // one block); NOT_FOUND, after deleting it, when it is corrupt.
@@ -81,6 +89,7 @@ class RadosStateStore final : public StateStore {
   void CountRead(const absl::Status& status);
 
   librados::IoCtx pool_;
+  const uint64_t part_bytes_;
   std::atomic<int64_t> corruptions_{0};
   std::atomic<int64_t> recomputes_{0};
   std::atomic<int64_t> hits_{0};

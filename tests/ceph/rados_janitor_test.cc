@@ -1,7 +1,8 @@
 // RadosJanitor against ctest's local Ceph cluster, each test on its own
 // pools: one janitor holds the lease and the other waits (and takes over
 // within the lease when the active process is killed), garbage past the
-// grace period goes while everything a record names stays, the budget
+// grace period (unnamed states, blocks and parts, uncommitted tokens) goes
+// while everything a record names stays, the budget
 // evicts the cheapest unpinned state first, and verify finds and deletes a
 // damaged state.
 #include "storage/rados/rados_janitor.h"
@@ -170,6 +171,11 @@ TEST_F(RadosJanitorTest, GarbageGoesAndWhatARecordNamesStays) {
       {{"twice.tenant", "t"},
        {"twice.written_unix_ms", std::to_string(UnixMillisNow())}}));
 
+  // A part of a striped value whose head was never written.
+  ASSERT_OK(PutImmutableObject(
+      states_, PartObjectName(StateObjectName(Key(9)), 1), "part",
+      {{"twice.written_unix_ms", std::to_string(UnixMillisNow())}}));
+
   // Within the grace period nothing goes.
   {
     std::unique_ptr<RadosJanitor> janitor = Janitor({});
@@ -185,7 +191,7 @@ TEST_F(RadosJanitorTest, GarbageGoesAndWhatARecordNamesStays) {
   }
   const JanitorReport report = Pass();
   EXPECT_EQ(report.orphan_states, 1);
-  EXPECT_EQ(report.orphan_blocks, 2);
+  EXPECT_EQ(report.orphan_blocks, 3);  // two blocks and the part
   EXPECT_EQ(report.orphan_tokens, 1);
   EXPECT_TRUE(Has(Key(1)));
   EXPECT_FALSE(Has(Key(2)));

@@ -114,6 +114,47 @@ TEST_F(RadosStateStoreTest, ChunkedStatesExtendTheirBaseWithNewBlocksOnly) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(RadosStateStoreTest, ValuesPastThePartSizeAreStripedAndReadWhole) {
+  // 1 MiB parts stand in for the cluster's 90 MiB write limit.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RadosStateStore> small,
+                       RadosStateStore::Open(*cluster_, pool_name_, 1 << 20));
+  const std::string blob = RandomBytes((7 << 19) + 123, 9);  // 3.5 MiB
+  ASSERT_OK(small->PutState(Key(30), blob, {}));
+  const std::string head = StateObjectName(Key(30));
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::optional<uint64_t> part,
+                         StatObject(raw_, PartObjectName(head, i)));
+    EXPECT_TRUE(part.has_value()) << i;
+  }
+  ASSERT_OK_AND_ASSIGN(std::optional<uint64_t> beyond,
+                       StatObject(raw_, PartObjectName(head, 4)));
+  EXPECT_FALSE(beyond.has_value());
+  // Read whole by any store on the pool, and one block for GetStateBlocks.
+  ASSERT_OK_AND_ASSIGN(std::string whole, store_->GetState(Key(30)));
+  EXPECT_TRUE(whole == blob);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> blocks,
+                       small->GetStateBlocks(Key(30)));
+  ASSERT_EQ(blocks.size(), 1u);
+  // A part overwritten: the whole fails its checksum, and every object of
+  // the value goes.
+  ceph::bufferlist garbage;
+  garbage.append(RandomBytes(1 << 20, 10));
+  ASSERT_EQ(raw_.write_full(PartObjectName(head, 2), garbage), 0);
+  EXPECT_EQ(small->GetState(Key(30)).status().code(),
+            absl::StatusCode::kNotFound);
+  for (int i = 0; i <= 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(
+        std::optional<uint64_t> left,
+        StatObject(raw_, i == 0 ? head : PartObjectName(head, i)));
+    EXPECT_FALSE(left.has_value()) << i;
+  }
+  // A lost part is a miss too.
+  ASSERT_OK(small->PutState(Key(31), blob, {}));
+  ASSERT_OK(RemoveObject(raw_, PartObjectName(StateObjectName(Key(31)), 1)));
+  EXPECT_EQ(small->GetState(Key(31)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(RadosStateStoreTest, OverwrittenBytesAreCaughtDeletedAndAMiss) {
   const std::string blob = RandomBytes(100000, 5);
   ASSERT_OK(store_->PutState(Key(20), blob, {}));
