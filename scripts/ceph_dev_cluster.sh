@@ -74,7 +74,7 @@ signal_daemon() {
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile" 2>/dev/null || true)
   [ -n "$pid" ] || return 0
-  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "ceph-"; then
+  if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q "ceph-"; then
     kill "-$signal" "$pid" 2>/dev/null || true
     echo "$pid"
   fi

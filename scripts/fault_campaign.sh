@@ -97,20 +97,20 @@ port_of() {  # deployment role
 
 role_args() {  # deployment dir role
   local n=$1 dir=$2 role=$3
-  local store=(--store_address=127.0.0.1:$(port_of "$n" store))
-  [ "$store" = rados ] && store=(--store=rados --rados_conf="$ceph_dir/ceph.conf"
-                                 --rados_pool_prefix="campaign-$n")
+  local store_flags=(--store_address=127.0.0.1:$(port_of "$n" store))
+  [ "$store" = rados ] && store_flags=(--store=rados --rados_conf="$ceph_dir/ceph.conf"
+                                       --rados_pool_prefix="campaign-$n")
   local args=(--role="$role" --listen=127.0.0.1:$(port_of "$n" "$role")
               --metrics_listen=127.0.0.1:$(( $(port_of "$n" "$role") + 50 ))
               --shutdown_grace_seconds=1)
   case "$role" in
-    janitor) args+=("${store[@]}" --janitor_lease_seconds=5
+    janitor) args+=("${store_flags[@]}" --janitor_lease_seconds=5
                     --janitor_interval_seconds=10 --janitor_grace_seconds=120) ;;
     store) args+=(--data_dir="$dir/store" ${store_extra[@]+"${store_extra[@]}"}) ;;
-    prefill|decode) args+=("${store[@]}" --model="$model"
+    prefill|decode) args+=("${store_flags[@]}" --model="$model"
                            ${cache_extra[@]+"${cache_extra[@]}"}) ;;
     orchestrator)
-      args+=("${store[@]}" --model="$model"
+      args+=("${store_flags[@]}" --model="$model"
              --prefill_address=127.0.0.1:$(port_of "$n" prefill)
              --decode_address=127.0.0.1:$(port_of "$n" decode)) ;;
   esac

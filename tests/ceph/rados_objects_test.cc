@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -114,6 +115,40 @@ TEST_F(RadosObjectsTest, TwoOsdsDownFailWithinTheDeadlineAndLoseNothing) {
   }
   EXPECT_OK(
       PutImmutableObject(pool_, prefix + "after", RandomBytes(1 << 20, 100)));
+}
+
+TEST_F(RadosObjectsTest, AFullPoolRefusesWritesWithinTheDeadline) {
+  // A pool at its quota is full as Ceph sees it: writes must come back
+  // RESOURCE_EXHAUSTED (or UNAVAILABLE at the deadline), never hang.
+  const std::string pool =
+      "twice-test-full-" + std::to_string(std::random_device{}());
+  ASSERT_OK_AND_ASSIGN(librados::IoCtx full, cluster_->OpenPool(pool, true));
+  ASSERT_EQ(testing::RunCommand({"ceph", "--conf", ClusterConf(), "osd", "pool",
+                                 "set-quota", pool, "max_objects", "2"})
+                .exit_code,
+            0);
+  ASSERT_OK(PutImmutableObject(full, "a", "bytes"));
+  ASSERT_OK(PutImmutableObject(full, "b", "bytes"));
+  // The monitor marks the pool full once the OSDs report its use.
+  absl::Status refused;
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    refused = PutImmutableObject(full, "more-" + std::to_string(i), "bytes");
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - started)
+                               .count();
+    EXPECT_LT(seconds, 12.0) << refused;
+    if (!refused.ok()) break;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(refused) ||
+              absl::IsUnavailable(refused))
+      << refused;
+  // Reads go on.
+  ASSERT_OK_AND_ASSIGN(std::string read, ReadObject(full, "a"));
+  EXPECT_EQ(read, "bytes");
 }
 
 TEST(RadosStatusTest, ErrnosMapToTheirCodes) {
