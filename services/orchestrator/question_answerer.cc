@@ -129,11 +129,18 @@ absl::Status QuestionAnswerer::Prepare(grpc::ServerContext& server,
         std::make_shared<const std::vector<int32_t>>(*std::move(tokens));
   }
   if (state_owner) {
-    absl::StatusOr<storage::StateKey> key =
-        DocumentStates(context_).EnsureDocumentState(
-            server, record, shared.document_state_usage);
-    if (!key.ok()) return key.status();
-    shared.document_state = *key;
+    if (record.segments.empty()) {
+      return absl::DataLossError(
+          absl::StrCat("document '", record.document_id,
+                       "' has no segment states recorded"));
+    }
+    // The record names it, so it is taken as stored without asking the
+    // store first: that check would cost every question a store round trip
+    // (a network one on a store role or RADOS), and the decode call that
+    // loads the state recomputes it when it turns out missing
+    // (ask.state_lost below).
+    shared.document_state = record.segments.back().state_key;
+    shared.document_state_usage.Reused(record.token_count);
     shared.document_state_owner = *state_owner;
   }
   if (prefix_owner) {

@@ -16,6 +16,7 @@
 #include "storage/document_catalog_checks.h"
 #include "storage/rados/rados_layout.h"
 #include "storage/rados/rados_objects.h"
+#include "storage/rados/rados_state_store.h"
 #include "storage/rados/rados_status.h"
 #include "storage/record_codec.h"
 #include "storage/record_validation.h"
@@ -282,11 +283,14 @@ absl::Status RadosDocumentCatalog::PutDocument(
   // Tokens first: the record is committed only once they are durable.
   const std::string tokens_object = NewTokensObjectName();
   const std::string encoded = EncodeTokens(tokens);
-  if (absl::Status put = PutImmutableObject(
+  // Striped like a large state: a document of more than 16 M tokens is
+  // past the cluster's write limit.
+  if (absl::Status put = PutStripedObject(
           pool_, tokens_object, encoded,
           {{"twice.tenant", record.tenant},
            {"twice.document", record.document_id},
-           {"twice.written_unix_ms", std::to_string(UnixMillisNow())}});
+           {"twice.written_unix_ms", std::to_string(UnixMillisNow())}},
+          RadosStateStore::kDefaultPartBytes);
       !put.ok()) {
     return put;
   }
@@ -298,12 +302,12 @@ absl::Status RadosDocumentCatalog::PutDocument(
     // leaves them to the janitor.
     if (entry->tokens_object.has_value() &&
         *entry->tokens_object != tokens_object) {
-      (void)RemoveObject(pool_, *entry->tokens_object);
+      (void)RemoveStripedObject(pool_, *entry->tokens_object);
     }
   } else if (!absl::IsUnavailable(committed)) {
     // Certainly not committed. (After UNAVAILABLE it may have been: the
     // object stays, and the janitor removes it if no record names it.)
-    (void)RemoveObject(pool_, tokens_object);
+    (void)RemoveStripedObject(pool_, tokens_object);
   }
   return committed;
 }
@@ -370,14 +374,19 @@ absl::StatusOr<std::vector<int32_t>> RadosDocumentCatalog::GetTokens(
       return CountLoss(absl::DataLossError(absl::StrCat(
           "tokens of ", name, " (object ", *missing, ") are missing")));
     }
-    absl::StatusOr<std::string> stored =
-        ReadObject(pool_, *entry->tokens_object);
+    absl::StatusOr<ceph::bufferlist> stored =
+        ReadStripedObject(pool_, *entry->tokens_object);
     if (absl::IsNotFound(stored.status())) {
       missing = entry->tokens_object;
       continue;
     }
+    if (absl::IsDataLoss(stored.status())) {
+      return CountLoss(
+          Annotate(stored.status(), absl::StrCat("tokens of ", name)));
+    }
     if (!stored.ok()) return stored.status();
-    absl::StatusOr<std::vector<int32_t>> tokens = DecodeTokens(*stored);
+    absl::StatusOr<std::vector<int32_t>> tokens =
+        DecodeTokens(std::string_view(stored->c_str(), stored->length()));
     if (!tokens.ok()) {
       return CountLoss(
           Annotate(tokens.status(), absl::StrCat("tokens of ", name)));
@@ -480,7 +489,7 @@ absl::StatusOr<int64_t> RadosDocumentCatalog::DeleteDocument(
     // Committed: what follows only frees space, and whatever it leaves
     // (after an error) the janitor collects.
     if (entry->tokens_object.has_value()) {
-      (void)RemoveObject(pool_, *entry->tokens_object);
+      (void)RemoveStripedObject(pool_, *entry->tokens_object);
     }
     std::vector<StateKey> candidates;
     for (const auto& [state, pinned] : *refs) candidates.push_back(state);

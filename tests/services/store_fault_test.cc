@@ -195,7 +195,10 @@ TEST_F(StoreFaultTest, BudgetSmallerThanWorkingSetKeepsAnswersAndPins) {
   const int64_t budget = per_state * 9;
   ASSERT_LT(budget, unbounded.state_bytes() / 2);
 
-  StartServer({"--state_budget_bytes=" + std::to_string(budget)});
+  // The decode service's state cache off: an evicted state must be read
+  // (and missed) from the store, not served from memory.
+  StartServer({"--state_budget_bytes=" + std::to_string(budget),
+               "--state_cache_bytes=0"});
   const v1::DocumentInfo pinned = Ingest("pinned", pinned_text, /*pin=*/true);
   ASSERT_LE(pinned.segments_size(), 6);
   EXPECT_EQ(Ask("pinned").tokens, reference["pinned"]);

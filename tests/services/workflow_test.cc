@@ -175,6 +175,11 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
     ASSERT_OK(key);
     ASSERT_OK(store.DeleteState(*key));
   }
+  // A fresh server: the decode service's cache of the state it answered
+  // from would otherwise serve the next question without the store.
+  client_.reset();
+  server_.reset();
+  StartServer();
   // Recomputing on a uniform grid from token 32 would land on other keys
   // (boundaries 100 and 170 are off the grid); the orchestrator checks.
   const auto after = client_->Ask("grown", kQuestion);
@@ -183,9 +188,11 @@ TEST_F(WorkflowTest, LostStatesAreRecomputedAlongTheRecordedBoundaries) {
   EXPECT_EQ(after.usage.states_recomputed(), 6);
   EXPECT_EQ(after.usage.tokens_reused(), 32);
   EXPECT_EQ(after.usage.tokens_prefilled(), 170 - 32 + PromptTokens());
+  services::RemoteStateStore restarted(client_->internal_channel(),
+                                       std::chrono::seconds(30));
   for (const v1::SegmentBoundary& segment : info.segments()) {
     auto key = storage::StateKey::FromBytes(segment.state_key().digest());
-    auto has = store.HasState(*key);
+    auto has = restarted.HasState(*key);
     ASSERT_OK(has);
     EXPECT_TRUE(*has) << "boundary " << segment.end_token();
   }
