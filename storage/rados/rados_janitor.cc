@@ -71,6 +71,9 @@ struct RadosJanitor::Scan {
                      std::vector<std::pair<std::string, StoredObject>>>
       parts;
   std::unordered_map<std::string, StoredObject> tokens_objects;
+  // Parts of striped tokens objects (meta pool), by part name: their head.
+  std::unordered_map<std::string, std::pair<std::string, StoredObject>>
+      tokens_parts;
 };
 
 absl::StatusOr<std::unique_ptr<RadosJanitor>> RadosJanitor::Open(
@@ -244,12 +247,25 @@ absl::Status RadosJanitor::ScanStates(Scan& scan) {
       scan.blocks[*key].bytes += bytes;
     }
   }
-  return ForEachObject(meta_, kTokensPrefix, [&](const std::string& object) {
+  const std::string tokens_parts = absl::StrCat(kPartPrefix, kTokensPrefix);
+  absl::Status tokens =
+      ForEachObject(meta_, kTokensPrefix, [&](const std::string& object) {
+        absl::StatusOr<ObjectAttributes> attributes =
+            ReadAttributes(meta_, object);
+        if (absl::IsNotFound(attributes.status())) return absl::OkStatus();
+        if (!attributes.ok()) return attributes.status();
+        scan.tokens_objects[object] = {
+            0, AttributeInt(*attributes, kWrittenAttribute)};
+        return absl::OkStatus();
+      });
+  if (!tokens.ok()) return tokens;
+  return ForEachObject(meta_, tokens_parts, [&](const std::string& object) {
     absl::StatusOr<ObjectAttributes> attributes = ReadAttributes(meta_, object);
     if (absl::IsNotFound(attributes.status())) return absl::OkStatus();
     if (!attributes.ok()) return attributes.status();
-    scan.tokens_objects[object] = {
-        0, AttributeInt(*attributes, kWrittenAttribute)};
+    scan.tokens_parts[object] = {
+        object.substr(2, object.rfind('.') - 2),
+        {0, AttributeInt(*attributes, kWrittenAttribute)}};
     return absl::OkStatus();
   });
 }
@@ -315,6 +331,15 @@ absl::Status RadosJanitor::CollectGarbage(Scan& scan, JanitorReport& report) {
     if (scan.named_tokens.contains(object) || stored.written_unix_ms >= cutoff)
       continue;
     if (absl::Status s = remove(meta_, object); !s.ok()) return s;
+    ++report.orphan_tokens;
+  }
+  // Parts of a tokens object whose head is gone (a striped write cut
+  // short); parts of a head removed just above went with it.
+  for (const auto& [part, entry] : scan.tokens_parts) {
+    const auto& [head, stored] = entry;
+    if (scan.tokens_objects.contains(head) || stored.written_unix_ms >= cutoff)
+      continue;
+    if (absl::Status s = RemoveObject(meta_, part); !s.ok()) return s;
     ++report.orphan_tokens;
   }
   return absl::OkStatus();

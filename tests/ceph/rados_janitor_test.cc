@@ -176,6 +176,11 @@ TEST_F(RadosJanitorTest, GarbageGoesAndWhatARecordNamesStays) {
       states_, PartObjectName(StateObjectName(Key(9)), 1), "part",
       {{"twice.written_unix_ms", std::to_string(UnixMillisNow())}}));
 
+  // And a part of a striped tokens object whose head is gone.
+  ASSERT_OK(PutImmutableObject(
+      meta_, PartObjectName("t.fedcba9876543210", 1), "tokens part",
+      {{"twice.written_unix_ms", std::to_string(UnixMillisNow())}}));
+
   // Within the grace period nothing goes.
   {
     std::unique_ptr<RadosJanitor> janitor = Janitor({});
@@ -192,7 +197,7 @@ TEST_F(RadosJanitorTest, GarbageGoesAndWhatARecordNamesStays) {
   const JanitorReport report = Pass();
   EXPECT_EQ(report.orphan_states, 1);
   EXPECT_EQ(report.orphan_blocks, 3);  // two blocks and the part
-  EXPECT_EQ(report.orphan_tokens, 1);
+  EXPECT_EQ(report.orphan_tokens, 2);  // the uncommitted write, the part
   EXPECT_TRUE(Has(Key(1)));
   EXPECT_FALSE(Has(Key(2)));
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> read,
