@@ -46,8 +46,9 @@ ABSL_FLAG(std::vector<std::string>, models, {},
           "eval: models to evaluate (empty = every served model)");
 ABSL_FLAG(std::vector<std::string>, modes,
           std::vector<std::string>({"default", "read_twice", "read_twice_full",
-                                    "prefix"}),
-          "eval: ask modes (a mode a model does not support is skipped)");
+                                    "prefix", "prefix_with_question"}),
+          "eval: ask modes, by their common.proto AskMode names in lower "
+          "case (a mode a model does not support is skipped)");
 ABSL_FLAG(int32_t, max_docs, 0,
           "eval: use only the first N documents (0 = all)");
 ABSL_FLAG(bool, keep_docs, false, "eval: keep the ingested documents");

@@ -200,10 +200,10 @@ absl::StatusOr<AppendWorkflow::Appended> AppendWorkflow::AppendOnce(
   // The new states are durable; the record, its tokens and its references
   // change in one atomic write, made only if the record is still the one
   // read (`updated.revision`).
-  if (absl::Status put = context_.store->PutDocument(updated, *tokens);
-      !put.ok()) {
-    return put;
-  }
+  absl::Status put = context_.store->PutDocument(updated, *tokens);
+  if (context_.records != nullptr)
+    context_.records->Forget(storage::RefOf(updated));
+  if (!put.ok()) return put;
   updated.revision += 1;  // what the catalog committed
   result.tokens_computed = outcome->tokens_computed + usage.tokens_prefilled;
   result.segments_reused = outcome->checkpoints_reused;

@@ -222,6 +222,8 @@ grpc::Status IngestWorkflow::Run(
     }
     put = context_.store->PutDocument(record, tokens);
   }
+  if (context_.records != nullptr)
+    context_.records->Forget(storage::RefOf(record));
   if (!put.ok()) return ToGrpcStatus(put);
   record.revision += 1;
 

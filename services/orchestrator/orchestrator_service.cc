@@ -33,6 +33,16 @@ OrchestratorService::OrchestratorService(ModelCards* models,
   context_.templates = &templates_;
 }
 
+void OrchestratorService::EnableRecordCache(int64_t capacity_bytes) {
+  records_ = std::make_unique<RecordCache>(capacity_bytes);
+  context_.records = records_.get();
+}
+
+void OrchestratorService::ForgetRecord(const std::string& tenant,
+                                       const std::string& document_id) {
+  if (records_ != nullptr) records_->Forget({tenant, document_id});
+}
+
 absl::Status OrchestratorService::LoadModelTemplates(const std::string& name,
                                                      const std::string& dir) {
   return templates_.LoadFor(name, dir);
@@ -145,6 +155,7 @@ grpc::Status OrchestratorService::DeleteDocument(
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocument(*context, request->document_id());
   if (!record.ok()) return ToGrpcStatus(record.status());
+  ForgetRecord(record->tenant, record->document_id);
   absl::StatusOr<int64_t> deleted =
       store_->DeleteDocument(storage::RefOf(*record));
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
@@ -173,6 +184,7 @@ grpc::Status OrchestratorService::PinDocument(
     record->pinned = request->pinned();
     updated = store_->UpdateDocument(*record);
   }
+  if (record.ok()) ForgetRecord(record->tenant, record->document_id);
   if (!updated.ok()) return ToGrpcStatus(updated);
   record->revision += 1;
   *response = ToDocumentInfo(*record);

@@ -20,6 +20,7 @@
 #include "services/orchestrator/model_cards.h"
 #include "services/orchestrator/orchestrator_limits.h"
 #include "services/orchestrator/prompt_templates.h"
+#include "services/orchestrator/record_cache.h"
 #include "services/orchestrator/tenant_limiter.h"
 #include "services/orchestrator/workflow_context.h"
 #include "storage/store.h"
@@ -38,6 +39,11 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   OrchestratorService(ModelCards* models, storage::Store* store,
                       OrchestratorLimits limits, PromptTemplates templates,
                       Authenticator* auth = nullptr);
+
+  // Keeps the records of asked documents, up to `capacity_bytes`, to start
+  // asks before their record read returns (record_cache.h). For a store
+  // across the network; call before serving.
+  void EnableRecordCache(int64_t capacity_bytes);
 
   // Reads the prompt templates of model `name` from its directory's
   // config.json (prompt_templates.h). Call before serving.
@@ -97,6 +103,8 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   // NOT_FOUND exactly like a missing one.
   absl::StatusOr<storage::DocumentRecord> FindDocument(
       const grpc::ServerContext& context, const std::string& document_id);
+  // Drops a record this service is about to change from the record cache.
+  void ForgetRecord(const std::string& tenant, const std::string& document_id);
 
   ModelCards* models_;
   storage::Store* store_;
@@ -111,6 +119,7 @@ class OrchestratorService final : public v1::Orchestrator::Service {
   TenantLimiter limiter_{limits_.tenants};
   // Filled before serving, then read-only.
   ModelPromptTemplates templates_;
+  std::unique_ptr<RecordCache> records_;  // set by EnableRecordCache
   DocumentLocks locks_;
   // What every workflow works with; prefill and decode are filled in by
   // BindInternalServices.

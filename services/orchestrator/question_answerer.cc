@@ -36,11 +36,16 @@ bool ReadsWholeDocumentState(v1::AskMode mode) {
 
 absl::StatusOr<AskedDocument> QuestionAnswerer::Open(
     grpc::ServerContext& server, const storage::DocumentRef& document) {
-  AskedDocument asked;
   absl::StatusOr<storage::DocumentRecord> record =
       FindDocumentOf(*context_.store, document);
   if (!record.ok()) return record.status();
-  asked.record = *std::move(record);
+  return OpenRecord(server, *std::move(record));
+}
+
+absl::StatusOr<AskedDocument> QuestionAnswerer::OpenRecord(
+    grpc::ServerContext& server, storage::DocumentRecord record) {
+  AskedDocument asked;
+  asked.record = std::move(record);
   absl::StatusOr<const ModelCard*> model =
       DocumentStates(context_).ModelOfDocument(server, asked.record);
   if (!model.ok()) return model.status();

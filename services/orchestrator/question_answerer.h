@@ -83,6 +83,9 @@ class QuestionAnswerer {
   // (DocumentStates::ModelOfDocument).
   absl::StatusOr<AskedDocument> Open(grpc::ServerContext& server,
                                      const storage::DocumentRef& document);
+  // As Open, with the document's record already read.
+  absl::StatusOr<AskedDocument> OpenRecord(grpc::ServerContext& server,
+                                           storage::DocumentRecord record);
   // The question as text (tokenized) or ids (checked against the
   // vocabulary, decoded for the prompt), within max_question_tokens, in a
   // mode the model supports, as of a position inside the document.

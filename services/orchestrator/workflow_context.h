@@ -9,6 +9,7 @@
 #include "services/orchestrator/model_cards.h"
 #include "services/orchestrator/orchestrator_limits.h"
 #include "services/orchestrator/prompt_templates.h"
+#include "services/orchestrator/record_cache.h"
 #include "services/orchestrator/tenant_limiter.h"
 #include "storage/store.h"
 
@@ -25,6 +26,9 @@ struct WorkflowContext {
   TenantLimiter* limiter = nullptr;
   DocumentLocks* locks = nullptr;
   const ModelPromptTemplates* templates = nullptr;
+  // Records of asked documents, when the store is across the network;
+  // nullptr = asks read their record first (record_cache.h).
+  RecordCache* records = nullptr;
 };
 
 // Attempts of a catalog write that loses to another writer (ABORTED)

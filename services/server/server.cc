@@ -333,6 +333,13 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       absl::Status templates = service->LoadModelTemplates(spec.name, spec.dir);
       if (!templates.ok()) return templates;
     }
+    // A record read across the network is a round trip before every
+    // question's first token; in process it costs microseconds.
+    const bool store_across_network =
+        options.store == "rados" || !options.store_address.empty();
+    if (store_across_network && options.ask_record_cache_bytes > 0) {
+      service->EnableRecordCache(options.ask_record_cache_bytes);
+    }
     orchestrator = service.get();
     add(builder, std::move(service));
   }

@@ -109,6 +109,9 @@ absl::Status ServerOptions::Validate() const {
   if (state_cache_bytes < 0) {
     return absl::InvalidArgumentError("--state_cache_bytes must be >= 0");
   }
+  if (ask_record_cache_bytes < 0) {
+    return absl::InvalidArgumentError("--ask_record_cache_bytes must be >= 0");
+  }
   if (store_state_cache_bytes < 0) {
     return absl::InvalidArgumentError("--store_state_cache_bytes must be >= 0");
   }

@@ -96,6 +96,13 @@ struct ServerOptions {
   // (services/common/state_cache.h), each; 0 = every load reads the store.
   // Default: 256 MiB.
   int64_t state_cache_bytes = int64_t{256} << 20;
+  // Memory of the orchestrator's cache of asked documents' records
+  // (services/orchestrator/record_cache.h), used when the store is across
+  // the network (store_address or rados): an ask starts from the cached
+  // record while the current one is read, and sends nothing until that
+  // read confirms it. 0 = every ask reads its record first. Unused with the
+  // embedded store, whose record reads cost microseconds. Default: 16 MiB.
+  int64_t ask_record_cache_bytes = int64_t{16} << 20;
   // host:port of the Prometheus endpoint (GET /metrics); port 0 picks one.
   // Empty = no endpoint. Default: empty.
   std::string metrics_listen;

@@ -87,6 +87,12 @@ ABSL_FLAG(int64_t, store_state_cache_bytes, int64_t{256} << 20,
 ABSL_FLAG(int64_t, state_cache_bytes, int64_t{256} << 20,
           "Memory of the decoded-state cache of the prefill and of the "
           "decode service, each (0 = every load reads the store)");
+ABSL_FLAG(int64_t, ask_record_cache_bytes, int64_t{16} << 20,
+          "Memory of the orchestrator's cache of asked documents' records, "
+          "with a store across the network (--store_address or "
+          "--store=rados): an ask starts from the cached record while the "
+          "current one is read and sends nothing until it is confirmed "
+          "(0 = every ask reads its record first)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port of the Prometheus /metrics endpoint; port 0 picks one "
           "(empty = off)");
@@ -243,6 +249,7 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_store_min_free_disk_bytes);
   options.store_state_cache_bytes =
       absl::GetFlag(FLAGS_store_state_cache_bytes);
+  options.ask_record_cache_bytes = absl::GetFlag(FLAGS_ask_record_cache_bytes);
   options.state_cache_bytes = absl::GetFlag(FLAGS_state_cache_bytes);
   options.decode_limits.state_cache_bytes = options.state_cache_bytes;
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);

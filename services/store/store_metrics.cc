@@ -133,6 +133,16 @@ ServingMetrics::ServingMetrics()
                     "Stored states that answers and ingests reused");
   recomputed_ = counter("twice_states_recomputed_total",
                         "States recomputed from tokens after a miss");
+  prometheus::Family<prometheus::Counter>& cached_record_asks =
+      prometheus::BuildCounter()
+          .Name("twice_ask_cached_records_total")
+          .Help(
+              "Asks started from a cached document record, by what the "
+              "record read found")
+          .Register(*registry_);
+  cached_record_confirmed_ =
+      &cached_record_asks.Add({{"outcome", "confirmed"}});
+  cached_record_changed_ = &cached_record_asks.Add({{"outcome", "changed"}});
 }
 
 void ServingMetrics::ObserveAskTtft(double seconds) {
@@ -161,6 +171,9 @@ void ServingMetrics::AddStatesReused(int64_t n) {
 }
 void ServingMetrics::AddStatesRecomputed(int64_t n) {
   if (n > 0) recomputed_->Increment(static_cast<double>(n));
+}
+void ServingMetrics::AddCachedRecordAsk(bool confirmed) {
+  (confirmed ? cached_record_confirmed_ : cached_record_changed_)->Increment();
 }
 
 namespace {

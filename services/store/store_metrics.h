@@ -53,6 +53,9 @@ class ServingMetrics {
   // (orchestrator, as its answers report them).
   void AddStatesReused(int64_t n);
   void AddStatesRecomputed(int64_t n);
+  // An ask started from a cached record (record_cache.h): confirmed by the
+  // record read, or changed meanwhile and answered again.
+  void AddCachedRecordAsk(bool confirmed);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -69,6 +72,8 @@ class ServingMetrics {
   prometheus::Histogram* decode_rate_ = nullptr;
   prometheus::Counter* reused_ = nullptr;
   prometheus::Counter* recomputed_ = nullptr;
+  prometheus::Counter* cached_record_confirmed_ = nullptr;
+  prometheus::Counter* cached_record_changed_ = nullptr;
 };
 
 class MetricsEndpoint {

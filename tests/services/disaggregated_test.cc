@@ -10,7 +10,11 @@
 //     other one (resuming from the segments already stored), a killed decode
 //     process is routed around, and the store verifies clean;
 //   - two orchestrator replicas appending to one document at once: the
-//     catalog's conditional writes keep every append exactly once.
+//     catalog's conditional writes keep every append exactly once;
+//   - an orchestrator answering from its cached record while another
+//     replica appends to, then deletes, the document: every answer is from
+//     the current record (the cached one only a guess the record read
+//     confirms), seen in the answers and the record-cache counters.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
@@ -25,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "tests/services/workflow_client.h"
 #include "tests/testing/grpc_status_matchers.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/server_process.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 #include "twice/v1/store.grpc.pb.h"
@@ -403,6 +408,85 @@ TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
   for (auto& c : client) c.reset();
   store_stub.reset();
   for (auto& o : orchestrator) EXPECT_EQ(o.Stop(), 0);
+  EXPECT_EQ(decode.Stop(), 0);
+  EXPECT_EQ(prefill.Stop(), 0);
+  EXPECT_EQ(store.Stop(), 0);
+}
+
+TEST_F(DisaggregatedTest, CachedRecordsNeverAnswerForAChangedDocument) {
+  using testing::WorkflowClient;
+  ServerProcess prefill, decode;
+  ASSERT_TRUE(prefill.Start({"--role=prefill", model, use_store},
+                            dir.path() + "/prefill.log"));
+  ASSERT_TRUE(decode.Start({"--role=decode", model, use_store},
+                           dir.path() + "/decode.log"));
+  ServerProcess asker, writer;
+  ASSERT_TRUE(asker.Start(
+      {"--role=orchestrator", model, use_store,
+       "--prefill-address=" + prefill.address(),
+       "--decode-address=" + decode.address(), "--metrics_listen=127.0.0.1:0"},
+      dir.path() + "/asker.log"))
+      << asker.stderr_text();
+  ASSERT_TRUE(writer.Start({"--role=orchestrator", model, use_store,
+                            "--prefill-address=" + prefill.address(),
+                            "--decode-address=" + decode.address()},
+                           dir.path() + "/writer.log"))
+      << writer.stderr_text();
+  const int metrics_port = testing::MetricsPort(asker.stderr_text());
+  ASSERT_GT(metrics_port, 0) << asker.stderr_text();
+  auto counter = [&](const std::string& outcome) {
+    return testing::Sample(
+        testing::HttpGet(metrics_port, "/metrics"),
+        "twice_ask_cached_records_total{outcome=\"" + outcome + "\"}");
+  };
+  WorkflowClient asks(asker.address()), writes(writer.address());
+
+  const std::vector<int32_t> doc = Tokens(96, 31);
+  const auto ingested = writes.Ingest(doc, 32);
+  ASSERT_OK(ingested.status);
+  const std::string id = ingested.done.done().document_id();
+
+  // The first ask reads the record and keeps it; the second starts from
+  // the kept one, which the record read confirms.
+  const auto first = asks.Ask(id, "What comes next?");
+  ASSERT_OK(first.status);
+  EXPECT_EQ(first.usage.tokens_reused(), 96);
+  const auto again = asks.Ask(id, "What comes next?");
+  ASSERT_OK(again.status);
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(counter("confirmed"), 1);
+
+  // Another replica appends: the asker's kept record is stale, and its
+  // answer is the one the writer gives from the current record.
+  ASSERT_OK(writes.Append(id, Tokens(40, 32), 32).status);
+  const auto current = writes.Ask(id, "What comes next?");
+  ASSERT_OK(current.status);
+  const auto after_append = asks.Ask(id, "What comes next?");
+  ASSERT_OK(after_append.status);
+  EXPECT_EQ(after_append.usage.tokens_reused(), 136);
+  EXPECT_EQ(after_append.tokens, current.tokens);
+  EXPECT_EQ(after_append.text, current.text);
+  EXPECT_EQ(counter("changed"), 1);
+
+  // Deleted by the other replica: NOT_FOUND, not an answer from the kept
+  // record (whose state may still be cached by decode).
+  ASSERT_OK(asks.Ask(id, "What comes next?").status);  // kept again
+  {
+    grpc::ClientContext context;
+    v1::DeleteDocumentRequest request;
+    request.set_document_id(id);
+    v1::DeleteDocumentResponse response;
+    ASSERT_OK(
+        writes.orchestrator().DeleteDocument(&context, request, &response));
+  }
+  const auto after_delete = asks.Ask(id, "What comes next?");
+  EXPECT_EQ(after_delete.status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << after_delete.status.error_message();
+  EXPECT_TRUE(after_delete.tokens.empty());
+  EXPECT_EQ(counter("changed"), 2);
+
+  EXPECT_EQ(asker.Stop(), 0);
+  EXPECT_EQ(writer.Stop(), 0);
   EXPECT_EQ(decode.Stop(), 0);
   EXPECT_EQ(prefill.Stop(), 0);
   EXPECT_EQ(store.Stop(), 0);

@@ -98,12 +98,16 @@ TEST(EvalTest, ShippedModelAnswersThroughTheApi) {
   ServerProcess server;
   ASSERT_TRUE(StartServing(server, data, "qa", kModelDir))
       << server.stderr_text();
-  std::map<std::string, Totals> totals =
-      RunEval(server.address(), "default,read_twice,prefix");
-  ASSERT_EQ(totals.size(), 3u);
+  std::map<std::string, Totals> totals = RunEval(
+      server.address(), "default,read_twice,prefix,prefix_with_question");
+  ASSERT_EQ(totals.size(), 4u);
   EXPECT_GE(totals["default"].questions, 100);
   EXPECT_EQ(totals["read_twice"].questions, totals["default"].questions);
   EXPECT_EQ(totals["prefix"].questions, totals["default"].questions);
+  // Every question asked with the question read inside the prefix too
+  // (no floor: this model was not trained on that order).
+  EXPECT_EQ(totals["prefix_with_question"].questions,
+            totals["default"].questions);
   EXPECT_GE(totals["default"].accuracy(), kMinDefaultAccuracy)
       << totals["default"].correct << "/" << totals["default"].questions;
   EXPECT_GE(totals["read_twice"].accuracy(), kMinReadTwiceAccuracy)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/server_process.h"
 
 namespace twice {
@@ -27,22 +28,6 @@ nlohmann::json LastJsonLine(const std::string& out) {
   return nlohmann::json::parse(last, nullptr, false);
 }
 
-// The metrics port from the server's "event=metrics.started ... port=N"
-// log line.
-std::string MetricsAddress(const std::string& log_path) {
-  std::ifstream in(log_path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("event=metrics.started") == std::string::npos) continue;
-    const size_t at = line.find(" port=");
-    if (at == std::string::npos) continue;
-    const std::string port =
-        line.substr(at + 6, line.find(' ', at + 6) - at - 6);
-    if (!port.empty()) return "127.0.0.1:" + port;
-  }
-  return "";
-}
-
 TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
   TempDir data;
   ServerProcess server;
@@ -52,8 +37,9 @@ TEST(LoadBenchTest, MixedLoadLosesNothingAndAnswersStay) {
        "--metrics_listen=127.0.0.1:0"},
       log))
       << server.stderr_text();
-  const std::string metrics = MetricsAddress(log);
-  ASSERT_FALSE(metrics.empty()) << server.stderr_text();
+  const int metrics_port = testing::MetricsPort(server.stderr_text());
+  ASSERT_GT(metrics_port, 0) << server.stderr_text();
+  const std::string metrics = "127.0.0.1:" + std::to_string(metrics_port);
   const std::string baseline = data.path() + "/answers.json";
 
   const testing::CommandResult run = RunCommand(

@@ -1,10 +1,6 @@
 // The store under faults, through a real twice-server process: state values
 // damaged on disk, a byte budget smaller than the working set, and the
 // operator's view (Prometheus endpoint, `twice store ...`).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -18,6 +14,7 @@
 #include "tests/services/serving_client.h"
 #include "tests/storage/raw_db.h"
 #include "tests/testing/grpc_status_matchers.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/server_process.h"
 
 namespace twice {
@@ -43,42 +40,8 @@ std::string Text(int index, int words) {
   return text + ".";
 }
 
-// GET http://127.0.0.1:port/path; the body, or empty on failure.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path +
-                                " HTTP/1.0\r\nHost: 127.0.0.1\r\n"
-                                "Connection: close\r\n\r\n";
-    if (write(fd, request.data(), request.size()) ==
-        static_cast<ssize_t>(request.size())) {
-      char buffer[4096];
-      ssize_t n;
-      while ((n = read(fd, buffer, sizeof(buffer))) > 0) {
-        response.append(buffer, n);
-      }
-    }
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
-// The value of an unlabelled sample in Prometheus text format; -1 if absent.
-double Sample(const std::string& text, const std::string& name) {
-  std::smatch match;
-  if (std::regex_search(text, match,
-                        std::regex("\n" + name + " ([0-9.e+]+)"))) {
-    return std::stod(match[1]);
-  }
-  return -1;
-}
+using testing::HttpGet;
+using testing::Sample;
 
 class StoreFaultTest : public ::testing::Test {
  protected:
