@@ -71,7 +71,8 @@ def init_from(model, path):
 
 
 def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
-                d_state: int = 32, feature_dim: int = 16) -> dict:
+                d_state: int = 32, feature_dim: int = 16, layers: int = 4,
+                heads: int = 4, rope_theta: float = 10000.0) -> dict:
     templates = {"prompt_templates": task.prompt_templates()}
     if arch in ("based", "jrt"):
         c = {
@@ -108,8 +109,8 @@ def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
             "architectures": ["LlamaForCausalLM"], "model_type": "llama",
             "vocab_size": vocab, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
             "max_position_embeddings": 8192, "rope_scaling": None,
-            "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
-            "num_key_value_heads": 4, "intermediate_size": 256, "rope_theta": 10000.0,
+            "hidden_size": 64, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": heads, "intermediate_size": 256, "rope_theta": rope_theta,
         }
     else:
         raise ValueError(arch)
@@ -300,6 +301,9 @@ def main():
     ap.add_argument("--max-facts", type=int, default=24)
     ap.add_argument("--d-state", type=int, default=32, help="Mamba-2 state size per head channel")
     ap.add_argument("--feature-dim", type=int, default=16, help="Based/JRT feature dimension")
+    ap.add_argument("--layers", type=int, default=4, help="Llama layers")
+    ap.add_argument("--heads", type=int, default=4, help="Llama attention heads")
+    ap.add_argument("--rope-theta", type=float, default=10000.0, help="Llama RoPE base")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--state-passing", action="store_true")
     ap.add_argument("--reset-prob", type=float, default=0.1)
@@ -328,7 +332,9 @@ def main():
     rng = random.Random(args.seed)
     vocab = task.token_ids()
     cfg = make_config(args.arch, len(vocab), args.doc_len, vocab["[PAD]"],
-                      d_state=args.d_state, feature_dim=args.feature_dim)
+                      d_state=args.d_state, feature_dim=args.feature_dim,
+                      layers=args.layers, heads=args.heads,
+                      rope_theta=args.rope_theta)
     model = build_model(args.arch, cfg, args.seed)
     if args.init_from:
         init_from(model, args.init_from)
