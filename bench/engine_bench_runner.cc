@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/engine_cost.h"
+#include "bench/scratch_dir.h"
 #include "bench/synthetic_state.h"
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
@@ -53,36 +54,6 @@ struct Timing {
     cpu = std::min(cpu, cpu_s);
   }
 };
-
-// Removes a directory the benchmark created, on every exit path.
-class TempDir {
- public:
-  TempDir() = default;
-  explicit TempDir(std::string path) : path_(std::move(path)) {}
-  TempDir(TempDir&& other) noexcept : path_(std::exchange(other.path_, "")) {}
-  TempDir& operator=(TempDir&& other) noexcept {
-    std::swap(path_, other.path_);
-    return *this;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-
- private:
-  std::string path_;
-};
-
-[[nodiscard]] absl::StatusOr<std::string> MakeTempDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "twice-bench-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("bench: cannot create a directory like ", pattern));
-  }
-  return pattern;
-}
 
 [[nodiscard]] absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

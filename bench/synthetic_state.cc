@@ -1,5 +1,6 @@
 #include "bench/synthetic_state.h"
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -10,15 +11,8 @@
 
 namespace twice::bench {
 
-absl::Status GrowStateTo(engine::SequenceState& state, int64_t position,
-                         uint64_t seed) {
-  const int64_t from = state.token_count();
-  if (position < from) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bench: cannot grow a state of ", from,
-                     " tokens back to position ", position));
-  }
-  std::mt19937_64 rng(seed);
+void GrowLayerStateTo(engine::LayerState& layer, int64_t position,
+                      std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> k, v;
   auto fill = [&](int64_t n) {
@@ -29,26 +23,37 @@ absl::Status GrowStateTo(engine::SequenceState& state, int64_t position,
       v[i] = normal(rng);
     }
   };
-  for (int i = 0; i < state.num_layers(); ++i) {
-    engine::LayerState& layer = state.layer(i);
-    if (auto* kv = dynamic_cast<engine::FullKvState*>(&layer)) {
-      const int64_t rows = position - kv->count();
-      // In slices, so the scratch stays small next to the cache itself.
-      for (int64_t done = 0; done < rows;) {
-        const int64_t n = std::min<int64_t>(rows - done, 1024);
-        fill(n * kv->row());
-        kv->Append(k.data(), v.data(), n, kv->row());
-        done += n;
-      }
-    } else if (auto* rat = dynamic_cast<engine::RatChunkKvState*>(&layer)) {
-      fill(rat->dim());
-      while (rat->closed_chunks() < position / rat->chunk_size()) {
-        rat->CloseChunk(k.data(), v.data());
-      }
-      rat->set_count(position);
-    } else if (auto* ring = dynamic_cast<engine::WindowKvState*>(&layer)) {
-      ring->set_count(position);
+  if (auto* kv = dynamic_cast<engine::FullKvState*>(&layer)) {
+    const int64_t rows = position - kv->count();
+    // In slices, so the scratch stays small next to the cache itself.
+    for (int64_t done = 0; done < rows;) {
+      const int64_t n = std::min<int64_t>(rows - done, 1024);
+      fill(n * kv->row());
+      kv->Append(k.data(), v.data(), n, kv->row());
+      done += n;
     }
+  } else if (auto* rat = dynamic_cast<engine::RatChunkKvState*>(&layer)) {
+    fill(rat->dim());
+    while (rat->closed_chunks() < position / rat->chunk_size()) {
+      rat->CloseChunk(k.data(), v.data());
+    }
+    rat->set_count(position);
+  } else if (auto* ring = dynamic_cast<engine::WindowKvState*>(&layer)) {
+    ring->set_count(position);
+  }
+}
+
+absl::Status GrowStateTo(engine::SequenceState& state, int64_t position,
+                         uint64_t seed) {
+  const int64_t from = state.token_count();
+  if (position < from) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench: cannot grow a state of ", from,
+                     " tokens back to position ", position));
+  }
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < state.num_layers(); ++i) {
+    GrowLayerStateTo(state.layer(i), position, rng);
   }
   state.set_token_count(position);
   return absl::OkStatus();

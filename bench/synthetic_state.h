@@ -15,11 +15,18 @@
 #define TWICE_BENCH_SYNTHETIC_STATE_H_
 
 #include <cstdint>
+#include <random>
 
 #include "absl/status/status.h"
+#include "engine/state/layer_state.h"
 #include "engine/state/sequence_state.h"
 
 namespace twice::bench {
+
+// One layer's part of GrowStateTo: grows `layer` (a state that has read at
+// most `position` tokens) to claim `position`, drawing rows from `rng`.
+void GrowLayerStateTo(engine::LayerState& layer, int64_t position,
+                      std::mt19937_64& rng);
 
 // INVALID_ARGUMENT when `position` is below what the state has read.
 [[nodiscard]] absl::Status GrowStateTo(engine::SequenceState& state,

@@ -2,6 +2,7 @@
 // machine, next to ceilings measured in the same run (bench/
 // engine_bench_runner.h). No server.
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@
 #include "absl/strings/str_split.h"
 #include "bench/engine_bench_runner.h"
 #include "bench/harness/bench_commands.h"
+#include "bench/layer_decode_bench.h"
 #include "engine/models/model.h"
+#include "kernels/threading.h"
 #include "services/server/default_model.h"
 
 ABSL_FLAG(std::vector<std::string>, tokens,
@@ -24,6 +27,19 @@ ABSL_FLAG(std::vector<std::string>, decode_positions,
 ABSL_FLAG(int32_t, threads, 0,
           "bench: kernel threads (0 = TWICE_CPU_THREADS or all CPUs)");
 ABSL_FLAG(int32_t, decode_steps, 8, "bench: decode steps timed per row");
+ABSL_FLAG(bool, layer_rows, false,
+          "bench: instead of whole models, one mixer layer's batched decode "
+          "step, attention against RAT at each --layer_chunks size, at each "
+          "--layer_positions (bench/layer_decode_bench.h)");
+ABSL_FLAG(std::vector<std::string>, layer_positions,
+          (std::vector<std::string>{"4096", "16384", "32768"}),
+          "bench: --layer_rows decode positions");
+ABSL_FLAG(std::vector<std::string>, layer_chunks,
+          (std::vector<std::string>{"16", "64"}),
+          "bench: --layer_rows RAT chunk sizes");
+ABSL_FLAG(int64_t, layer_batch_tokens, 65536,
+          "bench: --layer_rows batch x position (batch = this / position, at "
+          "least 1; 0 = batch 1)");
 
 namespace twice::bench {
 
@@ -35,7 +51,9 @@ int RunBenchEngine(const CliContext& cli) {
                  "[--arch=based,jrt,mamba2,llama,rat] "
                  "[--preset=tiny|realistic|<preset>] [--tokens=512,2048,8192] "
                  "[--decode-positions=2048,8192,32768] [--threads=N] "
-                 "[--weights_dtype=f32,bf16,int8] [--json]"));
+                 "[--weights_dtype=f32,bf16,int8] [--json] | --layer_rows "
+                 "[--layer_positions=4096,16384,32768] [--layer_chunks=16,64] "
+                 "[--layer_batch_tokens=65536]"));
   }
   bench::EngineBenchOptions options;
   options.arch = cli.arch;
@@ -76,6 +94,33 @@ int RunBenchEngine(const CliContext& cli) {
                                   "decode-positions", options.decode_positions);
       !s.ok()) {
     return ReportError(cli, s);
+  }
+  if (absl::GetFlag(FLAGS_layer_rows)) {
+    bench::LayerDecodeOptions layer;
+    layer.seed = cli.seed;
+    layer.steps = options.decode_steps;
+    layer.batch_tokens = absl::GetFlag(FLAGS_layer_batch_tokens);
+    layer.weights_dtype = options.weights_dtypes.front();
+    if (absl::Status s = parse_list(absl::GetFlag(FLAGS_layer_positions),
+                                    "layer_positions", layer.positions);
+        !s.ok()) {
+      return ReportError(cli, s);
+    }
+    if (absl::Status s = parse_list(absl::GetFlag(FLAGS_layer_chunks),
+                                    "layer_chunks", layer.chunk_sizes);
+        !s.ok()) {
+      return ReportError(cli, s);
+    }
+    if (options.threads > 0) {
+      if (absl::Status s = kernels::SetCpuThreads(options.threads); !s.ok()) {
+        return ReportError(cli, s);
+      }
+    }
+    absl::StatusOr<std::vector<bench::LayerDecodeRow>> rows =
+        bench::RunLayerDecodeBench(layer);
+    if (!rows.ok()) return ReportError(cli, rows.status());
+    std::fputs(bench::FormatLayerDecodeRows(*rows, cli.json).c_str(), stdout);
+    return 0;
   }
   if (absl::Status s = bench::PrintEngineBench(options, cli.json); !s.ok()) {
     return ReportError(cli, s);
