@@ -183,6 +183,18 @@ def answer_loss(logits, tokens, mask):
     return (lp * m).sum() / m.sum().clamp(min=1)
 
 
+def sequence_loss(logits, tokens, pad_id):
+    """Mean next-token cross-entropy over every non-pad position. In rows
+    that read the document twice the second reading is predictable from the
+    first by copying, which is the dense signal a Transformer needs to form
+    its copying (induction) heads; the answer loss alone gives one token
+    per question."""
+    lp = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                         tokens[:, 1:].reshape(-1), reduction="none")
+    m = (tokens[:, 1:] != pad_id).reshape(-1).float()
+    return (lp * m).sum() / m.sum().clamp(min=1)
+
+
 def mlm_corrupt(rng, tokens, prefix_len, vocab):
     """15 % of the prefix's real non-fact tokens -> [MASK]; returns the
     corrupted tokens and the MLM target mask."""
@@ -319,6 +331,8 @@ def main():
                     help="gated steps from the easiest to the full curriculum")
     ap.add_argument("--curriculum-loss", type=float, default=1.0,
                     help="answer-loss EMA below which the curriculum advances")
+    ap.add_argument("--lm-loss", type=float, default=0.0,
+                    help="weight of the next-token loss on every position (0 = answers only)")
     ap.add_argument("--early-answer", type=float, default=0.0,
                     help="weight of the early-answer loss (question before a reading)")
     ap.add_argument("--hold-question", type=float, default=0.0,
@@ -413,6 +427,8 @@ def main():
                 logits, new_state = model(toks, carry, want_state=args.state_passing)
                 loss = answer_loss(logits, toks, mask)
                 total = loss
+                if args.lm_loss > 0:
+                    total = total + args.lm_loss * sequence_loss(logits, toks, vocab["[PAD]"])
                 if args.early_answer > 0 and early_weight.sum() > 0:
                     early = early_answer_loss(logits, early_target, early_weight)
                     total = total + args.early_answer * early
