@@ -52,35 +52,49 @@ absl::Status RatChunkAttention(StridedRows q, StridedRows own_k,
         q, own_k, own_v, chunk_k, chunk_v, visible, dims, scale, out);
     if (!absl::IsUnimplemented(status)) return status;
   }
-  std::vector<float> s(c + 1);
+  // Chunk-major: each closed chunk's key row (all heads) and value row are
+  // read once per token, in storage order, rather than one head at a time
+  // at a stride of a whole row, so the step streams the state the way it
+  // lies in memory. s[head * (c + 1) + j] holds the scores, column n the
+  // token's own key.
+  std::vector<float> s(static_cast<size_t>(h * (c + 1)));
+  std::vector<float> inv_of(h);
   for (int64_t i = 0; i < t; ++i) {
     const int64_t n = visible[i];
-    for (int64_t head = 0; head < h; ++head) {
-      const int64_t off = head * hd;
-      const float* qi = q.data.data() + i * q.stride + off;
-      // s[0..n) closed chunks, s[n] the token's own running key.
-      float m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        s[j] =
-            scale * Dot(qi, chunk_k.data.data() + j * chunk_k.stride + off, hd);
-        m = std::max(m, s[j]);
+    const float* qi = q.data.data() + i * q.stride;
+    for (int64_t j = 0; j < n; ++j) {
+      const float* kj = chunk_k.data.data() + j * chunk_k.stride;
+      for (int64_t head = 0; head < h; ++head) {
+        s[head * (c + 1) + j] = scale * Dot(qi + head * hd, kj + head * hd, hd);
       }
-      s[n] = scale * Dot(qi, own_k.data.data() + i * own_k.stride + off, hd);
-      m = std::max(m, s[n]);
+    }
+    const float* ki = own_k.data.data() + i * own_k.stride;
+    for (int64_t head = 0; head < h; ++head) {
+      float* sh = s.data() + head * (c + 1);
+      sh[n] = scale * Dot(qi + head * hd, ki + head * hd, hd);
+      float m = -INFINITY;
+      for (int64_t j = 0; j <= n; ++j) m = std::max(m, sh[j]);
       float sum = 0.0f;
       for (int64_t j = 0; j <= n; ++j) {
-        s[j] = std::exp(s[j] - m);
-        sum += s[j];
+        sh[j] = std::exp(sh[j] - m);
+        sum += sh[j];
       }
-      const float inv = 1.0f / sum;
-      float* o = out.data() + i * d + off;
-      const float* vi = own_v.data.data() + i * own_v.stride + off;
-      for (int64_t e = 0; e < hd; ++e) o[e] = s[n] * inv * vi[e];
-      for (int64_t j = 0; j < n; ++j) {
-        const float w = s[j] * inv;
-        const float* vj = chunk_v.data.data() + j * chunk_v.stride + off;
+      inv_of[head] = 1.0f / sum;
+    }
+    float* o = out.data() + i * d;
+    const float* vi = own_v.data.data() + i * own_v.stride;
+    for (int64_t head = 0; head < h; ++head) {
+      const float w = s[head * (c + 1) + n] * inv_of[head];
+      for (int64_t e = 0; e < hd; ++e) o[head * hd + e] = w * vi[head * hd + e];
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const float* vj = chunk_v.data.data() + j * chunk_v.stride;
+      for (int64_t head = 0; head < h; ++head) {
+        const float w = s[head * (c + 1) + j] * inv_of[head];
+        float* oh = o + head * hd;
+        const float* vh = vj + head * hd;
 #pragma omp simd
-        for (int64_t e = 0; e < hd; ++e) o[e] += w * vj[e];
+        for (int64_t e = 0; e < hd; ++e) oh[e] += w * vh[e];
       }
     }
   }
