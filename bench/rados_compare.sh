@@ -13,18 +13,27 @@
 #      store too).
 # Prints both tables and the load average; results under DIR.
 #
+# --model DIR serves that model directory in every server (default: the
+# built-in tiny model, whose first token takes about 2 ms, so the store's
+# fixed costs are most of the ratio); --questions N per row (default 16).
+#
 #   bench/rados_compare.sh [--out DIR] [--rounds N] [--doc_tokens N]
+#                          [--model DIR] [--questions N]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TWICE_BUILD_DIR:-$root/build}
 out=""
 rounds=3
 doc_tokens=2048
+model=""
+questions=16
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --doc_tokens) doc_tokens="$2"; shift 2 ;;
+    --model) model="$2"; shift 2 ;;
+    --questions) questions="$2"; shift 2 ;;
     *) echo "rados_compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -46,7 +55,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 start_server() {  # name port args...
   local name=$1 port=$2; shift 2
   "$build/services/twice-server" --listen=127.0.0.1:"$port" \
-    --data_dir="$out/$name" "$@" >"$out/$name.stdout" 2>"$out/$name.log" &
+    --data_dir="$out/$name" ${model:+--model="$model"} "$@" >"$out/$name.stdout" 2>"$out/$name.log" &
   pids+=($!)
   for _ in $(seq 1 300); do
     grep -q "listening on" "$out/$name.stdout" && return 0
@@ -68,7 +77,7 @@ for round in $(seq 1 "$rounds"); do
   for name in embedded rados embedded-uncached rados-uncached; do
     port=${port_of[$name]}
     "$build/bench/twice-bench" pipeline --server=127.0.0.1:$port \
-      --doc_tokens="$doc_tokens" --questions=16 --bench_modes=default --json \
+      --doc_tokens="$doc_tokens" --questions="$questions" --bench_modes=default --json \
       >"$out/pipeline.$name.$round.json"
   done
 done

@@ -7,7 +7,7 @@
 # PyTorch SDPA when torch with CUDA is present) and, when the engine is
 # built, the engine's own models on the GPU (cuda_engine_bench: prefill,
 # decode, host <-> device bytes), and writes the table to $OUT/ (with the
-# logs) when OUT is set, else to bench/results/cuda_<date>.md.
+# logs, one archive) when OUT is set, else to bench/results/cuda_<date>.md.
 #
 #   tests/cuda/device_check.sh            (from anywhere; about 3-6 minutes)
 #   TWICE_CUDA_TEST_SEED=123 ...          reproduce a test run's inputs
@@ -253,10 +253,12 @@ fi
   echo
   echo "Total device check time: $(($(date +%s) - start)) s"
 } >>"$out"
-# The logs travel with the table when it goes to $OUT.
+# The logs travel with the table when it goes to $OUT, as one archive (a
+# results folder may bring back only a few files).
 if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT/logs"
-  cp "$build".*.log "$OUT/logs/" 2>/dev/null || true
+  tar -czf "$OUT/device_check_logs.tgz" -C "$(dirname "$build")" \
+    $(cd "$(dirname "$build")" && ls -d "$(basename "$build")".*.log \
+      "$(basename "$build")".sdpa.txt 2>/dev/null) || true
 fi
 log "wrote $out"
 exit $failed
