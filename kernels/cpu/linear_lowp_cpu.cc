@@ -13,7 +13,10 @@
 //     panels are private to one core).
 //   - With few (narrow projections), each panel is widened once on the
 //     calling thread and the pool splits the rows of x.
+// A bf16 W multiplies x rounded to bf16 on every path (lowp_dot.h says
+// why), so one row and many rows compute the same products.
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/lowp_dot.h"
@@ -66,6 +69,15 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
   const int64_t k = w.k;
   const int threads = DefaultPool().threads();
   const bool parallel = threads > 1 && n * k >= kMinParallelElements;
+  if (m > 1 && w.dtype == DType::kBF16) {
+    // Read by the pool's tasks while this thread waits for them.
+    thread_local std::vector<float> rounded;
+    if (rounded.size() < static_cast<size_t>(m * k)) {
+      rounded.resize(static_cast<size_t>(m * k));
+    }
+    RoundToBf16(x, m * k, rounded.data());
+    x = rounded.data();
+  }
   if (m == 1) {
     if (!parallel) {
       LowpGemvRows(isa, w, x, bias, 0, n, y);

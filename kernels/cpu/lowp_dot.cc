@@ -1,6 +1,7 @@
 #include "kernels/cpu/lowp_dot.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <vector>
 
@@ -47,6 +48,15 @@ inline float Finish(const LowpRows& w, const float* bias, int64_t r,
   return bias != nullptr ? dot + bias[r] : dot;
 }
 
+// The bits of `v` rounded to the nearest bf16 (ties to even) in the upper
+// half, as F32ToBf16 rounds; branch-free so that loops over it vectorise.
+inline uint32_t RoundedBf16Bits(float v) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;  // stays a quiet NaN
+  return nan ? ((bits | 0x00400000u) & 0xffff0000u) : rounded;
+}
+
 void GemvRowsPortable(const LowpRows& w, const float* x, const float* bias,
                       int64_t r0, int64_t r1, float* y) {
   for (int64_t r = r0; r < r1; ++r) {
@@ -73,6 +83,8 @@ void RowsToF32Portable(const LowpRows& w, int64_t r0, int64_t r1, float* out) {
 #define TWICE_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define TWICE_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define TWICE_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16")))
 
 // 16 weights from element `i` on, widened to f32; `mask` selects the
 // lanes of a tail (the others read nothing and are zero).
@@ -254,6 +266,90 @@ TWICE_AVX512 void GemvRowsBf16Avx512(const LowpRows& w, const float* x,
   }
 }
 
+// bf16 rows by vdpbf16ps: each instruction multiplies 32 weights by 32
+// inputs (both bf16; the products are exact) and adds them pairwise into
+// 16 f32 lanes, so a 64-byte load of W costs one instruction instead of a
+// widening and two FMAs. The input is rounded to bf16 once per call into a
+// buffer padded with zeros to 32, so a row's tail needs a masked load of W
+// only. Four rows at a time, two accumulators each.
+TWICE_AVX512_BF16 inline __m512bh LoadBf16x32(const uint16_t* p) {
+  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+}
+TWICE_AVX512_BF16 inline __m512bh LoadBf16Tail(const uint16_t* p,
+                                               __mmask32 mask) {
+  return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
+}
+
+TWICE_AVX512_BF16 void GemvRowsBf16Dot(const LowpRows& w, const float* x,
+                                       const float* bias, int64_t r0,
+                                       int64_t r1, float* y) {
+  const int64_t k = w.k;
+  const int64_t body64 = k / 64 * 64;
+  const int64_t body32 = k / 32 * 32;
+  const int64_t tail = k - body32;
+  const auto tail_mask = static_cast<__mmask32>((uint64_t{1} << tail) - 1u);
+  thread_local std::vector<uint16_t> packed;
+  const auto padded = static_cast<size_t>(body32 + (tail != 0 ? 32 : 0));
+  if (packed.size() < padded) packed.resize(padded);
+  uint16_t* xb = packed.data();
+  for (int64_t j = 0; j < k; ++j) {
+    xb[j] = static_cast<uint16_t>(RoundedBf16Bits(x[j]) >> 16);
+  }
+  std::fill(xb + k, xb + padded, uint16_t{0});
+  const auto* base = static_cast<const uint16_t*>(w.data);
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint16_t* w0 = base + r * k;
+    const uint16_t* w1 = w0 + k;
+    const uint16_t* w2 = w1 + k;
+    const uint16_t* w3 = w2 + k;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+    int64_t j = 0;
+    for (; j < body64; j += 64) {
+      const __m512bh xa = LoadBf16x32(xb + j);
+      const __m512bh xc = LoadBf16x32(xb + j + 32);
+      a0 = _mm512_dpbf16_ps(a0, LoadBf16x32(w0 + j), xa);
+      c0 = _mm512_dpbf16_ps(c0, LoadBf16x32(w0 + j + 32), xc);
+      a1 = _mm512_dpbf16_ps(a1, LoadBf16x32(w1 + j), xa);
+      c1 = _mm512_dpbf16_ps(c1, LoadBf16x32(w1 + j + 32), xc);
+      a2 = _mm512_dpbf16_ps(a2, LoadBf16x32(w2 + j), xa);
+      c2 = _mm512_dpbf16_ps(c2, LoadBf16x32(w2 + j + 32), xc);
+      a3 = _mm512_dpbf16_ps(a3, LoadBf16x32(w3 + j), xa);
+      c3 = _mm512_dpbf16_ps(c3, LoadBf16x32(w3 + j + 32), xc);
+    }
+    for (; j < body32; j += 32) {
+      const __m512bh xa = LoadBf16x32(xb + j);
+      a0 = _mm512_dpbf16_ps(a0, LoadBf16x32(w0 + j), xa);
+      a1 = _mm512_dpbf16_ps(a1, LoadBf16x32(w1 + j), xa);
+      a2 = _mm512_dpbf16_ps(a2, LoadBf16x32(w2 + j), xa);
+      a3 = _mm512_dpbf16_ps(a3, LoadBf16x32(w3 + j), xa);
+    }
+    if (tail != 0) {
+      const __m512bh xa = LoadBf16x32(xb + j);
+      a0 = _mm512_dpbf16_ps(a0, LoadBf16Tail(w0 + j, tail_mask), xa);
+      a1 = _mm512_dpbf16_ps(a1, LoadBf16Tail(w1 + j, tail_mask), xa);
+      a2 = _mm512_dpbf16_ps(a2, LoadBf16Tail(w2 + j, tail_mask), xa);
+      a3 = _mm512_dpbf16_ps(a3, LoadBf16Tail(w3 + j, tail_mask), xa);
+    }
+    StoreFourRows(w, bias, r, _mm512_add_ps(a0, c0), _mm512_add_ps(a1, c1),
+                  _mm512_add_ps(a2, c2), _mm512_add_ps(a3, c3), y);
+  }
+  for (; r < r1; ++r) {
+    const uint16_t* w0 = base + r * k;
+    __m512 a0 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j < body32; j += 32) {
+      a0 = _mm512_dpbf16_ps(a0, LoadBf16x32(w0 + j), LoadBf16x32(xb + j));
+    }
+    if (tail != 0) {
+      a0 = _mm512_dpbf16_ps(a0, LoadBf16Tail(w0 + j, tail_mask),
+                            LoadBf16x32(xb + j));
+    }
+    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(a0));
+  }
+}
+
 template <DType D>
 TWICE_AVX512 void RowsToF32Avx512(const LowpRows& w, int64_t r0, int64_t r1,
                                   float* out) {
@@ -392,7 +488,11 @@ Isa CpuIsa() {
         __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq")) {
-      return Isa::kAvx512;
+      // AVX512_BF16: CPUID leaf 7, sub-leaf 1, EAX bit 5.
+      unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+      const bool bf16 = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 &&
+                        (eax & (1u << 5)) != 0;
+      return bf16 ? Isa::kAvx512Bf16 : Isa::kAvx512;
     }
     // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports lacks it).
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -412,6 +512,8 @@ Isa CpuIsa() {
 
 std::string_view IsaName(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Bf16:
+      return "avx512_bf16";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:
@@ -422,14 +524,36 @@ std::string_view IsaName(Isa isa) {
   return "?";
 }
 
+void RoundToBf16(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = std::bit_cast<float>(RoundedBf16Bits(x[i]));
+  }
+}
+
 void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
                   int64_t r0, int64_t r1, float* y) {
+  if (w.dtype == DType::kBF16) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512Bf16) {
+      GemvRowsBf16Dot(w, x, bias, r0, r1, y);
+      return;
+    }
+#endif
+    // The other builds multiply widened weights by the rounded input: the
+    // same exact products, summed in another order.
+    thread_local std::vector<float> rounded;
+    if (rounded.size() < static_cast<size_t>(w.k)) {
+      rounded.resize(static_cast<size_t>(w.k));
+    }
+    RoundToBf16(x, w.k, rounded.data());
+    x = rounded.data();
+  }
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512 && w.dtype == DType::kBF16) {
     GemvRowsBf16Avx512(w, x, bias, r0, r1, y);
     return;
   }
-  if (isa == Isa::kAvx512) {
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) {
     ForDType(w.dtype,
              [&]<DType D>() { GemvRowsAvx512<D>(w, x, bias, r0, r1, y); });
     return;
@@ -446,7 +570,7 @@ void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
 void LowpRowsToF32(Isa isa, const LowpRows& w, int64_t r0, int64_t r1,
                    float* out) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx512) {
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) {
     ForDType(w.dtype, [&]<DType D>() { RowsToF32Avx512<D>(w, r0, r1, out); });
     return;
   }

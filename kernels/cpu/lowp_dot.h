@@ -1,18 +1,25 @@
 // Row-times-vector dot products over low-precision weight rows (bf16, f16,
-// int8) with f32 activations and f32 accumulation, in three builds chosen
-// once at run time from the CPU's features (CpuIsa()):
+// int8) with f32 accumulation, in builds chosen once at run time from the
+// CPU's features (CpuIsa()):
+//   - AVX-512 BF16: bf16 rows by vdpbf16ps, 32 weights per instruction with
+//     no widening (the other dtypes as AVX-512F);
 //   - AVX-512F (+BW): 16 lanes; bf16 widened by a 16-bit shift, f16 by
 //     vcvtph2ps, int8 by sign extension and vcvtdq2ps;
 //   - AVX2 + FMA + F16C: the same at 8 lanes;
 //   - portable C++.
-// Widening is exact, so the only difference from an f32 GEMV over the
-// widened weights is the order of the f32 sums. The activations stay f32:
-// the weight-only formats promise that, so the bf16 / int8 dot-product
-// instructions (vdpbf16ps, VNNI), which need the activations rounded to
-// bf16 or int8 as well, are not used. The narrow formats halve or quarter
-// the bytes a GEMV streams; the widening then takes a share of the time
-// (bench/README.md: bf16 and int8 decode reach less of their bandwidth
-// bound than f32).
+//
+// The input of a bf16 matrix is rounded to bf16 first, in every build and
+// for any number of rows (LinearLowp does the same before its panels):
+// a bf16 product takes bf16 on both sides and accumulates in f32, as a
+// GPU's bf16 GEMM and llama.cpp's bf16 dot do. The product of two bf16
+// values is exact in f32, so the builds differ only in the order of the
+// f32 sums, and a step (one row) and a prefill (many) of the same tokens
+// agree to f32 accumulation error (the design's invariants); what the
+// rounding costs is one bf16 rounding of each input element (relative
+// 2^-9), measured against f32 in models/README.md. That rounding is what
+// lets vdpbf16ps stream a bf16 row at about twice the rate of widening it
+// (bench/README.md). f16 and int8 rows keep f32 inputs (no instruction
+// here multiplies f16, and int8 inputs would cost far more accuracy).
 #ifndef TWICE_KERNELS_CPU_LOWP_DOT_H_
 #define TWICE_KERNELS_CPU_LOWP_DOT_H_
 
@@ -23,10 +30,11 @@
 
 namespace twice::kernels::cpu {
 
-enum class Isa { kPortable, kAvx2, kAvx512 };
+// Ordered: each build runs on every CPU that runs a later one.
+enum class Isa { kPortable, kAvx2, kAvx512, kAvx512Bf16 };
 // The widest build this CPU runs (cached after the first call).
 Isa CpuIsa();
-// "avx512", "avx2", "portable".
+// "avx512_bf16", "avx512", "avx2", "portable".
 std::string_view IsaName(Isa isa);
 
 // Weights of dtype BF16, F16 or I8, row-major [n, k]; `scales` per row
@@ -42,6 +50,9 @@ struct LowpRows {
 // `isa` (callers pass CpuIsa(); tests pass each one the CPU has).
 void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
                   int64_t r0, int64_t r1, float* y);
+// out[i] = x[i] rounded to the nearest bf16 (ties to even), as f32: the
+// input of every product with a bf16 matrix. `out` may be `x`.
+void RoundToBf16(const float* x, int64_t n, float* out);
 // Rows [r0, r1) of W widened to f32 into `out` ((r1 - r0) * k floats; I8
 // multiplied by its row scale).
 void LowpRowsToF32(Isa isa, const LowpRows& w, int64_t r0, int64_t r1,

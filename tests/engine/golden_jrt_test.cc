@@ -2,7 +2,8 @@
 // reference in tools/reference (tests/data/golden/jrt*, made by
 // tools/reference/make_golden.py): a 4-layer model (conv, prefix linear
 // attention, sliding window of 4 previous keys, prefix linear attention;
-// d 16; F 16; bf16 weights; encoder length M 16; pad token 220).
+// d 16; F 16; bf16 weights, loaded as f32 like every golden model;
+// encoder length M 16; pad token 220).
 //
 // Cases: prefix reads with N < M (left-padded to M, pads masked), N = M,
 // N > M; Read-2x padded and unpadded; an unpadded prefix read with N < M; a

@@ -227,7 +227,11 @@ inline void ExpectGreedyContinuationsOf(const Model& model,
 // The fixture every single-model golden suite shares: the golden set
 // tests/data/golden/<kName> and its model loaded once per suite, the worst
 // errors printed after it, and the logit check against the float64
-// reference (relative error at most kLogitTolerance).
+// reference (relative error at most kLogitTolerance). The model loads with
+// f32 matrices (a bf16 checkpoint widened exactly), as the reference
+// multiplies: a bf16 load also rounds each matrix input to bf16
+// (kernels/cpu/lowp_dot.h), which weights_dtype_test checks against these
+// f32 kernels with a bf16 tolerance.
 template <const char* kName>
 class GoldenSuite : public ::testing::Test {
  protected:
@@ -235,7 +239,9 @@ class GoldenSuite : public ::testing::Test {
 
   static void SetUpTestSuite() {
     golden_ = GoldenData::Load(kName).release();
-    if (golden_ != nullptr) model_ = LoadOrDie(golden_->model_dir()).release();
+    if (golden_ != nullptr) {
+      model_ = LoadOrDie(golden_->model_dir(), DType::kF32).release();
+    }
   }
   static void TearDownTestSuite() {
     errors_.Print(kName);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -117,8 +118,12 @@ inline absl::Status SharpenWeights(const std::string& dir, float factor) {
   return WriteAllWeights(path, *w);
 }
 
-inline std::unique_ptr<Model> LoadOrDie(const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<Model>> m = LoadModel(dir);
+// `weights_dtype` as --weights_dtype (nullopt: as stored).
+inline std::unique_ptr<Model> LoadOrDie(
+    const std::string& dir, std::optional<DType> weights_dtype = std::nullopt) {
+  LoadOptions options;
+  options.weights_dtype = weights_dtype;
+  absl::StatusOr<std::unique_ptr<Model>> m = LoadModel(dir, options);
   EXPECT_OK(m);
   return m.ok() ? *std::move(m) : nullptr;
 }

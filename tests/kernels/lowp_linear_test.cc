@@ -1,10 +1,13 @@
 // Linear with bf16 / f16 / int8 weights against a float64 reference over
-// the same rounded (or quantized) weights, so the tolerance measures the
-// kernels, not the rounding: f32 accumulation, 2e-5 + 2e-5 relative for
-// k <= 1000 and inputs in [-1, 1] (as for f32 weights). Each instruction
-// set this CPU runs is checked directly, and the entry point over every
-// way of splitting the work and every thread count.
+// the same rounded (or quantized) weights, and for bf16 the same rounded
+// input (a bf16 product rounds x to bf16, lowp_dot.h), so the tolerance
+// measures the kernels, not the rounding: f32 accumulation, 2e-5 + 2e-5
+// relative for k <= 1000 and inputs in [-1, 1] (as for f32 weights). A
+// kernel that skipped the input's rounding would be off by about 1e-3. Each
+// instruction set this CPU runs is checked directly, and the entry point over
+// every way of splitting the work and every thread count.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -46,9 +49,17 @@ std::vector<double> Widened(const Tensor& w) {
   return out;
 }
 
-std::vector<double> Reference(const std::vector<float>& x, int64_t m, int64_t k,
+// x as a product with a `dtype` matrix takes it: rounded to bf16 for bf16.
+std::vector<float> InputAsTaken(std::vector<float> x, DType dtype) {
+  if (dtype != DType::kBF16) return x;
+  for (float& v : x) v = Bf16ToF32(F32ToBf16(v));
+  return x;
+}
+
+std::vector<double> Reference(std::vector<float> x, int64_t m, int64_t k,
                               const std::vector<double>& w, int64_t n,
-                              const std::vector<float>& bias) {
+                              const std::vector<float>& bias, DType dtype) {
+  x = InputAsTaken(std::move(x), dtype);
   std::vector<double> y(m * n);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t o = 0; o < n; ++o) {
@@ -63,8 +74,11 @@ std::vector<double> Reference(const std::vector<float>& x, int64_t m, int64_t k,
 
 std::vector<cpu::Isa> IsasOfThisCpu() {
   std::vector<cpu::Isa> isas = {cpu::Isa::kPortable};
-  if (cpu::CpuIsa() != cpu::Isa::kPortable) isas.push_back(cpu::Isa::kAvx2);
-  if (cpu::CpuIsa() == cpu::Isa::kAvx512) isas.push_back(cpu::Isa::kAvx512);
+  // Isa is ordered: a CPU runs every build up to the one CpuIsa() names.
+  for (cpu::Isa isa :
+       {cpu::Isa::kAvx2, cpu::Isa::kAvx512, cpu::Isa::kAvx512Bf16}) {
+    if (cpu::CpuIsa() >= isa) isas.push_back(isa);
+  }
   return isas;
 }
 
@@ -87,7 +101,8 @@ TEST(LowpDotTest, EveryIsaMatchesReference) {
         std::vector<float> y(n, 99.0f);
         cpu::LowpGemvRows(isa, rows, x.data(), bias.data(), 0, n, y.data());
         const std::vector<double> wide = Widened(wq);
-        ExpectClose(y, Reference(x, 1, k, wide, n, bias), 2e-5, 2e-5, "gemv");
+        ExpectClose(y, Reference(x, 1, k, wide, n, bias, dtype), 2e-5, 2e-5,
+                    "gemv");
         std::vector<float> f32(n * k, 99.0f);
         cpu::LowpRowsToF32(isa, rows, 0, n, f32.data());
         ExpectClose(f32, wide, 1e-7, 1e-7, "widen");
@@ -117,11 +132,54 @@ TEST(LowpLinearTest, EverySplitMatchesReference) {
           const Tensor wq = Rounded(w, n, k, dtype);
           std::vector<float> y(m * n, 123.0f);
           ASSERT_OK(Linear(x, m, k, wq, n, b, absl::MakeSpan(y)));
-          ExpectClose(y, Reference(x, m, k, Widened(wq), n, b), 2e-5, 2e-5);
+          ExpectClose(y, Reference(x, m, k, Widened(wq), n, b, dtype), 2e-5,
+                      2e-5);
         }
       }
     }
   });
+}
+
+// Rounding to bf16 ties to even and keeps NaN and infinity, as the
+// checkpoint conversion F32ToBf16 does.
+TEST(LowpDotTest, RoundToBf16MatchesTheConversion) {
+  std::vector<float> x = RandomVector(1000, 21);
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  x.push_back(1.0f + 1.0f / 256.0f);  // halfway: ties to even (1.0)
+  x.push_back(1.0f + 3.0f / 256.0f);  // halfway: ties to even (1 + 1/64)
+  std::vector<float> got(x.size());
+  cpu::RoundToBf16(x.data(), static_cast<int64_t>(x.size()), got.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = Bf16ToF32(F32ToBf16(x[i]));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_EQ(got[i], want) << i << ": " << x[i];
+    }
+  }
+  EXPECT_EQ(got[got.size() - 2], 1.0f);
+  EXPECT_EQ(got[got.size() - 1], 1.0f + 1.0f / 64.0f);
+}
+
+// One row (the GEMV) and many rows (the panels) of a bf16 Linear compute
+// the same exact products: row i of a batch equals that row alone up to
+// the order of f32 sums, so a step and a prefill agree.
+TEST(LowpLinearTest, Bf16OneRowEqualsItsRowInABatch) {
+  const int64_t m = 24, k = 333, n = 700;
+  const auto x = RandomVector(m * k, 31);
+  const Tensor wq = Rounded(RandomVector(n * k, 32), n, k, DType::kBF16);
+  std::vector<float> batch(m * n);
+  ASSERT_OK(Linear(x, m, k, wq, n, {}, absl::MakeSpan(batch)));
+  for (int64_t i : {int64_t{0}, int64_t{7}, m - 1}) {
+    std::vector<float> row(n);
+    ASSERT_OK(Linear(absl::MakeConstSpan(x).subspan(i * k, k), 1, k, wq, n, {},
+                     absl::MakeSpan(row)));
+    const std::vector<double> want(batch.begin() + i * n,
+                                   batch.begin() + (i + 1) * n);
+    ExpectClose(row, want, 2e-5, 2e-5, "row " + std::to_string(i));
+  }
 }
 
 TEST(LowpLinearTest, WrongShapeIsInvalidArgument) {
