@@ -19,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the TLS tests make throwaway certificates
   python3-yaml
+  python3-grpcio python3-protobuf python3-pytest  # the Python client and its tests
 )
 # The deploy tests render the Kubernetes manifests with `kubectl kustomize`;
 # Debian's kubectl when none is installed.
