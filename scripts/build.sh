@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Sets up (Debian packages) and builds Twice into build/ (Release, tests and
-# benchmarks included so test.sh and run.sh share one build).
+# Sets up (Debian packages) and builds Twice into build/ (Release; one
+# configuration with tests and benchmarks, so test.sh and run.sh share one
+# build tree and run.sh's two programs are reused by test.sh).
 #   scripts/build.sh [extra cmake -D options]
+#   TWICE_BUILD_TARGETS="twice-server twice" scripts/build.sh
+#                                   only those targets (and what they need)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -12,4 +15,6 @@ if [ ! -f "$build_dir/CMakeCache.txt" ] || [ $# -gt 0 ]; then
   cmake -S "$root" -B "$build_dir" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE="${TWICE_BUILD_TYPE:-Release}" "$@" >/dev/null
 fi
-cmake --build "$build_dir" --parallel "$(nproc)"
+targets=()
+for t in ${TWICE_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build_dir" --parallel "$(nproc)" "${targets[@]}"

@@ -13,7 +13,9 @@
 # (default ./twice-data; the demo uses a fresh temporary directory).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/build.sh"
+# Serving needs two programs: the server and the CLI (the demo's client).
+# The tests, benchmarks and CUDA targets are scripts/test.sh's to build.
+TWICE_BUILD_TARGETS="twice-server twice" "$root/scripts/build.sh"
 bin=${TWICE_BUILD_DIR:-$root/build}/services
 listen=${TWICE_LISTEN:-127.0.0.1:50051}
 # NAME=DIR for every shipped model; the first is the default.
