@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import grpc
 
 from . import types as t
-from ._stubs import Stubs
+from ._stubs import Stubs, load
 from .errors import Internal, InvalidArgument
 
 #: Text bytes per streamed message (the server's and the CLI's 1 MiB).
@@ -330,3 +330,24 @@ def channel_setup(address: str, tls: Optional[t.TlsOptions],
 def metadata(token: Optional[str]) -> Tuple[Tuple[str, str], ...]:
     """Call metadata: the bearer token the server's tenant auth reads."""
     return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+class Connection:
+    """What both clients hold: stubs, call metadata, the channel, the
+    orchestrator stub and the health check. `channels` is ``grpc`` for the
+    blocking client and ``grpc.aio`` for the asyncio one."""
+
+    def __init__(self, channels: Any, address: str, token: Optional[str],
+                 tls: Optional[t.TlsOptions], options: Sequence[Tuple[str, Any]]) -> None:
+        self.pb = load()
+        self.metadata = metadata(token if token is not None else os.environ.get("TWICE_TOKEN"))
+        credentials, channel_options = channel_setup(address, tls, options)
+        if credentials is None:
+            self.channel = channels.insecure_channel(address, channel_options)
+        else:
+            self.channel = channels.secure_channel(address, credentials, channel_options)
+        self.stub = self.pb.orchestrator_pb2_grpc.OrchestratorStub(self.channel)
+        self.health = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=self.pb.health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=self.pb.health_pb2.HealthCheckResponse.FromString)

@@ -11,7 +11,6 @@ async iterators. Create the client inside the event loop that uses it::
 from __future__ import annotations
 
 import inspect
-import os
 from typing import (Any, AsyncIterator, Callable, Iterable, List, Optional, Sequence, Tuple,
                     Union)
 
@@ -20,7 +19,6 @@ import grpc.aio
 
 from . import _convert as c
 from . import types as t
-from ._stubs import load
 from .client import DEFAULT_ADDRESS, QuestionLike
 from .errors import from_rpc_error
 
@@ -40,20 +38,13 @@ class Client:
     def __init__(self, address: str = DEFAULT_ADDRESS, token: Optional[str] = None,
                  tls: Optional[t.TlsOptions] = None, timeout: Optional[float] = None,
                  options: Sequence[Tuple[str, Any]] = ()) -> None:
-        self._pb = load()
+        connection = c.Connection(grpc.aio, address, token, tls, options)
+        self._pb = connection.pb
         self._timeout = timeout
-        self._metadata = c.metadata(token if token is not None
-                                    else os.environ.get("TWICE_TOKEN"))
-        credentials, channel_options = c.channel_setup(address, tls, options)
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(address, channel_options)
-        else:
-            self._channel = grpc.aio.secure_channel(address, credentials, channel_options)
-        self._stub = self._pb.orchestrator_pb2_grpc.OrchestratorStub(self._channel)
-        self._health = self._channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=self._pb.health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=self._pb.health_pb2.HealthCheckResponse.FromString)
+        self._metadata = connection.metadata
+        self._channel = connection.channel
+        self._stub = connection.stub
+        self._health = connection.health
 
     async def close(self) -> None:
         """Closes the channel; calls in flight are cancelled."""
