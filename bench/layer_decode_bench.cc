@@ -130,7 +130,8 @@ absl::StatusOr<std::vector<LayerDecodeRow>> RunLayerDecodeBench(
   ao.kv_heads = o.heads;
   ao.head_dim = o.dim / o.heads;
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::LlamaAttention> attention,
-                         engine::LlamaAttention::Load(map, kPrefix, ao));
+                         engine::LlamaAttention::Load(
+                             map, absl::StrCat(kPrefix, "self_attn."), ao));
   std::vector<std::pair<int64_t, std::unique_ptr<engine::RatAttention>>> rats;
   for (int64_t chunk : o.chunk_sizes) {
     engine::RatAttentionOptions ro;

@@ -1,5 +1,6 @@
 #include "engine/config/json_fields.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -59,8 +60,61 @@ absl::StatusOr<std::string> GetString(const Json& obj, std::string_view key) {
   return it->get<std::string>();
 }
 
+namespace {
+
+// `text` with Python's bare Infinity / -Infinity / NaN literals (outside
+// strings) quoted, so that a strict JSON parser reads them as strings.
+std::string QuotePythonLiterals(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out.push_back(c);
+      if (c == '\\' && i + 1 < text.size()) {
+        out.push_back(text[++i]);
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool quoted = false;
+    for (std::string_view literal : {"-Infinity", "Infinity", "NaN"}) {
+      if (text.substr(i, literal.size()) == literal) {
+        out.push_back('"');
+        out.append(literal);
+        out.push_back('"');
+        i += literal.size() - 1;
+        quoted = true;
+        break;
+      }
+    }
+    if (!quoted) out.push_back(c);
+  }
+  return out;
+}
+
+Json ParseLenient(std::string_view text) {
+  if (text.find("Infinity") == std::string_view::npos &&
+      text.find("NaN") == std::string_view::npos) {
+    return Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+  return Json::parse(QuotePythonLiterals(text), nullptr,
+                     /*allow_exceptions=*/false);
+}
+
+}  // namespace
+
+bool IsPositiveInfinity(const Json& value) {
+  if (value.is_string()) return value.get<std::string>() == "Infinity";
+  return value.is_number() && value.get<double>() > 0 &&
+         std::isinf(value.get<double>());
+}
+
 absl::StatusOr<Json> ParseObject(std::string_view text) {
-  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Json root = ParseLenient(text);
   if (root.is_discarded() || !root.is_object()) {
     return absl::InvalidArgumentError("config.json is not a JSON object");
   }
@@ -68,7 +122,7 @@ absl::StatusOr<Json> ParseObject(std::string_view text) {
 }
 
 std::string ConfigArchitecture(std::string_view text) {
-  const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const Json root = ParseLenient(text);
   if (root.is_discarded() || !root.is_object()) return "";
   for (const char* key : {"architecture", "model_type"}) {
     auto it = root.find(key);
@@ -79,6 +133,7 @@ std::string ConfigArchitecture(std::string_view text) {
       (*it)[0].is_string()) {
     const std::string a = (*it)[0].get<std::string>();
     if (a == "LlamaForCausalLM") return "llama";
+    if (a == "NemotronHForCausalLM") return "nemotron_h";
     return a;
   }
   return "";

@@ -34,8 +34,15 @@ using Json = nlohmann::json;
 // The string under `key`, "" when absent; INVALID_ARGUMENT when not a string.
 [[nodiscard]] absl::StatusOr<std::string> GetString(const Json& obj,
                                                     std::string_view key);
-// Parses `text` as a JSON object.
+// Parses `text` as a JSON object. Python's json module writes the
+// non-standard literals Infinity, -Infinity and NaN (transformers saves
+// Mamba-2 and Nemotron-H configs with "time_step_limit": [0.0, Infinity]);
+// they are read as the strings "Infinity", "-Infinity" and "NaN", which
+// GetNumber does not accept, so only a parser that expects them reads them.
 [[nodiscard]] absl::StatusOr<Json> ParseObject(std::string_view text);
+// Whether `value` is +infinity as ParseObject reads it (a number or the
+// string "Infinity").
+bool IsPositiveInfinity(const Json& value);
 
 // The architecture a config names: "architecture", else "model_type", else
 // HF "architectures"[0] mapped (LlamaForCausalLM -> llama). "" when none;

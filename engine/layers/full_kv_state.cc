@@ -1,5 +1,7 @@
 #include "engine/layers/full_kv_state.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "engine/state/state_io.h"
 #include "kernels/status_macros.h"
@@ -51,6 +53,56 @@ absl::Status FullKvState::Deserialize(StateReader& reader) {
   count_ = count;
   keys_ = std::move(keys);
   values_ = std::move(values);
+  return absl::OkStatus();
+}
+
+std::string FullKvState::RowBytes(int64_t begin, int64_t end) const {
+  const size_t r = static_cast<size_t>(row());
+  const size_t half = r * sizeof(float);
+  std::string out(static_cast<size_t>(end - begin) * 2 * half, '\0');
+  // Hosts are little-endian (as StateWriter assumes).
+  char* at = out.data();
+  for (int64_t t = begin; t < end; ++t) {
+    std::memcpy(at, keys_.data() + t * r, half);
+    std::memcpy(at + half, values_.data() + t * r, half);
+    at += 2 * half;
+  }
+  return out;
+}
+
+absl::Status FullKvState::AppendRows(std::string_view bytes) {
+  const size_t row_size = static_cast<size_t>(row_bytes());
+  if (bytes.size() % row_size != 0) {
+    return absl::DataLossError(absl::StrCat("full_kv block of ", bytes.size(),
+                                            " bytes is not a whole number of ",
+                                            row_size, "-byte token rows"));
+  }
+  const int64_t rows = static_cast<int64_t>(bytes.size() / row_size);
+  const size_t r = static_cast<size_t>(row());
+  const size_t half = r * sizeof(float);
+  const size_t old = keys_.size();
+  keys_.resize(old + rows * r);
+  values_.resize(old + rows * r);
+  for (int64_t t = 0; t < rows; ++t) {
+    const char* from = bytes.data() + t * row_size;
+    std::memcpy(keys_.data() + old + t * r, from, half);
+    std::memcpy(values_.data() + old + t * r, from + half, half);
+  }
+  count_ += rows;
+  return absl::OkStatus();
+}
+
+void FullKvState::SerializeHead(StateWriter& writer) const {
+  writer.WriteI64(count_);
+}
+
+absl::Status FullKvState::DeserializeHead(StateReader& reader) {
+  TWICE_ASSIGN_OR_RETURN(int64_t count, reader.ReadI64());
+  if (count != count_) {
+    return absl::DataLossError(absl::StrCat("full_kv head: token count ", count,
+                                            " but ", count_,
+                                            " token rows were stored"));
+  }
   return absl::OkStatus();
 }
 

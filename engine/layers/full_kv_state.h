@@ -8,20 +8,27 @@
 // Serialized (kind "full_kv"): i64 T, then f32 tensors k [T, H_kv, hd] and
 // v [T, H_kv, hd]. Deserialize checks T against the bytes left BEFORE
 // allocating, so a corrupt length is DATA_LOSS, not a huge allocation.
+//
+// A cached token never changes, so the cache is also a BlockRowsState
+// (state_blocks.h): one row per token, its key then its value (8·H_kv·hd
+// bytes), and a head of just T. A segment or an appended question then
+// stores only its own tokens' rows, not the whole cache again.
 #ifndef TWICE_ENGINE_LAYERS_FULL_KV_STATE_H_
 #define TWICE_ENGINE_LAYERS_FULL_KV_STATE_H_
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "engine/state/block_rows_state.h"
 #include "engine/state/layer_state.h"
 
 namespace twice::engine {
 
-class FullKvState final : public LayerState {
+class FullKvState final : public LayerState, public BlockRowsState {
  public:
   static constexpr std::string_view kKind = "full_kv";
 
@@ -45,6 +52,18 @@ class FullKvState final : public LayerState {
   // Appends `tokens` rows of keys / values ([tokens, H_kv, hd] each, row
   // stride `stride`).
   void Append(const float* k, const float* v, int64_t tokens, int64_t stride);
+
+  // BlockRowsState: a row is one token's key and value.
+  int64_t row_count() const override { return count_; }
+  int64_t row_bytes() const override {
+    return 2 * row() * static_cast<int64_t>(sizeof(float));
+  }
+  std::string RowBytes(int64_t begin, int64_t end) const override;
+  // DATA_LOSS when `bytes` is not a whole number of rows.
+  [[nodiscard]] absl::Status AppendRows(std::string_view bytes) override;
+  void SerializeHead(StateWriter& writer) const override;
+  // DATA_LOSS unless the head's T equals the rows held.
+  [[nodiscard]] absl::Status DeserializeHead(StateReader& reader) override;
 
  private:
   int64_t kv_heads_;

@@ -13,17 +13,18 @@
 namespace twice::engine {
 
 absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Load(
-    const WeightMap& weights, const std::string& prefix,
+    const WeightMap& weights, const std::string& module,
     const LlamaAttentionOptions& o) {
   if (o.dim < 1 || o.heads < 1 || o.kv_heads < 1 || o.heads % o.kv_heads != 0 ||
-      o.head_dim < 2 || o.head_dim % 2 != 0) {
+      o.head_dim < 1 || (o.rotary && o.head_dim % 2 != 0)) {
     return absl::InvalidArgumentError(
-        "LlamaAttention: H_kv must divide H and the head dimension be even");
+        "LlamaAttention: H_kv must divide H and the head dimension be even "
+        "with rotary embeddings");
   }
   std::unique_ptr<LlamaAttention> m(new LlamaAttention());
   m->options_ = o;
   const int64_t qw = o.heads * o.head_dim, kvw = o.kv_heads * o.head_dim;
-  const std::string p = prefix + "self_attn.";
+  const std::string& p = module;
   TWICE_ASSIGN_OR_RETURN(m->wq_,
                          weights.GetMatrix(p + "q_proj.weight", {qw, o.dim}));
   TWICE_ASSIGN_OR_RETURN(m->wk_,
@@ -83,12 +84,14 @@ absl::Status LlamaAttention::Attend(float* q, float* k, const float* v,
   const LlamaAttentionOptions& o = options_;
   const int64_t hd = o.head_dim;
   const int64_t qw = o.heads * hd, kvw = o.kv_heads * hd;
-  TWICE_RETURN_IF_ERROR(kernels::RopeRotateHalf(absl::MakeSpan(q, tokens * qw),
-                                                tokens, qw, o.heads, hd,
-                                                start_pos, o.rope_theta));
-  TWICE_RETURN_IF_ERROR(kernels::RopeRotateHalf(absl::MakeSpan(k, tokens * kvw),
-                                                tokens, kvw, o.kv_heads, hd,
-                                                start_pos, o.rope_theta));
+  if (o.rotary) {
+    TWICE_RETURN_IF_ERROR(
+        kernels::RopeRotateHalf(absl::MakeSpan(q, tokens * qw), tokens, qw,
+                                o.heads, hd, start_pos, o.rope_theta));
+    TWICE_RETURN_IF_ERROR(
+        kernels::RopeRotateHalf(absl::MakeSpan(k, tokens * kvw), tokens, kvw,
+                                o.kv_heads, hd, start_pos, o.rope_theta));
+  }
   kv.Append(k, v, tokens, kvw);
   const kernels::CausalAttentionDims dims{tokens, start_pos, o.heads,
                                           o.kv_heads, hd};

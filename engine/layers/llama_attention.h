@@ -3,13 +3,16 @@
 //
 //   q = x · Wq^T [T, H·hd]   k = x · Wk^T, v = x · Wv^T [T, H_kv·hd]
 //   q, k <- RoPE rotate-half, base rope_theta, positions p = start_pos + i
-//   y_i[h] = softmax_j(q_i[h] · k_j[h/g] · hd^-1/2) v_j[h/g], j in [0, p_i]
-//   out = y · Wo^T            Wo [d, H·hd], g = H / H_kv
+//           (skipped without rotary: Nemotron-H's attention has no
+//           positional encoding at all)
+//   y_i[h] = softmax_j(q_i[h] · k_j[h/g] · scale) v_j[h/g], j in [0, p_i]
+//   out = y · Wo^T            Wo [d, H·hd], g = H / H_kv, scale hd^-1/2
 // The state keeps post-rotary keys (a cached key is never rotated again).
 //
-// Tensors under <prefix> (model.layers.{i}.): self_attn.q_proj.weight
-// [H·hd, d], self_attn.k_proj.weight / v_proj.weight [H_kv·hd, d],
-// self_attn.o_proj.weight [d, H·hd]. State: FullKvState.
+// Tensors under <module> (model.layers.{i}.self_attn. in Llama,
+// backbone.layers.{i}.mixer. in Nemotron-H): q_proj.weight [H·hd, d],
+// k_proj.weight / v_proj.weight [H_kv·hd, d], o_proj.weight [d, H·hd].
+// State: FullKvState.
 #ifndef TWICE_ENGINE_LAYERS_LLAMA_ATTENTION_H_
 #define TWICE_ENGINE_LAYERS_LLAMA_ATTENTION_H_
 
@@ -31,14 +34,15 @@ struct LlamaAttentionOptions {
   int64_t dim = 0;       // d
   int64_t heads = 0;     // H
   int64_t kv_heads = 0;  // H_kv, divides H
-  int64_t head_dim = 0;  // hd, even
+  int64_t head_dim = 0;  // hd, even with rotary
+  bool rotary = true;
   float rope_theta = 10000.0f;
 };
 
 class LlamaAttention final : public Mixer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<LlamaAttention>> Load(
-      const WeightMap& weights, const std::string& prefix,
+      const WeightMap& weights, const std::string& module,
       const LlamaAttentionOptions& options);
 
   std::unique_ptr<LayerState> NewState() const override;

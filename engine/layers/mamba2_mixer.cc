@@ -13,9 +13,6 @@
 namespace twice::engine {
 namespace {
 
-// Upstream's gated RMSNorm hard-codes its epsilon (mamba2.py), independent
-// of the block norms' norm_epsilon.
-constexpr double kGatedNormEps = 1e-5;
 // softplus(v) = v above this, as upstream's kernels (no overflow in exp).
 constexpr float kSoftplusThreshold = 20.0f;
 
@@ -27,18 +24,26 @@ float Softplus(float v) {
 
 absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
     const WeightMap& weights, const std::string& prefix,
-    const Mamba2Config& config) {
+    const Mamba2MixerOptions& o) {
+  if (o.dim < 1 || o.head_dim < 1 || o.inner < o.head_dim ||
+      o.inner % o.head_dim != 0 || o.n_groups < 1 ||
+      o.heads() % o.n_groups != 0 || o.d_state < 1 || o.d_conv < 1 ||
+      o.chunk < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Mamba2Mixer: the head dimension (", o.head_dim,
+                     ") must divide the inner width (", o.inner,
+                     ") and the groups (", o.n_groups, ") the heads"));
+  }
   std::unique_ptr<Mamba2Mixer> m(new Mamba2Mixer());
   const std::string p = prefix + "mixer.";
-  const int64_t d = config.hidden_size;
-  const int64_t e = config.d_inner();
-  const int64_t h = config.num_heads();
-  const int64_t conv_dim = config.conv_dim();
+  const int64_t d = o.dim;
+  const int64_t e = o.inner;
+  const int64_t h = o.heads();
+  const int64_t conv_dim = o.conv_dim();
+  TWICE_ASSIGN_OR_RETURN(m->in_proj_, weights.GetMatrix(p + "in_proj.weight",
+                                                        {o.in_proj_dim(), d}));
   TWICE_ASSIGN_OR_RETURN(
-      m->in_proj_,
-      weights.GetMatrix(p + "in_proj.weight", {config.d_in_proj(), d}));
-  TWICE_ASSIGN_OR_RETURN(m->conv_w_, weights.Get(p + "conv1d.weight",
-                                                 {conv_dim, 1, config.d_conv}));
+      m->conv_w_, weights.Get(p + "conv1d.weight", {conv_dim, 1, o.d_conv}));
   TWICE_ASSIGN_OR_RETURN(m->conv_b_,
                          weights.Get(p + "conv1d.bias", {conv_dim}));
   TWICE_ASSIGN_OR_RETURN(m->dt_bias_, weights.Get(p + "dt_bias", {h}));
@@ -51,11 +56,11 @@ absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
   for (int64_t i = 0; i < h; ++i) m->a_[i] = -std::exp(a_log.data()[i]);
   m->dim_ = d;
   m->inner_ = e;
-  m->groups_ = config.n_groups;
-  m->chunk_ = config.chunk_size;
-  m->in_proj_dim_ = config.d_in_proj();
-  m->shape_ = Mamba2StateShape{config.d_conv, conv_dim, h, config.head_dim,
-                               config.d_state};
+  m->groups_ = o.n_groups;
+  m->chunk_ = o.chunk;
+  m->in_proj_dim_ = o.in_proj_dim();
+  m->gated_norm_eps_ = o.gated_norm_eps;
+  m->shape_ = Mamba2StateShape{o.d_conv, conv_dim, h, o.head_dim, o.d_state};
   return m;
 }
 
@@ -118,7 +123,7 @@ absl::Status Mamba2Mixer::GateNormOut(absl::Span<const float> zxbcdt,
       double ss = 0.0;
       for (int64_t i = 0; i < group; ++i) ss += double{vg[i]} * vg[i];
       const float rstd = static_cast<float>(
-          1.0 / std::sqrt(ss / static_cast<double>(group) + kGatedNormEps));
+          1.0 / std::sqrt(ss / static_cast<double>(group) + gated_norm_eps_));
       const float* wg = w + g * group;
       for (int64_t i = 0; i < group; ++i) vg[i] = vg[i] * rstd * wg[i];
     }

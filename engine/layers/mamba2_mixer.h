@@ -13,9 +13,10 @@
 //   A      = -exp(A_log)            [H]
 //   S, y   = SSD(x, Δ, A, B, C, D)  (kernels/ssd_chunk_scan.h)
 //   v      = y ⊙ SiLU(z); per group of E/G channels v_g /= rms(v_g) (eps
-//            1e-5); v ⊙= norm_w
+//            gated_norm_eps); v ⊙= norm_w
 //   out    = W_out v                W_out [D, E]
-// E = expand·D, H = E / P.
+// E = H·P: expand·D in Mamba-2 checkpoints, mamba_num_heads · mamba_head_dim
+// in Nemotron-H (so the mixer takes E, not expand).
 //
 // Tensors under <prefix>mixer.: in_proj.weight, conv1d.weight, conv1d.bias,
 // dt_bias, A_log, D, norm.weight, out_proj.weight.
@@ -30,7 +31,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/config/mamba2_config.h"
 #include "engine/layers/mamba2_state.h"
 #include "engine/layers/mixer.h"
 #include "engine/tensor/tensor.h"
@@ -38,11 +38,29 @@
 
 namespace twice::engine {
 
+// The mixer's dimensions, whichever config they come from.
+struct Mamba2MixerOptions {
+  int64_t dim = 0;       // D
+  int64_t inner = 0;     // E = H·P
+  int64_t head_dim = 0;  // P
+  int64_t n_groups = 1;  // G; H a multiple of G
+  int64_t d_state = 0;   // N
+  int64_t d_conv = 4;    // K
+  int64_t chunk = 256;   // SSD chunk length Q of prefill
+  // Upstream Mamba-2 fixes it at 1e-5; Nemotron-H uses layer_norm_epsilon.
+  double gated_norm_eps = 1e-5;
+
+  int64_t heads() const { return inner / head_dim; }
+  int64_t conv_dim() const { return inner + 2 * n_groups * d_state; }
+  int64_t in_proj_dim() const { return inner + conv_dim() + heads(); }
+};
+
 class Mamba2Mixer final : public Mixer {
  public:
+  // INVALID_ARGUMENT when the options do not divide (E by P, H by G).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Load(
       const WeightMap& weights, const std::string& prefix,
-      const Mamba2Config& config);
+      const Mamba2MixerOptions& options);
 
   std::unique_ptr<LayerState> NewState() const override;
   [[nodiscard]] absl::Status ValidateState(LayerState& state,
@@ -82,6 +100,7 @@ class Mamba2Mixer final : public Mixer {
   int64_t groups_ = 0;    // G
   int64_t chunk_ = 0;     // Q
   int64_t in_proj_dim_ = 0;
+  double gated_norm_eps_ = 1e-5;
   Mamba2StateShape shape_;
 };
 

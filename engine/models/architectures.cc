@@ -7,10 +7,12 @@
 #include "engine/config/json_fields.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
+#include "engine/config/nemotron_h_config.h"
 #include "engine/config/rat_config.h"
 #include "engine/models/based_model.h"
 #include "engine/models/llama_model.h"
 #include "engine/models/mamba2_model.h"
+#include "engine/models/nemotron_h_model.h"
 #include "engine/models/rat_model.h"
 #include "engine/util/absl_view.h"
 #include "kernels/status_macros.h"
@@ -40,6 +42,9 @@ struct Entry {
 
 bool IsLlama(std::string_view json) {
   return config::ConfigArchitecture(json) == "llama";
+}
+bool IsNemotronH(std::string_view json) {
+  return config::ConfigArchitecture(json) == "nemotron_h";
 }
 bool IsRat(std::string_view json) {
   return config::ConfigArchitecture(json) == "rat";
@@ -71,6 +76,7 @@ std::string RatWeightName(std::string_view stored) {
 using Mamba2 = Entry<Mamba2Config, Mamba2Model, ParseMamba2Config>;
 using Llama = Entry<LlamaConfig, LlamaModel, ParseLlamaConfig>;
 using Rat = Entry<RatConfig, RatModel, ParseRatConfig>;
+using NemotronH = Entry<NemotronHConfig, NemotronHModel, ParseNemotronHConfig>;
 using Based = Entry<BasedConfig, BasedModel, ParseBasedConfig>;
 
 constexpr Architecture kArchitectures[] = {
@@ -78,6 +84,8 @@ constexpr Architecture kArchitectures[] = {
      Mamba2::Build},
     {"llama", IsLlama, SameName, Llama::ParseOnly, Llama::Build},
     {"rat", IsRat, RatWeightName, Rat::ParseOnly, Rat::Build},
+    {"nemotron_h", IsNemotronH, SameName, NemotronH::ParseOnly,
+     NemotronH::Build},
     {"based / jrt", Anything, BasedWeightName, Based::ParseOnly, Based::Build},
 };
 

@@ -38,7 +38,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     TWICE_ASSIGN_OR_RETURN(
         b.norm1, RmsNormLayer::Load(w, prefix + "input_layernorm.weight", d,
                                     c.rms_norm_eps));
-    TWICE_ASSIGN_OR_RETURN(b.mixer, LlamaAttention::Load(w, prefix, ao));
+    TWICE_ASSIGN_OR_RETURN(b.mixer,
+                           LlamaAttention::Load(w, prefix + "self_attn.", ao));
     TWICE_ASSIGN_OR_RETURN(
         b.norm2,
         RmsNormLayer::Load(w, prefix + "post_attention_layernorm.weight", d,

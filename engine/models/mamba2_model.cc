@@ -19,6 +19,18 @@ constexpr int64_t kPrefillChunk = 2048;
 
 }  // namespace
 
+Mamba2MixerOptions Mamba2MixerOptionsOf(const Mamba2Config& c) {
+  Mamba2MixerOptions o;
+  o.dim = c.hidden_size;
+  o.inner = c.d_inner();
+  o.head_dim = c.head_dim;
+  o.n_groups = c.n_groups;
+  o.d_state = c.d_state;
+  o.d_conv = c.d_conv;
+  o.chunk = c.chunk_size;
+  return o;  // the gated norm's 1e-5, as upstream's mamba2.py fixes it
+}
+
 std::string Mamba2WeightName(std::string_view stored) {
   if (stored.starts_with("model.")) stored.remove_prefix(6);
   std::string name(stored);
@@ -48,8 +60,9 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
     TWICE_ASSIGN_OR_RETURN(
         b.norm1,
         RmsNormLayer::Load(w, prefix + "norm.weight", d, config.norm_eps));
-    TWICE_ASSIGN_OR_RETURN(std::unique_ptr<Mamba2Mixer> mixer,
-                           Mamba2Mixer::Load(w, prefix, config));
+    TWICE_ASSIGN_OR_RETURN(
+        std::unique_ptr<Mamba2Mixer> mixer,
+        Mamba2Mixer::Load(w, prefix, Mamba2MixerOptionsOf(config)));
     m->state_payload_bytes_ += mixer->state_shape().payload_floats() *
                                static_cast<int64_t>(sizeof(float));
     b.mixer = std::move(mixer);

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/config/mamba2_config.h"
+#include "engine/layers/mamba2_mixer.h"
 #include "engine/models/stacked_model.h"
 
 namespace twice::engine {
@@ -37,6 +38,9 @@ namespace twice::engine {
 // renames transformers' "embeddings." to "embedding." and puts everything
 // but lm_head under "backbone.".
 std::string Mamba2WeightName(std::string_view stored);
+
+// The mixer dimensions a Mamba-2 config gives (E = expand · D).
+Mamba2MixerOptions Mamba2MixerOptionsOf(const Mamba2Config& config);
 
 class Mamba2Model final : public StackedModel {
  public:

@@ -1,5 +1,5 @@
-// The Llama and RAT engines (f32) against their float64 references
-// (tests/data/golden/llama* and rat*, made by
+// The Llama, RAT and Nemotron-H engines (f32) against their float64
+// references (tests/data/golden/llama*, rat* and nemotron_h*, made by
 // tools/reference/make_golden_llama_rat.py):
 //   llama: tools/reference/llama.py; d 16, 2 layers, 4 query heads over 2 KV
 //     heads (hd 4), SwiGLU width 32, untied head, F16 weights, vocabulary
@@ -11,6 +11,12 @@
 //     attention merged with the own key by log-sum-exp, §2.4 step 7) and its
 //     step the decode form (chunk cache, §2.6); both produced the golden
 //     data and agree with each other.
+//   nemotron_h: tools/reference/nemotron_h.py; d 16, 4 layers (Mamba-2,
+//     attention, Mamba-2, MLP): Mamba 4 heads of P 4 over 2 groups, N 8,
+//     K 4, SSD chunk 4; attention 4 heads over 2 KV heads (hd 4), no
+//     positional encoding; relu² MLP width 32; untied head, F16 weights;
+//     config.json with Python's Infinity in time_step_limit. The reference's
+//     prefill is the chunked SSD and its step the recurrence.
 //
 // Checked for both: last-position logits and full states after prefill
 // (KV, chunk-KV and window), every prefill length (for RAT most are not a
@@ -33,6 +39,7 @@
 #include "engine/layers/rat_chunk_kv_state.h"
 #include "engine/models/model.h"
 #include "engine/runtime/generator.h"
+#include "engine/state/state_blocks.h"
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/llama_rat_test_util.h"
@@ -64,6 +71,7 @@ std::string ModelName(const ::testing::TestParamInfo<GoldenModel>& info) {
 
 const GoldenModel kLlama = {"llama", 2, {1, 13, 32, 69}};
 const GoldenModel kRat = {"rat", 3, {1, 3, 4, 5, 8, 13, 16, 17, 64, 69}};
+const GoldenModel kNemotronH = {"nemotron_h", 4, {1, 3, 4, 5, 13, 32, 69}};
 
 // One loaded golden set and model per architecture, shared by its tests.
 class GoldenLlamaRatTest : public ::testing::TestWithParam<GoldenModel> {
@@ -225,7 +233,8 @@ TEST_P(GoldenLlamaRatTest, PrefixModesAreUnimplemented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GoldenLlamaRatTest,
-                         ::testing::Values(kLlama, kRat), ModelName);
+                         ::testing::Values(kLlama, kRat, kNemotronH),
+                         ModelName);
 
 // Llama only.
 class GoldenLlamaTest : public GoldenLlamaRatTest {};
@@ -325,6 +334,71 @@ TEST_P(GoldenRatTest, ClosedChunksAreAppendOnly) {
 
 INSTANTIATE_TEST_SUITE_P(Rat, GoldenRatTest, ::testing::Values(kRat),
                          ModelName);
+
+// Nemotron-H only.
+class GoldenNemotronHTest : public GoldenLlamaRatTest {};
+
+// Only the attention layer grows (2 · T · H_kv · hd floats); the Mamba
+// layers keep their fixed conv + SSM state and the MLP layer holds nothing.
+TEST_P(GoldenNemotronHTest, OnlyTheAttentionLayerGrowsWithTheDocument) {
+  const int64_t kv_row = 2 * 4;  // H_kv · hd
+  auto empty = model().NewState();
+  EXPECT_EQ(empty->layer(3).kind(), "stateless");
+  EXPECT_EQ(empty->layer(3).ByteSize(), 0);
+  for (int t : {1, 5, 64}) {
+    SCOPED_TRACE(t);
+    auto s = model().NewState();
+    ASSERT_TRUE(
+        model()
+            .Prefill(testing::RandomTokens(t, 249, t), *s, PrefillMode::kCausal)
+            .ok());
+    auto& kv = dynamic_cast<FullKvState&>(s->layer(1));
+    EXPECT_EQ(kv.elements(), 2 * t * kv_row);
+    for (int l : {0, 2, 3}) {
+      EXPECT_EQ(s->layer(l).ByteSize(), empty->layer(l).ByteSize()) << l;
+    }
+  }
+}
+
+// A state extended by more tokens is stored as blocks that carry only the
+// new tokens' KV rows plus the fixed-size part; decoding the base's blocks
+// followed by the extension's gives the longer state bit for bit.
+TEST_P(GoldenNemotronHTest, AnExtensionStoresOnlyTheNewTokensKvRows) {
+  const std::vector<int32_t> tokens = testing::RandomTokens(40, 249, 12);
+  auto s = model().NewState();
+  ASSERT_TRUE(model()
+                  .Prefill(absl::MakeConstSpan(tokens).first(30), *s,
+                           PrefillMode::kCausal)
+                  .ok());
+  ASSERT_TRUE(HasBlockRows(*s));
+  auto base_blocks = EncodeStateBlocks(*s, {});
+  ASSERT_OK(base_blocks);
+  const std::vector<int64_t> base_rows = StateRowCounts(*s);
+  EXPECT_EQ(base_rows[1], 30);
+  ASSERT_TRUE(model()
+                  .Prefill(absl::MakeConstSpan(tokens).subspan(30), *s,
+                           PrefillMode::kCausal)
+                  .ok());
+  auto extension = EncodeStateBlocks(*s, base_rows);
+  ASSERT_OK(extension);
+  ASSERT_EQ(extension->size(), 2u);  // rows, head
+  const size_t row_bytes = 2 * 8 * sizeof(float);
+  EXPECT_GE((*extension)[0].size(), 10 * row_bytes);
+  EXPECT_LT((*extension)[0].size(), 10 * row_bytes + 256);  // + framing
+  std::vector<std::string> chain = *base_blocks;
+  chain.insert(chain.end(), extension->begin(), extension->end());
+  auto back = model().NewState();
+  ASSERT_OK(DecodeStateBlocksInto(chain, *back));
+  EXPECT_EQ(EncodeState(*back), EncodeState(*s));
+  auto a = model().Step(5, *s);
+  auto b = model().Step(5, *back);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_EQ(*a, *b);
+}
+
+INSTANTIATE_TEST_SUITE_P(NemotronH, GoldenNemotronHTest,
+                         ::testing::Values(kNemotronH), ModelName);
 
 }  // namespace
 }  // namespace twice::engine

@@ -1,5 +1,6 @@
-// Checks shared by golden_llama_test.cc and golden_rat_test.cc: golden
-// comparisons for the full_kv and rat_chunk_kv states, and the invariants of
+// Checks shared by the Llama, RAT and Nemotron-H golden tests: golden
+// comparisons for the full_kv, rat_chunk_kv and mamba2 states, and the
+// invariants of
 // design §3 on a model (1: prefill(a) + step(b) == prefill(a+b); 2:
 // prefill(a) + prefill(b) == prefill(a+b); 3: encode -> decode -> encode is
 // bit-identical and continues identically; 4: the chunked prefill equals
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "engine/layers/full_kv_state.h"
+#include "engine/layers/mamba2_state.h"
 #include "engine/layers/rat_chunk_kv_state.h"
 #include "engine/models/model.h"
 #include "engine/state/state_codec.h"
@@ -21,8 +23,9 @@
 
 namespace twice::engine::testing {
 
-// Largest RelativeError of the full_kv / rat_chunk_kv layers a case lists
-// (the sliding_window ones go through GoldenData::StateError).
+// Largest RelativeError of the full_kv / rat_chunk_kv / mamba2 layers a case
+// lists (the sliding_window ones go through GoldenData::StateError, which
+// also checks every layer's kind, "stateless" included).
 inline double KvStateError(const GoldenData& golden, SequenceState& state,
                            const nlohmann::json& entries) {
   double worst = 0.0;
@@ -42,6 +45,15 @@ inline double KvStateError(const GoldenData& golden, SequenceState& state,
           std::max(worst, RelativeError(kv->keys(), golden.Values(e, "keys")));
       worst = std::max(worst,
                        RelativeError(kv->values(), golden.Values(e, "values")));
+    } else if (kind == "mamba2") {
+      auto* m = dynamic_cast<Mamba2State*>(&s);
+      if (m == nullptr) {
+        ADD_FAILURE() << "not a mamba2 state";
+        return INFINITY;
+      }
+      worst = std::max(
+          worst, RelativeError(m->conv_tail(), golden.Values(e, "conv_tail")));
+      worst = std::max(worst, RelativeError(m->ssm(), golden.Values(e, "ssm")));
     } else if (kind == "rat_chunk_kv") {
       auto* rat = dynamic_cast<RatChunkKvState*>(&s);
       if (rat == nullptr) {

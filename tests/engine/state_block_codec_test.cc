@@ -130,7 +130,9 @@ const RatChunkKvState& RatLayer(const SequenceState& s) {
   return dynamic_cast<const RatChunkKvState&>(s.layer(0));
 }
 
-TEST_F(StateBlockCodecTest, OnlyChunkKvModelsHaveBlockRows) {
+// Growing layers (RAT's chunk KV, a full KV cache) are block rows; models
+// whose states are all fixed-size are stored whole.
+TEST_F(StateBlockCodecTest, OnlyModelsWithGrowingLayersHaveBlockRows) {
   EXPECT_TRUE(HasBlockRows(*model_->NewState()));
   TempDir tmp;
   auto based = WriteAndLoad(tmp, "based", "based", "tiny", 1);
@@ -138,7 +140,10 @@ TEST_F(StateBlockCodecTest, OnlyChunkKvModelsHaveBlockRows) {
   EXPECT_FALSE(HasBlockRows(*based->NewState()));
   auto llama = WriteAndLoad(tmp, "llama", "llama", "tiny", 1);
   ASSERT_NE(llama, nullptr);
-  EXPECT_FALSE(HasBlockRows(*llama->NewState()));
+  EXPECT_TRUE(HasBlockRows(*llama->NewState()));
+  auto mamba2 = WriteAndLoad(tmp, "mamba2", "mamba2", "tiny", 1);
+  ASSERT_NE(mamba2, nullptr);
+  EXPECT_FALSE(HasBlockRows(*mamba2->NewState()));
 }
 
 TEST_F(StateBlockCodecTest, EveryPrefixOfTheChainDecodesToItsState) {

@@ -4,8 +4,11 @@
 // Bounds, on max |logit difference| / max |f32 logit| over a 48-token
 // prefill and 5 steps: rounding a weight to bf16 perturbs it by up to 2^-9
 // relative, f16 by 2^-12, int8 by half a step of its row's scale; the
-// bounds (bf16 2 %, f16 0.4 %, int8 6 %) hold every model with room and
-// fail on a broken kernel, which moves logits by their whole size.
+// bounds (bf16 2 %, f16 0.4 %, int8 10 %) hold every model and fail on a
+// broken kernel, which moves logits by their whole size. int8 is the
+// loosest because the Nemotron-H golden model measures 6.8 %: its rows are
+// 16 wide (a coarse per-row scale), its logits small (|logit| ~1), and the
+// squared ReLU doubles the relative error of the up projection.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -84,7 +87,7 @@ TEST(WeightsDTypeErrorTest, LogitErrorOfEveryGoldenAndShippedModel) {
     double scale = 0;
     std::string row;
     for (Bound b : {Bound{DType::kBF16, 0.02}, Bound{DType::kF16, 0.004},
-                    Bound{DType::kI8, 0.06}}) {
+                    Bound{DType::kI8, 0.10}}) {
       const LogitError e = MaxLogitError(dir, b.dtype);
       scale = e.scale;
       const double relative = e.max_error / std::max(e.scale, 1e-6);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Tests of the float64 Llama and RAT references (tools/reference/llama.py,
-rat.py) and their golden data.
+"""Tests of the float64 Llama, RAT and Nemotron-H references
+(tools/reference/llama.py, rat.py, nemotron_h.py) and their golden data.
 
 - The committed tests/data/golden/{llama,rat}* is what
   tools/reference/make_golden_llama_rat.py writes: model files byte for
@@ -11,6 +11,10 @@ rat.py) and their golden data.
   (each chunk holds one token, so the EMA is the key itself scaled by
   1 - g), and the training-form merge of §2.4 step 7 equals one softmax over
   the closed-chunk keys plus the own key (the decode form).
+- Nemotron-H's Mamba layers, written separately from the fact sheet, equal
+  the Mamba-2 reference (tools/reference/mamba2.py) on the same weights
+  when d_inner = expand · d and the norm epsilon is upstream's 1e-5: the
+  grouped B/C map and the per-group gated norm agree.
 
 Exits 77 (ctest: skipped) when Debian's python3-torch is not installed.
 """
@@ -33,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools"))
 
 from reference import make_golden_llama_rat as mg  # noqa: E402
-from reference import rat  # noqa: E402
+from reference import mamba2, nemotron_h, rat  # noqa: E402
 from reference.safetensors_io import read_safetensors  # noqa: E402
 
 GOLDEN = os.path.join(REPO, "tests", "data", "golden")
@@ -43,7 +47,7 @@ class GoldenDataTest(unittest.TestCase):
     def test_committed_golden_data_is_what_the_script_writes(self):
         with tempfile.TemporaryDirectory() as tmp:
             self.assertEqual(mg.main(["make_golden_llama_rat.py", tmp]), 0)
-            for arch in ("llama", "rat"):
+            for arch in ("llama", "rat", "nemotron_h"):
                 for name in ("config.json", "tokenizer.json", "model.safetensors"):
                     with open(os.path.join(tmp, arch, name), "rb") as a, open(
                         os.path.join(GOLDEN, arch, name), "rb"
@@ -99,6 +103,26 @@ class RatTest(unittest.TestCase):
         par = m.prefill(tokens, a)
         rec = torch.stack([m.step(t, b) for t in tokens])
         self.assertLess((par - rec).abs().max().item() / par.abs().max().item(), 1e-12)
+
+
+class NemotronHTest(unittest.TestCase):
+    def test_mamba_layers_equal_the_mamba2_reference(self):
+        cfg = mg.model_config("nemotron_h")
+        cfg.update(hybrid_override_pattern="MM", num_hidden_layers=2, vocab_size=256,
+                   tie_word_embeddings=True, mamba_head_dim=8)  # H·P = 32 = 2·d
+        c = nemotron_h.parse(cfg)
+        w = {k: v.to(torch.float64)
+             for k, v in mg.random_weights(nemotron_h.shapes(c), 9).items()}
+        hybrid = nemotron_h.NemotronHReference(c, w)
+        m2 = mamba2.Mamba2Config(d_model=16, n_layer=2, vocab_size=256, d_state=8,
+                                 d_conv=4, expand=2, headdim=8, ngroups=2, chunk_size=4)
+        renamed = {k.replace("backbone.embeddings.", "backbone.embedding."): v
+                   for k, v in w.items()}
+        plain = mamba2.Mamba2Reference(m2, renamed, 256)
+        tokens = list(range(3, 40))
+        got = hybrid.prefill(tokens, hybrid.new_state())
+        want = plain.prefill(tokens, plain.new_state())
+        self.assertLess((got - want).abs().max().item() / want.abs().max().item(), 1e-12)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Writes tiny random-weight Llama and RAT models and the float64 reference
-outputs (tools/reference/llama.py, rat.py) on them.
+"""Writes tiny random-weight Llama, RAT and Nemotron-H models and the float64
+reference outputs (tools/reference/llama.py, rat.py, nemotron_h.py) on them.
 
-    /usr/bin/python3 tools/reference/make_golden_llama_rat.py [OUT_DIR]
+    /usr/bin/python3 tools/reference/make_golden_llama_rat.py [OUT_DIR [ARCH ...]]
 
 OUT_DIR defaults to tests/data/golden. Same format as make_golden.py: per
 model a directory <name>/ (config.json, model.safetensors F16,
@@ -24,14 +24,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from reference import llama, rat  # noqa: E402
+from reference import llama, nemotron_h, rat  # noqa: E402
 from reference.make_golden import (EOS, GREEDY, MIN_GREEDY_GAP, STEPS, VOCAB,  # noqa: E402
                                    close, compact_json, random_tokens, tokenizer_json,
                                    top_gap)
 from reference.safetensors_io import write_safetensors  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SEEDS = {"llama": 5005, "rat": 6006}  # weights; tokens use seed + 1
+SEEDS = {"llama": 5005, "rat": 6006, "nemotron_h": 7009}  # weights; tokens: seed + 1
+MODULES = {"llama": llama, "rat": rat, "nemotron_h": nemotron_h}
 CHUNK = 4  # RAT L: the 32-token case spans 8 chunks
 WINDOW = 3  # RAT-SWA: 3 previous keys + self
 
@@ -44,6 +45,24 @@ def model_config(arch: str) -> dict:
                 "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": VOCAB,
                 "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False,
                 "max_position_embeddings": 2048, "eos_token_id": EOS, "bos_token_id": EOS}
+    if arch == "nemotron_h":
+        # d 16, 4 layers: Mamba-2, attention, Mamba-2, MLP. Mamba: 4 heads of
+        # P 4 (d_inner 16 = H·P, not expand·d) over 2 B/C groups (so the
+        # head -> group map and the per-group gated norm matter), N 8, K 4,
+        # SSD chunk 4 (32 tokens span 8 chunks). Attention: 4 heads over 2
+        # KV heads (hd 4), no positional encoding. Untied head. Python's json
+        # writes time_step_limit's Infinity, as the published configs have it.
+        return {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+                "hidden_size": 16, "hybrid_override_pattern": "M*M-",
+                "num_hidden_layers": 4, "mamba_num_heads": 4, "mamba_head_dim": 4,
+                "n_groups": 2, "ssm_state_size": 8, "conv_kernel": 4, "chunk_size": CHUNK,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
+                "intermediate_size": 32, "mlp_hidden_act": "relu2",
+                "mamba_hidden_act": "silu", "layer_norm_epsilon": 1e-5,
+                "use_bias": False, "use_conv_bias": True,
+                "time_step_limit": [0.0, float("inf")], "vocab_size": VOCAB,
+                "tie_word_embeddings": False, "max_position_embeddings": 4096,
+                "eos_token_id": EOS, "bos_token_id": EOS}
     # d 16, 3 layers: RAT, SWA, RAT (interleave_step 2); 4 heads (hd 4) over
     # 2 q/k groups, so the tiling matters.
     return {"architecture": "rat", "model_type": "rat", "d_model": 16, "num_layers": 3,
@@ -101,7 +120,13 @@ class Writer:
         out = []
         for i, st in enumerate(state.layers):
             p = f"{case}.layer{i}"
-            if isinstance(st, llama.KvState):
+            if st is None:
+                out.append({"layer": i, "kind": "stateless"})
+            elif isinstance(st, nemotron_h.MambaState):
+                out.append({"layer": i, "kind": "mamba2", "count": state.token_count,
+                            "conv_tail": self.put(p + ".conv_tail", st.conv_tail),
+                            "ssm": self.put(p + ".ssm", st.ssm)})
+            elif isinstance(st, (llama.KvState, nemotron_h.KvState)):
                 out.append({"layer": i, "kind": "full_kv", "count": state.token_count,
                             "keys": self.put(p + ".keys", st.keys),
                             "values": self.put(p + ".values", st.values)})
@@ -162,7 +187,7 @@ class Writer:
 def make(arch: str, out_dir: str) -> dict:
     seed = SEEDS[arch]
     cfg_json = model_config(arch)
-    mod = llama if arch == "llama" else rat
+    mod = MODULES[arch]
     shapes = mod.shapes(mod.parse(cfg_json))
     model_dir = os.path.join(out_dir, arch)
     os.makedirs(model_dir, exist_ok=True)
@@ -172,12 +197,18 @@ def make(arch: str, out_dir: str) -> dict:
         f.write(tokenizer_json())
     write_safetensors(os.path.join(model_dir, "model.safetensors"),
                       random_weights(shapes, seed), {"format": "pt"})
-    model = (llama.LlamaReference if arch == "llama" else rat.RatReference).from_dir(model_dir)
+    reference = {"llama": llama.LlamaReference, "rat": rat.RatReference,
+                 "nemotron_h": nemotron_h.NemotronHReference}[arch]
+    model = reference.from_dir(model_dir)
     w = Writer(arch, model)
     g = torch.Generator().manual_seed(seed + 1)
     if arch == "llama":
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [13, 7, 12])
         w.add("causal_2", random_tokens(2, g), random_tokens(STEPS, g))
+    elif arch == "nemotron_h":
+        # Segments end mid-chunk, on a chunk edge and mid-chunk again.
+        w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [5, 7, 3, 17])
+        w.add("causal_3", random_tokens(3, g), random_tokens(STEPS, g))  # < the conv window
     else:
         # Segments end mid-chunk, on a chunk edge and mid-chunk again.
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [5, 7, 3, 17])
@@ -199,7 +230,7 @@ def make(arch: str, out_dir: str) -> dict:
 def main(argv: List[str]) -> int:
     out_dir = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(REPO, "tests/data/golden"))
     torch.set_num_threads(1)
-    for arch in ("llama", "rat"):
+    for arch in argv[2:] or ("llama", "rat", "nemotron_h"):
         m = make(arch, out_dir)
         margin = min(c["greedy_min_margin"] for c in m["cases"])
         print(f"{arch}: {len(m['cases'])} cases, smallest greedy margin {margin:.3g}")
