@@ -44,13 +44,14 @@
 namespace twice::bench {
 
 struct EngineBenchOptions {
-  // Architectures, comma-separated: based, jrt, mamba2, llama, rat (rows of
-  // each in turn). Default "based".
+  // Architectures, comma-separated: based, jrt, mamba2, llama, rat,
+  // nemotron_h (rows of each in turn). Default "based".
   std::string arch = "based";
   // A WriteRandomModel preset every listed architecture has ("tiny"), or
   // "realistic": each one's realistic shape (360m-shape, mamba2-130m-shape,
-  // llama-360m-shape, rat-xl-shape), or "width-2048": rat-xl-shape and
-  // llama-2048-width, the RAT-vs-Transformer decode pair. Default "tiny".
+  // llama-360m-shape, rat-xl-shape, nemotron-h-8b-width), or "width-2048":
+  // rat-xl-shape and llama-2048-width, the RAT-vs-Transformer decode pair.
+  // Default "tiny".
   std::string preset = "tiny";
   // Prompt lengths, one row each, each >= 1. Default 512, 2048, 8192.
   std::vector<int64_t> tokens = {512, 2048, 8192};

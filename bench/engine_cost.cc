@@ -7,6 +7,7 @@
 #include "engine/config/json_fields.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
+#include "engine/config/nemotron_h_config.h"
 #include "engine/config/rat_config.h"
 #include "kernels/status_macros.h"
 #include "kernels/taylor_feature_map.h"
@@ -37,6 +38,16 @@ absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
     cost.decode_params_ =
         cost.params_ - (rat.tie_embedding ? 0 : table - rat.hidden_size);
     cost.rat_ = std::move(rat);
+    return cost;
+  }
+  if (arch == "nemotron_h") {
+    TWICE_ASSIGN_OR_RETURN(engine::NemotronHConfig c,
+                           engine::ParseNemotronHConfig(text));
+    cost.params_ = NemotronHParams(c);
+    const int64_t table = c.vocab_size * c.hidden_size;
+    cost.decode_params_ =
+        cost.params_ - (c.tie_word_embeddings ? 0 : table - c.hidden_size);
+    cost.nemotron_h_ = std::move(c);
     return cost;
   }
   if (engine::IsMamba2ConfigJson(text)) {
@@ -123,6 +134,80 @@ int64_t EngineCost::RatParams(const engine::RatConfig& c) {
   return params + (c.tie_embedding ? 0 : c.vocab_size * d);
 }
 
+namespace {
+
+// A Nemotron-H Mamba layer's dimensions.
+struct MambaDims {
+  int64_t inner, heads, conv_dim, in_proj;
+};
+MambaDims MambaOf(const engine::NemotronHConfig& c) {
+  const int64_t e = c.mamba_inner();
+  const int64_t conv = e + 2 * c.n_groups * c.ssm_state_size;
+  return {e, c.mamba_heads, conv, e + conv + c.mamba_heads};
+}
+
+}  // namespace
+
+int64_t EngineCost::NemotronHParams(const engine::NemotronHConfig& c) {
+  const int64_t d = c.hidden_size;
+  const MambaDims m = MambaOf(c);
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  int64_t params = c.vocab_size * d + d;  // embeddings, norm_f
+  for (int l = 0; l < c.num_layers(); ++l) {
+    params += d;  // the layer's norm
+    switch (c.kind(l)) {
+      case engine::NemotronHLayerKind::kMamba:
+        params += m.in_proj * d + m.conv_dim * (c.conv_kernel + 1) +
+                  3 * m.heads + m.inner + d * m.inner;
+        break;
+      case engine::NemotronHLayerKind::kAttention:
+        params += q * d + 2 * kv * d + d * q;
+        break;
+      case engine::NemotronHLayerKind::kMlp:
+        params += 2 * c.intermediate_size * d;
+        break;
+    }
+  }
+  return params + (c.tie_word_embeddings ? 0 : c.vocab_size * d);
+}
+
+double EngineCost::NemotronHPrefillFlops(const engine::NemotronHConfig& c,
+                                         int64_t prompt) {
+  const double t = static_cast<double>(prompt);
+  const double d = static_cast<double>(c.hidden_size);
+  const MambaDims m = MambaOf(c);
+  const double e = static_cast<double>(m.inner);
+  const double h = static_cast<double>(m.heads);
+  const double p = static_cast<double>(c.mamba_head_dim);
+  const double n = static_cast<double>(c.ssm_state_size);
+  const double g = static_cast<double>(c.n_groups);
+  const int64_t qc = c.chunk_size;
+  const double tri =
+      static_cast<double>(prompt / qc) * static_cast<double>(qc * (qc + 1)) +
+      static_cast<double>(prompt % qc) * static_cast<double>(prompt % qc + 1);
+  const double q = static_cast<double>(c.num_heads * c.head_dim);
+  const double kv = static_cast<double>(c.num_kv_heads * c.head_dim);
+  double flops = 0.0;
+  for (int l = 0; l < c.num_layers(); ++l) {
+    switch (c.kind(l)) {
+      case engine::NemotronHLayerKind::kMamba:
+        flops += 2.0 * t * d * static_cast<double>(m.in_proj) +
+                 2.0 * t * e * d +
+                 2.0 * static_cast<double>(c.conv_kernel * m.conv_dim) * t +
+                 g * n * tri + h * p * tri + 4.0 * t * h * p * n;
+        break;
+      case engine::NemotronHLayerKind::kAttention:
+        flops += 2.0 * t * d * (q + 2.0 * kv) + 2.0 * t * q * d +
+                 2.0 * q * t * (t + 1.0);
+        break;
+      case engine::NemotronHLayerKind::kMlp:
+        flops += 4.0 * t * d * static_cast<double>(c.intermediate_size);
+        break;
+    }
+  }
+  return flops + 2.0 * d * static_cast<double>(c.vocab_size);
+}
+
 double EngineCost::LlamaPrefillFlops(const engine::LlamaConfig& c, double t) {
   const double d = static_cast<double>(c.hidden_size);
   const double q = static_cast<double>(c.q_width());
@@ -166,6 +251,9 @@ double EngineCost::PrefillFlops(int64_t prompt) const {
     return LlamaPrefillFlops(*llama_, static_cast<double>(prompt));
   }
   if (rat_.has_value()) return RatPrefillFlops(*rat_, prompt);
+  if (nemotron_h_.has_value()) {
+    return NemotronHPrefillFlops(*nemotron_h_, prompt);
+  }
   if (mamba2_.has_value()) {
     const engine::Mamba2Config& m = *mamba2_;
     const double t = static_cast<double>(prompt);

@@ -35,6 +35,10 @@
 //   per SWA layer (RAT-SWA)    in_proj 2·T·D·3D, out 2·T·D·D, 4·D per
 //                              (query, key in the window band)
 //   The intra-chunk EMA, gates and RoPE are O(T·D) and not counted.
+// Nemotron-H (transformers NemotronHForCausalLM), per layer of its kind:
+//   M  as a Mamba-2 layer with E = mamba_num_heads · mamba_head_dim
+//   *  as a Llama attention layer (no rotary), no MLP in the layer
+//   -  relu² MLP 4·T·D·I
 //
 // Bytes: every weight is f32 in memory (bf16 checkpoints are converted at
 // load). A decode step reads every weight once except the embedding rows
@@ -51,6 +55,7 @@
 #include "engine/config/based_config.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
+#include "engine/config/nemotron_h_config.h"
 #include "engine/config/rat_config.h"
 
 namespace twice::bench {
@@ -89,6 +94,9 @@ class EngineCost {
 
   static int64_t LlamaParams(const engine::LlamaConfig& c);
   static int64_t RatParams(const engine::RatConfig& c);
+  static int64_t NemotronHParams(const engine::NemotronHConfig& c);
+  static double NemotronHPrefillFlops(const engine::NemotronHConfig& c,
+                                      int64_t prompt);
   static double LlamaPrefillFlops(const engine::LlamaConfig& c, double t);
   static double RatPrefillFlops(const engine::RatConfig& c, int64_t prompt);
 
@@ -96,6 +104,7 @@ class EngineCost {
   std::optional<engine::Mamba2Config> mamba2_;  // set for a Mamba-2 model
   std::optional<engine::LlamaConfig> llama_;    // set for a Llama model
   std::optional<engine::RatConfig> rat_;        // set for a RAT model
+  std::optional<engine::NemotronHConfig> nemotron_h_;  // a Nemotron-H model
   bool jrt_ = false;
   int64_t encoder_length_ = 0;
   int64_t params_ = 0;

@@ -1,8 +1,7 @@
 #include "engine/models/init_llama_rat.h"
 
+#include <algorithm>
 #include <cmath>
-#include <map>
-#include <numbers>
 #include <string>
 #include <vector>
 
@@ -18,71 +17,6 @@ namespace twice::engine {
 namespace {
 
 using Json = nlohmann::json;
-
-// splitmix64 streams seeded by the tensor name (FNV-1a): a tensor's values
-// depend only on the seed and its name, identically on every platform.
-uint64_t SplitMix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t NameSeed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  uint64_t s = seed ^ h;
-  return SplitMix64(s);
-}
-
-double Uniform(uint64_t& s) {  // in (0, 1]
-  return (static_cast<double>(SplitMix64(s) >> 11) + 1.0) * 0x1p-53;
-}
-
-class WeightSet {
- public:
-  explicit WeightSet(uint64_t seed) : seed_(seed) {}
-  void Normal(const std::string& name, Shape shape, double std) {
-    Tensor t = Tensor::Zeros(std::move(shape));
-    uint64_t s = NameSeed(seed_, name);
-    float* out = t.mutable_data();
-    for (int64_t i = 0; i < t.size(); i += 2) {
-      const double r = std * std::sqrt(-2.0 * std::log(Uniform(s)));
-      const double a = 2.0 * std::numbers::pi * Uniform(s);
-      out[i] = static_cast<float>(r * std::cos(a));
-      if (i + 1 < t.size()) out[i + 1] = static_cast<float>(r * std::sin(a));
-    }
-    w_.emplace(name, std::move(t));
-  }
-  void Ones(const std::string& name, int64_t n) {
-    Tensor t = Tensor::Zeros({n});
-    for (float& v : t.mutable_span()) v = 1.0f;
-    w_.emplace(name, std::move(t));
-  }
-  // RAT forget-gate bias: log(U[1, L - 1]) per channel (upstream init).
-  void GateBias(const std::string& name, int64_t n, int64_t chunk) {
-    Tensor t = Tensor::Zeros({n});
-    uint64_t s = NameSeed(seed_, name);
-    const double hi = std::max<double>(1.0, static_cast<double>(chunk - 1));
-    for (float& v : t.mutable_span()) {
-      v = static_cast<float>(std::log(1.0 + (hi - 1.0) * Uniform(s)));
-    }
-    w_.emplace(name, std::move(t));
-  }
-  const std::map<std::string, Tensor>& tensors() const { return w_; }
-
- private:
-  uint64_t seed_;
-  std::map<std::string, Tensor> w_;
-};
-
-[[nodiscard]] absl::Status UnknownPreset(std::string_view arch,
-                                         const std::string& preset,
-                                         std::string_view expected) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("init-model: unknown ", std::string(arch), " preset \"",
-                   preset, "\" (expected ", std::string(expected), ")"));
-}
 
 }  // namespace
 
@@ -133,7 +67,7 @@ absl::Status WriteRandomLlamaModel(const InitModelOptions& options) {
   }
   const std::string text = c.dump(2) + "\n";
   TWICE_ASSIGN_OR_RETURN(LlamaConfig cfg, ParseLlamaConfig(text));
-  WeightSet w(options.seed);
+  RandomWeights w(options.seed);
   const int64_t d = cfg.hidden_size;
   const double std = 0.02, out_std = std / std::sqrt(2.0 * cfg.num_layers);
   w.Normal("model.embed_tokens.weight", {cfg.vocab_size, d}, std);
@@ -190,7 +124,7 @@ absl::Status WriteRandomRatModel(const InitModelOptions& options) {
   }
   const std::string text = c.dump(2) + "\n";
   TWICE_ASSIGN_OR_RETURN(RatConfig cfg, ParseRatConfig(text));
-  WeightSet w(options.seed);
+  RandomWeights w(options.seed);
   const int64_t d = cfg.hidden_size;
   const double std = 0.02, out_std = std / std::sqrt(2.0 * cfg.num_layers);
   w.Normal("embedding.wte.weight", {cfg.vocab_size, d}, std);
@@ -202,7 +136,9 @@ absl::Status WriteRandomRatModel(const InitModelOptions& options) {
       w.Normal(p + "seq_layer.in_proj.weight", {3 * d, d}, std);
     } else {
       w.Normal(p + "seq_layer.in_proj.weight", {cfg.in_proj_rows(), d}, std);
-      w.GateBias(p + "seq_layer.gate_bias", d, cfg.chunk_size);
+      // log(U[1, L - 1]) per channel, as upstream initialises it.
+      w.LogUniform(p + "seq_layer.gate_bias", {d}, 1.0,
+                   std::max<double>(1.0, cfg.chunk_size - 1.0));
     }
     w.Normal(p + "seq_layer.out_proj.weight", {d, d}, out_std);
     w.Ones(p + "hidden_layer.ln.weight", d);

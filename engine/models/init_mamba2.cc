@@ -20,45 +20,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The same self-contained generator as init_model.cc (splitmix64 streams
-// seeded per tensor name, Box-Muller), so files are byte-identical on every
-// platform.
-uint64_t SplitMix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-Tensor RandomNormal(const std::string& name, Shape shape, double std,
-                    uint64_t seed) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  uint64_t s = seed ^ h;
-  s = SplitMix64(s);
-  Tensor t = Tensor::Zeros(std::move(shape));
-  float* out = t.mutable_data();
-  const int64_t n = t.size();
-  for (int64_t i = 0; i < n; i += 2) {
-    const double u1 =
-        (static_cast<double>(SplitMix64(s) >> 11) + 1.0) * 0x1p-53;
-    const double u2 = static_cast<double>(SplitMix64(s) >> 11) * 0x1p-53;
-    const double r = std * std::sqrt(-2.0 * std::log(u1));
-    out[i] = static_cast<float>(r * std::cos(2.0 * std::numbers::pi * u2));
-    if (i + 1 < n) {
-      out[i + 1] =
-          static_cast<float>(r * std::sin(2.0 * std::numbers::pi * u2));
-    }
-  }
-  return t;
-}
-
-Tensor Filled(Shape shape, float v) {
-  Tensor t = Tensor::Zeros(std::move(shape));
-  for (float& x : t.mutable_span()) x = v;
-  return t;
-}
-
 [[nodiscard]] absl::StatusOr<Json> PresetConfig(std::string_view preset,
                                                 int64_t vocab, int64_t eos) {
   Json ssm = {

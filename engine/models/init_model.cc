@@ -10,6 +10,7 @@
 #include "engine/config/based_config.h"
 #include "engine/models/init_llama_rat.h"
 #include "engine/models/init_mamba2.h"
+#include "engine/models/init_nemotron_h.h"
 #include "engine/models/random_model_dir.h"
 #include "engine/tensor/tensor.h"
 #include "engine/util/absl_view.h"
@@ -20,51 +21,6 @@ namespace twice::engine {
 namespace {
 
 using Json = nlohmann::json;
-
-// splitmix64: tiny, well mixed, and identical everywhere.
-uint64_t SplitMix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Per-tensor stream: seed mixed with an FNV-1a hash of the name, so a
-// tensor's values do not depend on which other tensors exist.
-uint64_t TensorSeed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  uint64_t s = seed ^ h;
-  return SplitMix64(s);
-}
-
-// Normal(0, std) values via Box-Muller.
-Tensor RandomNormal(const std::string& name, Shape shape, double std,
-                    uint64_t seed) {
-  Tensor t = Tensor::Zeros(std::move(shape));
-  uint64_t s = TensorSeed(seed, name);
-  float* out = t.mutable_data();
-  const int64_t n = t.size();
-  for (int64_t i = 0; i < n; i += 2) {
-    // 53-bit uniforms in (0, 1].
-    const double u1 =
-        (static_cast<double>(SplitMix64(s) >> 11) + 1.0) * 0x1p-53;
-    const double u2 = static_cast<double>(SplitMix64(s) >> 11) * 0x1p-53;
-    const double r = std * std::sqrt(-2.0 * std::log(u1));
-    out[i] = static_cast<float>(r * std::cos(2.0 * std::numbers::pi * u2));
-    if (i + 1 < n) {
-      out[i + 1] =
-          static_cast<float>(r * std::sin(2.0 * std::numbers::pi * u2));
-    }
-  }
-  return t;
-}
-
-Tensor Ones(Shape shape) {
-  Tensor t = Tensor::Zeros(std::move(shape));
-  for (float& v : t.mutable_span()) v = 1.0f;
-  return t;
-}
 
 // Hydra target of the JRT mixer in upstream configs; LoadModel recognises a
 // JRT config by it even without the "architecture" key.
@@ -144,11 +100,11 @@ std::map<std::string, Tensor> BasedWeights(const BasedConfig& c,
   };
   normal("transformer.embeddings.word_embeddings.weight",
          {c.padded_vocab_size(), d}, std);
-  w.emplace("transformer.ln_f.weight", Ones({d}));
+  w.emplace("transformer.ln_f.weight", Filled({d}, 1.0f));
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = absl::StrCat("transformer.layers.", i, ".");
-    w.emplace(p + "norm1.weight", Ones({d}));
-    w.emplace(p + "norm2.weight", Ones({d}));
+    w.emplace(p + "norm1.weight", Filled({d}, 1.0f));
+    w.emplace(p + "norm2.weight", Filled({d}, 1.0f));
     normal(p + "mlp.fc1.weight", {2 * hidden, d}, std);
     normal(p + "mlp.fc2.weight", {d, hidden}, out_std);
     switch (c.mixer(i)) {
@@ -185,10 +141,13 @@ absl::Status WriteRandomModel(const InitModelOptions& options) {
   if (options.architecture == "mamba2") return WriteRandomMamba2Model(options);
   if (options.architecture == "llama") return WriteRandomLlamaModel(options);
   if (options.architecture == "rat") return WriteRandomRatModel(options);
+  if (options.architecture == "nemotron_h") {
+    return WriteRandomNemotronHModel(options);
+  }
   if (options.architecture != "based" && options.architecture != "jrt") {
     return absl::InvalidArgumentError(absl::StrCat(
         "init-model: unknown architecture \"", options.architecture,
-        "\" (expected \"based\" or \"jrt\")"));
+        "\" (expected based, jrt, mamba2, llama, rat or nemotron_h)"));
   }
   TWICE_ASSIGN_OR_RETURN(const InitTokenizer tok,
                          ReadInitTokenizer(options.tokenizer_json));

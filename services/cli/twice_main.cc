@@ -40,8 +40,9 @@ ABSL_FLAG(int32_t, top_k, 0, "ask: top-k (0 = off)");
 ABSL_FLAG(float, top_p, 0, "ask: top-p (0 or 1 = off)");
 ABSL_FLAG(uint64_t, seed, 0, "ask: sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "ask: stop strings");
-ABSL_FLAG(std::string, arch, "based",
-          "init-model: architecture (based, jrt, mamba2, llama, rat)");
+ABSL_FLAG(
+    std::string, arch, "based",
+    "init-model: architecture (based, jrt, mamba2, llama, rat, nemotron_h)");
 ABSL_FLAG(std::string, preset, "tiny", "init-model: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
 ABSL_FLAG(std::string, weights_dtype, "auto",

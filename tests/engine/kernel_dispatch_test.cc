@@ -223,7 +223,11 @@ INSTANTIATE_TEST_SUITE_P(
              "tiny",
              {"Linear", "RmsNorm", "RopeRotateHalf", "CausalGqaAttention"}},
         Case{"rat", "tiny", {"Linear", "RmsNorm", "RatChunkAttention"}},
-        Case{"rat", "tiny-swa", {"Linear", "WindowAttention"}}),
+        Case{"rat", "tiny-swa", {"Linear", "WindowAttention"}},
+        Case{"nemotron_h",
+             "tiny",
+             {"Linear", "RmsNorm", "CausalConv1d", "SsdChunkScan",
+              "CausalGqaAttention"}}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = info.param.architecture + "_" + info.param.preset;
       for (char& ch : name) {

@@ -80,7 +80,7 @@ TEST_P(ReadInPlaceTest, InvalidBatchChangesNoState) {
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, ReadInPlaceTest,
                          ::testing::Values("based", "jrt", "mamba2", "rat",
-                                           "llama"));
+                                           "llama", "nemotron_h"));
 
 // A layer state that disagrees with the sequence (here: the KV cache of a
 // late layer holds a row too many) is found before the first layer reads.

@@ -202,7 +202,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Architecture{"mamba2", "mamba2", "tiny", "mamba2", false},
                       Architecture{"llama", "llama", "tiny", "llama", false},
                       Architecture{"rat", "rat", "tiny", "rat", false},
-                      Architecture{"ratswa", "rat", "tiny-swa", "rat", false}),
+                      Architecture{"ratswa", "rat", "tiny-swa", "rat", false},
+                      Architecture{"nemotronh", "nemotron_h", "tiny",
+                                   "nemotron_h", false}),
     [](const ::testing::TestParamInfo<Architecture>& info) {
       return std::string(info.param.name);
     });

@@ -45,8 +45,8 @@ constexpr char kDocument[] =
     "the one hundred and twelve steps every evening to light the lamp.";
 constexpr char kQuestion[] = "Who keeps the lighthouse?";
 // Every architecture the engine serves.
-constexpr const char* kArchitectures[] = {"based", "jrt", "mamba2", "rat",
-                                          "llama"};
+constexpr const char* kArchitectures[] = {"based", "jrt",   "mamba2",
+                                          "rat",   "llama", "nemotron_h"};
 
 std::vector<int32_t> Tokens(int n, uint64_t seed) {
   std::vector<int32_t> out(n);

@@ -1,0 +1,34 @@
+// WriteRandomNemotronHModel: the nemotron_h branch of WriteRandomModel
+// (init_model.h), `twice init-model --arch=nemotron_h`.
+//
+// Presets (vocabulary = the given tokenizer's, e.g. GPT-2 50257; untied
+// head, as the published models):
+//   "tiny"                 d 64, layers M * M - (Mamba-2, attention,
+//                          Mamba-2, MLP); Mamba 8 heads of P 16 over 2
+//                          groups, N 16, K 4, chunk 64; attention 4 heads
+//                          over 2 KV heads (hd 16); relu² MLP 256
+//   "nemotron-h-8b-width"  Nemotron-H-8B's widths (fact sheet §2.1: d 4096;
+//                          Mamba 128 heads of P 64 over 8 groups, N 128;
+//                          attention 32 heads over 8 KV heads of 128; MLP
+//                          21504) with 4 of its 52 layers, M - M *, so that
+//                          every layer kind is timed and f32 weights fit a
+//                          small machine: about 3.4 GB with GPT-2's vocabulary
+// Initialisation (deterministic in the seed and the tensor name): linear
+// and embedding weights N(0, 0.02), projections back into the residual
+// stream scaled by 1/sqrt(2·layers), norms and D 1, conv taps N(0, 0.1),
+// dt_bias so that softplus(dt_bias) is log-uniform in [1e-3, 0.1] and
+// A_log = log(U[1, 16]), as upstream initialises Mamba-2.
+#ifndef TWICE_ENGINE_MODELS_INIT_NEMOTRON_H_H_
+#define TWICE_ENGINE_MODELS_INIT_NEMOTRON_H_H_
+
+#include "absl/status/status.h"
+#include "engine/models/init_model.h"
+
+namespace twice::engine {
+
+[[nodiscard]] absl::Status WriteRandomNemotronHModel(
+    const InitModelOptions& options);
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_MODELS_INIT_NEMOTRON_H_H_
