@@ -288,6 +288,7 @@ std::string PresetFor(std::string_view arch, const std::string& preset) {
   if (arch == "llama") return "llama-360m-shape";
   if (arch == "rat") return "rat-xl-shape";
   if (arch == "nemotron_h") return "nemotron-h-8b-width";
+  if (arch == "granitemoehybrid") return "granite-4.0-h-tiny-width";
   return "360m-shape";
 }
 
@@ -378,9 +379,9 @@ absl::Status RunEngineBench(
 
 std::string EngineBenchTableHeader() {
   return absl::StrFormat(
-      "%-10s %-19s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s "
+      "%-16s %-24s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s "
       "%9s %5s | %5s\n"
-      "%-10s %-19s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s "
+      "%-16s %-24s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s "
       "%9s %5s | %5s",
       "arch", "preset", "wts", "thr", "tokens", "prefill", "prefill", "sgemm",
       "ratio", "(cpu)", "pos", "decode", "bound", "ratio", "state", "peak RSS",
@@ -400,7 +401,7 @@ std::string EngineBenchTableRow(const EngineBenchRow& r) {
           : absl::StrFormat("%6s %9s %8s %8s %5s %5s", "-", "-", "-", "-", "-",
                             "-");
   return absl::StrFormat(
-      "%-10s %-19s %-4s %3d | %s | %6d %8.2f %8.2f %5.0f | %9.2f %8.0f%s %5.2f "
+      "%-16s %-24s %-4s %3d | %s | %6d %8.2f %8.2f %5.0f | %9.2f %8.0f%s %5.2f "
       "| %5.2f",
       r.arch, r.preset, r.weights_dtype, r.threads, prefill, r.decode_position,
       r.decode_tokens_per_s, r.decode_bound_tokens_per_s,

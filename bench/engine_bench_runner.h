@@ -45,7 +45,7 @@ namespace twice::bench {
 
 struct EngineBenchOptions {
   // Architectures, comma-separated: based, jrt, mamba2, llama, rat,
-  // nemotron_h (rows of each in turn). Default "based".
+  // nemotron_h, granitemoehybrid (rows of each in turn). Default "based".
   std::string arch = "based";
   // A WriteRandomModel preset every listed architecture has ("tiny"), or
   // "realistic": each one's realistic shape (360m-shape, mamba2-130m-shape,

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/config/granite_hybrid_config.h"
 #include "engine/config/json_fields.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
@@ -48,6 +49,16 @@ absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
     cost.decode_params_ =
         cost.params_ - (c.tie_word_embeddings ? 0 : table - c.hidden_size);
     cost.nemotron_h_ = std::move(c);
+    return cost;
+  }
+  if (arch == "granitemoehybrid") {
+    TWICE_ASSIGN_OR_RETURN(engine::GraniteHybridConfig c,
+                           engine::ParseGraniteHybridConfig(text));
+    cost.params_ = GraniteParams(c);
+    const int64_t table = c.vocab_size * c.hidden_size;
+    cost.decode_params_ =
+        cost.params_ - (c.tie_word_embeddings ? 0 : table - c.hidden_size);
+    cost.granite_ = std::move(c);
     return cost;
   }
   if (engine::IsMamba2ConfigJson(text)) {
@@ -136,32 +147,86 @@ int64_t EngineCost::RatParams(const engine::RatConfig& c) {
 
 namespace {
 
-// A Nemotron-H Mamba layer's dimensions.
+// One hybrid Mamba-2 layer (Nemotron-H, Granite-4.0-H).
 struct MambaDims {
-  int64_t inner, heads, conv_dim, in_proj;
+  int64_t dim, heads, head_dim, groups, d_state, d_conv, chunk;
+  int64_t inner() const { return heads * head_dim; }
+  int64_t conv_dim() const { return inner() + 2 * groups * d_state; }
+  int64_t in_proj() const { return inner() + conv_dim() + heads; }
 };
+
+int64_t MambaParams(const MambaDims& m) {
+  return m.in_proj() * m.dim + m.conv_dim() * (m.d_conv + 1) + 3 * m.heads +
+         m.inner() + m.dim * m.inner();
+}
+
+double MambaFlops(const MambaDims& m, int64_t prompt) {
+  const double t = static_cast<double>(prompt);
+  const double d = static_cast<double>(m.dim);
+  const double e = static_cast<double>(m.inner());
+  const double h = static_cast<double>(m.heads);
+  const double p = static_cast<double>(m.head_dim);
+  const double n = static_cast<double>(m.d_state);
+  const double g = static_cast<double>(m.groups);
+  // Σ over chunks of q(q+1): full chunks of Q plus the remainder.
+  const int64_t q = m.chunk;
+  const double rest = static_cast<double>(prompt % q);
+  const double tri =
+      static_cast<double>(prompt / q) * static_cast<double>(q * (q + 1)) +
+      rest * (rest + 1.0);
+  return 2.0 * t * d * static_cast<double>(m.in_proj()) + 2.0 * t * e * d +
+         2.0 * static_cast<double>(m.d_conv * m.conv_dim()) * t + g * n * tri +
+         h * p * tri + 4.0 * t * h * p * n;
+}
+
+// One NoPE GQA attention layer: q / k / v / o and 4·hd per (query, visible
+// key) and head over a read from position 0.
+struct AttentionDims {
+  int64_t dim, heads, kv_heads, head_dim;
+  int64_t q() const { return heads * head_dim; }
+  int64_t kv() const { return kv_heads * head_dim; }
+};
+
+int64_t AttentionParams(const AttentionDims& a) {
+  return 2 * a.q() * a.dim + 2 * a.kv() * a.dim;
+}
+
+double AttentionFlops(const AttentionDims& a, int64_t prompt) {
+  const double t = static_cast<double>(prompt);
+  const double d = static_cast<double>(a.dim);
+  const double q = static_cast<double>(a.q());
+  return 2.0 * t * d * (q + 2.0 * static_cast<double>(a.kv())) +
+         2.0 * t * q * d + 2.0 * q * t * (t + 1.0);
+}
+
 MambaDims MambaOf(const engine::NemotronHConfig& c) {
-  const int64_t e = c.mamba_inner();
-  const int64_t conv = e + 2 * c.n_groups * c.ssm_state_size;
-  return {e, c.mamba_heads, conv, e + conv + c.mamba_heads};
+  return {c.hidden_size,    c.mamba_heads, c.mamba_head_dim, c.n_groups,
+          c.ssm_state_size, c.conv_kernel, c.chunk_size};
+}
+MambaDims MambaOf(const engine::GraniteHybridConfig& c) {
+  return {c.hidden_size, c.mamba_heads, c.mamba_head_dim, c.n_groups,
+          c.d_state,     c.d_conv,      c.chunk_size};
+}
+AttentionDims AttentionOf(const engine::NemotronHConfig& c) {
+  return {c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim};
+}
+AttentionDims AttentionOf(const engine::GraniteHybridConfig& c) {
+  return {c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim};
 }
 
 }  // namespace
 
 int64_t EngineCost::NemotronHParams(const engine::NemotronHConfig& c) {
   const int64_t d = c.hidden_size;
-  const MambaDims m = MambaOf(c);
-  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   int64_t params = c.vocab_size * d + d;  // embeddings, norm_f
   for (int l = 0; l < c.num_layers(); ++l) {
     params += d;  // the layer's norm
     switch (c.kind(l)) {
       case engine::NemotronHLayerKind::kMamba:
-        params += m.in_proj * d + m.conv_dim * (c.conv_kernel + 1) +
-                  3 * m.heads + m.inner + d * m.inner;
+        params += MambaParams(MambaOf(c));
         break;
       case engine::NemotronHLayerKind::kAttention:
-        params += q * d + 2 * kv * d + d * q;
+        params += AttentionParams(AttentionOf(c));
         break;
       case engine::NemotronHLayerKind::kMlp:
         params += 2 * c.intermediate_size * d;
@@ -175,35 +240,43 @@ double EngineCost::NemotronHPrefillFlops(const engine::NemotronHConfig& c,
                                          int64_t prompt) {
   const double t = static_cast<double>(prompt);
   const double d = static_cast<double>(c.hidden_size);
-  const MambaDims m = MambaOf(c);
-  const double e = static_cast<double>(m.inner);
-  const double h = static_cast<double>(m.heads);
-  const double p = static_cast<double>(c.mamba_head_dim);
-  const double n = static_cast<double>(c.ssm_state_size);
-  const double g = static_cast<double>(c.n_groups);
-  const int64_t qc = c.chunk_size;
-  const double tri =
-      static_cast<double>(prompt / qc) * static_cast<double>(qc * (qc + 1)) +
-      static_cast<double>(prompt % qc) * static_cast<double>(prompt % qc + 1);
-  const double q = static_cast<double>(c.num_heads * c.head_dim);
-  const double kv = static_cast<double>(c.num_kv_heads * c.head_dim);
   double flops = 0.0;
   for (int l = 0; l < c.num_layers(); ++l) {
     switch (c.kind(l)) {
       case engine::NemotronHLayerKind::kMamba:
-        flops += 2.0 * t * d * static_cast<double>(m.in_proj) +
-                 2.0 * t * e * d +
-                 2.0 * static_cast<double>(c.conv_kernel * m.conv_dim) * t +
-                 g * n * tri + h * p * tri + 4.0 * t * h * p * n;
+        flops += MambaFlops(MambaOf(c), prompt);
         break;
       case engine::NemotronHLayerKind::kAttention:
-        flops += 2.0 * t * d * (q + 2.0 * kv) + 2.0 * t * q * d +
-                 2.0 * q * t * (t + 1.0);
+        flops += AttentionFlops(AttentionOf(c), prompt);
         break;
       case engine::NemotronHLayerKind::kMlp:
         flops += 4.0 * t * d * static_cast<double>(c.intermediate_size);
         break;
     }
+  }
+  return flops + 2.0 * d * static_cast<double>(c.vocab_size);
+}
+
+int64_t EngineCost::GraniteParams(const engine::GraniteHybridConfig& c) {
+  const int64_t d = c.hidden_size;
+  int64_t params = c.vocab_size * d + d;  // embeddings, final norm
+  for (int l = 0; l < c.num_layers(); ++l) {
+    params += 2 * d + 3 * c.intermediate_size * d;  // norms, shared MLP
+    params += c.is_attention[l] ? AttentionParams(AttentionOf(c))
+                                : MambaParams(MambaOf(c));
+  }
+  return params + (c.tie_word_embeddings ? 0 : c.vocab_size * d);
+}
+
+double EngineCost::GranitePrefillFlops(const engine::GraniteHybridConfig& c,
+                                       int64_t prompt) {
+  const double t = static_cast<double>(prompt);
+  const double d = static_cast<double>(c.hidden_size);
+  double flops = 0.0;
+  for (int l = 0; l < c.num_layers(); ++l) {
+    flops += 6.0 * t * d * static_cast<double>(c.intermediate_size);
+    flops += c.is_attention[l] ? AttentionFlops(AttentionOf(c), prompt)
+                               : MambaFlops(MambaOf(c), prompt);
   }
   return flops + 2.0 * d * static_cast<double>(c.vocab_size);
 }
@@ -254,6 +327,7 @@ double EngineCost::PrefillFlops(int64_t prompt) const {
   if (nemotron_h_.has_value()) {
     return NemotronHPrefillFlops(*nemotron_h_, prompt);
   }
+  if (granite_.has_value()) return GranitePrefillFlops(*granite_, prompt);
   if (mamba2_.has_value()) {
     const engine::Mamba2Config& m = *mamba2_;
     const double t = static_cast<double>(prompt);

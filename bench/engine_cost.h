@@ -39,6 +39,8 @@
 //   M  as a Mamba-2 layer with E = mamba_num_heads · mamba_head_dim
 //   *  as a Llama attention layer (no rotary), no MLP in the layer
 //   -  relu² MLP 4·T·D·I
+// Granite-4.0-H (dense), per layer: its Mamba-2 or attention mixer as
+// above, plus the shared SwiGLU MLP 6·T·D·I.
 //
 // Bytes: every weight is f32 in memory (bf16 checkpoints are converted at
 // load). A decode step reads every weight once except the embedding rows
@@ -53,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/config/based_config.h"
+#include "engine/config/granite_hybrid_config.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
 #include "engine/config/nemotron_h_config.h"
@@ -95,6 +98,9 @@ class EngineCost {
   static int64_t LlamaParams(const engine::LlamaConfig& c);
   static int64_t RatParams(const engine::RatConfig& c);
   static int64_t NemotronHParams(const engine::NemotronHConfig& c);
+  static int64_t GraniteParams(const engine::GraniteHybridConfig& c);
+  static double GranitePrefillFlops(const engine::GraniteHybridConfig& c,
+                                    int64_t prompt);
   static double NemotronHPrefillFlops(const engine::NemotronHConfig& c,
                                       int64_t prompt);
   static double LlamaPrefillFlops(const engine::LlamaConfig& c, double t);
@@ -104,7 +110,8 @@ class EngineCost {
   std::optional<engine::Mamba2Config> mamba2_;  // set for a Mamba-2 model
   std::optional<engine::LlamaConfig> llama_;    // set for a Llama model
   std::optional<engine::RatConfig> rat_;        // set for a RAT model
-  std::optional<engine::NemotronHConfig> nemotron_h_;  // a Nemotron-H model
+  std::optional<engine::NemotronHConfig> nemotron_h_;   // a Nemotron-H model
+  std::optional<engine::GraniteHybridConfig> granite_;  // a Granite-4.0-H
   bool jrt_ = false;
   int64_t encoder_length_ = 0;
   int64_t params_ = 0;

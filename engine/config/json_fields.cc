@@ -53,6 +53,46 @@ absl::StatusOr<bool> GetBool(const Json& obj, std::string_view key,
   return it->get<bool>();
 }
 
+absl::Status RequireBool(const Json& obj, std::string_view key, bool want) {
+  auto got = GetBool(obj, key, want);
+  if (!got.ok()) return got.status();
+  if (*got != want) {
+    return Invalid(key, absl::StrCat("must be ", want ? "true" : "false",
+                                     " (the layout this engine implements)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireString(const Json& obj, std::string_view key,
+                           std::string_view want) {
+  auto got = GetString(obj, key);
+  if (!got.ok()) return got.status();
+  if (!got->empty() && *got != want) {
+    return Invalid(key, absl::StrCat("is \"", *got, "\"; only \"",
+                                     AbslView(want), "\" is supported"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireNoDtClamp(const Json& obj) {
+  auto it = obj.find("time_step_limit");
+  if (it == obj.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_array() && it->size() == 2 && (*it)[0].is_number() &&
+      (*it)[0].get<double>() == 0.0 && IsPositiveInfinity((*it)[1])) {
+    return absl::OkStatus();
+  }
+  return Invalid("time_step_limit",
+                 "must be [0.0, Infinity] (dt is not clamped here)");
+}
+
+absl::StatusOr<int64_t> GetTrainingContext(const Json& obj, int64_t fallback) {
+  constexpr int64_t kMaxContext = int64_t{1} << 24;
+  auto max_pos = GetInt(obj, {"max_position_embeddings"}, 0, 0, kMaxContext);
+  if (!max_pos.ok()) return max_pos.status();
+  return GetInt(obj, {"training_context"}, *max_pos > 0 ? *max_pos : fallback,
+                1, kMaxContext);
+}
+
 absl::StatusOr<std::string> GetString(const Json& obj, std::string_view key) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::string();
@@ -134,6 +174,7 @@ std::string ConfigArchitecture(std::string_view text) {
     const std::string a = (*it)[0].get<std::string>();
     if (a == "LlamaForCausalLM") return "llama";
     if (a == "NemotronHForCausalLM") return "nemotron_h";
+    if (a == "GraniteMoeHybridForCausalLM") return "granitemoehybrid";
     return a;
   }
   return "";

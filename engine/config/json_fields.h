@@ -34,6 +34,21 @@ using Json = nlohmann::json;
 // The string under `key`, "" when absent; INVALID_ARGUMENT when not a string.
 [[nodiscard]] absl::StatusOr<std::string> GetString(const Json& obj,
                                                     std::string_view key);
+// INVALID_ARGUMENT naming `key` unless it is absent, null or `want` (a
+// layout switch the engine implements one way only).
+[[nodiscard]] absl::Status RequireBool(const Json& obj, std::string_view key,
+                                       bool want);
+// The same for a string: absent, null, "" or `want`.
+[[nodiscard]] absl::Status RequireString(const Json& obj, std::string_view key,
+                                         std::string_view want);
+// time_step_limit absent, null or [0, Infinity]: the Mamba-2 kernels apply
+// no dt clamp, which is what the published checkpoints ask for.
+[[nodiscard]] absl::Status RequireNoDtClamp(const Json& obj);
+// The context a model is served with by default: training_context, else
+// max_position_embeddings when > 0, else `fallback`.
+[[nodiscard]] absl::StatusOr<int64_t> GetTrainingContext(const Json& obj,
+                                                         int64_t fallback);
+
 // Parses `text` as a JSON object. Python's json module writes the
 // non-standard literals Infinity, -Infinity and NaN (transformers saves
 // Mamba-2 and Nemotron-H configs with "time_step_limit": [0.0, Infinity]);

@@ -12,44 +12,11 @@ namespace {
 constexpr int64_t kMaxHidden = 1 << 16;
 constexpr int64_t kMaxLayers = 1 << 10;
 constexpr int64_t kMaxVocab = 1 << 24;
-constexpr int64_t kMaxContext = int64_t{1} << 24;
 
 using config::GetBool;
 using config::GetInt;
 using config::Invalid;
 using config::Json;
-
-// INVALID_ARGUMENT unless `key` is absent, null or `want`.
-absl::Status RequireBool(const Json& root, std::string_view key, bool want) {
-  TWICE_ASSIGN_OR_RETURN(bool got, GetBool(root, key, want));
-  if (got != want) {
-    return Invalid(key, absl::StrCat("must be ", want ? "true" : "false",
-                                     " (the layout this engine implements)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RequireString(const Json& root, std::string_view key,
-                           std::string_view want) {
-  TWICE_ASSIGN_OR_RETURN(std::string got, config::GetString(root, key));
-  if (!got.empty() && got != want) {
-    return Invalid(key, absl::StrCat("is \"", got, "\"; only \"", std::string(want),
-                                     "\" is supported"));
-  }
-  return absl::OkStatus();
-}
-
-// The kernels apply no dt clamp, which is the checkpoints' (0, inf).
-absl::Status CheckTimeStepLimit(const Json& root) {
-  auto it = root.find("time_step_limit");
-  if (it == root.end() || it->is_null()) return absl::OkStatus();
-  if (it->is_array() && it->size() == 2 && (*it)[0].is_number() &&
-      (*it)[0].get<double>() == 0.0 && config::IsPositiveInfinity((*it)[1])) {
-    return absl::OkStatus();
-  }
-  return Invalid("time_step_limit",
-                 "must be [0.0, Infinity] (dt is not clamped here)");
-}
 
 }  // namespace
 
@@ -153,14 +120,15 @@ absl::StatusOr<NemotronHConfig> ParseNemotronHConfig(std::string_view json) {
         c.intermediate_size,
         GetInt(root, {"intermediate_size"}, std::nullopt, 1, 16 * kMaxHidden));
   }
-  TWICE_RETURN_IF_ERROR(RequireString(root, "mlp_hidden_act", "relu2"));
-  TWICE_RETURN_IF_ERROR(RequireString(root, "mamba_hidden_act", "silu"));
+  TWICE_RETURN_IF_ERROR(config::RequireString(root, "mlp_hidden_act", "relu2"));
+  TWICE_RETURN_IF_ERROR(
+      config::RequireString(root, "mamba_hidden_act", "silu"));
   for (const char* key : {"use_bias", "mlp_bias", "attention_bias"}) {
-    TWICE_RETURN_IF_ERROR(RequireBool(root, key, false));
+    TWICE_RETURN_IF_ERROR(config::RequireBool(root, key, false));
   }
-  TWICE_RETURN_IF_ERROR(RequireBool(root, "use_conv_bias", true));
-  TWICE_RETURN_IF_ERROR(RequireBool(root, "mamba_conv_bias", true));
-  TWICE_RETURN_IF_ERROR(CheckTimeStepLimit(root));
+  TWICE_RETURN_IF_ERROR(config::RequireBool(root, "use_conv_bias", true));
+  TWICE_RETURN_IF_ERROR(config::RequireBool(root, "mamba_conv_bias", true));
+  TWICE_RETURN_IF_ERROR(config::RequireNoDtClamp(root));
   TWICE_ASSIGN_OR_RETURN(
       double eps, config::GetNumber(root, "layer_norm_epsilon", 1e-5, 0, 1));
   c.norm_eps = static_cast<float>(eps);
@@ -170,12 +138,8 @@ absl::StatusOr<NemotronHConfig> ParseNemotronHConfig(std::string_view json) {
                          GetBool(root, "tie_word_embeddings", false));
   TWICE_ASSIGN_OR_RETURN(c.eos_token_id,
                          GetInt(root, {"eos_token_id"}, -1, -1, kMaxVocab - 1));
-  TWICE_ASSIGN_OR_RETURN(
-      int64_t max_pos,
-      GetInt(root, {"max_position_embeddings"}, 0, 0, kMaxContext));
   TWICE_ASSIGN_OR_RETURN(c.training_context,
-                         GetInt(root, {"training_context"},
-                                max_pos > 0 ? max_pos : 8192, 1, kMaxContext));
+                         config::GetTrainingContext(root, 8192));
   c.canonical_json = root.dump();
   return c;
 }

@@ -97,7 +97,7 @@ absl::Status LlamaAttention::Attend(float* q, float* k, const float* v,
                                           o.kv_heads, hd};
   return kernels::CausalGqaAttention(
       absl::MakeConstSpan(q, tokens * qw), qw, kv.keys(), kv.values(), dims,
-      1.0f / std::sqrt(static_cast<float>(hd)), y);
+      o.scale > 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(hd)), y);
 }
 
 absl::Status LlamaAttention::Forward(absl::Span<const float> x, int64_t tokens,

@@ -7,6 +7,7 @@
 //           positional encoding at all)
 //   y_i[h] = softmax_j(q_i[h] · k_j[h/g] · scale) v_j[h/g], j in [0, p_i]
 //   out = y · Wo^T            Wo [d, H·hd], g = H / H_kv, scale hd^-1/2
+//                             unless the options set one
 // The state keeps post-rotary keys (a cached key is never rotated again).
 //
 // Tensors under <module> (model.layers.{i}.self_attn. in Llama,
@@ -37,6 +38,8 @@ struct LlamaAttentionOptions {
   int64_t head_dim = 0;  // hd, even with rotary
   bool rotary = true;
   float rope_theta = 10000.0f;
+  // Softmax scale; 0: hd^-1/2. Granite-4.0-H sets attention_multiplier.
+  float scale = 0.0f;
 };
 
 class LlamaAttention final : public Mixer {

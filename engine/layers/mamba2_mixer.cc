@@ -23,7 +23,7 @@ float Softplus(float v) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
-    const WeightMap& weights, const std::string& prefix,
+    const WeightMap& weights, const std::string& module,
     const Mamba2MixerOptions& o) {
   if (o.dim < 1 || o.head_dim < 1 || o.inner < o.head_dim ||
       o.inner % o.head_dim != 0 || o.n_groups < 1 ||
@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
                      ") and the groups (", o.n_groups, ") the heads"));
   }
   std::unique_ptr<Mamba2Mixer> m(new Mamba2Mixer());
-  const std::string p = prefix + "mixer.";
+  const std::string& p = module;
   const int64_t d = o.dim;
   const int64_t e = o.inner;
   const int64_t h = o.heads();

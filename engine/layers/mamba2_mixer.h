@@ -18,8 +18,10 @@
 // E = H·P: expand·D in Mamba-2 checkpoints, mamba_num_heads · mamba_head_dim
 // in Nemotron-H (so the mixer takes E, not expand).
 //
-// Tensors under <prefix>mixer.: in_proj.weight, conv1d.weight, conv1d.bias,
-// dt_bias, A_log, D, norm.weight, out_proj.weight.
+// Tensors under <module> (backbone.layers.{i}.mixer. in Mamba-2 and
+// Nemotron-H, model.layers.{i}.mamba. in Granite-4.0-H): in_proj.weight,
+// conv1d.weight, conv1d.bias, dt_bias, A_log, D, norm.weight,
+// out_proj.weight.
 // State: Mamba2State. Forward (prefill) runs the chunked SSD form with the
 // carried state as its initial state; StepBatch runs the recurrent form.
 #ifndef TWICE_ENGINE_LAYERS_MAMBA2_MIXER_H_
@@ -59,7 +61,7 @@ class Mamba2Mixer final : public Mixer {
  public:
   // INVALID_ARGUMENT when the options do not divide (E by P, H by G).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Load(
-      const WeightMap& weights, const std::string& prefix,
+      const WeightMap& weights, const std::string& module,
       const Mamba2MixerOptions& options);
 
   std::unique_ptr<LayerState> NewState() const override;

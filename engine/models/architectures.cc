@@ -4,12 +4,14 @@
 
 #include "absl/strings/str_replace.h"
 #include "engine/config/based_config.h"
+#include "engine/config/granite_hybrid_config.h"
 #include "engine/config/json_fields.h"
 #include "engine/config/llama_config.h"
 #include "engine/config/mamba2_config.h"
 #include "engine/config/nemotron_h_config.h"
 #include "engine/config/rat_config.h"
 #include "engine/models/based_model.h"
+#include "engine/models/granite_hybrid_model.h"
 #include "engine/models/llama_model.h"
 #include "engine/models/mamba2_model.h"
 #include "engine/models/nemotron_h_model.h"
@@ -46,6 +48,9 @@ bool IsLlama(std::string_view json) {
 bool IsNemotronH(std::string_view json) {
   return config::ConfigArchitecture(json) == "nemotron_h";
 }
+bool IsGraniteHybrid(std::string_view json) {
+  return config::ConfigArchitecture(json) == "granitemoehybrid";
+}
 bool IsRat(std::string_view json) {
   return config::ConfigArchitecture(json) == "rat";
 }
@@ -76,6 +81,8 @@ std::string RatWeightName(std::string_view stored) {
 using Mamba2 = Entry<Mamba2Config, Mamba2Model, ParseMamba2Config>;
 using Llama = Entry<LlamaConfig, LlamaModel, ParseLlamaConfig>;
 using Rat = Entry<RatConfig, RatModel, ParseRatConfig>;
+using GraniteHybrid =
+    Entry<GraniteHybridConfig, GraniteHybridModel, ParseGraniteHybridConfig>;
 using NemotronH = Entry<NemotronHConfig, NemotronHModel, ParseNemotronHConfig>;
 using Based = Entry<BasedConfig, BasedModel, ParseBasedConfig>;
 
@@ -86,6 +93,8 @@ constexpr Architecture kArchitectures[] = {
     {"rat", IsRat, RatWeightName, Rat::ParseOnly, Rat::Build},
     {"nemotron_h", IsNemotronH, SameName, NemotronH::ParseOnly,
      NemotronH::Build},
+    {"granitemoehybrid", IsGraniteHybrid, SameName, GraniteHybrid::ParseOnly,
+     GraniteHybrid::Build},
     {"based / jrt", Anything, BasedWeightName, Based::ParseOnly, Based::Build},
 };
 

@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/config/based_config.h"
+#include "engine/models/init_hybrid.h"
 #include "engine/models/init_llama_rat.h"
 #include "engine/models/init_mamba2.h"
-#include "engine/models/init_nemotron_h.h"
 #include "engine/models/random_model_dir.h"
 #include "engine/tensor/tensor.h"
 #include "engine/util/absl_view.h"
@@ -144,10 +144,14 @@ absl::Status WriteRandomModel(const InitModelOptions& options) {
   if (options.architecture == "nemotron_h") {
     return WriteRandomNemotronHModel(options);
   }
+  if (options.architecture == "granitemoehybrid") {
+    return WriteRandomGraniteHybridModel(options);
+  }
   if (options.architecture != "based" && options.architecture != "jrt") {
     return absl::InvalidArgumentError(absl::StrCat(
         "init-model: unknown architecture \"", options.architecture,
-        "\" (expected based, jrt, mamba2, llama, rat or nemotron_h)"));
+        "\" (expected based, jrt, mamba2, llama, rat, nemotron_h or "
+        "granitemoehybrid)"));
   }
   TWICE_ASSIGN_OR_RETURN(const InitTokenizer tok,
                          ReadInitTokenizer(options.tokenizer_json));

@@ -22,7 +22,7 @@ struct InitModelOptions {
   // Default "based"; or "jrt" (JRT-RNN: prefix linear attention in place of
   // linear attention, with proj_k_enc / proj_v_enc); or "mamba2" (presets
   // in init_mamba2.h); or "llama" / "rat" (presets in init_llama_rat.h); or
-  // "nemotron_h" (presets in init_nemotron_h.h).
+  // "nemotron_h" or "granitemoehybrid" (presets in init_hybrid.h).
   std::string architecture = "based";
   // Default "tiny": d 64, 4 layers (conv, linear attention, sliding window,
   // conv), 4 heads, F 16, n_inner 128, window_size 64; jrt: enc_length 64.

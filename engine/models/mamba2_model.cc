@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
         RmsNormLayer::Load(w, prefix + "norm.weight", d, config.norm_eps));
     TWICE_ASSIGN_OR_RETURN(
         std::unique_ptr<Mamba2Mixer> mixer,
-        Mamba2Mixer::Load(w, prefix, Mamba2MixerOptionsOf(config)));
+        Mamba2Mixer::Load(w, prefix + "mixer.", Mamba2MixerOptionsOf(config)));
     m->state_payload_bytes_ += mixer->state_shape().payload_floats() *
                                static_cast<int64_t>(sizeof(float));
     b.mixer = std::move(mixer);

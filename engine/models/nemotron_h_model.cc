@@ -33,7 +33,8 @@ constexpr int64_t kPrefillChunk = 1024;
       o.d_conv = c.conv_kernel;
       o.chunk = c.chunk_size;
       o.gated_norm_eps = c.norm_eps;
-      TWICE_ASSIGN_OR_RETURN(auto m, Mamba2Mixer::Load(w, prefix, o));
+      TWICE_ASSIGN_OR_RETURN(auto m,
+                             Mamba2Mixer::Load(w, prefix + "mixer.", o));
       return std::unique_ptr<Mixer>(std::move(m));
     }
     case NemotronHLayerKind::kAttention: {

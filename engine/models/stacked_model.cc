@@ -59,6 +59,9 @@ absl::Status StackedModel::Finish(Parts p) {
   d_ = p.hidden_size;
   prefill_chunk_ = std::max<int64_t>(1, p.prefill_chunk);
   prefix_pad_token_id_ = p.prefix_pad_token_id;
+  embedding_scale_ = p.embedding_scale;
+  residual_scale_ = p.residual_scale;
+  logit_scale_ = p.logit_scale;
   weights_ = std::move(p.weights);
   tokenizer_ = std::move(p.tokenizer);
   embedding_ = std::move(p.embedding);
@@ -77,16 +80,45 @@ std::unique_ptr<SequenceState> StackedModel::NewState() const {
                                          std::move(layers));
 }
 
-absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
-                                        SequenceState& state,
-                                        const PrefixEncoding* prefix,
-                                        std::vector<float>& x) const {
+void StackedModel::Embed(absl::Span<const int32_t> tokens,
+                         std::vector<float>& x) const {
   const int64_t d = d_;
   const int64_t t = static_cast<int64_t>(tokens.size());
   x.resize(t * d);
   for (int64_t i = 0; i < t; ++i) {
     kernels::RowToF32(embedding_, tokens[i], x.data() + i * d);
   }
+  if (embedding_scale_ != 1.0f) {
+    for (float& v : x) v *= embedding_scale_;
+  }
+}
+
+void StackedModel::AddResidual(std::vector<float>& x,
+                               const std::vector<float>& y, int64_t n) const {
+  if (residual_scale_ == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] += residual_scale_ * y[i];
+}
+
+absl::Status StackedModel::Logits(absl::Span<const float> h, int64_t rows,
+                                  absl::Span<float> logits) const {
+  TWICE_RETURN_IF_ERROR(kernels::Linear(
+      h, rows, d_, lm_head_, description_.padded_vocab_size, {}, logits));
+  if (logit_scale_ != 1.0f) {
+    for (float& v : logits) v *= logit_scale_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
+                                        SequenceState& state,
+                                        const PrefixEncoding* prefix,
+                                        std::vector<float>& x) const {
+  const int64_t d = d_;
+  const int64_t t = static_cast<int64_t>(tokens.size());
+  Embed(tokens, x);
   std::vector<float> h(t * d), y(t * d);
   const int64_t start = state.token_count();
   for (size_t l = 0; l < blocks_.size(); ++l) {
@@ -100,11 +132,11 @@ absl::Status StackedModel::ForwardChunk(absl::Span<const int32_t> tokens,
       TWICE_RETURN_IF_ERROR(
           b.mixer->Forward(h, t, start, layer, absl::MakeSpan(y)));
     }
-    for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
+    AddResidual(x, y, t * d);
     if (b.ffn == nullptr) continue;
     TWICE_RETURN_IF_ERROR(b.norm2.Forward(x, t, absl::MakeSpan(h)));
     TWICE_RETURN_IF_ERROR(b.ffn->Forward(h, t, absl::MakeSpan(y)));
-    for (int64_t i = 0; i < t * d; ++i) x[i] += y[i];
+    AddResidual(x, y, t * d);
   }
   state.set_token_count(start + t);
   return absl::OkStatus();
@@ -138,8 +170,7 @@ absl::Status StackedModel::Read(absl::Span<const int32_t> tokens,
   TWICE_RETURN_IF_ERROR(final_norm_.Forward(
       absl::MakeConstSpan(x).subspan(last * d_, d_), 1, absl::MakeSpan(h)));
   logits.resize(description_.padded_vocab_size);
-  return kernels::Linear(h, 1, d_, lm_head_, description_.padded_vocab_size, {},
-                         absl::MakeSpan(logits));
+  return Logits(h, 1, absl::MakeSpan(logits));
 }
 
 absl::StatusOr<std::vector<float>> StackedModel::Prefill(
@@ -219,10 +250,8 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
   }
   std::vector<float> logits(rows * description_.padded_vocab_size);
   auto step = [&]() -> absl::Status {
-    std::vector<float> x(rows * d), h(rows * d), y(rows * d);
-    for (int64_t b = 0; b < rows; ++b) {
-      kernels::RowToF32(embedding_, tokens[b], x.data() + b * d);
-    }
+    std::vector<float> x, h(rows * d), y(rows * d);
+    Embed(tokens, x);
     std::vector<LayerState*> layer_states(rows);
     for (size_t l = 0; l < blocks_.size(); ++l) {
       const Block& blk = blocks_[l];
@@ -232,15 +261,14 @@ absl::StatusOr<std::vector<float>> StackedModel::StepBatch(
       TWICE_RETURN_IF_ERROR(blk.norm1.Forward(x, rows, absl::MakeSpan(h)));
       TWICE_RETURN_IF_ERROR(
           blk.mixer->StepBatch(h, layer_states, positions, absl::MakeSpan(y)));
-      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+      AddResidual(x, y, rows * d);
       if (blk.ffn == nullptr) continue;
       TWICE_RETURN_IF_ERROR(blk.norm2.Forward(x, rows, absl::MakeSpan(h)));
       TWICE_RETURN_IF_ERROR(blk.ffn->Forward(h, rows, absl::MakeSpan(y)));
-      for (int64_t i = 0; i < rows * d; ++i) x[i] += y[i];
+      AddResidual(x, y, rows * d);
     }
     TWICE_RETURN_IF_ERROR(final_norm_.Forward(x, rows, absl::MakeSpan(h)));
-    return kernels::Linear(h, rows, d, lm_head_, description_.padded_vocab_size,
-                           {}, absl::MakeSpan(logits));
+    return Logits(h, rows, absl::MakeSpan(logits));
   };
   TWICE_RETURN_IF_ERROR(DamagedOnError(step(), states));
   for (int64_t b = 0; b < rows; ++b) {

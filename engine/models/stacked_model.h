@@ -2,12 +2,15 @@
 // Based and JRT-RNN, Mamba-2, RAT and the Llama baseline are each a config
 // parser and a list of blocks over this one driver (architectures.h).
 //
-//   x = E[tokens]                                 E [V, d]
+//   x = E[tokens] · s_e                           E [V, d]
 //   for each block l:
-//     x += Mixer_l(Norm1_l(x))      conv | linear attention | prefix linear
-//                                   attention | window | SSD | RAT | Llama
-//     x += FeedForward_l(Norm2_l(x))   SwiGLU | GELU | none (Mamba-2)
-//   logits = NormF(x_last) · W_head^T             W_head [V, d] (or E tied)
+//     x += s_r · Mixer_l(Norm1_l(x))   conv | linear attention | prefix
+//                                   linear attention | window | SSD | RAT |
+//                                   Llama | stateless MLP (Nemotron-H)
+//     x += s_r · FeedForward_l(Norm2_l(x))   SwiGLU | GELU | none
+//   logits = NormF(x_last) · W_head^T · s_l       W_head [V, d] (or E tied)
+// The scales s_e, s_r, s_l are 1 except in Granite-4.0-H (its
+// embedding_multiplier, residual_multiplier and 1 / logits_scaling).
 //
 // (RAT's "the layer adds its own residual" is the first line: its output
 // projection plus the un-normalised input.) Prefill runs every block over a
@@ -81,6 +84,10 @@ class StackedModel : public Model {
     // prefix encoder.
     int64_t prefix_length = 0;
     int64_t prefix_pad_token_id = -1;
+    // Granite-4.0-H's multipliers (see the top); 1 elsewhere.
+    float embedding_scale = 1.0f;
+    float residual_scale = 1.0f;
+    float logit_scale = 1.0f;
     Tensor embedding;  // [V, d]
     Tensor lm_head;    // [V, d]; the same buffer as `embedding` when tied
     std::vector<Block> blocks;
@@ -116,6 +123,14 @@ class StackedModel : public Model {
                                           SequenceState& state,
                                           const PrefixEncoding* prefix,
                                           std::vector<float>& x) const;
+  // x = E[tokens] · s_e, [tokens, d].
+  void Embed(absl::Span<const int32_t> tokens, std::vector<float>& x) const;
+  // x += s_r · y over n floats.
+  void AddResidual(std::vector<float>& x, const std::vector<float>& y,
+                   int64_t n) const;
+  // The head over `rows` normalised rows h, times s_l.
+  [[nodiscard]] absl::Status Logits(absl::Span<const float> h, int64_t rows,
+                                    absl::Span<float> logits) const;
 
   ModelDescription description_;
   WeightMap weights_;  // owns the mappings the tensors view
@@ -123,6 +138,9 @@ class StackedModel : public Model {
   int64_t d_ = 0;
   int64_t prefill_chunk_ = 512;
   int64_t prefix_pad_token_id_ = -1;
+  float embedding_scale_ = 1.0f;
+  float residual_scale_ = 1.0f;
+  float logit_scale_ = 1.0f;
   Tensor embedding_;
   Tensor lm_head_;
   std::vector<Block> blocks_;

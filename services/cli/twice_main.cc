@@ -42,7 +42,8 @@ ABSL_FLAG(uint64_t, seed, 0, "ask: sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "ask: stop strings");
 ABSL_FLAG(
     std::string, arch, "based",
-    "init-model: architecture (based, jrt, mamba2, llama, rat, nemotron_h)");
+    "init-model: architecture (based, jrt, mamba2, llama, rat, nemotron_h, "
+    "granitemoehybrid)");
 ABSL_FLAG(std::string, preset, "tiny", "init-model: tiny | 360m-shape");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
 ABSL_FLAG(std::string, weights_dtype, "auto",

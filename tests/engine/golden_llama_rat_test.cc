@@ -17,6 +17,11 @@
 //     positional encoding; relu² MLP width 32; untied head, F16 weights;
 //     config.json with Python's Infinity in time_step_limit. The reference's
 //     prefill is the chunked SSD and its step the recurrence.
+//   granite_hybrid: tools/reference/granite_hybrid.py; Granite-4.0-H dense,
+//     d 16, 3 layers (mamba, attention, mamba) each with the shared SwiGLU
+//     MLP 32; Mamba 4 heads of P 8 over 2 groups, N 8, chunk 4; attention 4
+//     heads over 2 KV heads, no positional encoding, softmax scale 0.3;
+//     embedding 2, residual 0.5 and logits 1/1.5 multipliers; tied head.
 //
 // Checked for both: last-position logits and full states after prefill
 // (KV, chunk-KV and window), every prefill length (for RAT most are not a
@@ -56,7 +61,8 @@ constexpr double kLogitTolerance = 1e-4;
 constexpr double kStateTolerance = 1e-4;
 
 struct GoldenModel {
-  const char* name;  // golden data prefix and architecture
+  const char* name;  // golden data prefix
+  const char* architecture;
   int num_layers;
   // Split points of the state-passing check.
   std::vector<size_t> state_passing_splits;
@@ -69,9 +75,12 @@ std::string ModelName(const ::testing::TestParamInfo<GoldenModel>& info) {
   return info.param.name;
 }
 
-const GoldenModel kLlama = {"llama", 2, {1, 13, 32, 69}};
-const GoldenModel kRat = {"rat", 3, {1, 3, 4, 5, 8, 13, 16, 17, 64, 69}};
-const GoldenModel kNemotronH = {"nemotron_h", 4, {1, 3, 4, 5, 13, 32, 69}};
+const GoldenModel kLlama = {"llama", "llama", 2, {1, 13, 32, 69}};
+const GoldenModel kRat = {"rat", "rat", 3, {1, 3, 4, 5, 8, 13, 16, 17, 64, 69}};
+const GoldenModel kNemotronH = {
+    "nemotron_h", "nemotron_h", 4, {1, 3, 4, 5, 13, 32, 69}};
+const GoldenModel kGraniteHybrid = {
+    "granite_hybrid", "granitemoehybrid", 3, {1, 3, 4, 5, 13, 32, 69}};
 
 // One loaded golden set and model per architecture, shared by its tests.
 class GoldenLlamaRatTest : public ::testing::TestWithParam<GoldenModel> {
@@ -130,7 +139,7 @@ std::map<std::string, GoldenLlamaRatTest::Loaded>* GoldenLlamaRatTest::loaded_ =
     nullptr;
 
 TEST_P(GoldenLlamaRatTest, LoadsAsItsArchitecture) {
-  EXPECT_EQ(model().description().architecture, GetParam().name);
+  EXPECT_EQ(model().description().architecture, GetParam().architecture);
   EXPECT_EQ(model().description().num_layers, GetParam().num_layers);
 }
 
@@ -233,7 +242,8 @@ TEST_P(GoldenLlamaRatTest, PrefixModesAreUnimplemented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GoldenLlamaRatTest,
-                         ::testing::Values(kLlama, kRat, kNemotronH),
+                         ::testing::Values(kLlama, kRat, kNemotronH,
+                                           kGraniteHybrid),
                          ModelName);
 
 // Llama only.

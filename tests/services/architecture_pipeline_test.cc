@@ -204,7 +204,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Architecture{"rat", "rat", "tiny", "rat", false},
                       Architecture{"ratswa", "rat", "tiny-swa", "rat", false},
                       Architecture{"nemotronh", "nemotron_h", "tiny",
-                                   "nemotron_h", false}),
+                                   "nemotron_h", false},
+                      Architecture{"granite", "granitemoehybrid", "tiny",
+                                   "granitemoehybrid", false}),
     [](const ::testing::TestParamInfo<Architecture>& info) {
       return std::string(info.param.name);
     });

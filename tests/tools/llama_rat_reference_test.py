@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Tests of the float64 Llama, RAT and Nemotron-H references
-(tools/reference/llama.py, rat.py, nemotron_h.py) and their golden data.
+"""Tests of the float64 Llama, RAT, Nemotron-H and Granite-4.0-H references
+(tools/reference/llama.py, rat.py, nemotron_h.py, granite_hybrid.py) and
+their golden data.
 
 - The committed tests/data/golden/{llama,rat}* is what
   tools/reference/make_golden_llama_rat.py writes: model files byte for
@@ -47,7 +48,7 @@ class GoldenDataTest(unittest.TestCase):
     def test_committed_golden_data_is_what_the_script_writes(self):
         with tempfile.TemporaryDirectory() as tmp:
             self.assertEqual(mg.main(["make_golden_llama_rat.py", tmp]), 0)
-            for arch in ("llama", "rat", "nemotron_h"):
+            for arch in ("llama", "rat", "nemotron_h", "granite_hybrid"):
                 for name in ("config.json", "tokenizer.json", "model.safetensors"):
                     with open(os.path.join(tmp, arch, name), "rb") as a, open(
                         os.path.join(GOLDEN, arch, name), "rb"

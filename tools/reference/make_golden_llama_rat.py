@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Writes tiny random-weight Llama, RAT and Nemotron-H models and the float64
-reference outputs (tools/reference/llama.py, rat.py, nemotron_h.py) on them.
+"""Writes tiny random-weight Llama, RAT, Nemotron-H and Granite-4.0-H models
+and the float64 reference outputs (tools/reference/llama.py, rat.py,
+nemotron_h.py, granite_hybrid.py) on them.
 
     /usr/bin/python3 tools/reference/make_golden_llama_rat.py [OUT_DIR [ARCH ...]]
 
@@ -24,15 +25,17 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from reference import llama, nemotron_h, rat  # noqa: E402
+from reference import granite_hybrid, llama, nemotron_h, rat  # noqa: E402
 from reference.make_golden import (EOS, GREEDY, MIN_GREEDY_GAP, STEPS, VOCAB,  # noqa: E402
                                    close, compact_json, random_tokens, tokenizer_json,
                                    top_gap)
 from reference.safetensors_io import write_safetensors  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SEEDS = {"llama": 5005, "rat": 6006, "nemotron_h": 7009}  # weights; tokens: seed + 1
-MODULES = {"llama": llama, "rat": rat, "nemotron_h": nemotron_h}
+# Weights; tokens use seed + 1.
+SEEDS = {"llama": 5005, "rat": 6006, "nemotron_h": 7009, "granite_hybrid": 8008}
+MODULES = {"llama": llama, "rat": rat, "nemotron_h": nemotron_h,
+           "granite_hybrid": granite_hybrid}
 CHUNK = 4  # RAT L: the 32-token case spans 8 chunks
 WINDOW = 3  # RAT-SWA: 3 previous keys + self
 
@@ -63,6 +66,27 @@ def model_config(arch: str) -> dict:
                 "time_step_limit": [0.0, float("inf")], "vocab_size": VOCAB,
                 "tie_word_embeddings": False, "max_position_embeddings": 4096,
                 "eos_token_id": EOS, "bos_token_id": EOS}
+    if arch == "granite_hybrid":
+        # d 16, 3 layers: mamba, attention, mamba, each with the shared SwiGLU
+        # MLP (32). Mamba: 4 heads of P 8 (d_inner 32 = expand 2 * d) over 2
+        # groups, N 8, K 4, chunk 4. Attention: 4 heads over 2 KV heads
+        # (hd 4), no positional encoding, softmax scale 0.3 (attention_
+        # multiplier, not 1/sqrt(4)). Multipliers away from 1 so that a
+        # forgotten one moves the logits; tied head.
+        return {"architectures": ["GraniteMoeHybridForCausalLM"],
+                "model_type": "granitemoehybrid", "hidden_size": 16,
+                "num_hidden_layers": 3, "layer_types": ["mamba", "attention", "mamba"],
+                "mamba_n_heads": 4, "mamba_d_head": 8, "mamba_n_groups": 2,
+                "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2,
+                "mamba_chunk_size": CHUNK, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "shared_intermediate_size": 32,
+                "num_local_experts": 0, "position_embedding_type": "nope",
+                "hidden_act": "silu", "rms_norm_eps": 1e-5,
+                "embedding_multiplier": 2.0, "residual_multiplier": 0.5,
+                "attention_multiplier": 0.3, "logits_scaling": 1.5,
+                "vocab_size": VOCAB, "tie_word_embeddings": True,
+                "max_position_embeddings": 4096, "eos_token_id": EOS,
+                "bos_token_id": EOS}
     # d 16, 3 layers: RAT, SWA, RAT (interleave_step 2); 4 heads (hd 4) over
     # 2 q/k groups, so the tiling matters.
     return {"architecture": "rat", "model_type": "rat", "d_model": 16, "num_layers": 3,
@@ -122,7 +146,7 @@ class Writer:
             p = f"{case}.layer{i}"
             if st is None:
                 out.append({"layer": i, "kind": "stateless"})
-            elif isinstance(st, nemotron_h.MambaState):
+            elif isinstance(st, nemotron_h.MambaState):  # Granite's too
                 out.append({"layer": i, "kind": "mamba2", "count": state.token_count,
                             "conv_tail": self.put(p + ".conv_tail", st.conv_tail),
                             "ssm": self.put(p + ".ssm", st.ssm)})
@@ -198,14 +222,15 @@ def make(arch: str, out_dir: str) -> dict:
     write_safetensors(os.path.join(model_dir, "model.safetensors"),
                       random_weights(shapes, seed), {"format": "pt"})
     reference = {"llama": llama.LlamaReference, "rat": rat.RatReference,
-                 "nemotron_h": nemotron_h.NemotronHReference}[arch]
+                 "nemotron_h": nemotron_h.NemotronHReference,
+                 "granite_hybrid": granite_hybrid.GraniteHybridReference}[arch]
     model = reference.from_dir(model_dir)
     w = Writer(arch, model)
     g = torch.Generator().manual_seed(seed + 1)
     if arch == "llama":
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [13, 7, 12])
         w.add("causal_2", random_tokens(2, g), random_tokens(STEPS, g))
-    elif arch == "nemotron_h":
+    elif arch in ("nemotron_h", "granite_hybrid"):
         # Segments end mid-chunk, on a chunk edge and mid-chunk again.
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [5, 7, 3, 17])
         w.add("causal_3", random_tokens(3, g), random_tokens(STEPS, g))  # < the conv window
@@ -230,7 +255,7 @@ def make(arch: str, out_dir: str) -> dict:
 def main(argv: List[str]) -> int:
     out_dir = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(REPO, "tests/data/golden"))
     torch.set_num_threads(1)
-    for arch in argv[2:] or ("llama", "rat", "nemotron_h"):
+    for arch in argv[2:] or ("llama", "rat", "nemotron_h", "granite_hybrid"):
         m = make(arch, out_dir)
         margin = min(c["greedy_min_margin"] for c in m["cases"])
         print(f"{arch}: {len(m['cases'])} cases, smallest greedy margin {margin:.3g}")

@@ -115,9 +115,89 @@ class MambaState:
 
 
 @dataclasses.dataclass
+class MambaDims:
+    heads: int  # H
+    head_dim: int  # P; d_inner = H * P
+    groups: int  # G
+    d_state: int  # N
+    d_conv: int  # K
+    chunk: int  # SSD chunk of the prefill form
+    eps: float  # the gated norm's
+
+    @property
+    def d_inner(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.d_inner + 2 * self.groups * self.d_state
+
+
+def new_mamba_state(c: MambaDims) -> "MambaState":
+    return MambaState(torch.zeros(c.d_conv - 1, c.conv_dim, dtype=torch.float64),
+                      torch.zeros(c.heads, c.head_dim, c.d_state, dtype=torch.float64))
+
+
+def mamba2_layer(w: dict, m: str, c: MambaDims, u, st: "MambaState", recurrent: bool):
+    """The Mamba-2 mixer under the module prefix `m` (in_proj, conv1d,
+    dt_bias, A_log, D, norm, out_proj) over u [T, d], advancing `st`: the
+    chunked SSD (prefill) or the recurrence (recurrent)."""
+    e, k, t = c.d_inner, c.d_conv, u.shape[0]
+    zxbcdt = u @ w[m + "in_proj.weight"].T
+    z, xbc, dt_raw = (zxbcdt[:, :e], zxbcdt[:, e:e + c.conv_dim],
+                      zxbcdt[:, e + c.conv_dim:])
+    full = torch.cat([st.conv_tail, xbc], dim=0)
+    taps = w[m + "conv1d.weight"][:, 0, :]  # [conv_dim, K]
+    conv = torch.stack([(full[i:i + k] * taps.T).sum(0) for i in range(t)])
+    st.conv_tail = full[-(k - 1):].clone() if k > 1 else full[:0].clone()
+    xbc = F.silu(conv + w[m + "conv1d.bias"])
+    gn = c.groups * c.d_state
+    x = xbc[:, :e].reshape(t, c.heads, c.head_dim)
+    rep = c.heads // c.groups  # contiguous: head h reads group h // rep
+    b = xbc[:, e:e + gn].reshape(t, c.groups, c.d_state).repeat_interleave(rep, dim=1)
+    cc = xbc[:, e + gn:].reshape(t, c.groups, c.d_state).repeat_interleave(rep, dim=1)
+    delta = softplus(dt_raw + w[m + "dt_bias"])
+    a = -torch.exp(w[m + "A_log"])
+    d = w[m + "D"]
+    if recurrent:
+        ys = []
+        for i in range(t):
+            y, st.ssm = ssd_step(x[i], delta[i], a, b[i], cc[i], d, st.ssm)
+            ys.append(y)
+        y = torch.stack(ys)
+    else:
+        y, st.ssm = ssd_chunked(x, delta, a, b, cc, d, st.ssm, c.chunk)
+    v = (y.reshape(t, e) * F.silu(z)).reshape(t, c.groups, e // c.groups)
+    v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + c.eps)
+    return (v.reshape(t, e) * w[m + "norm.weight"]) @ w[m + "out_proj.weight"].T
+
+
+@dataclasses.dataclass
 class KvState:
     keys: torch.Tensor  # [T, Hkv, hd]
     values: torch.Tensor
+
+
+def gqa_attention(w: dict, m: str, heads: int, kv_heads: int, hd: int, scale: float,
+                  x, st: "KvState", start: int):
+    """Causal grouped-query attention with no positional encoding under the
+    module prefix `m` (q/k/v/o_proj): x [T, d] read after `start` tokens,
+    appending its keys and values to `st`; head h reads KV head
+    h // (heads / kv_heads); softmax(q k^T * scale) v."""
+    t = x.shape[0]
+    q = (x @ w[m + "q_proj.weight"].T).view(t, heads, hd)
+    k = (x @ w[m + "k_proj.weight"].T).view(t, kv_heads, hd)
+    v = (x @ w[m + "v_proj.weight"].T).view(t, kv_heads, hd)
+    st.keys = torch.cat([st.keys, k])
+    st.values = torch.cat([st.values, v])
+    g = heads // kv_heads
+    kk = st.keys.repeat_interleave(g, dim=1)
+    vv = st.values.repeat_interleave(g, dim=1)
+    s = torch.einsum("thd,jhd->htj", q, kk) * scale
+    mask = torch.arange(kk.shape[0])[None, :] > (start + torch.arange(t))[:, None]
+    s = s.masked_fill(mask[None], float("-inf"))
+    o = torch.einsum("htj,jhd->thd", torch.softmax(s, -1), vv).reshape(t, -1)
+    return o @ w[m + "o_proj.weight"].T
 
 
 @dataclasses.dataclass
@@ -150,9 +230,8 @@ class NemotronHReference:
         layers: List[Optional[object]] = []
         for kind in c.pattern:
             if kind == "M":
-                layers.append(MambaState(
-                    torch.zeros(c.d_conv - 1, c.conv_dim, dtype=torch.float64),
-                    torch.zeros(c.heads, c.head_dim, c.d_state, dtype=torch.float64)))
+                layers.append(new_mamba_state(MambaDims(c.heads, c.head_dim, c.groups,
+                                                        c.d_state, c.d_conv, c.chunk, c.eps)))
             elif kind == "*":
                 z = torch.zeros(0, c.kv_heads, c.attn_head_dim, dtype=torch.float64)
                 layers.append(KvState(z.clone(), z.clone()))
@@ -161,52 +240,14 @@ class NemotronHReference:
         return HybridState(layers)
 
     def _mamba(self, u, m: str, st: MambaState, recurrent: bool):
-        c, w = self.cfg, self.w
-        e, k, t = c.d_inner, c.d_conv, u.shape[0]
-        zxbcdt = u @ w[m + "in_proj.weight"].T
-        z, xbc, dt_raw = (zxbcdt[:, :e], zxbcdt[:, e:e + c.conv_dim],
-                          zxbcdt[:, e + c.conv_dim:])
-        full = torch.cat([st.conv_tail, xbc], dim=0)
-        taps = w[m + "conv1d.weight"][:, 0, :]  # [conv_dim, K]
-        conv = torch.stack([(full[i:i + k] * taps.T).sum(0) for i in range(t)])
-        st.conv_tail = full[-(k - 1):].clone() if k > 1 else full[:0].clone()
-        xbc = F.silu(conv + w[m + "conv1d.bias"])
-        gn = c.groups * c.d_state
-        x = xbc[:, :e].reshape(t, c.heads, c.head_dim)
-        rep = c.heads // c.groups  # contiguous: head h reads group h // rep
-        b = xbc[:, e:e + gn].reshape(t, c.groups, c.d_state).repeat_interleave(rep, dim=1)
-        cc = xbc[:, e + gn:].reshape(t, c.groups, c.d_state).repeat_interleave(rep, dim=1)
-        delta = softplus(dt_raw + w[m + "dt_bias"])
-        a = -torch.exp(w[m + "A_log"])
-        d = w[m + "D"]
-        if recurrent:
-            ys = []
-            for i in range(t):
-                y, st.ssm = ssd_step(x[i], delta[i], a, b[i], cc[i], d, st.ssm)
-                ys.append(y)
-            y = torch.stack(ys)
-        else:
-            y, st.ssm = ssd_chunked(x, delta, a, b, cc, d, st.ssm, c.chunk)
-        v = (y.reshape(t, e) * F.silu(z)).reshape(t, c.groups, e // c.groups)
-        v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + c.eps)
-        return (v.reshape(t, e) * w[m + "norm.weight"]) @ w[m + "out_proj.weight"].T
+        c = self.cfg
+        return mamba2_layer(self.w, m, MambaDims(c.heads, c.head_dim, c.groups, c.d_state,
+                                                 c.d_conv, c.chunk, c.eps), u, st, recurrent)
 
     def _attention(self, x, m: str, st: KvState, start: int):
-        c, w = self.cfg, self.w
-        t, hd = x.shape[0], c.attn_head_dim
-        q = (x @ w[m + "q_proj.weight"].T).view(t, c.attn_heads, hd)
-        k = (x @ w[m + "k_proj.weight"].T).view(t, c.kv_heads, hd)
-        v = (x @ w[m + "v_proj.weight"].T).view(t, c.kv_heads, hd)
-        st.keys = torch.cat([st.keys, k])
-        st.values = torch.cat([st.values, v])
-        g = c.attn_heads // c.kv_heads
-        kk = st.keys.repeat_interleave(g, dim=1)
-        vv = st.values.repeat_interleave(g, dim=1)
-        s = torch.einsum("thd,jhd->htj", q, kk) / hd**0.5
-        mask = torch.arange(kk.shape[0])[None, :] > (start + torch.arange(t))[:, None]
-        s = s.masked_fill(mask[None], float("-inf"))
-        o = torch.einsum("htj,jhd->thd", torch.softmax(s, -1), vv).reshape(t, -1)
-        return o @ w[m + "o_proj.weight"].T
+        c = self.cfg
+        return gqa_attention(self.w, m, c.attn_heads, c.kv_heads, c.attn_head_dim,
+                             c.attn_head_dim**-0.5, x, st, start)
 
     def _mlp(self, x, m: str):
         w = self.w

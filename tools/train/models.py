@@ -1,4 +1,5 @@
-"""Batched float32 training forms of Based, JRT-RNN, Mamba-2 and Llama.
+"""Batched float32 training forms of Based, JRT-RNN, Mamba-2, Llama and the
+Nemotron-H hybrid.
 
 Parameters carry the upstream tensor names the engine and tools/reference
 load, so export is a rename-free dump. Each forward takes tokens [B, T] and
@@ -13,6 +14,8 @@ Fast forms used here, equal to the reference's math:
   Sliding-window attention: RoPE scores depend on relative positions only,
     so a carried window is rotated at positions -W .. -1.
   Mamba-2: the chunked SSD form of tools/reference/mamba2.py with a batch axis.
+  Nemotron-H: the same SSD with G groups (head h reads group h // (H/G)),
+    causal GQA attention without positional encoding, relu^2 MLP layers.
 """
 
 from __future__ import annotations
@@ -430,3 +433,113 @@ class LlamaLM(Named):
             x = x + (F.silu(gt) * up) @ self.w(p + "mlp.down_proj.weight").T
         x = rms_norm(x, self.w("model.norm.weight"), eps)
         return x @ self.w("model.embed_tokens.weight").T, None
+
+
+# -------------------------------------------------------------- Nemotron-H
+
+
+class NemotronHLM(Named):
+    """transformers NemotronHForCausalLM names; one norm and one mixer per
+    layer of hybrid_override_pattern (M Mamba-2, * attention, - MLP); the
+    training form reads whole sequences (no carried state)."""
+
+    def __init__(self, cfg: dict, seed: int):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.cfg = cfg
+        d = cfg["hidden_size"]
+        self.d = d
+        self.h = cfg["mamba_num_heads"]
+        self.hp = cfg["mamba_head_dim"]
+        self.e = self.h * self.hp
+        self.g = cfg["n_groups"]
+        self.n = cfg["ssm_state_size"]
+        self.kc = cfg["conv_kernel"]
+        self.chunk = cfg["chunk_size"]
+        self.conv_dim = self.e + 2 * self.g * self.n
+        self.ah = cfg["num_attention_heads"]
+        self.kvh = cfg["num_key_value_heads"]
+        self.hd = cfg["head_dim"]
+        self.eps = cfg["layer_norm_epsilon"]
+        pattern = cfg["hybrid_override_pattern"]
+        out_std = 0.02 / math.sqrt(2 * len(pattern))
+        self.add("backbone.embeddings.weight", _normal((cfg["vocab_size"], d), 0.02, g))
+        self.add("backbone.norm_f.weight", torch.ones(d))
+        for i, kind in enumerate(pattern):
+            p = f"backbone.layers.{i}."
+            m = p + "mixer."
+            self.add(p + "norm.weight", torch.ones(d))
+            if kind == "M":
+                self.add(m + "in_proj.weight", _normal((self.e + self.conv_dim + self.h, d), 0.02, g))
+                self.add(m + "conv1d.weight", _normal((self.conv_dim, 1, self.kc), 0.2, g))
+                self.add(m + "conv1d.bias", torch.zeros(self.conv_dim))
+                dt = torch.exp(torch.rand(self.h, generator=g) * (math.log(0.1) - math.log(1e-3))
+                               + math.log(1e-3))
+                self.add(m + "dt_bias", dt + torch.log(-torch.expm1(-dt)))
+                self.add(m + "A_log", torch.log(torch.rand(self.h, generator=g) * 15 + 1))
+                self.add(m + "D", torch.ones(self.h))
+                self.add(m + "norm.weight", torch.ones(self.e))
+                self.add(m + "out_proj.weight", _normal((d, self.e), out_std, g))
+            elif kind == "*":
+                self.add(m + "q_proj.weight", _normal((self.ah * self.hd, d), 0.02, g))
+                self.add(m + "k_proj.weight", _normal((self.kvh * self.hd, d), 0.02, g))
+                self.add(m + "v_proj.weight", _normal((self.kvh * self.hd, d), 0.02, g))
+                self.add(m + "o_proj.weight", _normal((d, self.ah * self.hd), out_std, g))
+            else:
+                inter = cfg["intermediate_size"]
+                self.add(m + "up_proj.weight", _normal((inter, d), 0.02, g))
+                self.add(m + "down_proj.weight", _normal((d, inter), out_std, g))
+        if not cfg.get("tie_word_embeddings", False):
+            self.add("lm_head.weight", _normal((cfg["vocab_size"], d), 0.02, g))
+
+    def _mamba(self, m, u):
+        b, t, _ = u.shape
+        e, n, h, grp = self.e, self.n, self.h, self.g
+        zxbcdt = u @ self.w(m + "in_proj.weight").T
+        z, xbc, dt = zxbcdt[..., :e], zxbcdt[..., e:e + self.conv_dim], zxbcdt[..., e + self.conv_dim:]
+        ext = torch.cat([u.new_zeros(b, self.kc - 1, self.conv_dim), xbc], 1)
+        conv = F.conv1d(ext.transpose(1, 2), self.w(m + "conv1d.weight"), groups=self.conv_dim)
+        xbc = F.silu(conv.transpose(1, 2) + self.w(m + "conv1d.bias"))
+        x = xbc[..., :e].reshape(b, t, h, self.hp)
+        rep = h // grp
+        bb = xbc[..., e:e + grp * n].reshape(b, t, grp, n).repeat_interleave(rep, 2)
+        cc = xbc[..., e + grp * n:].reshape(b, t, grp, n).repeat_interleave(rep, 2)
+        delta = F.softplus(dt + self.w(m + "dt_bias"), threshold=20.0)
+        a = -torch.exp(self.w(m + "A_log"))
+        pad = (-t) % self.chunk
+        if pad:
+            x, delta, bb, cc = (F.pad(x, (0, 0, 0, 0, 0, pad)), F.pad(delta, (0, 0, 0, pad)),
+                                F.pad(bb, (0, 0, 0, 0, 0, pad)), F.pad(cc, (0, 0, 0, 0, 0, pad)))
+        s0 = u.new_zeros(b, h, self.hp, n)
+        y, _ = ssd_chunked(x, delta, a, bb, cc, self.w(m + "D"), s0, self.chunk)
+        v = (y[:, :t].reshape(b, t, e) * F.silu(z)).reshape(b, t, grp, e // grp)
+        v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (v.reshape(b, t, e) * self.w(m + "norm.weight")) @ self.w(m + "out_proj.weight").T
+
+    def _attention(self, m, u):
+        b, t, _ = u.shape
+        q = (u @ self.w(m + "q_proj.weight").T).view(b, t, self.ah, self.hd)
+        k = (u @ self.w(m + "k_proj.weight").T).view(b, t, self.kvh, self.hd)
+        v = (u @ self.w(m + "v_proj.weight").T).view(b, t, self.kvh, self.hd)
+        rep = self.ah // self.kvh
+        k, v = k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
+        s = torch.einsum("bihe,bjhe->bhij", q, k) / math.sqrt(self.hd)
+        s = s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+        y = torch.einsum("bhij,bjhe->bihe", torch.softmax(s, -1), v).reshape(b, t, -1)
+        return y @ self.w(m + "o_proj.weight").T
+
+    def forward(self, tokens, state=None, keep=None, enc=0, want_state=False):
+        x = self.w("backbone.embeddings.weight")[tokens]
+        for i, kind in enumerate(self.cfg["hybrid_override_pattern"]):
+            p = f"backbone.layers.{i}."
+            u = rms_norm(x, self.w(p + "norm.weight"), self.eps)
+            if kind == "M":
+                x = x + self._mamba(p + "mixer.", u)
+            elif kind == "*":
+                x = x + self._attention(p + "mixer.", u)
+            else:
+                up = torch.relu(u @ self.w(p + "mixer.up_proj.weight").T)
+                x = x + up.pow(2) @ self.w(p + "mixer.down_proj.weight").T
+        x = rms_norm(x, self.w("backbone.norm_f.weight"), self.eps)
+        head = "lm_head.weight" if "lm_head.weight" in self.names else "backbone.embeddings.weight"
+        return x @ self.w(head).T, None

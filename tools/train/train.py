@@ -1,4 +1,4 @@
-"""Train a tiny Based, JRT-RNN, Mamba-2 or Llama model on the document-QA
+"""Train a tiny Based, JRT-RNN, Mamba-2, Llama or Nemotron-H model on the document-QA
 task (task.py) on CPU and export the HF-layout directory the engine loads.
 
   /usr/bin/python3 tools/train/train.py --arch based --out models/based-qa
@@ -48,7 +48,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import task  # noqa: E402
-from models import BasedLM, LlamaLM, Mamba2LM, detach_state  # noqa: E402
+from models import BasedLM, LlamaLM, Mamba2LM, NemotronHLM, detach_state  # noqa: E402
 from reference.safetensors_io import write_safetensors  # noqa: E402
 
 
@@ -72,7 +72,8 @@ def init_from(model, path):
 
 def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
                 d_state: int = 32, feature_dim: int = 16, layers: int = 4,
-                heads: int = 4, rope_theta: float = 10000.0) -> dict:
+                heads: int = 4, rope_theta: float = 10000.0,
+                pattern: str = "M*M-", kv_heads: int = 1) -> dict:
     templates = {"prompt_templates": task.prompt_templates()}
     if arch in ("based", "jrt"):
         c = {
@@ -112,6 +113,21 @@ def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
             "hidden_size": 64, "num_hidden_layers": layers, "num_attention_heads": heads,
             "num_key_value_heads": heads, "intermediate_size": 256, "rope_theta": rope_theta,
         }
+    elif arch == "nemotron_h":
+        # d 64 as every tiny model here; Mamba 8 heads of P 16 over 2 groups
+        # (N = --d-state), attention 4 heads over --kv-heads KV heads of 16
+        # without positional encoding, relu^2 MLP 256.
+        c = {
+            "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+            "vocab_size": vocab, "hidden_size": 64, "hybrid_override_pattern": pattern,
+            "num_hidden_layers": len(pattern), "mamba_num_heads": 8, "mamba_head_dim": 16,
+            "n_groups": 2, "ssm_state_size": d_state, "conv_kernel": 4, "chunk_size": 64,
+            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": 16,
+            "intermediate_size": 256, "mlp_hidden_act": "relu2", "mamba_hidden_act": "silu",
+            "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True, "use_bias": False,
+            "use_conv_bias": True, "max_position_embeddings": 8192,
+            "training_context": doc_len,
+        }
     else:
         raise ValueError(arch)
     c["eos_token_id"] = task.token_ids()["</s>"]
@@ -124,6 +140,8 @@ def build_model(arch, cfg, seed):
         return BasedLM(cfg, seed)
     if arch == "mamba2":
         return Mamba2LM(cfg, seed)
+    if arch == "nemotron_h":
+        return NemotronHLM(cfg, seed)
     return LlamaLM(cfg, seed)
 
 
@@ -279,6 +297,10 @@ def check_against_reference(out_dir, arch, model, vocab):
         from reference.mamba2 import Mamba2Reference
         ref = Mamba2Reference.from_dir(out_dir)
         theirs = ref.prefill(toks, ref.new_state())
+    elif arch == "nemotron_h":
+        from reference.nemotron_h import NemotronHReference
+        ref = NemotronHReference.from_dir(out_dir)
+        theirs = ref.prefill(toks, ref.new_state())
     else:
         from reference.llama import LlamaReference
         ref = LlamaReference.from_dir(out_dir)
@@ -303,7 +325,7 @@ def check_against_reference(out_dir, arch, model, vocab):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", required=True, choices=["based", "jrt", "mamba2", "llama"])
+    ap.add_argument("--arch", required=True, choices=["based", "jrt", "mamba2", "llama", "nemotron_h"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=1500)
@@ -314,7 +336,10 @@ def main():
     ap.add_argument("--d-state", type=int, default=32, help="Mamba-2 state size per head channel")
     ap.add_argument("--feature-dim", type=int, default=16, help="Based/JRT feature dimension")
     ap.add_argument("--layers", type=int, default=4, help="Llama layers")
-    ap.add_argument("--heads", type=int, default=4, help="Llama attention heads")
+    ap.add_argument("--heads", type=int, default=4, help="Llama / Nemotron-H attention heads")
+    ap.add_argument("--kv-heads", type=int, default=1, help="Nemotron-H KV heads")
+    ap.add_argument("--pattern", default="M*M-",
+                    help="Nemotron-H hybrid_override_pattern (M Mamba-2, * attention, - MLP)")
     ap.add_argument("--rope-theta", type=float, default=10000.0, help="Llama RoPE base")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--state-passing", action="store_true")
@@ -348,7 +373,8 @@ def main():
     cfg = make_config(args.arch, len(vocab), args.doc_len, vocab["[PAD]"],
                       d_state=args.d_state, feature_dim=args.feature_dim,
                       layers=args.layers, heads=args.heads,
-                      rope_theta=args.rope_theta)
+                      rope_theta=args.rope_theta, pattern=args.pattern,
+                      kv_heads=args.kv_heads)
     model = build_model(args.arch, cfg, args.seed)
     if args.init_from:
         init_from(model, args.init_from)

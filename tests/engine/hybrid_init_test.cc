@@ -1,15 +1,14 @@
-// `twice init-model --arch=nemotron_h` (engine/models/init_nemotron_h.h):
-// the tiny preset loads as a Nemotron-H model with the tokenizer's
-// vocabulary (not padded), its layer kinds in pattern order, its chunked
-// prefill agrees with its recurrent steps, the same seed writes the same
-// bytes, and unknown presets are refused by name.
+// `twice init-model --arch=nemotron_h|granitemoehybrid`
+// (engine/models/init_hybrid.h): each tiny preset loads as its hybrid with
+// the tokenizer's vocabulary (not padded) and its layer kinds in order, its
+// chunked prefill agrees with its recurrent steps, the same seed writes the
+// same bytes, and unknown presets are refused by name.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/models/init_model.h"
-#include "engine/models/nemotron_h_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/golden_util.h"
@@ -22,9 +21,10 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-InitModelOptions TinyOptions(const TempDir& tmp, const std::string& out) {
+InitModelOptions TinyOptions(const TempDir& tmp, const std::string& out,
+                             const std::string& arch = "nemotron_h") {
   InitModelOptions options;
-  options.architecture = "nemotron_h";
+  options.architecture = arch;
   options.out_dir = tmp.Sub(out);
   options.tokenizer_json = tmp.Sub("tok.json");
   options.seed = 5;
@@ -69,6 +69,33 @@ TEST(NemotronHInitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
   ASSERT_OK(WriteRandomModel(options));
   EXPECT_EQ(testing::ReadFileOrEmpty(tmp.Sub("m/model.safetensors")),
             testing::ReadFileOrEmpty(tmp.Sub("again/model.safetensors")));
+}
+
+TEST(GraniteHybridInitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
+  TempDir tmp;
+  InitModelOptions options = TinyOptions(tmp, "g", "granitemoehybrid");
+  testing::WriteFileOrFail(options.tokenizer_json,
+                           testing::SmallTokenizerJson(300));
+  ASSERT_OK(WriteRandomModel(options));
+  std::unique_ptr<Model> model = testing::LoadOrDie(options.out_dir);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->description().architecture, "granitemoehybrid");
+  EXPECT_EQ(model->description().num_layers, 3);
+  auto state = model->NewState();
+  EXPECT_EQ(state->layer(0).kind(), "mamba2");
+  EXPECT_EQ(state->layer(1).kind(), "full_kv");
+  EXPECT_EQ(state->layer(2).kind(), "mamba2");
+  const std::vector<int32_t> tokens = testing::RandomTokens(150, 300, 9);
+  auto logits = model->Prefill(tokens, *state, PrefillMode::kCausal);
+  ASSERT_OK(logits);
+  auto recurrent = model->NewState();
+  std::vector<float> last;
+  for (int32_t t : tokens) {
+    auto step = model->Step(t, *recurrent);
+    ASSERT_OK(step);
+    last = *std::move(step);
+  }
+  EXPECT_LE(testing::RelativeError(last, *logits), 1e-5);
 }
 
 TEST(NemotronHInitTest, UnknownPresetIsRefused) {

@@ -1,0 +1,38 @@
+#include "engine/layers/fused_swiglu_mlp.h"
+
+#include <vector>
+
+#include "kernels/activations.h"
+#include "kernels/linear.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+
+absl::StatusOr<std::unique_ptr<FusedSwiGluMlp>> FusedSwiGluMlp::Load(
+    const WeightMap& weights, const std::string& module, int64_t dim,
+    int64_t hidden) {
+  auto m = std::make_unique<FusedSwiGluMlp>();
+  TWICE_ASSIGN_OR_RETURN(
+      m->input_,
+      weights.GetMatrix(module + "input_linear.weight", {2 * hidden, dim}));
+  TWICE_ASSIGN_OR_RETURN(
+      m->output_,
+      weights.GetMatrix(module + "output_linear.weight", {dim, hidden}));
+  m->dim_ = dim;
+  m->hidden_ = hidden;
+  return m;
+}
+
+absl::Status FusedSwiGluMlp::Forward(absl::Span<const float> x, int64_t tokens,
+                                     absl::Span<float> out) const {
+  const int64_t two = 2 * hidden_;
+  std::vector<float> u(tokens * two), a(tokens * hidden_);
+  TWICE_RETURN_IF_ERROR(
+      kernels::Linear(x, tokens, dim_, input_, two, {}, absl::MakeSpan(u)));
+  const absl::Span<const float> view = u;
+  TWICE_RETURN_IF_ERROR(kernels::SiluMul(view, two, view.subspan(hidden_), two,
+                                         tokens, hidden_, absl::MakeSpan(a)));
+  return kernels::Linear(a, tokens, hidden_, output_, dim_, {}, out);
+}
+
+}  // namespace twice::engine

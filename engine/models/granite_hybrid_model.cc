@@ -1,0 +1,95 @@
+#include "engine/models/granite_hybrid_model.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/layers/fused_swiglu_mlp.h"
+#include "engine/layers/llama_attention.h"
+#include "engine/layers/mamba2_mixer.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+namespace {
+
+constexpr char kEmbedding[] = "model.embed_tokens.weight";
+constexpr char kLmHead[] = "lm_head.weight";
+// Tokens per layer-by-layer pass: bounds activation memory without changing
+// results (exact state passing); a multiple of the SSD chunk (256).
+constexpr int64_t kPrefillChunk = 1024;
+
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Mixer>> LoadMixer(
+    const WeightMap& w, const GraniteHybridConfig& c, int layer,
+    const std::string& prefix) {
+  if (c.is_attention[layer]) {
+    LlamaAttentionOptions o;
+    o.dim = c.hidden_size;
+    o.heads = c.num_heads;
+    o.kv_heads = c.num_kv_heads;
+    o.head_dim = c.head_dim;
+    o.rotary = false;
+    o.scale = c.attention_multiplier;
+    TWICE_ASSIGN_OR_RETURN(auto m,
+                           LlamaAttention::Load(w, prefix + "self_attn.", o));
+    return std::unique_ptr<Mixer>(std::move(m));
+  }
+  Mamba2MixerOptions o;
+  o.dim = c.hidden_size;
+  o.inner = c.mamba_inner();
+  o.head_dim = c.mamba_head_dim;
+  o.n_groups = c.n_groups;
+  o.d_state = c.d_state;
+  o.d_conv = c.d_conv;
+  o.chunk = c.chunk_size;
+  o.gated_norm_eps = c.norm_eps;
+  TWICE_ASSIGN_OR_RETURN(auto m, Mamba2Mixer::Load(w, prefix + "mamba.", o));
+  return std::unique_ptr<Mixer>(std::move(m));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GraniteHybridModel>> GraniteHybridModel::Create(
+    GraniteHybridConfig config, WeightMap weights,
+    std::unique_ptr<Tokenizer> tokenizer, std::string fingerprint) {
+  std::unique_ptr<GraniteHybridModel> m(new GraniteHybridModel());
+  const GraniteHybridConfig& c = config;
+  const int64_t d = c.hidden_size;
+  const WeightMap& w = weights;
+  Parts p;
+  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(
+      w, kEmbedding, kLmHead, c.tie_word_embeddings, {c.vocab_size, d}, p));
+  for (int i = 0; i < c.num_layers(); ++i) {
+    const std::string prefix = absl::StrCat("model.layers.", i, ".");
+    Block b;
+    TWICE_ASSIGN_OR_RETURN(
+        b.norm1, RmsNormLayer::Load(w, prefix + "input_layernorm.weight", d,
+                                    c.norm_eps));
+    TWICE_ASSIGN_OR_RETURN(b.mixer, LoadMixer(w, c, i, prefix));
+    TWICE_ASSIGN_OR_RETURN(
+        b.norm2,
+        RmsNormLayer::Load(w, prefix + "post_attention_layernorm.weight", d,
+                           c.norm_eps));
+    TWICE_ASSIGN_OR_RETURN(b.ffn,
+                           FusedSwiGluMlp::Load(w, prefix + "shared_mlp.", d,
+                                                c.intermediate_size));
+    p.blocks.push_back(std::move(b));
+  }
+  TWICE_ASSIGN_OR_RETURN(
+      p.final_norm, RmsNormLayer::Load(w, "model.norm.weight", d, c.norm_eps));
+  p.tokenizer = std::move(tokenizer);
+  p.architecture = c.architecture;
+  p.fingerprint = std::move(fingerprint);
+  p.hidden_size = d;
+  p.vocab_rows = c.vocab_size;
+  p.eos_token_id = c.eos_token_id;
+  p.training_context = c.training_context;
+  p.prefill_chunk = kPrefillChunk;
+  p.embedding_scale = c.embedding_multiplier;
+  p.residual_scale = c.residual_multiplier;
+  p.logit_scale = 1.0f / c.logits_scaling;
+  p.weights = std::move(weights);
+  TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
+  m->config_ = std::move(config);
+  return m;
+}
+
+}  // namespace twice::engine
