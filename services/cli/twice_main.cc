@@ -44,7 +44,9 @@ ABSL_FLAG(
     std::string, arch, "based",
     "init-model: architecture (based, jrt, mamba2, llama, rat, nemotron_h, "
     "granitemoehybrid)");
-ABSL_FLAG(std::string, preset, "tiny", "init-model: tiny | 360m-shape");
+ABSL_FLAG(std::string, preset, "tiny",
+          "init-model: tiny, or a shape of the architecture (360m-shape, "
+          "mamba2-130m-shape, nemotron-h-8b-width, ...)");
 ABSL_FLAG(std::string, out, "", "init-model: output directory");
 ABSL_FLAG(std::string, weights_dtype, "auto",
           "init-model: dtype the weights are stored in (auto = f32, bf16, "
