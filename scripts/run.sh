@@ -2,7 +2,7 @@
 # Sets up, builds (Release) and runs the whole Twice pipeline
 # (twice-server --role=all) on 127.0.0.1:50051, serving until Ctrl-C. The
 # models are the trained document-QA models shipped in models/ (see
-# models/README.md); the first, based-rt-f16, is the default.
+# models/README.md); the first, jrt-lm, is the default.
 #
 #   scripts/run.sh          serve
 #   scripts/run.sh --demo   serve, ingest a sample document, ask sample
@@ -20,8 +20,8 @@ bin=${TWICE_BUILD_DIR:-$root/build}/services
 listen=${TWICE_LISTEN:-127.0.0.1:50051}
 # NAME=DIR for every shipped model; the first is the default.
 models=""
-for name in based-rt-f16 jrt-qa based-qa jrt-qa-scratch mamba2-qa mamba2-qa-no-sp \
-  llama-qa based-rt-f4 mamba2-rt-s32 mamba2-rt-s8; do
+for name in jrt-lm based-lm based-rt-f16 jrt-qa based-qa jrt-qa-scratch mamba2-qa \
+  mamba2-qa-no-sp llama-qa based-rt-f4 mamba2-rt-s32 mamba2-rt-s8; do
   if [ -f "$root/models/$name/model.safetensors" ]; then
     models="${models:+$models,}$name=$root/models/$name"
   fi
@@ -67,7 +67,7 @@ twice docs
 echo
 echo "Expected answers: kurun -> tabux, muzan -> fifex (8 facts in 128 words: the"
 echo "tiny default model answers nearly all such questions, see models/README.md)."
-for mode in default read_twice read_twice_full; do
+for mode in default read_twice read_twice_full prefix prefix_with_question; do
   for question in "what is kurun ?" "what is muzan ?"; do
     echo
     echo "== ask --mode=$mode \"$question\""
