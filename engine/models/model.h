@@ -54,7 +54,8 @@ inline bool IsPrefixMode(PrefillMode mode) {
 }
 
 struct ModelDescription {
-  std::string architecture;  // "based", "jrt", "mamba2", "llama", "rat"
+  std::string architecture;  // "based", "jrt", "mamba2", "llama", "rat",
+                             // "nemotron_h", "granitemoehybrid"
   std::string fingerprint;   // hex SHA-256 (design §3)
   int32_t vocab_size = 0;    // ids the model accepts (tokenizer vocabulary)
   int32_t padded_vocab_size = 0;  // rows of the embedding / logits width
