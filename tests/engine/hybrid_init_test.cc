@@ -31,6 +31,23 @@ InitModelOptions TinyOptions(const TempDir& tmp, const std::string& out,
   return options;
 }
 
+// The chunked prefill (SSD form, attention over the block) against one step
+// per token (the recurrence): the last logits agree.
+void ExpectPrefillEqualsSteps(const Model& model,
+                              const std::vector<int32_t>& tokens) {
+  auto state = model.NewState();
+  auto logits = model.Prefill(tokens, *state, PrefillMode::kCausal);
+  ASSERT_OK(logits);
+  auto recurrent = model.NewState();
+  std::vector<float> last;
+  for (int32_t t : tokens) {
+    auto step = model.Step(t, *recurrent);
+    ASSERT_OK(step);
+    last = *std::move(step);
+  }
+  EXPECT_LE(testing::RelativeError(last, *logits), 1e-5);
+}
+
 TEST(NemotronHInitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
   TempDir tmp;
   InitModelOptions options = TinyOptions(tmp, "m");
@@ -54,16 +71,7 @@ TEST(NemotronHInitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
 
   // 150 tokens: two full SSD chunks of 64 and a ragged one.
   const std::vector<int32_t> tokens = testing::RandomTokens(150, 300, 9);
-  auto logits = model->Prefill(tokens, *state, PrefillMode::kCausal);
-  ASSERT_OK(logits);
-  auto recurrent = model->NewState();
-  std::vector<float> last;
-  for (int32_t t : tokens) {
-    auto step = model->Step(t, *recurrent);
-    ASSERT_OK(step);
-    last = *std::move(step);
-  }
-  EXPECT_LE(testing::RelativeError(last, *logits), 1e-5);
+  ExpectPrefillEqualsSteps(*model, tokens);
 
   options.out_dir = tmp.Sub("again");
   ASSERT_OK(WriteRandomModel(options));
@@ -86,16 +94,7 @@ TEST(GraniteHybridInitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
   EXPECT_EQ(state->layer(1).kind(), "full_kv");
   EXPECT_EQ(state->layer(2).kind(), "mamba2");
   const std::vector<int32_t> tokens = testing::RandomTokens(150, 300, 9);
-  auto logits = model->Prefill(tokens, *state, PrefillMode::kCausal);
-  ASSERT_OK(logits);
-  auto recurrent = model->NewState();
-  std::vector<float> last;
-  for (int32_t t : tokens) {
-    auto step = model->Step(t, *recurrent);
-    ASSERT_OK(step);
-    last = *std::move(step);
-  }
-  EXPECT_LE(testing::RelativeError(last, *logits), 1e-5);
+  ExpectPrefillEqualsSteps(*model, tokens);
 }
 
 TEST(NemotronHInitTest, UnknownPresetIsRefused) {

@@ -23,8 +23,6 @@ token.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import List, Sequence
 
 import torch
@@ -32,8 +30,7 @@ import torch.nn.functional as F
 
 from reference.layers import rms_norm
 from reference.nemotron_h import (HybridState, KvState, MambaDims, gqa_attention,
-                                  mamba2_layer, new_mamba_state)
-from reference.safetensors_io import read_safetensors
+                                  mamba2_layer, new_mamba_state, read_checked_dir)
 
 
 @dataclasses.dataclass
@@ -114,13 +111,7 @@ class GraniteHybridReference:
 
     @staticmethod
     def from_dir(path: str) -> "GraniteHybridReference":
-        with open(os.path.join(path, "config.json")) as f:
-            cfg = parse(json.load(f))
-        w, _ = read_safetensors(os.path.join(path, "model.safetensors"))
-        for name, shape in shapes(cfg).items():
-            if tuple(w[name].shape) != tuple(shape):
-                raise ValueError(f"{name}: shape {tuple(w[name].shape)}, expected {shape}")
-        return GraniteHybridReference(cfg, w)
+        return GraniteHybridReference(*read_checked_dir(path, parse, shapes))
 
     def new_state(self) -> HybridState:
         c = self.cfg

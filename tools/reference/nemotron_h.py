@@ -209,6 +209,19 @@ class HybridState:
         return copy.deepcopy(self)
 
 
+def read_checked_dir(path: str, parse_config, shapes_of):
+    """(config, weights) of a model directory, every tensor checked against
+    the shapes the parsed config gives (ValueError naming the first that
+    differs)."""
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = parse_config(json.load(f))
+    w, _ = read_safetensors(os.path.join(path, "model.safetensors"))
+    for name, shape in shapes_of(cfg).items():
+        if tuple(w[name].shape) != tuple(shape):
+            raise ValueError(f"{name}: shape {tuple(w[name].shape)}, expected {shape}")
+    return cfg, w
+
+
 class NemotronHReference:
     def __init__(self, cfg: NemotronHConfig, w: dict):
         self.cfg = cfg
@@ -217,13 +230,7 @@ class NemotronHReference:
 
     @staticmethod
     def from_dir(path: str) -> "NemotronHReference":
-        with open(os.path.join(path, "config.json")) as f:
-            cfg = parse(json.load(f))
-        w, _ = read_safetensors(os.path.join(path, "model.safetensors"))
-        for name, shape in shapes(cfg).items():
-            if tuple(w[name].shape) != tuple(shape):
-                raise ValueError(f"{name}: shape {tuple(w[name].shape)}, expected {shape}")
-        return NemotronHReference(cfg, w)
+        return NemotronHReference(*read_checked_dir(path, parse, shapes))
 
     def new_state(self) -> HybridState:
         c = self.cfg
