@@ -187,9 +187,11 @@ double MeasureBandwidth() {
   row.decode_tokens_per_s = 1.0 / steps.front();
   row.decode_median_tokens_per_s = 1.0 / steps[steps.size() / 2];
   row.memory_gbps = MeasureBandwidth();
-  const int bytes = row.weights_dtype == "bf16" || row.weights_dtype == "f16"
-                        ? 2
-                        : (row.weights_dtype == "int8" ? 1 : 4);
+  const double bytes =
+      row.weights_dtype == "bf16" || row.weights_dtype == "f16"
+          ? 2.0
+          : (row.weights_dtype == "int8" ? EngineCost::Int8BytesPerWeight()
+                                         : 4.0);
   row.weight_bytes = cost.weight_bytes(bytes);
   row.decode_weight_bytes = cost.decode_weight_bytes(bytes);
   row.decode_bound_tokens_per_s =

@@ -42,8 +42,8 @@
 // Granite-4.0-H (dense), per layer: its Mamba-2 or attention mixer as
 // above, plus the shared SwiGLU MLP 6·T·D·I.
 //
-// Bytes: every weight is f32 in memory (bf16 checkpoints are converted at
-// load). A decode step reads every weight once except the embedding rows
+// Bytes: weights at the bytes of the dtype they are held in (the caller
+// says which). A decode step reads every weight once except the embedding rows
 // (one row; the tied LM head reads the whole matrix) and, for JRT, the
 // encoder projections.
 #ifndef TWICE_BENCH_ENGINE_COST_H_
@@ -60,6 +60,7 @@
 #include "engine/config/mamba2_config.h"
 #include "engine/config/nemotron_h_config.h"
 #include "engine/config/rat_config.h"
+#include "kernels/dtype.h"
 
 namespace twice::bench {
 
@@ -82,14 +83,21 @@ class EngineCost {
   double PrefillFlops(int64_t prompt) const;
 
   // All weights as held in memory, at `bytes_per_weight` (4 for f32, 2 for
-  // bf16 / f16, 1 for int8, whose per-row scales add under 1 %: not
-  // counted; the small f32 tensors of a low-precision load neither).
-  int64_t weight_bytes(int bytes_per_weight = 4) const {
-    return bytes_per_weight * params_;
+  // bf16 / f16, Int8BytesPerWeight() for int8; the small f32 tensors of a
+  // low-precision load are not counted).
+  int64_t weight_bytes(double bytes_per_weight = 4) const {
+    return static_cast<int64_t>(bytes_per_weight *
+                                static_cast<double>(params_));
   }
   // Weights one decode step reads.
-  int64_t decode_weight_bytes(int bytes_per_weight = 4) const {
-    return bytes_per_weight * decode_params_;
+  int64_t decode_weight_bytes(double bytes_per_weight = 4) const {
+    return static_cast<int64_t>(bytes_per_weight *
+                                static_cast<double>(decode_params_));
+  }
+  // An int8 weight with its share of its block's f32 scale
+  // (kernels/dtype.h), both of which a product reads.
+  static constexpr double Int8BytesPerWeight() {
+    return 1.0 + 4.0 / static_cast<double>(kernels::kI8Block);
   }
 
  private:

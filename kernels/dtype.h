@@ -2,9 +2,11 @@
 //
 // F32 is the compute type of activations and states. BF16 and F16 are the
 // floating types checkpoints are published in; weights keep them. I8 is a
-// weight-only format made at load (symmetric, one f32 scale per output row,
-// Tensor::scales()); it is never read from a file, because a safetensors I8
-// tensor carries no scales.
+// weight format made at load: symmetric, one f32 scale per block of kI8Block
+// consecutive elements of a row (the last block of a row may be shorter;
+// Tensor::scales()). Products with an I8 matrix quantize their input per
+// block too, to int16 (kernels/cpu/int8_dot.h). It is never read from a
+// file, because a safetensors I8 tensor carries no scales.
 #ifndef TWICE_KERNELS_DTYPE_H_
 #define TWICE_KERNELS_DTYPE_H_
 
@@ -15,6 +17,16 @@
 namespace twice::kernels {
 
 enum class DType { kF32, kBF16, kF16, kI8 };
+
+// Elements per I8 scale block (see above). 64: one 512-bit load of a row
+// per scale, and a block's largest weight sets the step of 64 weights
+// instead of a whole row's (thousands), which is what keeps int8 answers
+// close to f32's.
+inline constexpr int64_t kI8Block = 64;
+// Scale blocks of a row of `cols` elements.
+inline constexpr int64_t I8BlocksPerRow(int64_t cols) {
+  return (cols + kI8Block - 1) / kI8Block;
+}
 
 // Bytes per element (the scales of I8 not counted).
 int DTypeSize(DType dtype);

@@ -29,10 +29,7 @@ absl::Status Linear(absl::Span<const float> x, int64_t m, int64_t k,
         if (weight.dtype() == DType::kF32) {
           cpu::Linear(x.data(), m, k, weight.data(), n, b, y.data());
         } else {
-          cpu::LinearLowp(
-              x.data(), m,
-              {weight.dtype(), weight.raw_data(), weight.scales(), k}, n, b,
-              y.data());
+          cpu::LinearLowp(x.data(), m, cpu::LowpRowsOf(weight), n, b, y.data());
         }
         return absl::OkStatus();
       });

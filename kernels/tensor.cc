@@ -64,13 +64,14 @@ Tensor Tensor::Immutable(DType dtype, Shape shape,
 }
 
 Tensor Tensor::QuantizedRows(Shape shape, std::vector<int8_t> values,
-                             std::vector<float> row_scales) {
+                             std::vector<float> block_scales) {
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = DType::kI8;
   auto buffer = std::make_shared<const std::vector<int8_t>>(std::move(values));
   t.shared_ = std::shared_ptr<const void>(buffer, buffer->data());
-  t.scales_ = std::make_shared<const std::vector<float>>(std::move(row_scales));
+  t.scales_ =
+      std::make_shared<const std::vector<float>>(std::move(block_scales));
   return t;
 }
 

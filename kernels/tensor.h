@@ -11,9 +11,9 @@
 //   - an immutable shared buffer (Immutable, QuantizedRows: weights
 //     converted or quantized at load); a copy shares it, so a tied
 //     lm_head and embedding are one buffer.
-// I8 tensors are weights quantized per output row: element (r, c) stands
-// for values()[r, c] * scales()[r], with rows = dim(0) and the remaining
-// dimensions flattened into columns.
+// I8 tensors are weights quantized in blocks of each row (dtype.h): with
+// rows = dim(0) and the remaining dimensions flattened into columns,
+// element (r, c) stands for values()[r, c] * scales()[r, c / kI8Block].
 //
 // The f32 accessors (data, span, mutable_*) are for F32 tensors only; a
 // call on another dtype is a programming error and aborts naming the
@@ -69,10 +69,10 @@ class Tensor {
   // copies. Not for I8.
   static Tensor Immutable(DType dtype, Shape shape,
                           std::shared_ptr<const void> bytes);
-  // I8 weights: values [rows, cols] row-major with one scale per row
-  // (rows = shape[0]); sizes must match.
+  // I8 weights: values [rows, cols] row-major with one scale per block,
+  // [rows, I8BlocksPerRow(cols)] (rows = shape[0]); sizes must match.
   static Tensor QuantizedRows(Shape shape, std::vector<int8_t> values,
-                              std::vector<float> row_scales);
+                              std::vector<float> block_scales);
 
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -95,7 +95,8 @@ class Tensor {
   // so a device copy of it stays valid for as long as a weak_ptr to it has
   // not expired.
   const std::shared_ptr<const void>& shared_storage() const { return shared_; }
-  // I8 only: one f32 scale per row (dim(0) of them); nullptr otherwise.
+  // I8 only: one f32 scale per block, [rows, I8BlocksPerRow(cols)];
+  // nullptr otherwise.
   const float* scales() const {
     return scales_ != nullptr ? scales_->data() : nullptr;
   }

@@ -34,31 +34,42 @@ void ElementsToF32(const Tensor& t, int64_t begin, int64_t end, float* out) {
   if (t.dtype() == DType::kI8) {
     const auto* q = static_cast<const int8_t*>(t.raw_data());
     const int64_t cols = Cols(t);
+    const int64_t blocks = I8BlocksPerRow(cols);
     for (int64_t i = begin; i < end; ++i) {
-      out[i - begin] = static_cast<float>(q[i]) * t.scales()[i / cols];
+      const int64_t r = i / cols;
+      const float scale = t.scales()[r * blocks + (i - r * cols) / kI8Block];
+      out[i - begin] = static_cast<float>(q[i]) * scale;
     }
   } else {
     for (int64_t i = begin; i < end; ++i) out[i - begin] = ElementF32(t, i);
   }
 }
 
-// Row by row, so no f32 copy of a large weight is ever made.
+// Row by row, so no f32 copy of a large weight is ever made; each block
+// of a row gets the scale of its largest magnitude (dtype.h).
 Tensor QuantizeRows(const Tensor& t) {
   const int64_t rows = t.dim(0);
   const int64_t cols = Cols(t);
+  const int64_t blocks = I8BlocksPerRow(cols);
   std::vector<int8_t> q(static_cast<size_t>(t.size()));
-  std::vector<float> scales(static_cast<size_t>(rows));
+  std::vector<float> scales(static_cast<size_t>(rows * blocks));
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     ElementsToF32(t, r * cols, (r + 1) * cols, row.data());
-    float max_abs = 0.0f;
-    for (float v : row) max_abs = std::max(max_abs, std::fabs(v));
-    const float scale = max_abs / 127.0f;
-    scales[r] = scale;
-    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float v = std::nearbyint(row[c] * inv);
-      q[r * cols + c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t begin = b * kI8Block;
+      const int64_t end = std::min(cols, begin + kI8Block);
+      float max_abs = 0.0f;
+      for (int64_t c = begin; c < end; ++c) {
+        max_abs = std::max(max_abs, std::fabs(row[c]));
+      }
+      const float scale = max_abs / 127.0f;
+      scales[r * blocks + b] = scale;
+      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+      for (int64_t c = begin; c < end; ++c) {
+        const float v = std::nearbyint(row[c] * inv);
+        q[r * cols + c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      }
     }
   }
   return Tensor::QuantizedRows(t.shape(), std::move(q), std::move(scales));
@@ -104,9 +115,7 @@ void RowToF32(const Tensor& tensor, int64_t row, float* out) {
                 static_cast<size_t>(cols) * sizeof(float));
     return;
   }
-  cpu::LowpRowsToF32(cpu::CpuIsa(),
-                     {tensor.dtype(), tensor.raw_data(), tensor.scales(), cols},
-                     row, row + 1, out);
+  cpu::LowpRowsToF32(cpu::CpuIsa(), cpu::LowpRowsOf(tensor), row, row + 1, out);
 }
 
 }  // namespace twice::kernels

@@ -76,9 +76,16 @@ absl::StatusOr<std::string> ModelFingerprint(std::string_view architecture,
     for (const auto& [name, stored] : weights.tensors()) {
       converts = converts || stored.entry->dtype != to;
     }
-    if (converts)
-      sha.Field(
-          absl::StrCat("weights_dtype=", std::string(DTypeFlagName(*to))));
+    // int8 names its format too: an older int8 (one scale per row, f32
+    // inputs) computed other numbers, and its states must not be resumed
+    // by this one.
+    if (converts) {
+      sha.Field(absl::StrCat(
+          "weights_dtype=", std::string(DTypeFlagName(*to)),
+          *to == DType::kI8
+              ? absl::StrCat("/blocks", kernels::kI8Block, "/int16-inputs")
+              : std::string()));
+    }
   }
   return sha.HexDigest();
 }

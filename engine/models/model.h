@@ -113,10 +113,10 @@ class Model {
 struct LoadOptions {
   // The dtype projection and embedding matrices are kept in
   // (--weights_dtype): nullopt ("auto") keeps each as stored, memory
-  // mapped; otherwise they are converted once at load (I8: weight-only,
-  // per output row). Norms, biases and other small tensors are f32 either
-  // way, as are activations and states. Part of the fingerprint when it
-  // converts anything (fingerprint.h).
+  // mapped; otherwise they are converted once at load (I8: one scale per
+  // block of 64 weights of a row, kernels/dtype.h). Norms, biases and other
+  // small tensors are f32 either way, as are activations and states. Part
+  // of the fingerprint when it converts anything (fingerprint.h).
   std::optional<DType> weights_dtype;
 };
 

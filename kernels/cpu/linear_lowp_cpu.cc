@@ -1,7 +1,8 @@
 // Linear on CPU with bf16 / f16 / int8 weights (f32 x, y, accumulation).
 //
-// One row (decode): the fused GEMV of lowp_dot.h, which widens W while it
-// streams it, in tasks of about 128 KiB of W handed out to the pool.
+// One row (decode): the fused GEMV of lowp_dot.h (int8: int8_dot.h, on x
+// quantized once here), which streams W without converting it to f32, in
+// tasks of about 128 KiB of W handed out to the pool.
 //
 // Several rows (batched decode, prefill): W is widened panel by panel (at
 // most kPanelRows rows, a few hundred KiB of f32) into a per-thread scratch
@@ -14,11 +15,13 @@
 //   - With few (narrow projections), each panel is widened once on the
 //     calling thread and the pool splits the rows of x.
 // A bf16 W multiplies x rounded to bf16 on every path (lowp_dot.h says
-// why), so one row and many rows compute the same products.
+// why), and an int8 W multiplies x quantized to int16 per block
+// (int8_dot.h), so one row and many rows compute the same products.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/lowp_dot.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
@@ -69,14 +72,39 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
   const int64_t k = w.k;
   const int threads = DefaultPool().threads();
   const bool parallel = threads > 1 && n * k >= kMinParallelElements;
-  if (m > 1 && w.dtype == DType::kBF16) {
+  if (m > 1 && (w.dtype == DType::kBF16 || w.dtype == DType::kI8)) {
     // Read by the pool's tasks while this thread waits for them.
     thread_local std::vector<float> rounded;
     if (rounded.size() < static_cast<size_t>(m * k)) {
       rounded.resize(static_cast<size_t>(m * k));
     }
-    RoundToBf16(x, m * k, rounded.data());
+    if (w.dtype == DType::kBF16) {
+      RoundToBf16(x, m * k, rounded.data());
+    } else {
+      QuantizeDequantizeRows(x, m, k, rounded.data());
+    }
     x = rounded.data();
+  }
+  if (m == 1 && w.dtype == DType::kI8) {
+    thread_local QuantizedInput this_thread_input;
+    // A local name: the pool's tasks must read this thread's buffer, and a
+    // thread_local named in the lambda would be each worker's own.
+    QuantizedInput& quantized = this_thread_input;
+    QuantizeInput(x, k, quantized);
+    const Int8Build build = CpuInt8Build();
+    const Int8Rows rows{static_cast<const int8_t*>(w.data), w.scales, k};
+    if (!parallel) {
+      Int8GemvRows(build, rows, quantized, bias, 0, n, y);
+      return;
+    }
+    // int8 rows are half as long in bytes as bf16: twice the rows per task.
+    const int64_t per_task =
+        RoundUp(std::max<int64_t>(2 * kGemvTaskElements / k, 4), 4);
+    ParallelFor((n + per_task - 1) / per_task, [&](int64_t t) {
+      Int8GemvRows(build, rows, quantized, bias, t * per_task,
+                   std::min(n, (t + 1) * per_task), y);
+    });
+    return;
   }
   if (m == 1) {
     if (!parallel) {

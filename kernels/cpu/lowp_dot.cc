@@ -5,17 +5,12 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/int8_dot.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <immintrin.h>
 #endif
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 conversion and reduction intrinsics start from
-// _mm*_undefined_*, which its -W(maybe-)uninitialized reports inside the
-// intrinsic headers (which of the two depends on the optimisation level).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/cpu/x86_intrinsics.h"
 
 namespace twice::kernels::cpu {
 namespace {
@@ -41,11 +36,15 @@ inline float LoadWeight(DType dtype, const void* base, int64_t i) {
   return 0.0f;
 }
 
-// Row scale and bias applied to a finished dot product.
-inline float Finish(const LowpRows& w, const float* bias, int64_t r,
-                    float dot) {
-  if (w.scales != nullptr) dot *= w.scales[r];
+// Bias applied to a finished dot product.
+inline float Finish(const float* bias, int64_t r, float dot) {
   return bias != nullptr ? dot + bias[r] : dot;
+}
+
+// The scale of element (r, j) of W: its I8 block's, 1 for floating types.
+inline float ScaleOf(const LowpRows& w, int64_t r, int64_t j) {
+  return w.scales != nullptr ? w.scales[r * I8BlocksPerRow(w.k) + j / kI8Block]
+                             : 1.0f;
 }
 
 // The bits of `v` rounded to the nearest bf16 (ties to even) in the upper
@@ -64,16 +63,15 @@ void GemvRowsPortable(const LowpRows& w, const float* x, const float* bias,
     for (int64_t j = 0; j < w.k; ++j) {
       a += LoadWeight(w.dtype, w.data, r * w.k + j) * x[j];
     }
-    y[r] = Finish(w, bias, r, a);
+    y[r] = Finish(bias, r, a);
   }
 }
 
 void RowsToF32Portable(const LowpRows& w, int64_t r0, int64_t r1, float* out) {
   for (int64_t r = r0; r < r1; ++r) {
-    const float scale = w.scales != nullptr ? w.scales[r] : 1.0f;
     float* o = out + (r - r0) * w.k;
     for (int64_t j = 0; j < w.k; ++j) {
-      o[j] = LoadWeight(w.dtype, w.data, r * w.k + j) * scale;
+      o[j] = LoadWeight(w.dtype, w.data, r * w.k + j) * ScaleOf(w, r, j);
     }
   }
 }
@@ -111,10 +109,10 @@ TWICE_AVX512 inline __m512 Widen16(const void* base, int64_t i,
 TWICE_AVX512 inline void StoreFourRows(const LowpRows& w, const float* bias,
                                        int64_t r, __m512 a0, __m512 a1,
                                        __m512 a2, __m512 a3, float* y) {
-  y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(a0));
-  y[r + 1] = Finish(w, bias, r + 1, _mm512_reduce_add_ps(a1));
-  y[r + 2] = Finish(w, bias, r + 2, _mm512_reduce_add_ps(a2));
-  y[r + 3] = Finish(w, bias, r + 3, _mm512_reduce_add_ps(a3));
+  y[r] = Finish(bias, r, _mm512_reduce_add_ps(a0));
+  y[r + 1] = Finish(bias, r + 1, _mm512_reduce_add_ps(a1));
+  y[r + 2] = Finish(bias, r + 2, _mm512_reduce_add_ps(a2));
+  y[r + 3] = Finish(bias, r + 3, _mm512_reduce_add_ps(a3));
 }
 
 // Four rows of W at a time against x, two accumulators per row (eight
@@ -174,7 +172,7 @@ TWICE_AVX512 void GemvRowsAvx512(const LowpRows& w, const float* x,
       a0 = _mm512_fmadd_ps(Widen16<D>(w.data, b0 + j, tail_mask),
                            _mm512_maskz_loadu_ps(tail_mask, x + j), a0);
     }
-    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(a0));
+    y[r] = Finish(bias, r, _mm512_reduce_add_ps(a0));
   }
 }
 
@@ -262,7 +260,7 @@ TWICE_AVX512 void GemvRowsBf16Avx512(const LowpRows& w, const float* x,
       c0 = _mm512_fmadd_ps(OddBf16(v0), _mm512_loadu_ps(xp + j + 16), c0);
     }
     a0 = Bf16TailDot(w0, x, body, k, a0);
-    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(_mm512_add_ps(a0, c0)));
+    y[r] = Finish(bias, r, _mm512_reduce_add_ps(_mm512_add_ps(a0, c0)));
   }
 }
 
@@ -346,7 +344,7 @@ TWICE_AVX512_BF16 void GemvRowsBf16Dot(const LowpRows& w, const float* x,
       a0 = _mm512_dpbf16_ps(a0, LoadBf16Tail(w0 + j, tail_mask),
                             LoadBf16x32(xb + j));
     }
-    y[r] = Finish(w, bias, r, _mm512_reduce_add_ps(a0));
+    y[r] = Finish(bias, r, _mm512_reduce_add_ps(a0));
   }
 }
 
@@ -356,19 +354,23 @@ TWICE_AVX512 void RowsToF32Avx512(const LowpRows& w, int64_t r0, int64_t r1,
   const int64_t k = w.k;
   const int64_t tail = k % 16;
   const __mmask16 tail_mask = static_cast<__mmask16>((1u << tail) - 1u);
+  // kI8Block is a multiple of 16: a vector never straddles two blocks.
+  static_assert(kI8Block % 16 == 0);
   for (int64_t r = r0; r < r1; ++r) {
-    const __m512 scale =
-        _mm512_set1_ps(w.scales != nullptr ? w.scales[r] : 1.0f);
     float* o = out + (r - r0) * k;
     int64_t j = 0;
     for (; j + 16 <= k; j += 16) {
       __m512 v = Widen16<D>(w.data, r * k + j, 0xffff);
-      if constexpr (D == DType::kI8) v = _mm512_mul_ps(v, scale);
+      if constexpr (D == DType::kI8) {
+        v = _mm512_mul_ps(v, _mm512_set1_ps(ScaleOf(w, r, j)));
+      }
       _mm512_storeu_ps(o + j, v);
     }
     if (tail != 0) {
       __m512 v = Widen16<D>(w.data, r * k + j, tail_mask);
-      if constexpr (D == DType::kI8) v = _mm512_mul_ps(v, scale);
+      if constexpr (D == DType::kI8) {
+        v = _mm512_mul_ps(v, _mm512_set1_ps(ScaleOf(w, r, j)));
+      }
       _mm512_mask_storeu_ps(o + j, tail_mask, v);
     }
   }
@@ -390,13 +392,6 @@ TWICE_AVX2 inline __m256 Widen8(const void* base, int64_t i) {
     std::memcpy(&bits, static_cast<const int8_t*>(base) + i, 8);
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bits)));
   }
-}
-
-TWICE_AVX2 inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <DType D>
@@ -423,10 +418,10 @@ TWICE_AVX2 void GemvRowsAvx2(const LowpRows& w, const float* x,
       a2 = _mm256_fmadd_ps(Widen8<D>(w.data, b2 + j), xv, a2);
       a3 = _mm256_fmadd_ps(Widen8<D>(w.data, b3 + j), xv, a3);
     }
-    y[r] = Finish(w, bias, r, HorizontalSum(a0) + tail_dot(r));
-    y[r + 1] = Finish(w, bias, r + 1, HorizontalSum(a1) + tail_dot(r + 1));
-    y[r + 2] = Finish(w, bias, r + 2, HorizontalSum(a2) + tail_dot(r + 2));
-    y[r + 3] = Finish(w, bias, r + 3, HorizontalSum(a3) + tail_dot(r + 3));
+    y[r] = Finish(bias, r, HorizontalSum8(a0) + tail_dot(r));
+    y[r + 1] = Finish(bias, r + 1, HorizontalSum8(a1) + tail_dot(r + 1));
+    y[r + 2] = Finish(bias, r + 2, HorizontalSum8(a2) + tail_dot(r + 2));
+    y[r + 3] = Finish(bias, r + 3, HorizontalSum8(a3) + tail_dot(r + 3));
   }
   for (; r < r1; ++r) {
     __m256 a0 = _mm256_setzero_ps();
@@ -434,7 +429,7 @@ TWICE_AVX2 void GemvRowsAvx2(const LowpRows& w, const float* x,
       a0 = _mm256_fmadd_ps(Widen8<D>(w.data, r * k + j), _mm256_loadu_ps(x + j),
                            a0);
     }
-    y[r] = Finish(w, bias, r, HorizontalSum(a0) + tail_dot(r));
+    y[r] = Finish(bias, r, HorizontalSum8(a0) + tail_dot(r));
   }
 }
 
@@ -443,22 +438,31 @@ TWICE_AVX2 void RowsToF32Avx2(const LowpRows& w, int64_t r0, int64_t r1,
                               float* out) {
   const int64_t k = w.k;
   const int64_t body = k / 8 * 8;
+  static_assert(kI8Block % 8 == 0);
   for (int64_t r = r0; r < r1; ++r) {
-    const float s = w.scales != nullptr ? w.scales[r] : 1.0f;
-    const __m256 scale = _mm256_set1_ps(s);
     float* o = out + (r - r0) * k;
     for (int64_t j = 0; j < body; j += 8) {
       __m256 v = Widen8<D>(w.data, r * k + j);
-      if constexpr (D == DType::kI8) v = _mm256_mul_ps(v, scale);
+      if constexpr (D == DType::kI8) {
+        v = _mm256_mul_ps(v, _mm256_set1_ps(ScaleOf(w, r, j)));
+      }
       _mm256_storeu_ps(o + j, v);
     }
     for (int64_t j = body; j < k; ++j) {
-      o[j] = LoadWeight(D, w.data, r * k + j) * s;
+      o[j] = LoadWeight(D, w.data, r * k + j) * ScaleOf(w, r, j);
     }
   }
 }
 
-// Calls fn.template operator()<D>() for the dtype of `w`.
+// Calls fn.template operator()<D>() for a BF16 or F16 `dtype` (the GEMVs
+// of this file; int8 has its own).
+template <typename Fn>
+void ForFloatDType(DType dtype, Fn fn) {
+  if (dtype == DType::kBF16) fn.template operator()<DType::kBF16>();
+  if (dtype == DType::kF16) fn.template operator()<DType::kF16>();
+}
+
+// Calls fn.template operator()<D>() for a low-precision `dtype`.
 template <typename Fn>
 void ForDType(DType dtype, Fn fn) {
   switch (dtype) {
@@ -530,8 +534,35 @@ void RoundToBf16(const float* x, int64_t n, float* out) {
   }
 }
 
+LowpRows LowpRowsOf(const Tensor& t) {
+  const int64_t rows = t.rank() == 0 ? 1 : t.dim(0);
+  const int64_t k = rows == 0 ? 0 : t.size() / rows;
+  return {t.dtype(), t.raw_data(), t.scales(), k};
+}
+
+namespace {
+
+// The int8 build that goes with `isa` (so a test that runs each Isa also
+// runs each int8 build this CPU has).
+Int8Build Int8BuildOf(Isa isa) {
+  const Int8Build best = CpuInt8Build();
+  if (isa >= Isa::kAvx512) return best;
+  if (isa == Isa::kAvx2) return std::min(best, Int8Build::kAvx2);
+  return Int8Build::kPortable;
+}
+
+}  // namespace
+
 void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
                   int64_t r0, int64_t r1, float* y) {
+  if (w.dtype == DType::kI8) {
+    thread_local QuantizedInput quantized;
+    QuantizeInput(x, w.k, quantized);
+    Int8GemvRows(Int8BuildOf(isa),
+                 {static_cast<const int8_t*>(w.data), w.scales, w.k}, quantized,
+                 bias, r0, r1, y);
+    return;
+  }
   if (w.dtype == DType::kBF16) {
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512Bf16) {
@@ -554,13 +585,13 @@ void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
     return;
   }
   if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) {
-    ForDType(w.dtype,
-             [&]<DType D>() { GemvRowsAvx512<D>(w, x, bias, r0, r1, y); });
+    ForFloatDType(w.dtype,
+                  [&]<DType D>() { GemvRowsAvx512<D>(w, x, bias, r0, r1, y); });
     return;
   }
   if (isa == Isa::kAvx2) {
-    ForDType(w.dtype,
-             [&]<DType D>() { GemvRowsAvx2<D>(w, x, bias, r0, r1, y); });
+    ForFloatDType(w.dtype,
+                  [&]<DType D>() { GemvRowsAvx2<D>(w, x, bias, r0, r1, y); });
     return;
   }
 #endif

@@ -2,11 +2,13 @@
 // int8) with f32 accumulation, in builds chosen once at run time from the
 // CPU's features (CpuIsa()):
 //   - AVX-512 BF16: bf16 rows by vdpbf16ps, 32 weights per instruction with
-//     no widening (the other dtypes as AVX-512F);
+//     no widening (f16 as AVX-512F);
 //   - AVX-512F (+BW): 16 lanes; bf16 widened by a 16-bit shift, f16 by
-//     vcvtph2ps, int8 by sign extension and vcvtdq2ps;
+//     vcvtph2ps;
 //   - AVX2 + FMA + F16C: the same at 8 lanes;
 //   - portable C++.
+// int8 rows go to int8_dot.h (integer products with an input quantized per
+// block), in its own builds.
 //
 // The input of a bf16 matrix is rounded to bf16 first, in every build and
 // for any number of rows (LinearLowp does the same before its panels):
@@ -18,8 +20,8 @@
 // rounding costs is one bf16 rounding of each input element (relative
 // 2^-9), measured against f32 in models/README.md. That rounding is what
 // lets vdpbf16ps stream a bf16 row at about twice the rate of widening it
-// (bench/README.md). f16 and int8 rows keep f32 inputs (no instruction
-// here multiplies f16, and int8 inputs would cost far more accuracy).
+// (bench/README.md). f16 rows keep f32 inputs (no instruction here
+// multiplies f16).
 #ifndef TWICE_KERNELS_CPU_LOWP_DOT_H_
 #define TWICE_KERNELS_CPU_LOWP_DOT_H_
 
@@ -27,6 +29,7 @@
 #include <string_view>
 
 #include "kernels/dtype.h"
+#include "kernels/tensor.h"
 
 namespace twice::kernels::cpu {
 
@@ -37,14 +40,17 @@ Isa CpuIsa();
 // "avx512_bf16", "avx512", "avx2", "portable".
 std::string_view IsaName(Isa isa);
 
-// Weights of dtype BF16, F16 or I8, row-major [n, k]; `scales` per row
-// for I8 (nullptr otherwise).
+// Weights of dtype BF16, F16 or I8, row-major [n, k]; for I8 the block
+// scales (Tensor::scales()), nullptr otherwise.
 struct LowpRows {
   DType dtype = DType::kBF16;
   const void* data = nullptr;
   const float* scales = nullptr;
   int64_t k = 0;
 };
+// The rows of a BF16, F16 or I8 tensor [rows, ...] (k: the product of the
+// other dimensions).
+LowpRows LowpRowsOf(const Tensor& t);
 
 // y[r] = W[r, :] · x (+ bias[r]) for rows [r0, r1), with the kernels of
 // `isa` (callers pass CpuIsa(); tests pass each one the CPU has).
@@ -54,7 +60,7 @@ void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
 // input of every product with a bf16 matrix. `out` may be `x`.
 void RoundToBf16(const float* x, int64_t n, float* out);
 // Rows [r0, r1) of W widened to f32 into `out` ((r1 - r0) * k floats; I8
-// multiplied by its row scale).
+// multiplied by its block scales).
 void LowpRowsToF32(Isa isa, const LowpRows& w, int64_t r0, int64_t r1,
                    float* out);
 

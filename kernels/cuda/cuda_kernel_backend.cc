@@ -99,6 +99,12 @@ int64_t Bytes(int64_t floats) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
+// Scales of an I8 tensor: one per block of each row (kernels/dtype.h).
+int64_t ScaleCount(const Tensor& t) {
+  const int64_t rows = t.dim(0);
+  return rows * I8BlocksPerRow(rows == 0 ? 0 : t.size() / rows);
+}
+
 // Bytes of a tensor's elements as stored (scales of I8 not included).
 int64_t ElementBytes(const Tensor& t) {
   return t.size() * DTypeSize(t.dtype());
@@ -257,11 +263,12 @@ absl::StatusOr<DeviceBuffer> CudaKernelBackend::Upload(
       const int64_t cols = rows == 0 ? 0 : count / rows;
       TWICE_ASSIGN_OR_RETURN(void* values,
                              scope.Stage(host.raw_data(), ElementBytes(host)));
-      TWICE_ASSIGN_OR_RETURN(void* scales,
-                             scope.Stage(host.scales(), Bytes(rows)));
+      TWICE_ASSIGN_OR_RETURN(
+          void* scales, scope.Stage(host.scales(), Bytes(ScaleCount(host))));
       TWICE_RETURN_IF_ERROR(DequantizeRowsToBf16(
           scope.stream(), {static_cast<const int8_t*>(values), count},
-          {static_cast<const float*>(scales), rows}, rows, cols, bf16));
+          {static_cast<const float*>(scales), ScaleCount(host)}, rows, cols,
+          bf16));
       break;
     }
   }
@@ -298,8 +305,9 @@ absl::StatusOr<std::shared_ptr<const DeviceBuffer>> CudaKernelBackend::Cached(
                          Upload(scope, weight_allocator_, host, dtype));
   // Other lanes read the copy on their own streams: it must be complete.
   TWICE_RETURN_IF_ERROR(scope.stream().Synchronize());
-  counters_.UploadedWeight(
-      bytes + (host.dtype() == DType::kI8 ? Bytes(host.dim(0)) : int64_t{0}));
+  counters_.UploadedWeight(bytes + (host.dtype() == DType::kI8
+                                        ? Bytes(ScaleCount(host))
+                                        : int64_t{0}));
   identity.buffer = std::make_shared<const DeviceBuffer>(std::move(buffer));
   cached_weight_bytes_ += identity.buffer->bytes();
   std::shared_ptr<const DeviceBuffer> result = identity.buffer;

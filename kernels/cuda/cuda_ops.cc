@@ -8,6 +8,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/dtype.h"
 #include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
@@ -597,7 +598,8 @@ absl::Status DequantizeRowsToBf16(const Stream& stream,
   TWICE_RETURN_IF_ERROR(
       CheckArg(rows >= 0 && cols >= 0, kOp, "negative dimensions"));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "values", values.size, rows * cols));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "scales", scales.size, rows));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "scales", scales.size, rows * I8BlocksPerRow(cols)));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows * cols));
   if (rows * cols == 0) return absl::OkStatus();
   return Launched(launch::I8RowsToBf16(values.data, scales.data, rows, cols,

@@ -205,8 +205,9 @@ struct DeviceRows {
 [[nodiscard]] absl::Status ConvertToF32(const Stream& stream,
                                         DeviceSpan<const Bf16> x,
                                         DeviceSpan<float> out);
-// A weight stored in f16 (bits) or int8 with one f32 scale per row
-// (kernels/tensor.h), as the bf16 the GEMMs read: out [rows, cols].
+// A weight stored in f16 (bits) or int8 with one f32 scale per block of
+// kI8Block elements of a row (kernels/dtype.h), as the bf16 the GEMMs
+// read: out [rows, cols].
 [[nodiscard]] absl::Status ConvertF16ToBf16(const Stream& stream,
                                             DeviceSpan<const uint16_t> x,
                                             DeviceSpan<Bf16> out);

@@ -256,7 +256,11 @@ __global__ void I8RowsToBf16Kernel(const int8_t* values, const float* scales,
   const int64_t total = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = __float2bfloat16(static_cast<float>(values[i]) * scales[i / cols]);
+    // Blocks of 64 elements of a row (kernels/dtype.h's kI8Block).
+    const int64_t r = i / cols;
+    const int64_t blocks = (cols + 63) / 64;
+    const float scale = scales[r * blocks + (i - r * cols) / 64];
+    out[i] = __float2bfloat16(static_cast<float>(values[i]) * scale);
   }
 }
 

@@ -169,7 +169,8 @@ cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,
 // f16 bits -> bf16 (through f32: exact, then rounded to nearest even).
 cudaError_t F16ToBf16(const uint16_t* x, int64_t count, bf16_bits* out,
                       cudaStream_t stream);
-// out[r, c] = bf16(values[r, c] * scales[r]), [rows, cols] row-major.
+// out[r, c] = bf16(values[r, c] * scales[r, c / 64]), [rows, cols]
+// row-major, scales [rows, ceil(cols / 64)] (kernels/dtype.h's kI8Block).
 cudaError_t I8RowsToBf16(const int8_t* values, const float* scales,
                          int64_t rows, int64_t cols, bf16_bits* out,
                          cudaStream_t stream);

@@ -107,8 +107,8 @@ ABSL_FLAG(std::string, device, "cpu",
 ABSL_FLAG(std::string, weights_dtype, "auto",
           "dtype the models' projection and embedding matrices are kept in: "
           "auto (as stored in the checkpoint, memory mapped), f32, bf16, "
-          "f16, or int8 (weight-only, per output row, made at load); part "
-          "of the model fingerprint");
+          "f16, or int8 (symmetric, one scale per 64 weights of a row, made "
+          "at load); part of the model fingerprint");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");

@@ -132,10 +132,13 @@ TEST_F(CudaKernelBackendTest, LowPrecisionWeightsRunOnTheDeviceOnce) {
       EXPECT_EQ(ran.cpu_fallbacks, 0);
       TWICE_EXPECT_REL(gpu, cpu, kBf16Tolerance);
     }
-    // One upload of the stored bytes (and int8's row scales), one bf16 copy.
+    // One upload of the stored bytes (and int8's block scales), one bf16
+    // copy.
     const int64_t stored =
         w->size() * DTypeSize(dtype) +
-        (dtype == DType::kI8 ? n * static_cast<int64_t>(sizeof(float)) : 0);
+        (dtype == DType::kI8
+             ? n * I8BlocksPerRow(k) * static_cast<int64_t>(sizeof(float))
+             : 0);
     EXPECT_EQ(backend_->stats().weight_bytes_to_device - uploaded, stored);
     EXPECT_GE(backend_->cached_weight_bytes() - cached,
               n * k * static_cast<int64_t>(sizeof(Bf16)));

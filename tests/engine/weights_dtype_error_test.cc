@@ -3,12 +3,12 @@
 // load, on a fixed random prompt: the numbers models/README.md states.
 // Bounds, on max |logit difference| / max |f32 logit| over a 48-token
 // prefill and 5 steps: rounding a weight to bf16 perturbs it by up to 2^-9
-// relative, f16 by 2^-12, int8 by half a step of its row's scale; the
+// relative, f16 by 2^-12, int8 by half a step of its block's scale; the
 // bounds (bf16 2 %, f16 0.4 %, int8 10 %) hold every model and fail on a
 // broken kernel, which moves logits by their whole size. int8 is the
 // loosest because the Nemotron-H golden model measures 6.8 %: its rows are
-// 16 wide (a coarse per-row scale), its logits small (|logit| ~1), and the
-// squared ReLU doubles the relative error of the up projection.
+// 16 wide (a block of 64 is the whole row), its logits small (|logit| ~1),
+// and the squared ReLU doubles the relative error of the up projection.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

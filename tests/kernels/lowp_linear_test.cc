@@ -1,11 +1,13 @@
 // Linear with bf16 / f16 / int8 weights against a float64 reference over
-// the same rounded (or quantized) weights, and for bf16 the same rounded
-// input (a bf16 product rounds x to bf16, lowp_dot.h), so the tolerance
-// measures the kernels, not the rounding: f32 accumulation, 2e-5 + 2e-5
-// relative for k <= 1000 and inputs in [-1, 1] (as for f32 weights). A
-// kernel that skipped the input's rounding would be off by about 1e-3. Each
-// instruction set this CPU runs is checked directly, and the entry point over
-// every way of splitting the work and every thread count.
+// the same rounded (or quantized) weights, and for bf16 and int8 the same
+// rounded input (a bf16 product rounds x to bf16, lowp_dot.h; an int8
+// product quantizes x per block, int8_dot.h), so the tolerance measures
+// the kernels, not the rounding: f32 accumulation, 2e-5 + 2e-5 relative
+// for k <= 1000 and inputs in [-1, 1] (as for f32 weights). A kernel that
+// skipped the bf16 input's rounding would be off by about 1e-3. Each
+// instruction set this CPU runs is checked directly, and the entry point
+// over every way of splitting the work and every thread count.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/lowp_dot.h"
 #include "kernels/linear.h"
 #include "kernels/tensor_convert.h"
@@ -34,7 +37,7 @@ Tensor Rounded(const std::vector<float>& w, int64_t n, int64_t k, DType to) {
 }
 
 // W's elements as the kernels must see them, in float64 (widened exactly;
-// int8 as value times row scale).
+// int8 as value times its block's scale).
 std::vector<double> Widened(const Tensor& w) {
   absl::StatusOr<Tensor> f = ConvertTensor(w, DType::kF32);
   EXPECT_OK(f);
@@ -42,30 +45,57 @@ std::vector<double> Widened(const Tensor& w) {
   if (w.dtype() == DType::kI8) {
     const auto* q = static_cast<const int8_t*>(w.raw_data());
     const int64_t k = w.dim(1);
+    const int64_t blocks = I8BlocksPerRow(k);
     for (size_t i = 0; i < out.size(); ++i) {
-      out[i] = static_cast<double>(q[i]) * double{w.scales()[i / k]};
+      const int64_t r = static_cast<int64_t>(i) / k;
+      const int64_t c = static_cast<int64_t>(i) % k;
+      out[i] = static_cast<double>(q[i]) *
+               double{w.scales()[r * blocks + c / kI8Block]};
     }
   }
   return out;
 }
 
-// x as a product with a `dtype` matrix takes it: rounded to bf16 for bf16.
-std::vector<float> InputAsTaken(std::vector<float> x, DType dtype) {
-  if (dtype != DType::kBF16) return x;
-  for (float& v : x) v = Bf16ToF32(F32ToBf16(v));
-  return x;
+// x as a product with a `dtype` matrix takes it (as doubles): rounded to
+// bf16 for bf16; for int8 quantized to int16 per block of each row of
+// length k by the rule of int8_dot.h (scale = largest magnitude / 32767,
+// values rounded to nearest even after multiplying by the scale's f32
+// inverse).
+std::vector<double> InputAsTaken(const std::vector<float>& x, int64_t k,
+                                 DType dtype) {
+  std::vector<double> out(x.begin(), x.end());
+  if (dtype == DType::kBF16) {
+    for (size_t i = 0; i < x.size(); ++i) out[i] = Bf16ToF32(F32ToBf16(x[i]));
+  }
+  if (dtype == DType::kI8) {
+    for (size_t row = 0; row < x.size(); row += k) {
+      for (int64_t b = 0; b < k; b += kI8Block) {
+        const int64_t end = std::min(k, b + kI8Block);
+        float max_abs = 0.0f;
+        for (int64_t j = b; j < end; ++j) {
+          max_abs = std::max(max_abs, std::fabs(x[row + j]));
+        }
+        const float scale = max_abs / 32767.0f;
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        for (int64_t j = b; j < end; ++j) {
+          out[row + j] = std::nearbyint(x[row + j] * inv) * double{scale};
+        }
+      }
+    }
+  }
+  return out;
 }
 
-std::vector<double> Reference(std::vector<float> x, int64_t m, int64_t k,
-                              const std::vector<double>& w, int64_t n,
-                              const std::vector<float>& bias, DType dtype) {
-  x = InputAsTaken(std::move(x), dtype);
+std::vector<double> Reference(const std::vector<float>& x_in, int64_t m,
+                              int64_t k, const std::vector<double>& w,
+                              int64_t n, const std::vector<float>& bias,
+                              DType dtype) {
+  const std::vector<double> x = InputAsTaken(x_in, k, dtype);
   std::vector<double> y(m * n);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t o = 0; o < n; ++o) {
       double acc = bias.empty() ? 0.0 : bias[o];
-      for (int64_t j = 0; j < k; ++j)
-        acc += double{x[i * k + j]} * w[o * k + j];
+      for (int64_t j = 0; j < k; ++j) acc += x[i * k + j] * w[o * k + j];
       y[i * n + o] = acc;
     }
   }
@@ -84,20 +114,21 @@ std::vector<cpu::Isa> IsasOfThisCpu() {
 
 // The GEMV and the widening of every build, on row counts and lengths
 // that leave every kind of tail (rows not a multiple of 4, k not a
-// multiple of 8, 16 or 32).
+// multiple of 8, 16, 32 or int8's block of 64).
 TEST(LowpDotTest, EveryIsaMatchesReference) {
   for (cpu::Isa isa : IsasOfThisCpu()) {
     SCOPED_TRACE(std::string(cpu::IsaName(isa)));
     for (DType dtype : kLowpTypes) {
       SCOPED_TRACE(std::string(DTypeName(dtype)));
-      for (auto [k, n] : {std::tuple{1, 1}, std::tuple{7, 5}, std::tuple{16, 4},
-                          std::tuple{33, 9}, std::tuple{64, 13},
-                          std::tuple{100, 8}, std::tuple{1000, 3}}) {
+      for (auto [k, n] :
+           {std::tuple{1, 1}, std::tuple{7, 5}, std::tuple{16, 4},
+            std::tuple{33, 9}, std::tuple{64, 13}, std::tuple{100, 8},
+            std::tuple{128, 6}, std::tuple{1000, 3}, std::tuple{1031, 7}}) {
         const auto w = RandomVector(n * k, 11);
         const auto x = RandomVector(k, 12);
         const auto bias = RandomVector(n, 13);
         const Tensor wq = Rounded(w, n, k, dtype);
-        const cpu::LowpRows rows{dtype, wq.raw_data(), wq.scales(), k};
+        const cpu::LowpRows rows = cpu::LowpRowsOf(wq);
         std::vector<float> y(n, 99.0f);
         cpu::LowpGemvRows(isa, rows, x.data(), bias.data(), 0, n, y.data());
         const std::vector<double> wide = Widened(wq);
@@ -163,22 +194,82 @@ TEST(LowpDotTest, RoundToBf16MatchesTheConversion) {
   EXPECT_EQ(got[got.size() - 1], 1.0f + 1.0f / 64.0f);
 }
 
-// One row (the GEMV) and many rows (the panels) of a bf16 Linear compute
-// the same exact products: row i of a batch equals that row alone up to
-// the order of f32 sums, so a step and a prefill agree.
-TEST(LowpLinearTest, Bf16OneRowEqualsItsRowInABatch) {
+// One row (the GEMV) and many rows (the panels) of a bf16 or int8 Linear
+// compute the same products of the same rounded inputs: row i of a batch
+// equals that row alone up to the order of f32 sums, so a step and a
+// prefill agree.
+TEST(LowpLinearTest, OneRowEqualsItsRowInABatch) {
   const int64_t m = 24, k = 333, n = 700;
   const auto x = RandomVector(m * k, 31);
-  const Tensor wq = Rounded(RandomVector(n * k, 32), n, k, DType::kBF16);
-  std::vector<float> batch(m * n);
-  ASSERT_OK(Linear(x, m, k, wq, n, {}, absl::MakeSpan(batch)));
-  for (int64_t i : {int64_t{0}, int64_t{7}, m - 1}) {
-    std::vector<float> row(n);
-    ASSERT_OK(Linear(absl::MakeConstSpan(x).subspan(i * k, k), 1, k, wq, n, {},
-                     absl::MakeSpan(row)));
-    const std::vector<double> want(batch.begin() + i * n,
-                                   batch.begin() + (i + 1) * n);
-    ExpectClose(row, want, 2e-5, 2e-5, "row " + std::to_string(i));
+  for (DType dtype : {DType::kBF16, DType::kI8}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)));
+    const Tensor wq = Rounded(RandomVector(n * k, 32), n, k, dtype);
+    std::vector<float> batch(m * n);
+    ASSERT_OK(Linear(x, m, k, wq, n, {}, absl::MakeSpan(batch)));
+    for (int64_t i : {int64_t{0}, int64_t{7}, m - 1}) {
+      std::vector<float> row(n);
+      ASSERT_OK(Linear(absl::MakeConstSpan(x).subspan(i * k, k), 1, k, wq, n,
+                       {}, absl::MakeSpan(row)));
+      const std::vector<double> want(batch.begin() + i * n,
+                                     batch.begin() + (i + 1) * n);
+      ExpectClose(row, want, 2e-5, 2e-5, "row " + std::to_string(i));
+    }
+  }
+}
+
+// Each int8 build this CPU runs (the entry points above take the best one
+// for an Isa), on every kind of tail, with and without bias.
+TEST(LowpDotTest, EveryInt8BuildMatchesReference) {
+  for (cpu::Int8Build build : cpu::Int8BuildsOfThisCpu()) {
+    SCOPED_TRACE(cpu::Int8BuildName(build));
+    for (auto [k, n] : {std::tuple{1, 1}, std::tuple{31, 5}, std::tuple{64, 4},
+                        std::tuple{65, 9}, std::tuple{96, 7},
+                        std::tuple{200, 13}, std::tuple{1000, 6}}) {
+      SCOPED_TRACE(::testing::Message() << k << "x" << n);
+      const auto w = RandomVector(n * k, 51);
+      auto x = RandomVector(k, 52);
+      x[k / 2] = 8.0f;  // an outlier sets the step of its own block only
+      const auto bias = RandomVector(n, 53);
+      const Tensor wq = Rounded(w, n, k, DType::kI8);
+      cpu::QuantizedInput input;
+      cpu::QuantizeInput(x.data(), k, input);
+      const cpu::Int8Rows rows{static_cast<const int8_t*>(wq.raw_data()),
+                               wq.scales(), k};
+      for (bool with_bias : {false, true}) {
+        std::vector<float> y(n, 99.0f);
+        cpu::Int8GemvRows(build, rows, input, with_bias ? bias.data() : nullptr,
+                          0, n, y.data());
+        ExpectClose(
+            y,
+            Reference(x, 1, k, Widened(wq), n,
+                      with_bias ? bias : std::vector<float>{}, DType::kI8),
+            2e-5, 2e-5);
+      }
+    }
+  }
+}
+
+// An input element that is NaN or infinite makes the outputs that use its
+// block NaN or infinite in every int8 build, as in an f32 product, instead
+// of being quantized into a finite number.
+TEST(LowpDotTest, Int8NonFiniteInputIsNotHidden) {
+  const int64_t k = 2 * kI8Block + 5, n = 9;
+  const Tensor wq = Rounded(RandomVector(n * k, 41), n, k, DType::kI8);
+  for (cpu::Isa isa : IsasOfThisCpu()) {
+    SCOPED_TRACE(std::string(cpu::IsaName(isa)));
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                      std::numeric_limits<float>::infinity()}) {
+      for (int64_t at : {int64_t{3}, kI8Block + 1, k - 1}) {
+        std::vector<float> x = RandomVector(k, 42);
+        x[at] = bad;
+        std::vector<float> y(n, 0.0f);
+        cpu::LowpGemvRows(isa, cpu::LowpRowsOf(wq), x.data(), nullptr, 0, n,
+                          y.data());
+        for (int64_t r = 0; r < n; ++r) {
+          EXPECT_FALSE(std::isfinite(y[r])) << "x[" << at << "] row " << r;
+        }
+      }
+    }
   }
 }
 

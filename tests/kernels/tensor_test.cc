@@ -28,7 +28,8 @@ TEST(TensorTest, OwningCopiesCopyViewsAndSharedBuffersShare) {
 
   const Tensor q = *ConvertTensor(
       Tensor::FromVector({2, 3}, {1, 2, 3, 4, 5, 6}), DType::kI8);
-  EXPECT_EQ(q.ByteSize(), 6 + 2 * 4);  // values + one scale per row
+  // Values and one scale per block (one block per row here).
+  EXPECT_EQ(q.ByteSize(), 6 + 2 * 4);
 }
 
 TEST(TensorTest, F32AccessOnAnotherDtypeAborts) {
@@ -84,28 +85,40 @@ TEST(TensorConvertTest, F16RoundingIsNearestEvenEverywhere) {
   }
 }
 
-TEST(TensorConvertTest, Int8IsSymmetricPerRowWithinHalfAStep) {
-  const int64_t rows = 5, cols = 37;
+// Blocks of kI8Block elements of each row, the last one short (cols is
+// not a multiple of the block): each has the scale of its own largest
+// magnitude.
+TEST(TensorConvertTest, Int8IsSymmetricPerBlockWithinHalfAStep) {
+  const int64_t rows = 5, cols = 2 * kI8Block + 37;
+  const int64_t blocks = I8BlocksPerRow(cols);
+  ASSERT_EQ(blocks, 3);
   std::vector<float> w = testing::RandomVector(rows * cols, 7, 3.0f);
   for (int64_t c = 0; c < cols; ++c) w[2 * cols + c] = 0.0f;  // a zero row
+  w[4 * cols + 5] = 40.0f;  // an outlier: only its own block's step grows
   const Tensor q =
       *ConvertTensor(Tensor::FromVector({rows, cols}, w), DType::kI8);
   ASSERT_EQ(q.dtype(), DType::kI8);
   const auto* v = static_cast<const int8_t*>(q.raw_data());
   for (int64_t r = 0; r < rows; ++r) {
-    float max_abs = 0.0f;
-    for (int64_t c = 0; c < cols; ++c) {
-      max_abs = std::max(max_abs, std::fabs(w[r * cols + c]));
-    }
-    EXPECT_FLOAT_EQ(q.scales()[r], max_abs / 127.0f) << "row " << r;
-    for (int64_t c = 0; c < cols; ++c) {
-      const int64_t i = r * cols + c;
-      EXPECT_GE(v[i], -127);
-      EXPECT_LE(std::fabs(v[i] * q.scales()[r] - w[i]),
-                0.5f * q.scales()[r] * (1.0f + 1e-5f))
-          << "element " << i;
+    for (int64_t b = 0; b < blocks; ++b) {
+      SCOPED_TRACE(::testing::Message() << "row " << r << " block " << b);
+      const int64_t begin = b * kI8Block;
+      const int64_t end = std::min(cols, begin + kI8Block);
+      const float scale = q.scales()[r * blocks + b];
+      float max_abs = 0.0f;
+      for (int64_t c = begin; c < end; ++c) {
+        max_abs = std::max(max_abs, std::fabs(w[r * cols + c]));
+      }
+      EXPECT_FLOAT_EQ(scale, max_abs / 127.0f);
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t i = r * cols + c;
+        EXPECT_GE(v[i], -127);
+        EXPECT_LE(std::fabs(v[i] * scale - w[i]), 0.5f * scale * (1.0f + 1e-5f))
+            << "element " << i;
+      }
     }
   }
+  EXPECT_LT(q.scales()[4 * blocks + 1], 4.0f / 127.0f);
   // Dequantizing is the inverse up to the rounding above.
   const Tensor back = *ConvertTensor(q, DType::kF32);
   std::vector<float> row(cols);
