@@ -15,7 +15,7 @@
 // quantized tensors (kernels/tensor.h shared_storage). A Linear weight of
 // any dtype is kept on the device as bf16, made on the device from the
 // bytes as stored (f32 rounded, f16 converted, int8 dequantized with its
-// row scales), so a bf16 / f16 / int8 checkpoint is never widened on the
+// block scales), so a bf16 / f16 / int8 checkpoint is never widened on the
 // host. Other memory is copied per call.
 //
 // Shapes the device kernels do not cover are declined (UNIMPLEMENTED) and
