@@ -69,12 +69,6 @@ void GemvPortable(const Int8Rows& w, const QuantizedInput& x, const float* bias,
 
 static_assert(kI8Block == 64, "the SIMD builds take one block per 64 bytes");
 
-// Weights run ahead of their use by this many bytes of each row: four rows
-// stream at once, and the hardware prefetcher alone left one core at about
-// two thirds of the bandwidth it reaches with this (14 against 21-23 GB/s,
-// a 128 MiB matrix, one thread, bench/README.md).
-constexpr int64_t kPrefetchBytes = 1024;
-
 // 32 int8 weights at p (`mask`: which of them exist; the rest read as 0)
 // as 32 int16.
 TWICE_AVX512_VNNI inline __m512i Widen32(const int8_t* p, __mmask32 mask) {
@@ -128,11 +122,6 @@ TWICE_AVX512_VNNI inline void RowsVnni(const Int8Rows& w,
     const __m512 sx = _mm512_set1_ps(x.scales[b]);
     const __mmask32 lo = b < full ? ~__mmask32{0} : tail_lo;
     const __mmask32 hi = b < full ? ~__mmask32{0} : tail_hi;
-#pragma GCC unroll 4
-    for (int i = 0; i < kRows; ++i) {
-      _mm_prefetch(reinterpret_cast<const char*>(row[i] + j + kPrefetchBytes),
-                   _MM_HINT_T0);
-    }
 #pragma GCC unroll 4
     for (int i = 0; i < kRows; ++i) {
       const __m512i dot = BlockDot(x_lo, x_hi, Widen32(row[i] + j, lo),
