@@ -56,8 +56,12 @@ absl::StatusOr<EngineCost> EngineCost::FromConfigJson(
                            engine::ParseGraniteHybridConfig(text));
     cost.params_ = GraniteParams(c);
     const int64_t table = c.vocab_size * c.hidden_size;
-    cost.decode_params_ =
-        cost.params_ - (c.tie_word_embeddings ? 0 : table - c.hidden_size);
+    // A decode step of one sequence reads k of the E experts of a layer.
+    const int64_t idle_experts = c.num_layers() *
+                                 (c.experts - c.experts_per_token) *
+                                 GraniteExpertParams(c);
+    cost.decode_params_ = cost.params_ - idle_experts -
+                          (c.tie_word_embeddings ? 0 : table - c.hidden_size);
     cost.granite_ = std::move(c);
     return cost;
   }
@@ -262,10 +266,16 @@ int64_t EngineCost::GraniteParams(const engine::GraniteHybridConfig& c) {
   int64_t params = c.vocab_size * d + d;  // embeddings, final norm
   for (int l = 0; l < c.num_layers(); ++l) {
     params += 2 * d + 3 * c.intermediate_size * d;  // norms, shared MLP
+    // Router and experts.
+    params += c.experts * (d + GraniteExpertParams(c));
     params += c.is_attention[l] ? AttentionParams(AttentionOf(c))
                                 : MambaParams(MambaOf(c));
   }
   return params + (c.tie_word_embeddings ? 0 : c.vocab_size * d);
+}
+
+int64_t EngineCost::GraniteExpertParams(const engine::GraniteHybridConfig& c) {
+  return 3 * c.expert_intermediate_size * c.hidden_size;
 }
 
 double EngineCost::GranitePrefillFlops(const engine::GraniteHybridConfig& c,
@@ -275,6 +285,10 @@ double EngineCost::GranitePrefillFlops(const engine::GraniteHybridConfig& c,
   double flops = 0.0;
   for (int l = 0; l < c.num_layers(); ++l) {
     flops += 6.0 * t * d * static_cast<double>(c.intermediate_size);
+    // The router, and the k experts each token visits.
+    flops += 2.0 * t * d * static_cast<double>(c.experts) +
+             6.0 * t * d * static_cast<double>(c.experts_per_token) *
+                 static_cast<double>(c.expert_intermediate_size);
     flops += c.is_attention[l] ? AttentionFlops(AttentionOf(c), prompt)
                                : MambaFlops(MambaOf(c), prompt);
   }

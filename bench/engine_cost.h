@@ -107,6 +107,8 @@ class EngineCost {
   static int64_t RatParams(const engine::RatConfig& c);
   static int64_t NemotronHParams(const engine::NemotronHConfig& c);
   static int64_t GraniteParams(const engine::GraniteHybridConfig& c);
+  // One expert of a mixture-of-experts layer (0 without experts).
+  static int64_t GraniteExpertParams(const engine::GraniteHybridConfig& c);
   static double GranitePrefillFlops(const engine::GraniteHybridConfig& c,
                                     int64_t prompt);
   static double NemotronHPrefillFlops(const engine::NemotronHConfig& c,

@@ -14,6 +14,7 @@ namespace {
 constexpr int64_t kMaxHidden = 1 << 16;
 constexpr int64_t kMaxLayers = 1 << 10;
 constexpr int64_t kMaxVocab = 1 << 24;
+constexpr int64_t kMaxExperts = 1 << 12;
 
 using config::GetBool;
 using config::GetInt;
@@ -62,14 +63,8 @@ absl::StatusOr<GraniteHybridConfig> ParseGraniteHybridConfig(
                    absl::StrCat("is ", declared, " but layer_types has ",
                                 layers, " entries"));
   }
-  TWICE_ASSIGN_OR_RETURN(int64_t experts,
-                         GetInt(root, {"num_local_experts"}, 0, 0, 1 << 16));
-  if (experts != 0) {
-    return Invalid("num_local_experts",
-                   absl::StrCat("is ", experts,
-                                "; the mixture-of-experts Granite-4.0-H models "
-                                "are not supported (dense ones are)"));
-  }
+  TWICE_ASSIGN_OR_RETURN(
+      c.experts, GetInt(root, {"num_local_experts"}, 0, 0, kMaxExperts));
   TWICE_RETURN_IF_ERROR(
       config::RequireString(root, "position_embedding_type", "nope"));
   TWICE_RETURN_IF_ERROR(config::RequireString(root, "hidden_act", "silu"));
@@ -125,6 +120,14 @@ absl::StatusOr<GraniteHybridConfig> ParseGraniteHybridConfig(
   TWICE_ASSIGN_OR_RETURN(c.intermediate_size,
                          GetInt(root, {"shared_intermediate_size"},
                                 std::nullopt, 1, 16 * kMaxHidden));
+  if (c.experts > 0) {
+    TWICE_ASSIGN_OR_RETURN(
+        c.experts_per_token,
+        GetInt(root, {"num_experts_per_tok"}, std::nullopt, 1, c.experts));
+    TWICE_ASSIGN_OR_RETURN(
+        c.expert_intermediate_size,
+        GetInt(root, {"intermediate_size"}, std::nullopt, 1, 16 * kMaxHidden));
+  }
   TWICE_ASSIGN_OR_RETURN(double eps,
                          config::GetNumber(root, "rms_norm_eps", 1e-6, 0, 1));
   c.norm_eps = static_cast<float>(eps);

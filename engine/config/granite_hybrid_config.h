@@ -1,6 +1,6 @@
 // GraniteHybridConfig: the hyper-parameters of an IBM Granite-4.0-H hybrid
 // (transformers `GraniteMoeHybridForCausalLM`, model_type
-// "granitemoehybrid"), dense variant, read from its config.json as
+// "granitemoehybrid"), dense or with experts, read from its config.json as
 // published.
 //
 // Keys read (defaults after "="):
@@ -14,13 +14,17 @@
 //   mamba_d_conv = 4, mamba_chunk_size = 256
 //   num_attention_heads, num_key_value_heads = heads   (hd = d / heads)
 //   shared_intermediate_size         the SwiGLU MLP every layer has
+//   num_local_experts = 0            E routed SwiGLU experts per layer next
+//                                    to the shared MLP (0: dense)
+//   num_experts_per_tok              k, 1..E (required when E > 0)
+//   intermediate_size                each expert's width (required when
+//                                    E > 0)
 //   rms_norm_eps = 1e-6              every RMSNorm, the gated one included
 //   embedding_multiplier = 1, residual_multiplier = 1,
 //   attention_multiplier = hd^-1/2 (the softmax scale), logits_scaling = 1
 //   vocab_size, tie_word_embeddings = true, eos_token_id = -1
 //   training_context, else max_position_embeddings, else 4096
-// Must hold when present: num_local_experts 0 (the MoE variant is
-// refused), position_embedding_type "nope", hidden_act "silu",
+// Must hold when present: position_embedding_type "nope", hidden_act "silu",
 // attention_bias and mamba_proj_bias false, mamba_conv_bias true,
 // time_step_limit [0, Infinity]. Unknown keys are ignored; invalid values
 // are INVALID_ARGUMENT naming the key.
@@ -49,7 +53,10 @@ struct GraniteHybridConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t intermediate_size = 0;  // shared_intermediate_size
+  int64_t intermediate_size = 0;         // shared_intermediate_size
+  int64_t experts = 0;                   // num_local_experts; 0: dense
+  int64_t experts_per_token = 0;         // num_experts_per_tok
+  int64_t expert_intermediate_size = 0;  // intermediate_size
   float norm_eps = 1e-6f;
   float embedding_multiplier = 1.0f;
   float residual_multiplier = 1.0f;

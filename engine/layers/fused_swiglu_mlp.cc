@@ -1,7 +1,9 @@
 #include "engine/layers/fused_swiglu_mlp.h"
 
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/activations.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
@@ -18,6 +20,23 @@ absl::StatusOr<std::unique_ptr<FusedSwiGluMlp>> FusedSwiGluMlp::Load(
   TWICE_ASSIGN_OR_RETURN(
       m->output_,
       weights.GetMatrix(module + "output_linear.weight", {dim, hidden}));
+  m->dim_ = dim;
+  m->hidden_ = hidden;
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<FusedSwiGluMlp>> FusedSwiGluMlp::FromMatrices(
+    Tensor input, Tensor output, int64_t dim, int64_t hidden) {
+  if (input.shape() != Shape{2 * hidden, dim} ||
+      output.shape() != Shape{dim, hidden}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FusedSwiGluMlp: input ", ShapeToString(input.shape()),
+                     " and output ", ShapeToString(output.shape()), " for dim ",
+                     dim, " and hidden ", hidden));
+  }
+  auto m = std::make_unique<FusedSwiGluMlp>();
+  m->input_ = std::move(input);
+  m->output_ = std::move(output);
   m->dim_ = dim;
   m->hidden_ = hidden;
   return m;

@@ -27,6 +27,12 @@ class FusedSwiGluMlp final : public FeedForward {
       const WeightMap& weights, const std::string& module, int64_t dim,
       int64_t hidden);
 
+  // From matrices already loaded: input [2·hidden, dim], output [dim,
+  // hidden] (a mixture-of-experts layer's experts, sliced from one stored
+  // tensor). INVALID_ARGUMENT when the shapes differ.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<FusedSwiGluMlp>>
+  FromMatrices(Tensor input, Tensor output, int64_t dim, int64_t hidden);
+
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
 

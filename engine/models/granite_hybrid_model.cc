@@ -6,6 +6,7 @@
 #include "engine/layers/fused_swiglu_mlp.h"
 #include "engine/layers/llama_attention.h"
 #include "engine/layers/mamba2_mixer.h"
+#include "engine/layers/top_k_moe_mlp.h"
 #include "kernels/status_macros.h"
 
 namespace twice::engine {
@@ -68,9 +69,18 @@ absl::StatusOr<std::unique_ptr<GraniteHybridModel>> GraniteHybridModel::Create(
         b.norm2,
         RmsNormLayer::Load(w, prefix + "post_attention_layernorm.weight", d,
                            c.norm_eps));
-    TWICE_ASSIGN_OR_RETURN(b.ffn,
+    TWICE_ASSIGN_OR_RETURN(auto shared,
                            FusedSwiGluMlp::Load(w, prefix + "shared_mlp.", d,
                                                 c.intermediate_size));
+    if (c.experts == 0) {
+      b.ffn = std::move(shared);
+    } else {
+      TWICE_ASSIGN_OR_RETURN(
+          b.ffn, TopKMoeMlp::Load(w, prefix + "block_sparse_moe.",
+                                  {d, c.experts, c.experts_per_token,
+                                   c.expert_intermediate_size},
+                                  std::move(shared)));
+    }
     p.blocks.push_back(std::move(b));
   }
   TWICE_ASSIGN_OR_RETURN(

@@ -1,7 +1,8 @@
-// GraniteHybridModel: IBM Granite-4.0-H, dense variant (transformers
-// GraniteMoeHybridForCausalLM without experts), on the StackedModel driver.
-// Every layer is a Mamba-2 or an attention mixer followed by the shared
-// SwiGLU MLP, both residuals scaled:
+// GraniteHybridModel: IBM Granite-4.0-H (transformers
+// GraniteMoeHybridForCausalLM), dense or with experts, on the StackedModel
+// driver. Every layer is a Mamba-2 or an attention mixer followed by the
+// shared SwiGLU MLP (plus, with experts, the routed ones: TopKMoeMlp),
+// both residuals scaled:
 //
 //   x = E[tokens] · embedding_multiplier
 //   for each layer l:
@@ -11,13 +12,17 @@
 //          attention  LlamaAttention without positional encoding (NoPE),
 //                     GQA, softmax scale attention_multiplier (not hd^-1/2)
 //     x += residual_multiplier · FusedSwiGluMlp(RMSNorm_post(x))
+//          with experts: TopKMoeMlp (the shared MLP + the top-k experts)
 //   logits = RMSNorm_f(x_last) · W_head^T / logits_scaling   (tied default)
 //
 // Tensors (as published): model.embed_tokens.weight, model.norm.weight,
 // lm_head.weight (tied: optional), model.layers.{i}.input_layernorm.weight,
 // .post_attention_layernorm.weight, .mamba.* (the Mamba-2 names) or
 // .self_attn.{q,k,v,o}_proj.weight, .shared_mlp.input_linear.weight
-// [2I, d] (gate rows first), .shared_mlp.output_linear.weight [d, I].
+// [2I, d] (gate rows first), .shared_mlp.output_linear.weight [d, I], and
+// with experts .block_sparse_moe.router.layer.weight [E, d],
+// .block_sparse_moe.input_linear.weight [E, 2I_e, d] and
+// .block_sparse_moe.output_linear.weight [E, d, I_e].
 // State per layer: Mamba2State (fixed) or FullKvState (grows, append-only
 // blocks). Prefix PrefillModes are UNIMPLEMENTED.
 #ifndef TWICE_ENGINE_MODELS_GRANITE_HYBRID_MODEL_H_

@@ -30,7 +30,12 @@ using Json = nlohmann::json;
   c["conv_kernel"] = 4;
   c["max_position_embeddings"] = 8192;
   if (tok.eos >= 0) c["eos_token_id"] = tok.eos;
-  if (preset == "tiny") {
+  if (preset == "tiny" || preset == "tiny-moe") {
+    if (preset == "tiny-moe") {
+      c["num_local_experts"] = 4;
+      c["num_experts_per_tok"] = 2;
+      c["intermediate_size"] = 64;
+    }
     c["hidden_size"] = 64;
     c["hybrid_override_pattern"] = "M*M-";
     c["mamba_num_heads"] = 8;
@@ -102,7 +107,12 @@ void MambaWeights(const MambaShape& c, const std::string& m, double std,
   c["mamba_expand"] = 2;
   c["max_position_embeddings"] = 8192;
   if (tok.eos >= 0) c["eos_token_id"] = tok.eos;
-  if (preset == "tiny") {
+  if (preset == "tiny" || preset == "tiny-moe") {
+    if (preset == "tiny-moe") {
+      c["num_local_experts"] = 4;
+      c["num_experts_per_tok"] = 2;
+      c["intermediate_size"] = 64;
+    }
     c["hidden_size"] = 64;
     c["layer_types"] = {"mamba", "attention", "mamba"};
     c["mamba_n_heads"] = 8;
@@ -117,11 +127,18 @@ void MambaWeights(const MambaShape& c, const std::string& m, double std,
     c["residual_multiplier"] = 0.5;
     c["attention_multiplier"] = 0.25;
     c["logits_scaling"] = 2.0;
-  } else if (preset == "granite-4.0-h-tiny-width") {
+  } else if (preset == "granite-4.0-h-tiny-width" ||
+             preset == "granite-4.0-h-tiny-moe-width") {
+    const bool moe = preset == "granite-4.0-h-tiny-moe-width";
     c["hidden_size"] = 1536;
     Json types = Json::array();
-    for (int i = 0; i < 10; ++i)
+    for (int i = 0; i < (moe ? 6 : 10); ++i)
       types.push_back(i == 5 ? "attention" : "mamba");
+    if (moe) {
+      c["num_local_experts"] = 64;
+      c["num_experts_per_tok"] = 6;
+      c["intermediate_size"] = 512;
+    }
     c["layer_types"] = types;
     c["mamba_n_heads"] = 48;
     c["mamba_d_head"] = 64;
@@ -133,7 +150,8 @@ void MambaWeights(const MambaShape& c, const std::string& m, double std,
     c["shared_intermediate_size"] = 1024;
   } else {
     return UnknownPreset("granitemoehybrid", preset,
-                         "\"tiny\" or \"granite-4.0-h-tiny-width\"");
+                         "\"tiny\", \"tiny-moe\", \"granite-4.0-h-tiny-width\" "
+                         "or \"granite-4.0-h-tiny-moe-width\"");
   }
   c["num_hidden_layers"] = c["layer_types"].size();
   return c;
@@ -174,6 +192,13 @@ absl::Status WriteRandomGraniteHybridModel(const InitModelOptions& options) {
              std);
     w.Normal(p + "shared_mlp.output_linear.weight", {d, c.intermediate_size},
              out_std);
+    if (c.experts > 0) {
+      const std::string e = p + "block_sparse_moe.";
+      const int64_t n = c.experts, i_e = c.expert_intermediate_size;
+      w.Normal(e + "router.layer.weight", {n, d}, std);
+      w.Normal(e + "input_linear.weight", {n, 2 * i_e, d}, std);
+      w.Normal(e + "output_linear.weight", {n, d, i_e}, out_std);
+    }
   }
   return WriteModelDir(options, text, tok.json, w.tensors());
 }

@@ -14,7 +14,7 @@
 //                          21504) with 4 of its 52 layers, M - M *, so that
 //                          every layer kind is timed and f32 weights fit a
 //                          small machine: about 3.4 GB with GPT-2's vocabulary
-// Granite-4.0-H presets (dense: the shared MLP only; tied head):
+// Granite-4.0-H presets (tied head; dense ones have the shared MLP only):
 //   "tiny"                 d 64, layers mamba, attention, mamba; Mamba 8
 //                          heads of P 16 (expand 2) over 2 groups, N 16,
 //                          chunk 64; attention 4 heads over 2 KV heads (hd
@@ -24,6 +24,11 @@
 //                          over 4 KV heads; shared MLP 1024) with its first
 //                          10 of 40 layers (attention at 5) and no experts:
 //                          about 1 GB of f32 weights with GPT-2's vocabulary
+//   "tiny-moe"             "tiny" with 4 experts of width 64, 2 per token
+//   "granite-4.0-h-tiny-moe-width"  h-tiny as published, experts included
+//                          (64 of width 512, 6 per token), with its first 6
+//                          layers (attention at 5): about 4.4 GB of f32
+//                          weights, 1.1 GB of them read per decode step
 // Initialisation (deterministic in the seed and the tensor name): linear
 // and embedding weights N(0, 0.02), projections back into the residual
 // stream scaled by 1/sqrt(2·layers), norms and D 1, conv taps N(0, 0.1),

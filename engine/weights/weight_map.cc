@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/absl_view.h"
@@ -183,6 +184,47 @@ absl::StatusOr<Tensor> WeightMap::GetMatrix(std::string_view name,
   // The stored bytes are not read again (the fingerprint read them first).
   if (converted.ok() && stored.is_view()) s.file->ReleasePages(*s.entry);
   return converted;
+}
+
+absl::StatusOr<std::vector<Tensor>> WeightMap::GetMatrixStack(
+    std::string_view name, const Shape& expected) const {
+  if (expected.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GetMatrixStack(", AbslView(name),
+                     "): expected a shape [count, rows, cols], got ",
+                     ShapeToString(expected)));
+  }
+  TWICE_ASSIGN_OR_RETURN(Stored s, Find(name, expected));
+  TWICE_ASSIGN_OR_RETURN(Tensor stored, s.file->Read(*s.entry));
+  const Shape matrix = {expected[1], expected[2]};
+  const int64_t matrix_bytes = NumElements(matrix) * DTypeSize(stored.dtype());
+  const auto* base = static_cast<const char*>(stored.raw_data());
+  const bool convert =
+      matrix_dtype_.has_value() && *matrix_dtype_ != stored.dtype();
+  std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(expected[0]));
+  for (int64_t i = 0; i < expected[0]; ++i) {
+    Tensor slice =
+        Tensor::ViewOf(stored.dtype(), base + i * matrix_bytes, matrix);
+    if (!stored.is_view()) {
+      // An unaligned F32 tensor was read as a copy that dies here: each
+      // slice gets its own.
+      const float* f = slice.data();
+      slice = Tensor::FromVector(
+          matrix, std::vector<float>(f, f + NumElements(matrix)));
+    }
+    // Otherwise the slices view the mapping, which lives as long as this
+    // map.
+    if (!convert) {
+      out.push_back(std::move(slice));
+      continue;
+    }
+    TWICE_ASSIGN_OR_RETURN(Tensor converted,
+                           kernels::ConvertTensor(slice, *matrix_dtype_));
+    out.push_back(std::move(converted));
+  }
+  if (convert && stored.is_view()) s.file->ReleasePages(*s.entry);
+  return out;
 }
 
 }  // namespace twice::engine

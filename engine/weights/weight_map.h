@@ -59,6 +59,13 @@ class WeightMap {
   // (int8: quantized per row, kernels/tensor_convert.h). Errors as Get.
   [[nodiscard]] absl::StatusOr<Tensor> GetMatrix(std::string_view name,
                                                  const Shape& expected) const;
+  // A stack of matrices stored as one tensor, `expected` = [count, rows,
+  // cols] (a mixture-of-experts layer's experts), as `count` matrices
+  // [rows, cols] in matrix_dtype(): views of the mapping when stored in
+  // that dtype, else each converted once (int8: per row of cols, as
+  // GetMatrix). Errors as Get.
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> GetMatrixStack(
+      std::string_view name, const Shape& expected) const;
   // OK when `name` exists with exactly `expected` shape (errors as Get),
   // without reading it.
   [[nodiscard]] absl::Status Check(std::string_view name,

@@ -22,6 +22,11 @@
 //     MLP 32; Mamba 4 heads of P 8 over 2 groups, N 8, chunk 4; attention 4
 //     heads over 2 KV heads, no positional encoding, softmax scale 0.3;
 //     embedding 2, residual 0.5 and logits 1/1.5 multipliers; tied head.
+//   granite_moe: the same Granite-4.0-H with experts: the shared MLP 16
+//     plus 4 SwiGLU experts of width 8, 2 per token (top-2 raw router
+//     logits, softmax over the two); the generator refuses weights where
+//     any token's 2nd and 3rd router logits are within 1e-3 (f32 must route
+//     as float64 does).
 //
 // Checked for both: last-position logits and full states after prefill
 // (KV, chunk-KV and window), every prefill length (for RAT most are not a
@@ -81,6 +86,8 @@ const GoldenModel kNemotronH = {
     "nemotron_h", "nemotron_h", 4, {1, 3, 4, 5, 13, 32, 69}};
 const GoldenModel kGraniteHybrid = {
     "granite_hybrid", "granitemoehybrid", 3, {1, 3, 4, 5, 13, 32, 69}};
+const GoldenModel kGraniteMoe = {
+    "granite_moe", "granitemoehybrid", 3, {1, 3, 4, 5, 13, 32, 69}};
 
 // One loaded golden set and model per architecture, shared by its tests.
 class GoldenLlamaRatTest : public ::testing::TestWithParam<GoldenModel> {
@@ -243,7 +250,7 @@ TEST_P(GoldenLlamaRatTest, PrefixModesAreUnimplemented) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GoldenLlamaRatTest,
                          ::testing::Values(kLlama, kRat, kNemotronH,
-                                           kGraniteHybrid),
+                                           kGraniteHybrid, kGraniteMoe),
                          ModelName);
 
 // Llama only.

@@ -1,7 +1,8 @@
 // GraniteHybridConfig parsing: a dense Granite-4.0-H config as transformers
-// writes it (h-tiny's widths, no experts), the derived head size and
-// defaults, and INVALID_ARGUMENT naming the key for the MoE variant and
-// every other layout the engine does not implement.
+// writes it (h-tiny's widths, no experts) and the same with h-tiny's
+// experts, the derived head size and defaults, and INVALID_ARGUMENT naming
+// the key for an incomplete expert layout and every other layout the engine
+// does not implement.
 #include "engine/config/granite_hybrid_config.h"
 
 #include <cmath>
@@ -61,6 +62,21 @@ TEST(GraniteHybridConfigTest, ParsesADenseConfig) {
   EXPECT_EQ(config::ConfigArchitecture(kDense), "granitemoehybrid");
 }
 
+TEST(GraniteHybridConfigTest, ParsesTheExpertsOfAnMoeConfig) {
+  auto dense = ParseGraniteHybridConfig(kDense);
+  ASSERT_OK(dense);
+  EXPECT_EQ(dense->experts, 0);
+  // h-tiny: 64 experts of width 512, 6 per token (fact sheet §3.1).
+  auto c = ParseGraniteHybridConfig(
+      With(R"("num_local_experts": 64, "num_experts_per_tok": 6, )"
+           R"("intermediate_size": 512)"));
+  ASSERT_OK(c);
+  EXPECT_EQ(c->experts, 64);
+  EXPECT_EQ(c->experts_per_token, 6);
+  EXPECT_EQ(c->expert_intermediate_size, 512);
+  EXPECT_EQ(c->intermediate_size, 1024);  // the shared MLP keeps its own
+}
+
 TEST(GraniteHybridConfigTest, AttentionScaleDefaultsToOneOverRootHeadDim) {
   std::string json = kDense;
   json.erase(json.find("\"attention_multiplier\""), 33);  // with its comma
@@ -75,7 +91,14 @@ TEST(GraniteHybridConfigTest, UnsupportedLayoutsNameTheKey) {
     std::string key;
   };
   const Case cases[] = {
-      {With(R"("num_local_experts": 64)"), "num_local_experts"},
+      {With(R"("num_local_experts": -1)"), "num_local_experts"},
+      {With(R"("num_local_experts": 64, "intermediate_size": 512)"),
+       "num_experts_per_tok"},
+      {With(R"("num_local_experts": 64, "num_experts_per_tok": 65, )"
+            R"("intermediate_size": 512)"),
+       "num_experts_per_tok"},
+      {With(R"("num_local_experts": 64, "num_experts_per_tok": 6)"),
+       "intermediate_size"},
       {With(R"("position_embedding_type": "rope")"), "position_embedding_type"},
       {With(R"("layer_types": ["mamba", "moe"])"), "layer_types"},
       {With(R"("num_hidden_layers": 40)"), "num_hidden_layers"},

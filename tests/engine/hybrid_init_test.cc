@@ -97,6 +97,24 @@ TEST(GraniteHybridInitTest, TinyPresetLoadsAndChunkedEqualsRecurrent) {
   ExpectPrefillEqualsSteps(*model, tokens);
 }
 
+// With experts: a prefill groups many rows per expert, a step routes one.
+TEST(GraniteHybridInitTest, TinyMoePresetLoadsAndChunkedEqualsRecurrent) {
+  TempDir tmp;
+  InitModelOptions options = TinyOptions(tmp, "moe", "granitemoehybrid");
+  options.preset = "tiny-moe";
+  testing::WriteFileOrFail(options.tokenizer_json,
+                           testing::SmallTokenizerJson(300));
+  ASSERT_OK(WriteRandomModel(options));
+  const std::string config =
+      testing::ReadFileOrEmpty(tmp.Sub("moe/config.json"));
+  EXPECT_THAT(config, HasSubstr("\"num_local_experts\": 4"));
+  std::unique_ptr<Model> model = testing::LoadOrDie(options.out_dir);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->description().architecture, "granitemoehybrid");
+  const std::vector<int32_t> tokens = testing::RandomTokens(150, 300, 9);
+  ExpectPrefillEqualsSteps(*model, tokens);
+}
+
 TEST(NemotronHInitTest, UnknownPresetIsRefused) {
   TempDir tmp;
   InitModelOptions options = TinyOptions(tmp, "m");

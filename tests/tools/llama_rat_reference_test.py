@@ -48,7 +48,7 @@ class GoldenDataTest(unittest.TestCase):
     def test_committed_golden_data_is_what_the_script_writes(self):
         with tempfile.TemporaryDirectory() as tmp:
             self.assertEqual(mg.main(["make_golden_llama_rat.py", tmp]), 0)
-            for arch in ("llama", "rat", "nemotron_h", "granite_hybrid"):
+            for arch in ("llama", "rat", "nemotron_h", "granite_hybrid", "granite_moe"):
                 for name in ("config.json", "tokenizer.json", "model.safetensors"):
                     with open(os.path.join(tmp, arch, name), "rb") as a, open(
                         os.path.join(GOLDEN, arch, name), "rb"
@@ -71,6 +71,29 @@ class GoldenDataTest(unittest.TestCase):
                     scale = max(want[name].abs().max().item(), 1e-30)
                     err = (got[name] - want[name]).abs().max().item() / scale
                     self.assertLess(err, 1e-6, name)
+
+
+class GraniteMoeTest(unittest.TestCase):
+    def test_moe_equals_a_dense_masked_formulation(self):
+        """The reference's per-token expert loop against every expert run on
+        every row and masked to the top k (torch.topk, softmax over the k),
+        on the golden MoE weights and random rows."""
+        from reference import granite_hybrid
+        m = granite_hybrid.GraniteHybridReference.from_dir(os.path.join(GOLDEN, "granite_moe"))
+        c, w = m.cfg, m.w
+        p = "model.layers.0.block_sparse_moe."
+        x = torch.randn(7, c.d, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+        got = m._moe(x, p)
+        logits = x @ w[p + "router.layer.weight"].T
+        top, idx = torch.topk(logits, c.top_k, dim=1)
+        gates = torch.zeros_like(logits).scatter(1, idx, torch.softmax(top, dim=1))
+        u = torch.einsum("eod,td->teo", w[p + "input_linear.weight"], x)
+        i = c.expert_inter
+        a = torch.nn.functional.silu(u[..., :i]) * u[..., i:]
+        y = torch.einsum("edi,tei->ted", w[p + "output_linear.weight"], a)
+        want = (gates[..., None] * y).sum(dim=1)
+        self.assertLess((got - want).abs().max().item(), 1e-12)
+        self.assertGreater(want.abs().max().item(), 1e-2)
 
 
 class RatTest(unittest.TestCase):

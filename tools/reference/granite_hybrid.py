@@ -1,8 +1,8 @@
-"""Float64 reference of an IBM Granite-4.0-H hybrid, dense variant
-(transformers `GraniteMoeHybridForCausalLM` with no experts, model_type
-"granitemoehybrid"), written from the hybrid-model fact sheet (§1, §3), in
-two forms: `prefill` (chunked SSD, masked attention over all tokens) and
-`step` (the SSM recurrence, attention over the cache).
+"""Float64 reference of an IBM Granite-4.0-H hybrid (transformers
+`GraniteMoeHybridForCausalLM`, model_type "granitemoehybrid"), dense or with
+experts, written from the hybrid-model fact sheet (§1, §3), in two forms:
+`prefill` (chunked SSD, masked attention over all tokens) and `step` (the
+SSM recurrence, attention over the cache).
 
   h = E[tokens] * embedding_multiplier
   per layer i (layer_types[i] = "mamba" | "attention"):
@@ -12,9 +12,15 @@ two forms: `prefill` (chunked SSD, masked attention over all tokens) and
              before norm) per group with rms_norm_eps
       attention: GQA, NO positional encoding, softmax scale
              attention_multiplier (not 1/sqrt(hd))
-    h += residual_multiplier * shared_mlp(RMSNorm(h; post_attention_layernorm))
+    x = RMSNorm(h; post_attention_layernorm)
+    h += residual_multiplier * (shared_mlp(x) [+ moe(x) with experts])
       shared_mlp: u = input_linear x (gate = first half), out =
              output_linear(silu(gate) * up)
+      moe (num_local_experts E > 0): router logits r = router x [E]; the
+             num_experts_per_tok largest (the raw logits, no bias), gates =
+             softmax over those k only; out = sum over the k of gate_e *
+             expert_e(x), each expert a shared_mlp of width intermediate_size
+             (input_linear [E, 2I, d], output_linear [E, d, I])
   logits = RMSNorm(h; model.norm) lm_head^T / logits_scaling (tied default)
 State per layer: mamba conv tail + SSM; attention keys and values of every
 token.
@@ -48,6 +54,9 @@ class GraniteHybridConfig:
     logits_scaling: float
     vocab: int
     tied: bool
+    experts: int = 0  # num_local_experts; 0: dense
+    top_k: int = 0  # num_experts_per_tok
+    expert_inter: int = 0  # intermediate_size
 
     @property
     def head_dim(self) -> int:
@@ -69,7 +78,10 @@ def parse(cfg: dict) -> GraniteHybridConfig:
         residual_multiplier=cfg.get("residual_multiplier", 1.0),
         attention_multiplier=cfg.get("attention_multiplier", (d // heads) ** -0.5),
         logits_scaling=cfg.get("logits_scaling", 1.0),
-        vocab=cfg["vocab_size"], tied=cfg.get("tie_word_embeddings", True))
+        vocab=cfg["vocab_size"], tied=cfg.get("tie_word_embeddings", True),
+        experts=cfg.get("num_local_experts", 0),
+        top_k=cfg.get("num_experts_per_tok", 0) if cfg.get("num_local_experts", 0) else 0,
+        expert_inter=cfg["intermediate_size"] if cfg.get("num_local_experts", 0) else 0)
 
 
 def shapes(c: GraniteHybridConfig) -> dict:
@@ -100,6 +112,11 @@ def shapes(c: GraniteHybridConfig) -> dict:
             })
         out[p + "shared_mlp.input_linear.weight"] = (2 * c.inter, c.d)
         out[p + "shared_mlp.output_linear.weight"] = (c.d, c.inter)
+        if c.experts:
+            e = p + "block_sparse_moe."
+            out[e + "router.layer.weight"] = (c.experts, c.d)
+            out[e + "input_linear.weight"] = (c.experts, 2 * c.expert_inter, c.d)
+            out[e + "output_linear.weight"] = (c.experts, c.d, c.expert_inter)
     return out
 
 
@@ -108,6 +125,9 @@ class GraniteHybridReference:
         self.cfg = cfg
         self.w = {k: v.to(torch.float64) for k, v in w.items()}
         self.vocab_size = cfg.vocab
+        # The smallest gap seen between the k-th and the (k+1)-th router
+        # logit: where it is tiny, float32 may route differently.
+        self.min_router_gap = float("inf")
 
     @staticmethod
     def from_dir(path: str) -> "GraniteHybridReference":
@@ -134,6 +154,23 @@ class GraniteHybridReference:
         u = x @ w[m + "input_linear.weight"].T
         return (F.silu(u[:, :i]) * u[:, i:]) @ w[m + "output_linear.weight"].T
 
+    def _moe(self, x, m: str):
+        c, w = self.cfg, self.w
+        logits = x @ w[m + "router.layer.weight"].T  # [T, E]
+        ranked, index = torch.sort(logits, dim=1, descending=True, stable=True)
+        if c.top_k < c.experts:
+            gap = (ranked[:, c.top_k - 1] - ranked[:, c.top_k]).min().item()
+            self.min_router_gap = min(self.min_router_gap, gap)
+        gates = torch.softmax(ranked[:, :c.top_k], dim=1)
+        w_in, w_out, i = w[m + "input_linear.weight"], w[m + "output_linear.weight"], c.expert_inter
+        out = torch.zeros_like(x)
+        for t in range(x.shape[0]):
+            for j in range(c.top_k):
+                e = int(index[t, j])
+                u = w_in[e] @ x[t]
+                out[t] += gates[t, j] * (w_out[e] @ (F.silu(u[:i]) * u[i:]))
+        return out
+
     def _forward(self, tokens: Sequence[int], state: HybridState, recurrent: bool):
         c, w = self.cfg, self.w
         h = w["model.embed_tokens.weight"][torch.tensor(list(tokens), dtype=torch.long)]
@@ -149,7 +186,10 @@ class GraniteHybridReference:
                 y = mamba2_layer(w, p + "mamba.", c.mamba, x, state.layers[i], recurrent)
             h = h + r * y
             x = rms_norm(h, w[p + "post_attention_layernorm.weight"], c.eps)
-            h = h + r * self._mlp(x, p + "shared_mlp.")
+            f = self._mlp(x, p + "shared_mlp.")
+            if c.experts:
+                f = f + self._moe(x, p + "block_sparse_moe.")
+            h = h + r * f
         state.token_count += len(tokens)
         head = w["model.embed_tokens.weight"] if c.tied else w["lm_head.weight"]
         return rms_norm(h, w["model.norm.weight"], c.eps) @ head.T / c.logits_scaling

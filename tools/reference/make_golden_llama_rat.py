@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tiny random-weight Llama, RAT, Nemotron-H and Granite-4.0-H models
-and the float64 reference outputs (tools/reference/llama.py, rat.py,
-nemotron_h.py, granite_hybrid.py) on them.
+(dense, and `granite_moe` with experts) and the float64 reference outputs
+(tools/reference/llama.py, rat.py, nemotron_h.py, granite_hybrid.py) on them.
 
     /usr/bin/python3 tools/reference/make_golden_llama_rat.py [OUT_DIR [ARCH ...]]
 
@@ -33,9 +33,13 @@ from reference.safetensors_io import write_safetensors  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Weights; tokens use seed + 1.
-SEEDS = {"llama": 5005, "rat": 6006, "nemotron_h": 7009, "granite_hybrid": 8008}
+SEEDS = {"llama": 5005, "rat": 6006, "nemotron_h": 7009, "granite_hybrid": 8008,
+         "granite_moe": 9009}
 MODULES = {"llama": llama, "rat": rat, "nemotron_h": nemotron_h,
-           "granite_hybrid": granite_hybrid}
+           "granite_hybrid": granite_hybrid, "granite_moe": granite_hybrid}
+# The smallest gap allowed between the k-th and the (k+1)-th router logit of
+# any token (granite_moe): float32 must pick the same experts as float64.
+MIN_ROUTER_GAP = 1e-3
 CHUNK = 4  # RAT L: the 32-token case spans 8 chunks
 WINDOW = 3  # RAT-SWA: 3 previous keys + self
 
@@ -66,6 +70,13 @@ def model_config(arch: str) -> dict:
                 "time_step_limit": [0.0, float("inf")], "vocab_size": VOCAB,
                 "tie_word_embeddings": False, "max_position_embeddings": 4096,
                 "eos_token_id": EOS, "bos_token_id": EOS}
+    if arch == "granite_moe":
+        # The dense model's shape with 4 experts of width 8, 2 per token, next
+        # to the shared MLP (now 16).
+        cfg = model_config("granite_hybrid")
+        cfg.update({"num_local_experts": 4, "num_experts_per_tok": 2,
+                    "intermediate_size": 8, "shared_intermediate_size": 16})
+        return cfg
     if arch == "granite_hybrid":
         # d 16, 3 layers: mamba, attention, mamba, each with the shared SwiGLU
         # MLP (32). Mamba: 4 heads of P 8 (d_inner 32 = expand 2 * d) over 2
@@ -104,6 +115,8 @@ def weight_scale(name: str, shape) -> tuple:
         return 1.0, 0.2
     if "embed" in name or "wte" in name:
         return 0.0, 1.0
+    if "router" in name:
+        return 0.0, 2.0 * fan_in**-0.5  # decisive routing: wide logit gaps
     if name.endswith("gate_bias"):
         return 0.5, 1.0  # forget gates from ~0.3 to ~0.9
     if "o_proj" in name or "down_proj" in name or "out_proj" in name or "fc2" in name:
@@ -223,14 +236,15 @@ def make(arch: str, out_dir: str) -> dict:
                       random_weights(shapes, seed), {"format": "pt"})
     reference = {"llama": llama.LlamaReference, "rat": rat.RatReference,
                  "nemotron_h": nemotron_h.NemotronHReference,
-                 "granite_hybrid": granite_hybrid.GraniteHybridReference}[arch]
+                 "granite_hybrid": granite_hybrid.GraniteHybridReference,
+                 "granite_moe": granite_hybrid.GraniteHybridReference}[arch]
     model = reference.from_dir(model_dir)
     w = Writer(arch, model)
     g = torch.Generator().manual_seed(seed + 1)
     if arch == "llama":
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [13, 7, 12])
         w.add("causal_2", random_tokens(2, g), random_tokens(STEPS, g))
-    elif arch in ("nemotron_h", "granite_hybrid"):
+    elif arch in ("nemotron_h", "granite_hybrid", "granite_moe"):
         # Segments end mid-chunk, on a chunk edge and mid-chunk again.
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [5, 7, 3, 17])
         w.add("causal_3", random_tokens(3, g), random_tokens(STEPS, g))  # < the conv window
@@ -239,6 +253,9 @@ def make(arch: str, out_dir: str) -> dict:
         w.add("causal_32", random_tokens(32, g), random_tokens(STEPS, g), True, [5, 7, 3, 17])
         w.add("causal_3", random_tokens(3, g), random_tokens(STEPS, g))  # inside chunk 0
         w.add("causal_8", random_tokens(8, g), random_tokens(STEPS, g))  # two whole chunks
+    gap = getattr(model, "min_router_gap", float("inf"))
+    if gap < MIN_ROUTER_GAP:
+        raise AssertionError(f"{arch}: router gap {gap:.2g} is thin; change a seed")
     manifest = {"generator": "tools/reference/make_golden_llama_rat.py", "seed": seed,
                 "token_seed": seed + 1, "model_dir": arch,
                 "arrays": f"{arch}_golden.safetensors", "weights_dtype": "F16",
@@ -255,7 +272,7 @@ def make(arch: str, out_dir: str) -> dict:
 def main(argv: List[str]) -> int:
     out_dir = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(REPO, "tests/data/golden"))
     torch.set_num_threads(1)
-    for arch in argv[2:] or ("llama", "rat", "nemotron_h", "granite_hybrid"):
+    for arch in argv[2:] or ("llama", "rat", "nemotron_h", "granite_hybrid", "granite_moe"):
         m = make(arch, out_dir)
         margin = min(c["greedy_min_margin"] for c in m["cases"])
         print(f"{arch}: {len(m['cases'])} cases, smallest greedy margin {margin:.3g}")
