@@ -38,3 +38,17 @@ endif()
 add_library(twice_build_flags INTERFACE)
 target_link_libraries(twice_build_flags INTERFACE twice_warnings twice_sanitizers)
 target_include_directories(twice_build_flags INTERFACE ${PROJECT_SOURCE_DIR})
+
+# twice_unity(target [source ...]): compile `target`'s sources in unity
+# batches when TWICE_UNITY_BUILD is ON; the named sources stay alone (they
+# keep file-private helpers whose names other files of the batch reuse).
+function(twice_unity target)
+  if(NOT TWICE_UNITY_BUILD)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  if(ARGN)
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target}
+                                PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  endif()
+endfunction()

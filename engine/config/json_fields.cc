@@ -86,7 +86,6 @@ absl::Status RequireNoDtClamp(const Json& obj) {
 }
 
 absl::StatusOr<int64_t> GetTrainingContext(const Json& obj, int64_t fallback) {
-  constexpr int64_t kMaxContext = int64_t{1} << 24;
   auto max_pos = GetInt(obj, {"max_position_embeddings"}, 0, 0, kMaxContext);
   if (!max_pos.ok()) return max_pos.status();
   return GetInt(obj, {"training_context"}, *max_pos > 0 ? *max_pos : fallback,

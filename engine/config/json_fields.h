@@ -17,6 +17,13 @@ namespace twice::engine::config {
 
 using Json = nlohmann::json;
 
+// Bounds no real model reaches; they keep a hostile config from asking for
+// absurd allocations.
+inline constexpr int64_t kMaxHidden = 1 << 16;
+inline constexpr int64_t kMaxLayers = 1 << 10;
+inline constexpr int64_t kMaxVocab = 1 << 24;
+inline constexpr int64_t kMaxContext = int64_t{1} << 24;
+
 [[nodiscard]] absl::Status Invalid(std::string_view key, std::string_view what);
 
 // Integer in [lo, hi] under the first present alias of `keys`; `fallback`

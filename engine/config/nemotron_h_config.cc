@@ -7,11 +7,10 @@
 namespace twice::engine {
 namespace {
 
-// Bounds no real model reaches; they keep a hostile config from asking for
-// absurd allocations.
-constexpr int64_t kMaxHidden = 1 << 16;
-constexpr int64_t kMaxLayers = 1 << 10;
-constexpr int64_t kMaxVocab = 1 << 24;
+// The bounds every config parser shares (json_fields.h).
+using config::kMaxHidden;
+using config::kMaxLayers;
+using config::kMaxVocab;
 
 using config::GetBool;
 using config::GetInt;

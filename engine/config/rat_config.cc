@@ -7,10 +7,10 @@
 namespace twice::engine {
 namespace {
 
-constexpr int64_t kMaxHidden = 1 << 16;
-constexpr int64_t kMaxLayers = 1 << 10;
-constexpr int64_t kMaxVocab = 1 << 24;
-constexpr int64_t kMaxContext = int64_t{1} << 24;
+using config::kMaxContext;
+using config::kMaxHidden;
+using config::kMaxLayers;
+using config::kMaxVocab;
 
 }  // namespace
 

@@ -14,11 +14,12 @@
 namespace twice::engine {
 namespace {
 
-constexpr char kEmbedding[] = "transformer.embeddings.word_embeddings.weight";
-constexpr char kLmHead[] = "lm_head.weight";
+constexpr char kBasedEmbedding[] =
+    "transformer.embeddings.word_embeddings.weight";
+constexpr char kBasedLmHead[] = "lm_head.weight";
 // Tokens per layer-by-layer pass. Bounds activation memory (the MLP holds
 // [chunk, 2h] floats) without changing results, since state passing is exact.
-constexpr int64_t kPrefillChunk = 1024;
+constexpr int64_t kBasedPrefillChunk = 1024;
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Mixer>> LoadMixer(
     const WeightMap& w, const BasedConfig& c, int layer,
@@ -69,8 +70,9 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
   const int64_t vocab = config.padded_vocab_size();
   const WeightMap& w = weights;
   Parts p;
-  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(
-      w, kEmbedding, kLmHead, config.tie_word_embeddings, {vocab, d}, p));
+  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(w, kBasedEmbedding, kBasedLmHead,
+                                             config.tie_word_embeddings,
+                                             {vocab, d}, p));
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string prefix = absl::StrCat("transformer.layers.", i, ".");
     Block b;
@@ -96,7 +98,7 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
   p.vocab_rows = vocab;
   p.eos_token_id = config.eos_token_id;
   p.training_context = config.training_context;
-  p.prefill_chunk = kPrefillChunk;
+  p.prefill_chunk = kBasedPrefillChunk;
   if (config.is_jrt()) {
     p.prefix_length = config.prefix_length;
     p.prefix_pad_token_id = config.prefix_pad_token_id;

@@ -12,11 +12,11 @@
 namespace twice::engine {
 namespace {
 
-constexpr char kEmbedding[] = "model.embed_tokens.weight";
-constexpr char kLmHead[] = "lm_head.weight";
+constexpr char kGraniteEmbedding[] = "model.embed_tokens.weight";
+constexpr char kGraniteLmHead[] = "lm_head.weight";
 // Tokens per layer-by-layer pass: bounds activation memory without changing
 // results (exact state passing); a multiple of the SSD chunk (256).
-constexpr int64_t kPrefillChunk = 1024;
+constexpr int64_t kGranitePrefillChunk = 1024;
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Mixer>> LoadMixer(
     const WeightMap& w, const GraniteHybridConfig& c, int layer,
@@ -56,8 +56,9 @@ absl::StatusOr<std::unique_ptr<GraniteHybridModel>> GraniteHybridModel::Create(
   const int64_t d = c.hidden_size;
   const WeightMap& w = weights;
   Parts p;
-  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(
-      w, kEmbedding, kLmHead, c.tie_word_embeddings, {c.vocab_size, d}, p));
+  TWICE_RETURN_IF_ERROR(
+      LoadEmbeddingAndHead(w, kGraniteEmbedding, kGraniteLmHead,
+                           c.tie_word_embeddings, {c.vocab_size, d}, p));
   for (int i = 0; i < c.num_layers(); ++i) {
     const std::string prefix = absl::StrCat("model.layers.", i, ".");
     Block b;
@@ -92,7 +93,7 @@ absl::StatusOr<std::unique_ptr<GraniteHybridModel>> GraniteHybridModel::Create(
   p.vocab_rows = c.vocab_size;
   p.eos_token_id = c.eos_token_id;
   p.training_context = c.training_context;
-  p.prefill_chunk = kPrefillChunk;
+  p.prefill_chunk = kGranitePrefillChunk;
   p.embedding_scale = c.embedding_multiplier;
   p.residual_scale = c.residual_multiplier;
   p.logit_scale = 1.0f / c.logits_scaling;

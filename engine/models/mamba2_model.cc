@@ -10,12 +10,12 @@
 namespace twice::engine {
 namespace {
 
-constexpr char kEmbedding[] = "backbone.embedding.weight";
-constexpr char kLmHead[] = "lm_head.weight";
+constexpr char kMamba2Embedding[] = "backbone.embedding.weight";
+constexpr char kMamba2LmHead[] = "lm_head.weight";
 // Tokens per layer-by-layer pass. Bounds activation memory (in_proj output
 // [chunk, 2E + 2GN + H]) without changing results, since state passing is
 // exact; a multiple of the checkpoints' SSD chunk (256).
-constexpr int64_t kPrefillChunk = 2048;
+constexpr int64_t kMamba2PrefillChunk = 2048;
 
 }  // namespace
 
@@ -52,8 +52,9 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   const int64_t vocab = config.padded_vocab_size();
   const WeightMap& w = weights;
   Parts p;
-  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(
-      w, kEmbedding, kLmHead, config.tie_word_embeddings, {vocab, d}, p));
+  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(w, kMamba2Embedding, kMamba2LmHead,
+                                             config.tie_word_embeddings,
+                                             {vocab, d}, p));
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string prefix = absl::StrCat("backbone.layers.", i, ".");
     Block b;
@@ -78,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   p.vocab_rows = vocab;
   p.eos_token_id = config.eos_token_id;
   p.training_context = config.training_context;
-  p.prefill_chunk = kPrefillChunk;
+  p.prefill_chunk = kMamba2PrefillChunk;
   p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);

@@ -12,12 +12,12 @@
 namespace twice::engine {
 namespace {
 
-constexpr char kEmbedding[] = "backbone.embeddings.weight";
-constexpr char kLmHead[] = "lm_head.weight";
+constexpr char kNemotronHEmbedding[] = "backbone.embeddings.weight";
+constexpr char kNemotronHLmHead[] = "lm_head.weight";
 // Tokens per layer-by-layer pass: bounds activation memory (the MLP holds
 // [chunk, intermediate] floats) without changing results, since state
 // passing is exact; a multiple of the checkpoints' SSD chunk (128).
-constexpr int64_t kPrefillChunk = 1024;
+constexpr int64_t kNemotronHPrefillChunk = 1024;
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Mixer>> LoadMixer(
     const WeightMap& w, const NemotronHConfig& c, int layer,
@@ -69,8 +69,9 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Create(
   const int64_t d = c.hidden_size;
   const WeightMap& w = weights;
   Parts p;
-  TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(
-      w, kEmbedding, kLmHead, c.tie_word_embeddings, {c.vocab_size, d}, p));
+  TWICE_RETURN_IF_ERROR(
+      LoadEmbeddingAndHead(w, kNemotronHEmbedding, kNemotronHLmHead,
+                           c.tie_word_embeddings, {c.vocab_size, d}, p));
   for (int i = 0; i < c.num_layers(); ++i) {
     const std::string prefix = absl::StrCat("backbone.layers.", i, ".");
     Block b;
@@ -89,7 +90,7 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Create(
   p.vocab_rows = c.vocab_size;
   p.eos_token_id = c.eos_token_id;
   p.training_context = c.training_context;
-  p.prefill_chunk = kPrefillChunk;
+  p.prefill_chunk = kNemotronHPrefillChunk;
   p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);

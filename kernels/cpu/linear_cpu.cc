@@ -27,6 +27,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemv_tasks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -37,8 +38,6 @@ namespace {
 // than waking the others.
 constexpr double kMinParallelFlops = 1e6;
 constexpr int64_t kMinParallelGemvElements = 64 * 1024;
-// Weights per GEMV task (256 KiB).
-constexpr int64_t kGemvTaskElements = 64 * 1024;
 // Up to this many rows of x (batched decode) W is streamed once by our own
 // kernel. Measured single-threaded on 40 [4096, 1024] matrices: OpenBLAS's
 // SGEMM reads W at 3.6-4.7 GB/s for m = 2..16 (its GEMV: ~17); this kernel
@@ -52,8 +51,6 @@ constexpr int64_t kMinRows = 64;
 // Slices are multiples of this many outputs, so every task's part of W and
 // y starts on a cache line and BLAS sees whole register blocks.
 constexpr int64_t kAlign = 16;
-
-int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 // Splits [0, total) into about `tasks` aligned slices of >= `min` and runs
 // fn(begin, end) on the pool.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemv_tasks.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/lowp_dot.h"
 #include "kernels/cpu/simd.h"
@@ -29,8 +30,6 @@
 namespace twice::kernels::cpu {
 namespace {
 
-// Weights per GEMV task: 64 Ki elements (128 KiB of bf16).
-constexpr int64_t kGemvTaskElements = 64 * 1024;
 // Below this many weights one thread is faster than waking the others.
 constexpr int64_t kMinParallelElements = 64 * 1024;
 // Rows of W widened at a time for the f32 kernels: 256 rows of k = 1024
@@ -40,8 +39,6 @@ constexpr int64_t kPanelRows = 256;
 constexpr int64_t kMinPanelElements = 64 * 1024;
 // Rows of x per task when the pool splits x.
 constexpr int64_t kMinXRows = 64;
-
-int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 // Rows per panel: kPanelRows, or more for short rows so that a panel is
 // still worth a BLAS call.

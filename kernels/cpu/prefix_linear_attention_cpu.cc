@@ -22,7 +22,7 @@ namespace {
 
 // Tokens per chunk: large enough for BLAS efficiency, small enough that the
 // C x C score block stays in cache.
-constexpr int64_t kChunk = 64;
+constexpr int64_t kPrefixChunk = 64;
 
 }  // namespace
 
@@ -39,7 +39,7 @@ void PrefixLinearAttentionPrefill(const float* phi_q, const float* phi_k,
   const int di = static_cast<int>(d);
   const int ld_qk = static_cast<int>(heads * d);
   const int ld_v = static_cast<int>(heads * hd);
-  std::vector<float> scores(kChunk * kChunk);
+  std::vector<float> scores(kPrefixChunk * kPrefixChunk);
   for (int64_t h = 0; h < heads; ++h) {
     float* s = kv_state + h * hd * d;
     float* z = k_state + h * d;
@@ -54,8 +54,8 @@ void PrefixLinearAttentionPrefill(const float* phi_q, const float* phi_k,
         for (int64_t m = 0; m < d; ++m) z[m] += kj[m];
       }
     }
-    for (int64_t c0 = 0; c0 < tokens; c0 += kChunk) {
-      const int64_t n = std::min(kChunk, tokens - c0);
+    for (int64_t c0 = 0; c0 < tokens; c0 += kPrefixChunk) {
+      const int64_t n = std::min(kPrefixChunk, tokens - c0);
       const int ni = static_cast<int>(n);
       const float* qc = phi_q + (c0 * heads + h) * d;
       const float* kc = phi_k + (c0 * heads + h) * d;

@@ -17,9 +17,6 @@
 namespace twice::cli {
 namespace {
 
-// Text per streamed message: well under gRPC's 4 MiB message limit.
-constexpr size_t kTextChunkBytes = 1 << 20;
-
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ostringstream buffer;
   if (path == "-") {

@@ -14,9 +14,6 @@
 namespace twice::cli {
 namespace {
 
-// Text per streamed message: well under gRPC's 4 MiB message limit.
-constexpr size_t kTextChunkBytes = 1 << 20;
-
 absl::Status ReadAll(const std::string& path, std::string* out) {
   if (path == "-") {
     std::ostringstream buffer;

@@ -23,6 +23,10 @@ std::optional<size_t> FirstInvalidUtf8Byte(std::string_view text);
 [[nodiscard]] absl::Status CheckUtf8File(std::string_view path,
                                          std::string_view text);
 
+// Text per streamed message of an ingest or an append: well under gRPC's
+// 4 MiB message limit.
+inline constexpr size_t kTextChunkBytes = 1 << 20;
+
 // The end of the piece of valid UTF-8 `text` that starts at `offset` and
 // holds at most `max_bytes` bytes, moved back so no character is split
 // (always past `offset` when anything is left).
