@@ -13,16 +13,13 @@ namespace twice::engine {
 absl::StatusOr<std::unique_ptr<FusedSwiGluMlp>> FusedSwiGluMlp::Load(
     const WeightMap& weights, const std::string& module, int64_t dim,
     int64_t hidden) {
-  auto m = std::make_unique<FusedSwiGluMlp>();
   TWICE_ASSIGN_OR_RETURN(
-      m->input_,
+      Tensor input,
       weights.GetMatrix(module + "input_linear.weight", {2 * hidden, dim}));
   TWICE_ASSIGN_OR_RETURN(
-      m->output_,
+      Tensor output,
       weights.GetMatrix(module + "output_linear.weight", {dim, hidden}));
-  m->dim_ = dim;
-  m->hidden_ = hidden;
-  return m;
+  return FromMatrices(std::move(input), std::move(output), dim, hidden);
 }
 
 absl::StatusOr<std::unique_ptr<FusedSwiGluMlp>> FusedSwiGluMlp::FromMatrices(
