@@ -180,24 +180,25 @@ TEST_F(CudaKernelBackendTest, RowOpsMatchCpu) {
   const std::vector<float> x = Random(rows * dim, 20);
   const std::vector<float> w = Random(dim, 21);
   std::vector<float> cpu(rows * dim), gpu(rows * dim);
-  EXPECT_EQ(Twice(KernelOp::kRmsNorm,
-                  [&](bool dev) {
-                    ASSERT_TRUE(RmsNorm(x, rows, dim, w, 1e-5f,
-                                        absl::MakeSpan(dev ? gpu : cpu))
-                                    .ok());
-                  })
-                .device_calls,
-            1);
+  EXPECT_EQ(
+      Twice(KernelOp::kRmsNorm,
+            [&](bool dev) {
+              ASSERT_TRUE(kernels::RmsNorm(x, rows, dim, w, 1e-5f,
+                                           absl::MakeSpan(dev ? gpu : cpu))
+                              .ok());
+            })
+          .device_calls,
+      1);
   TWICE_EXPECT_REL(gpu, cpu, kF32Tolerance);
 
   std::vector<float> rot_cpu = Random(rows * stride, 22);
   std::vector<float> rot_gpu = rot_cpu;
   EXPECT_EQ(Twice(KernelOp::kRopeRotateHalf,
                   [&](bool dev) {
-                    ASSERT_TRUE(
-                        RopeRotateHalf(absl::MakeSpan(dev ? rot_gpu : rot_cpu),
-                                       rows, stride, heads, hd, 17, 1e4f)
-                            .ok());
+                    ASSERT_TRUE(kernels::RopeRotateHalf(
+                                    absl::MakeSpan(dev ? rot_gpu : rot_cpu),
+                                    rows, stride, heads, hd, 17, 1e4f)
+                                    .ok());
                   })
                 .device_calls,
             1);
@@ -206,26 +207,28 @@ TEST_F(CudaKernelBackendTest, RowOpsMatchCpu) {
   const int64_t hidden = 40;
   const std::vector<float> u = Random(rows * 2 * hidden, 23);
   std::vector<float> sw_cpu(rows * hidden), sw_gpu(rows * hidden);
-  EXPECT_EQ(Twice(KernelOp::kSwiGlu,
-                  [&](bool dev) {
-                    ASSERT_TRUE(SwiGlu(u, rows, hidden,
-                                       absl::MakeSpan(dev ? sw_gpu : sw_cpu))
-                                    .ok());
-                  })
-                .device_calls,
-            1);
+  EXPECT_EQ(
+      Twice(KernelOp::kSwiGlu,
+            [&](bool dev) {
+              ASSERT_TRUE(kernels::SwiGlu(u, rows, hidden,
+                                          absl::MakeSpan(dev ? sw_gpu : sw_cpu))
+                              .ok());
+            })
+          .device_calls,
+      1);
   TWICE_EXPECT_REL(sw_gpu, sw_cpu, kF32Tolerance);
   std::vector<float> sm_cpu(rows * hidden), sm_gpu(rows * hidden);
-  EXPECT_EQ(Twice(KernelOp::kSiluMul,
-                  [&](bool dev) {
-                    ASSERT_TRUE(SiluMul(u, 2 * hidden,
-                                        absl::MakeSpan(u).subspan(hidden),
-                                        2 * hidden, rows, hidden,
-                                        absl::MakeSpan(dev ? sm_gpu : sm_cpu))
-                                    .ok());
-                  })
-                .device_calls,
-            1);
+  EXPECT_EQ(
+      Twice(KernelOp::kSiluMul,
+            [&](bool dev) {
+              ASSERT_TRUE(kernels::SiluMul(
+                              u, 2 * hidden, absl::MakeSpan(u).subspan(hidden),
+                              2 * hidden, rows, hidden,
+                              absl::MakeSpan(dev ? sm_gpu : sm_cpu))
+                              .ok());
+            })
+          .device_calls,
+      1);
   TWICE_EXPECT_REL(sm_gpu, sm_cpu, kF32Tolerance);
 
   const int64_t f = 16, width = TaylorFeatureDim(f);
@@ -234,7 +237,7 @@ TEST_F(CudaKernelBackendTest, RowOpsMatchCpu) {
   EXPECT_EQ(Twice(KernelOp::kTaylorFeatureMap,
                   [&](bool dev) {
                     ASSERT_TRUE(
-                        TaylorFeatureMap(
+                        kernels::TaylorFeatureMap(
                             q, rows, f, absl::MakeSpan(dev ? phi_gpu : phi_cpu))
                             .ok());
                   })
@@ -252,11 +255,11 @@ TEST_F(CudaKernelBackendTest, ConvUpdatesItsTailLikeCpu) {
   std::vector<float> cpu(tokens * channels), gpu(tokens * channels);
   EXPECT_EQ(Twice(KernelOp::kCausalConv1d,
                   [&](bool dev) {
-                    ASSERT_TRUE(
-                        CausalConv1d(x, tokens, channels, stride, w, kernel,
-                                     absl::MakeSpan(dev ? tail_gpu : tail_cpu),
-                                     absl::MakeSpan(dev ? gpu : cpu))
-                            .ok());
+                    ASSERT_TRUE(kernels::CausalConv1d(
+                                    x, tokens, channels, stride, w, kernel,
+                                    absl::MakeSpan(dev ? tail_gpu : tail_cpu),
+                                    absl::MakeSpan(dev ? gpu : cpu))
+                                    .ok());
                   })
                 .device_calls,
             1);
@@ -363,9 +366,9 @@ TEST_F(CudaKernelBackendTest, AttentionAndScanMatchCpu) {
   EXPECT_EQ(
       Twice(KernelOp::kWindowAttention,
             [&](bool dev) {
-              ASSERT_TRUE(WindowAttention(q, q_stride, k, v,
-                                          {tokens, past, heads, hd, 8}, 0.125f,
-                                          absl::MakeSpan(dev ? gpu : cpu))
+              ASSERT_TRUE(kernels::WindowAttention(
+                              q, q_stride, k, v, {tokens, past, heads, hd, 8},
+                              0.125f, absl::MakeSpan(dev ? gpu : cpu))
                               .ok());
             })
           .device_calls,
@@ -373,7 +376,7 @@ TEST_F(CudaKernelBackendTest, AttentionAndScanMatchCpu) {
   TWICE_EXPECT_REL(gpu, cpu, kF32Tolerance);
   EXPECT_EQ(Twice(KernelOp::kCausalGqaAttention,
                   [&](bool dev) {
-                    ASSERT_TRUE(CausalGqaAttention(
+                    ASSERT_TRUE(kernels::CausalGqaAttention(
                                     q, q_stride, k, v,
                                     {tokens, past, heads, heads, hd}, 0.125f,
                                     absl::MakeSpan(dev ? gpu : cpu))
@@ -434,8 +437,9 @@ TEST_F(CudaKernelBackendTest, AttentionCoversRowsPastTheGridCap) {
   SetKernelBackend(backend_);
   const int64_t before =
       backend_->stats().op(KernelOp::kWindowAttention).device_calls;
-  ASSERT_TRUE(WindowAttention(q, hd, k, v, {tokens, 0, heads, hd, window},
-                              0.17f, absl::MakeSpan(gpu))
+  ASSERT_TRUE(kernels::WindowAttention(q, hd, k, v,
+                                       {tokens, 0, heads, hd, window}, 0.17f,
+                                       absl::MakeSpan(gpu))
                   .ok());
   EXPECT_EQ(
       backend_->stats().op(KernelOp::kWindowAttention).device_calls - before,
@@ -444,9 +448,9 @@ TEST_F(CudaKernelBackendTest, AttentionCoversRowsPastTheGridCap) {
   // The last `checked` queries as a read with past = tokens - checked.
   const int64_t past = tokens - checked;
   std::vector<float> cpu(checked * hd);
-  ASSERT_TRUE(WindowAttention(absl::MakeSpan(q).subspan(past * hd), hd, k, v,
-                              {checked, past, heads, hd, window}, 0.17f,
-                              absl::MakeSpan(cpu))
+  ASSERT_TRUE(kernels::WindowAttention(absl::MakeSpan(q).subspan(past * hd), hd,
+                                       k, v, {checked, past, heads, hd, window},
+                                       0.17f, absl::MakeSpan(cpu))
                   .ok());
   const std::vector<float> tail(gpu.end() - checked * hd, gpu.end());
   TWICE_EXPECT_REL(tail, cpu, kF32Tolerance);

@@ -127,8 +127,9 @@ fi
 tests=(cuda_device_info_test cuda_plumbing_test based_cuda_test
        sequence_cuda_test elementwise_cuda_test cuda_kernel_backend_test)
 log "configure"
+# One program per test file (no unity build): the loop below runs each.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
+  -DTWICE_UNITY_BUILD=OFF -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND "${deps_args[@]}" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }

@@ -21,7 +21,7 @@ namespace {
 
 using Mat = std::vector<double>;  // row-major
 
-constexpr int kVocab = 300;
+constexpr int kReferenceVocab = 300;
 constexpr int kPadded = 304;
 constexpr int kD = 64;
 constexpr int kHeads = 4;
@@ -206,14 +206,15 @@ void ExpectMatchesReference(const std::vector<float>& got, const Mat& want,
 
 TEST(BasedReferenceTest, PrefillAndStepMatchFloat64Reference) {
   testing::TempDir dir;
-  ASSERT_OK(testing::WriteTinyModel(dir.Sub("m"), 11, kVocab));
+  ASSERT_OK(testing::WriteTinyModel(dir.Sub("m"), 11, kReferenceVocab));
   ASSERT_OK(testing::SharpenWeights(dir.Sub("m"), 10.0f));
   auto weights = testing::ReadAllWeights(dir.Sub("m") + "/model.safetensors");
   ASSERT_OK(weights);
   auto model = testing::LoadOrDie(dir.Sub("m"));
   ASSERT_NE(model, nullptr);
 
-  const std::vector<int32_t> tokens = testing::RandomTokens(80, kVocab, 12);
+  const std::vector<int32_t> tokens =
+      testing::RandomTokens(80, kReferenceVocab, 12);
   const Mat ref = Reference(*weights).Forward(tokens);
 
   // The reference must be sensitive: its logits vary across the vocabulary.

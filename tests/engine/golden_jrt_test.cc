@@ -30,7 +30,7 @@ using testing::GoldenData;
 using testing::RelativeError;
 using testing::Tokens;
 
-constexpr double kStateTolerance = 1e-4;
+constexpr double kJrtStateTolerance = 1e-4;
 
 // The engine mode that reproduces a case: prefix reads get the document and
 // pad or repeat it themselves; causal reads get the tokens.
@@ -52,7 +52,7 @@ class GoldenJrtTest : public testing::GoldenSuite<kJrtGolden> {
   static void ExpectStates(SequenceState& state, const nlohmann::json& c) {
     const double err = golden_->StateError(state, c.at("states"));
     errors_.States(err);
-    EXPECT_LE(err, kStateTolerance);
+    EXPECT_LE(err, kJrtStateTolerance);
   }
 
   // A state after the case's read; its logits in `logits`.

@@ -63,7 +63,7 @@ using testing::RelativeError;
 using testing::Tokens;
 
 constexpr double kLogitTolerance = 1e-4;
-constexpr double kStateTolerance = 1e-4;
+constexpr double kLlamaRatStateTolerance = 1e-4;
 
 struct GoldenModel {
   const char* name;  // golden data prefix
@@ -134,7 +134,7 @@ class GoldenLlamaRatTest : public ::testing::TestWithParam<GoldenModel> {
         std::max(golden().StateError(state, c.at("states")),
                  testing::KvStateError(golden(), state, c.at("states")));
     current_->errors.States(err);
-    EXPECT_LE(err, kStateTolerance);
+    EXPECT_LE(err, kLlamaRatStateTolerance);
   }
 
  private:

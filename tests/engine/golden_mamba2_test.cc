@@ -39,7 +39,7 @@ using testing::GoldenData;
 using testing::RelativeError;
 using testing::Tokens;
 
-constexpr double kStateTolerance = 1e-4;
+constexpr double kMamba2StateTolerance = 1e-4;
 constexpr double kInvariantTolerance = 1e-5;
 
 constexpr char kMamba2Golden[] = "mamba2";
@@ -88,7 +88,7 @@ TEST_F(GoldenMamba2Test, PrefillMatchesReferenceLogitsAndStates) {
     ExpectLogits(PrefillOrDie(Tokens(c.at("tokens")), *state),
                  golden_->Values(c, "last_logits"));
     EXPECT_EQ(state->token_count(), c.at("token_count").get<int64_t>());
-    EXPECT_LE(StateError(*state, c), kStateTolerance);
+    EXPECT_LE(StateError(*state, c), kMamba2StateTolerance);
   }
 }
 
@@ -112,7 +112,7 @@ TEST_F(GoldenMamba2Test, StepsFromEmptyStateMatchReference) {
     ExpectLogits(StepOrDie(tokens[i], *state),
                  golden_->Row(c, "all_logits", i));
   }
-  EXPECT_LE(StateError(*state, c), kStateTolerance);
+  EXPECT_LE(StateError(*state, c), kMamba2StateTolerance);
 }
 
 TEST_F(GoldenMamba2Test, StepsAfterPrefillMatchReference) {
@@ -146,7 +146,7 @@ TEST_F(GoldenMamba2Test, SegmentedPrefillMatchesReference) {
     }
     ASSERT_EQ(begin, tokens.size());
     ExpectLogits(logits, golden_->Values(c, "last_logits"));
-    EXPECT_LE(StateError(*state, c), kStateTolerance);
+    EXPECT_LE(StateError(*state, c), kMamba2StateTolerance);
   }
 }
 

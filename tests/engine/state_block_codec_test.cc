@@ -35,7 +35,7 @@ using absl::StatusCode;
 using testing::RandomTokens;
 using testing::TempDir;
 
-constexpr int kVocab = 300;
+constexpr int kBlockCodecVocab = 300;
 constexpr int64_t kChunk = 16;  // the tiny preset's L
 // Segment ends: off and on chunk edges, one segment that closes no chunk
 // (40 -> 41) and one that closes several.
@@ -45,7 +45,7 @@ std::unique_ptr<Model> WriteAndLoad(const TempDir& tmp, const std::string& name,
                                     const std::string& arch,
                                     const std::string& preset, uint64_t seed) {
   const std::string tok = tmp.Sub(name + ".tokenizer.json");
-  testing::WriteFileOrFail(tok, testing::SmallTokenizerJson(kVocab));
+  testing::WriteFileOrFail(tok, testing::SmallTokenizerJson(kBlockCodecVocab));
   InitModelOptions options;
   options.architecture = arch;
   options.preset = preset;
@@ -147,7 +147,7 @@ TEST_F(StateBlockCodecTest, OnlyModelsWithGrowingLayersHaveBlockRows) {
 }
 
 TEST_F(StateBlockCodecTest, EveryPrefixOfTheChainDecodesToItsState) {
-  const std::vector<int32_t> tokens = RandomTokens(230, kVocab, 11);
+  const std::vector<int32_t> tokens = RandomTokens(230, kBlockCodecVocab, 11);
   const Chain chain = BuildChain(*model_, tokens);
   for (size_t i = 0; i < kEnds.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << "after " << kEnds[i] << " tokens");
@@ -170,12 +170,12 @@ TEST_F(StateBlockCodecTest, EveryPrefixOfTheChainDecodesToItsState) {
 }
 
 TEST_F(StateBlockCodecTest, DecodedStateContinuesExactly) {
-  const std::vector<int32_t> tokens = RandomTokens(230, kVocab, 12);
+  const std::vector<int32_t> tokens = RandomTokens(230, kBlockCodecVocab, 12);
   const Chain chain = BuildChain(*model_, tokens);
   auto decoded = model_->NewState();
   ASSERT_OK(DecodeStateBlocksInto(chain.blocks, *decoded));
   auto original = chain.states.back()->Clone();
-  const std::vector<int32_t> more = RandomTokens(40, kVocab, 13);
+  const std::vector<int32_t> more = RandomTokens(40, kBlockCodecVocab, 13);
   auto a = model_->Prefill(more, *original, PrefillMode::kCausal);
   auto b = model_->Prefill(more, *decoded, PrefillMode::kCausal);
   ASSERT_OK(a);
@@ -191,7 +191,7 @@ TEST_F(StateBlockCodecTest, DecodedStateContinuesExactly) {
 }
 
 TEST_F(StateBlockCodecTest, AnExtensionWritesItsNewRowsAndAHead) {
-  const std::vector<int32_t> tokens = RandomTokens(230, kVocab, 14);
+  const std::vector<int32_t> tokens = RandomTokens(230, kBlockCodecVocab, 14);
   const Chain chain = BuildChain(*model_, tokens);
   const SequenceState& last = *chain.states.back();
   const int64_t row_bytes = RatLayer(last).row_bytes();
@@ -232,10 +232,10 @@ TEST_F(StateBlockCodecTest, AnExtensionWritesItsNewRowsAndAHead) {
 
 TEST_F(StateBlockCodecTest, AWholeStateIsOneBlock) {
   auto state = model_->NewState();
-  ASSERT_TRUE(
-      model_
-          ->Prefill(RandomTokens(50, kVocab, 15), *state, PrefillMode::kCausal)
-          .ok());
+  ASSERT_TRUE(model_
+                  ->Prefill(RandomTokens(50, kBlockCodecVocab, 15), *state,
+                            PrefillMode::kCausal)
+                  .ok());
   auto decoded = model_->NewState();
   ASSERT_OK(DecodeStateBlocksInto({EncodeState(*state)}, *decoded));
   EXPECT_EQ(EncodeState(*decoded), EncodeState(*state));
@@ -243,10 +243,10 @@ TEST_F(StateBlockCodecTest, AWholeStateIsOneBlock) {
 
 TEST_F(StateBlockCodecTest, BadBaseRowsAreInvalidArgument) {
   auto state = model_->NewState();
-  ASSERT_TRUE(
-      model_
-          ->Prefill(RandomTokens(50, kVocab, 16), *state, PrefillMode::kCausal)
-          .ok());
+  ASSERT_TRUE(model_
+                  ->Prefill(RandomTokens(50, kBlockCodecVocab, 16), *state,
+                            PrefillMode::kCausal)
+                  .ok());
   std::vector<int64_t> rows = StateRowCounts(*state);
   ASSERT_EQ(rows[0], 3);
   rows[0] = 4;  // more rows than the state holds
@@ -261,7 +261,7 @@ TEST_F(StateBlockCodecTest, BadBaseRowsAreInvalidArgument) {
 }
 
 TEST_F(StateBlockCodecTest, DamagedBlocksAreDataLossAndLeaveTheTarget) {
-  const std::vector<int32_t> tokens = RandomTokens(230, kVocab, 17);
+  const std::vector<int32_t> tokens = RandomTokens(230, kBlockCodecVocab, 17);
   const Chain chain = BuildChain(*model_, tokens);
   auto target = model_->NewState();
   const std::string before = EncodeState(*target);
@@ -310,7 +310,7 @@ TEST_F(StateBlockCodecTest, DamagedBlocksAreDataLossAndLeaveTheTarget) {
 // Blocks rewritten with valid checksums: sizes and counts are validated
 // before anything is allocated or read.
 TEST_F(StateBlockCodecTest, ForgedSizesAreDataLossNotAllocations) {
-  const std::vector<int32_t> tokens = RandomTokens(60, kVocab, 18);
+  const std::vector<int32_t> tokens = RandomTokens(60, kBlockCodecVocab, 18);
   auto state = model_->NewState();
   ASSERT_OK(model_->Prefill(tokens, *state, PrefillMode::kCausal));
   auto blocks = EncodeStateBlocks(*state, {});
@@ -367,7 +367,7 @@ TEST_F(StateBlockCodecTest, ForgedSizesAreDataLossNotAllocations) {
 }
 
 TEST_F(StateBlockCodecTest, AnotherModelsBlocksAreFailedPrecondition) {
-  const std::vector<int32_t> tokens = RandomTokens(230, kVocab, 19);
+  const std::vector<int32_t> tokens = RandomTokens(230, kBlockCodecVocab, 19);
   const Chain chain = BuildChain(*other_, tokens);
   auto target = model_->NewState();
   EXPECT_EQ(DecodeStateBlocksInto(chain.blocks, *target).code(),

@@ -62,7 +62,7 @@ std::unique_ptr<SequenceState> SmallState(
 }
 
 // Replaces the trailing checksum so that only the structure is wrong.
-std::string Reseal(std::string blob) {
+std::string ResealCodecBlob(std::string blob) {
   const uint64_t h = XXH3_64bits(blob.data(), blob.size() - 8);
   std::memcpy(blob.data() + blob.size() - 8, &h, 8);
   return blob;
@@ -189,7 +189,7 @@ std::string BuildBlob(const BlobSpec& spec) {
   }
   out += spec.trailing;
   out.append(8, '\0');
-  return Reseal(out);
+  return ResealCodecBlob(out);
 }
 
 TEST(StateCodecTest, StructurallyWrongBlobsAreRejected) {

@@ -34,7 +34,7 @@ using testing::LoadOrDie;
 using testing::RandomTokens;
 using testing::TempDir;
 
-constexpr int kVocab = 300;
+constexpr int kStepBatchVocab = 300;
 
 double MaxError(absl::Span<const float> got, absl::Span<const float> want) {
   double worst = 0.0;
@@ -53,7 +53,8 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
       const std::string out = dir_->Sub(arch);
       std::filesystem::create_directories(out);
       const std::string tok = out + ".tokenizer.json";
-      testing::WriteFileOrFail(tok, testing::SmallTokenizerJson(kVocab));
+      testing::WriteFileOrFail(tok,
+                               testing::SmallTokenizerJson(kStepBatchVocab));
       InitModelOptions options;
       options.architecture = arch;
       options.preset = "tiny";
@@ -81,7 +82,9 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
     const PrefillMode mode =
         prefix ? PrefillMode::kPrefix : PrefillMode::kCausal;
     EXPECT_TRUE(
-        model_->Prefill(RandomTokens(n, kVocab - 1, seed), *state, mode).ok());
+        model_
+            ->Prefill(RandomTokens(n, kStepBatchVocab - 1, seed), *state, mode)
+            .ok());
     return state;
   }
 
@@ -105,8 +108,8 @@ TEST_P(StepBatchTest, BatchedStepsEqualSingleSteps) {
   std::vector<SequenceState*> rows;
   for (auto& state : batched) rows.push_back(state.get());
   for (int step = 0; step < 40; ++step) {
-    const std::vector<int32_t> tokens =
-        RandomTokens(static_cast<int>(rows.size()), kVocab - 1, 500 + step);
+    const std::vector<int32_t> tokens = RandomTokens(
+        static_cast<int>(rows.size()), kStepBatchVocab - 1, 500 + step);
     auto logits = model_->StepBatch(tokens, rows);
     ASSERT_OK(logits);
     ASSERT_EQ(logits->size(), rows.size() * width);
@@ -122,7 +125,7 @@ TEST_P(StepBatchTest, BatchedStepsEqualSingleSteps) {
   }
   // The states left behind continue alike too (a chunked read, another
   // code path than the steps).
-  const std::vector<int32_t> more = RandomTokens(50, kVocab - 1, 77);
+  const std::vector<int32_t> more = RandomTokens(50, kStepBatchVocab - 1, 77);
   for (size_t b = 0; b < rows.size(); ++b) {
     auto got = model_->Prefill(more, *batched[b], PrefillMode::kCausal);
     auto want = model_->Prefill(more, *single[b], PrefillMode::kCausal);
@@ -137,7 +140,7 @@ TEST_P(StepBatchTest, ABadRowChangesNoState) {
   auto b = Prepared(20, 2);
   const std::string before_a = EncodeState(*a), before_b = EncodeState(*b);
   SequenceState* rows[] = {a.get(), b.get()};
-  const int32_t tokens[] = {5, kVocab + 7};
+  const int32_t tokens[] = {5, kStepBatchVocab + 7};
   EXPECT_EQ(model_->StepBatch(tokens, rows).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(EncodeState(*a), before_a);
@@ -157,12 +160,13 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
   std::vector<std::vector<int32_t>> want(kSequences);
   for (int i = 0; i < kSequences; ++i) {
     auto state = Prepared(10 + 13 * i, 900 + i);
-    auto result = Generate(*model_, *state, RandomTokens(3, kVocab - 1, i),
-                           options, [&](const GeneratedPiece& piece) {
-                             want[i].insert(want[i].end(), piece.tokens.begin(),
-                                            piece.tokens.end());
-                             return true;
-                           });
+    auto result =
+        Generate(*model_, *state, RandomTokens(3, kStepBatchVocab - 1, i),
+                 options, [&](const GeneratedPiece& piece) {
+                   want[i].insert(want[i].end(), piece.tokens.begin(),
+                                  piece.tokens.end());
+                   return true;
+                 });
     ASSERT_OK(result);
   }
 
@@ -170,8 +174,8 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
   std::vector<std::shared_ptr<DecodeStream>> streams;
   for (int i = 0; i < kSequences; ++i) {
     auto state = Prepared(10 + 13 * i, 900 + i);
-    auto logits = model_->Prefill(RandomTokens(3, kVocab - 1, i), *state,
-                                  PrefillMode::kCausal);
+    auto logits = model_->Prefill(RandomTokens(3, kStepBatchVocab - 1, i),
+                                  *state, PrefillMode::kCausal);
     ASSERT_OK(logits);
     auto stream = loop.Submit(std::move(state), *logits, options, nullptr);
     ASSERT_OK(stream);
@@ -203,7 +207,7 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
   options.stop_at_eos = false;
   DecodeLoop loop(*model_, DecodeLoopOptions{});
   auto state = Prepared(8, 3);
-  auto logits = model_->Prefill(RandomTokens(2, kVocab - 1, 4), *state,
+  auto logits = model_->Prefill(RandomTokens(2, kStepBatchVocab - 1, 4), *state,
                                 PrefillMode::kCausal);
   ASSERT_OK(logits);
   // The predicate is polled once before each token: it turns true after

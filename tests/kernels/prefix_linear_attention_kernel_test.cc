@@ -20,22 +20,23 @@ namespace {
 using testing::ExpectClose;
 using testing::RandomVector;
 
-constexpr int kHeads = 2, kHd = 8, kF = 16;
-constexpr int kD = 1 + kF + kF * kF;
-constexpr float kEps = 1e-12f;
+constexpr int kPrefixHeads = 2, kPrefixHd = 8, kPrefixF = 16;
+constexpr int kPrefixD = 1 + kPrefixF + kPrefixF * kPrefixF;
+constexpr float kPrefixEps = 1e-12f;
 
 // Featurized [rows, H, D] from random raw [rows, H, F].
 std::vector<float> Features(int rows, uint32_t seed) {
-  const auto raw = RandomVector(rows * kHeads * kF, seed, 0.7f);
-  std::vector<float> phi(rows * kHeads * kD);
+  const auto raw = RandomVector(rows * kPrefixHeads * kPrefixF, seed, 0.7f);
+  std::vector<float> phi(rows * kPrefixHeads * kPrefixD);
   EXPECT_TRUE(
-      TaylorFeatureMap(raw, rows * kHeads, kF, absl::MakeSpan(phi)).ok());
+      TaylorFeatureMap(raw, rows * kPrefixHeads, kPrefixF, absl::MakeSpan(phi))
+          .ok());
   return phi;
 }
 
 double Dot(const float* a, const float* b) {
   double s = 0.0;
-  for (int m = 0; m < kD; ++m) s += double{a[m]} * b[m];
+  for (int m = 0; m < kPrefixD; ++m) s += double{a[m]} * b[m];
   return s;
 }
 
@@ -51,62 +52,67 @@ TEST_P(PrefixKernelTest, MatchesFloat64Formula) {
   const Case c = GetParam();
   const int t = c.tokens, e = c.encoder, p = c.past;
   const auto phi_q = Features(t, 1), phi_k = Features(t, 2);
-  const auto v = RandomVector(t * kHeads * kHd, 3);
+  const auto v = RandomVector(t * kPrefixHeads * kPrefixHd, 3);
   const auto phi_ke = Features(e, 4);
-  const auto ve = RandomVector(e * kHeads * kHd, 5);
+  const auto ve = RandomVector(e * kPrefixHeads * kPrefixHd, 5);
   const auto phi_kp = Features(p, 6);
-  const auto vp = RandomVector(p * kHeads * kHd, 7);
+  const auto vp = RandomVector(p * kPrefixHeads * kPrefixHd, 7);
 
   // The carried state: sums over `past` tokens, in float (as stored).
-  std::vector<float> s(kHeads * kHd * kD, 0.0f), z(kHeads * kD, 0.0f);
+  std::vector<float> s(kPrefixHeads * kPrefixHd * kPrefixD, 0.0f),
+      z(kPrefixHeads * kPrefixD, 0.0f);
   for (int j = 0; j < p; ++j) {
-    for (int h = 0; h < kHeads; ++h) {
-      const float* kj = &phi_kp[(j * kHeads + h) * kD];
-      for (int m = 0; m < kD; ++m) {
-        z[h * kD + m] += kj[m];
-        for (int x = 0; x < kHd; ++x) {
-          s[(h * kHd + x) * kD + m] += vp[(j * kHeads + h) * kHd + x] * kj[m];
+    for (int h = 0; h < kPrefixHeads; ++h) {
+      const float* kj = &phi_kp[(j * kPrefixHeads + h) * kPrefixD];
+      for (int m = 0; m < kPrefixD; ++m) {
+        z[h * kPrefixD + m] += kj[m];
+        for (int x = 0; x < kPrefixHd; ++x) {
+          s[(h * kPrefixHd + x) * kPrefixD + m] +=
+              vp[(j * kPrefixHeads + h) * kPrefixHd + x] * kj[m];
         }
       }
     }
   }
-  std::vector<double> want_y(t * kHeads * kHd), want_s(s.begin(), s.end()),
-      want_z(z.begin(), z.end());
-  for (int h = 0; h < kHeads; ++h) {
+  std::vector<double> want_y(t * kPrefixHeads * kPrefixHd),
+      want_s(s.begin(), s.end()), want_z(z.begin(), z.end());
+  for (int h = 0; h < kPrefixHeads; ++h) {
     for (int i = 0; i < t; ++i) {
-      const float* qi = &phi_q[(i * kHeads + h) * kD];
-      std::vector<double> num(kHd, 0.0);
+      const float* qi = &phi_q[(i * kPrefixHeads + h) * kPrefixD];
+      std::vector<double> num(kPrefixHd, 0.0);
       double den = 0.0;
-      for (int m = 0; m < kD; ++m) {
-        den += double{qi[m]} * z[h * kD + m];
-        for (int x = 0; x < kHd; ++x) {
-          num[x] += double{qi[m]} * s[(h * kHd + x) * kD + m];
+      for (int m = 0; m < kPrefixD; ++m) {
+        den += double{qi[m]} * z[h * kPrefixD + m];
+        for (int x = 0; x < kPrefixHd; ++x) {
+          num[x] += double{qi[m]} * s[(h * kPrefixHd + x) * kPrefixD + m];
         }
       }
       auto add = [&](const float* k, const float* val) {
         const double a = Dot(qi, k);
         den += a;
-        for (int x = 0; x < kHd; ++x) num[x] += a * val[x];
+        for (int x = 0; x < kPrefixHd; ++x) num[x] += a * val[x];
       };
       for (int j = 0; j <= i; ++j) {
-        add(&phi_k[(j * kHeads + h) * kD], &v[(j * kHeads + h) * kHd]);
+        add(&phi_k[(j * kPrefixHeads + h) * kPrefixD],
+            &v[(j * kPrefixHeads + h) * kPrefixHd]);
       }
       for (int j = 0; j < e; ++j) {
-        add(&phi_ke[(j * kHeads + h) * kD], &ve[(j * kHeads + h) * kHd]);
+        add(&phi_ke[(j * kPrefixHeads + h) * kPrefixD],
+            &ve[(j * kPrefixHeads + h) * kPrefixHd]);
       }
-      for (int x = 0; x < kHd; ++x) {
-        want_y[(i * kHeads + h) * kHd + x] = num[x] / (den + kEps);
+      for (int x = 0; x < kPrefixHd; ++x) {
+        want_y[(i * kPrefixHeads + h) * kPrefixHd + x] =
+            num[x] / (den + kPrefixEps);
       }
     }
     auto merge = [&](const std::vector<float>& k, const std::vector<float>& val,
                      int rows) {
       for (int j = 0; j < rows; ++j) {
-        for (int m = 0; m < kD; ++m) {
-          const double km = k[(j * kHeads + h) * kD + m];
-          want_z[h * kD + m] += km;
-          for (int x = 0; x < kHd; ++x) {
-            want_s[(h * kHd + x) * kD + m] +=
-                km * val[(j * kHeads + h) * kHd + x];
+        for (int m = 0; m < kPrefixD; ++m) {
+          const double km = k[(j * kPrefixHeads + h) * kPrefixD + m];
+          want_z[h * kPrefixD + m] += km;
+          for (int x = 0; x < kPrefixHd; ++x) {
+            want_s[(h * kPrefixHd + x) * kPrefixD + m] +=
+                km * val[(j * kPrefixHeads + h) * kPrefixHd + x];
           }
         }
       }
@@ -115,10 +121,10 @@ TEST_P(PrefixKernelTest, MatchesFloat64Formula) {
     merge(phi_k, v, t);
   }
 
-  std::vector<float> y(t * kHeads * kHd);
-  const LinearAttentionDims dims{kHeads, kHd, kD};
+  std::vector<float> y(t * kPrefixHeads * kPrefixHd);
+  const LinearAttentionDims dims{kPrefixHeads, kPrefixHd, kPrefixD};
   ASSERT_TRUE(PrefixLinearAttentionPrefill(phi_q, phi_k, v, t, phi_ke, ve, e,
-                                           dims, kEps, absl::MakeSpan(s),
+                                           dims, kPrefixEps, absl::MakeSpan(s),
                                            absl::MakeSpan(z), absl::MakeSpan(y))
                   .ok());
   const std::string what = "T " + std::to_string(t) + " E " +
@@ -136,23 +142,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PrefixKernelTest,
                                            Case{70, 10, 9}));
 
 TEST(PrefixKernelArgsTest, RejectsMismatchedSizes) {
-  const LinearAttentionDims dims{kHeads, kHd, kD};
-  std::vector<float> q(2 * kHeads * kD), v(2 * kHeads * kHd);
-  std::vector<float> s(kHeads * kHd * kD), z(kHeads * kD), y(2 * kHeads * kHd);
+  const LinearAttentionDims dims{kPrefixHeads, kPrefixHd, kPrefixD};
+  std::vector<float> q(2 * kPrefixHeads * kPrefixD),
+      v(2 * kPrefixHeads * kPrefixHd);
+  std::vector<float> s(kPrefixHeads * kPrefixHd * kPrefixD),
+      z(kPrefixHeads * kPrefixD), y(2 * kPrefixHeads * kPrefixHd);
   // One encoder token claimed, none given.
-  EXPECT_EQ(PrefixLinearAttentionPrefill(q, q, v, 2, {}, {}, 1, dims, kEps,
-                                         absl::MakeSpan(s), absl::MakeSpan(z),
-                                         absl::MakeSpan(y))
+  EXPECT_EQ(PrefixLinearAttentionPrefill(q, q, v, 2, {}, {}, 1, dims,
+                                         kPrefixEps, absl::MakeSpan(s),
+                                         absl::MakeSpan(z), absl::MakeSpan(y))
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PrefixLinearAttentionPrefill(q, q, v, 2, {}, {}, -1, dims, kEps,
-                                         absl::MakeSpan(s), absl::MakeSpan(z),
-                                         absl::MakeSpan(y))
+  EXPECT_EQ(PrefixLinearAttentionPrefill(q, q, v, 2, {}, {}, -1, dims,
+                                         kPrefixEps, absl::MakeSpan(s),
+                                         absl::MakeSpan(z), absl::MakeSpan(y))
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(PrefixLinearAttentionPrefill(q, q, v, 2, {}, {}, 0, dims, kEps,
-                                           absl::MakeSpan(s), absl::MakeSpan(z),
-                                           absl::MakeSpan(y))
+  EXPECT_TRUE(PrefixLinearAttentionPrefill(q, q, v, 2, {}, {}, 0, dims,
+                                           kPrefixEps, absl::MakeSpan(s),
+                                           absl::MakeSpan(z), absl::MakeSpan(y))
                   .ok());
 }
 

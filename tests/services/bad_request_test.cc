@@ -30,7 +30,7 @@ using testing::TempDir;
 
 constexpr int kMaxNewTokens = 32;
 constexpr int kMaxQuestionTokens = 16;
-constexpr char kDocument[] =
+constexpr char kBadRequestDocument[] =
     "The cat sat on the mat while the dog slept by the door. The key is "
     "under the blue stone. ";
 
@@ -123,7 +123,7 @@ class BadRequestTest : public ::testing::Test {
     request.mutable_header()->set_segment_tokens(segment_tokens);
     request.mutable_header()->set_model(model);
     request.mutable_header()->set_document_id("doc");
-    request.set_text(kDocument);
+    request.set_text(kBadRequestDocument);
     return request;
   }
 
@@ -188,7 +188,7 @@ TEST_F(BadRequestTest, IngestFields) {
   tokens_too.add_tokens(1);
   ExpectRefused(Ingest({Header(), tokens_too}), "text and tokens mixed");
   v1::IngestRequest no_header;
-  no_header.set_text(kDocument);
+  no_header.set_text(kBadRequestDocument);
   ExpectRefused(Ingest({no_header}), "no header");
   v1::IngestRequest bad_id = Header();
   bad_id.mutable_header()->set_document_id(std::string(1000, 'x'));

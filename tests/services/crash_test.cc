@@ -29,7 +29,7 @@ using testing::ServerProcess;
 using testing::ServingClient;
 using testing::TempDir;
 
-constexpr int64_t kSegmentTokens = 32;
+constexpr int64_t kCrashSegmentTokens = 32;
 constexpr int kWriters = 3;
 constexpr int kMaxRounds = 8;
 // Crash rounds stop starting after this; the final check comes after.
@@ -163,7 +163,7 @@ TEST_F(CrashTest, AcknowledgedIngestsSurviveKillNineAtRandomPoints) {
             docs.push_back({id, text, CountTokens(text), false, std::nullopt});
             slot = docs.size() - 1;
           }
-          if (!client.Ingest(id, text, kSegmentTokens, false).ok()) return;
+          if (!client.Ingest(id, text, kCrashSegmentTokens, false).ok()) return;
           {
             std::lock_guard<std::mutex> lock(mu);
             docs[slot].acked = true;

@@ -157,7 +157,7 @@ TEST_F(DisaggregatedTest, RolesInSeparateProcessesShareOneStore) {
   EXPECT_EQ(store.Stop(), 0);
 }
 
-std::vector<int32_t> Tokens(int n, uint64_t seed) {
+std::vector<int32_t> RandomTokens(int n, uint64_t seed) {
   std::vector<int32_t> out(n);
   uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
   for (int i = 0; i < n; ++i) {
@@ -184,7 +184,7 @@ TEST_F(DisaggregatedTest, OrchestratorRefusesATokenizerThePrefillDoesNotUse) {
       << orchestrator.stderr_text();
   auto client =
       std::make_unique<testing::WorkflowClient>(orchestrator.address());
-  const auto ingested = client->Ingest(Tokens(64, 3), 32);
+  const auto ingested = client->Ingest(RandomTokens(64, 3), 32);
   EXPECT_EQ(ingested.status.error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(ingested.status.error_message().find("tokenizer.json"),
@@ -236,7 +236,7 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
 
   // Kill the endpoint the ingest runs on once it has stored its first
   // segment.
-  const std::vector<int32_t> doc = Tokens(12000, 9);
+  const std::vector<int32_t> doc = RandomTokens(12000, 9);
   {
     grpc::ClientContext context;
     auto stream = split.orchestrator().Ingest(&context);
@@ -280,8 +280,8 @@ TEST_F(DisaggregatedTest, SeveralEndpointsRetryAndAnswerAsRoleAll) {
       EXPECT_EQ(got.usage.tokens_prefilled(), want.usage.tokens_prefilled());
     }
   }
-  const auto appended_split = split.Append(id, Tokens(100, 10), 64);
-  const auto appended_single = single.Append(id, Tokens(100, 10), 64);
+  const auto appended_split = split.Append(id, RandomTokens(100, 10), 64);
+  const auto appended_single = single.Append(id, RandomTokens(100, 10), 64);
   ASSERT_TRUE(appended_split.status.ok())
       << appended_split.status.error_message();
   ASSERT_OK(appended_single.status);
@@ -329,7 +329,7 @@ TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
     client[r] = std::make_unique<WorkflowClient>(orchestrator[r].address());
   }
 
-  const std::vector<int32_t> doc = Tokens(256, 21);
+  const std::vector<int32_t> doc = RandomTokens(256, 21);
   const auto ingested = client[0]->Ingest(doc, 32);
   ASSERT_OK(ingested.status);
   const std::string id = ingested.done.done().document_id();
@@ -341,7 +341,7 @@ TEST_F(DisaggregatedTest, TwoOrchestratorsAppendingToOneDocumentLoseNothing) {
   constexpr int kChunkTokens = 24;
   std::vector<std::vector<int32_t>> chunks;
   for (int i = 0; i < kReplicas * kAppendsPerReplica; ++i) {
-    chunks.push_back(Tokens(kChunkTokens, 100 + i));
+    chunks.push_back(RandomTokens(kChunkTokens, 100 + i));
   }
   std::vector<grpc::Status> results(chunks.size());
   std::vector<std::thread> appenders;
@@ -441,7 +441,7 @@ TEST_F(DisaggregatedTest, CachedRecordsNeverAnswerForAChangedDocument) {
   };
   WorkflowClient asks(asker.address()), writes(writer.address());
 
-  const std::vector<int32_t> doc = Tokens(96, 31);
+  const std::vector<int32_t> doc = RandomTokens(96, 31);
   const auto ingested = writes.Ingest(doc, 32);
   ASSERT_OK(ingested.status);
   const std::string id = ingested.done.done().document_id();
@@ -458,7 +458,7 @@ TEST_F(DisaggregatedTest, CachedRecordsNeverAnswerForAChangedDocument) {
 
   // Another replica appends: the asker's kept record is stale, and its
   // answer is the one the writer gives from the current record.
-  ASSERT_OK(writes.Append(id, Tokens(40, 32), 32).status);
+  ASSERT_OK(writes.Append(id, RandomTokens(40, 32), 32).status);
   const auto current = writes.Ask(id, "What comes next?");
   ASSERT_OK(current.status);
   const auto after_append = asks.Ask(id, "What comes next?");

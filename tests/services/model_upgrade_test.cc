@@ -21,7 +21,7 @@ using testing::TempDir;
 using testing::WorkflowClient;
 
 constexpr char kTokenizer[] = "models/tokenizers/gpt2/tokenizer.json";
-constexpr char kQuestion[] = "What comes next?";
+constexpr char kUpgradeQuestion[] = "What comes next?";
 
 std::vector<int32_t> Tokens(int n) {
   std::vector<int32_t> out(n);
@@ -66,7 +66,7 @@ TEST_F(ModelUpgradeTest, DocumentsAreReadAgainFromTheirTokensOnce) {
     Start(server, "v1");
     WorkflowClient client(server.address());
     ASSERT_OK(client.Ingest(tokens, 128, "doc").status);
-    const testing::WorkflowAnswer answer = client.Ask("doc", kQuestion);
+    const testing::WorkflowAnswer answer = client.Ask("doc", kUpgradeQuestion);
     ASSERT_OK(answer.status);
     old_answer = answer.tokens;
   }
@@ -74,7 +74,7 @@ TEST_F(ModelUpgradeTest, DocumentsAreReadAgainFromTheirTokensOnce) {
   Start(server, "v2");
   WorkflowClient client(server.address());
   // The first question after the upgrade reads the document again...
-  const testing::WorkflowAnswer upgraded = client.Ask("doc", kQuestion);
+  const testing::WorkflowAnswer upgraded = client.Ask("doc", kUpgradeQuestion);
   ASSERT_OK(upgraded.status);
   EXPECT_NE(server.stderr_text().find("event=document.upgraded"),
             std::string::npos);
@@ -83,21 +83,22 @@ TEST_F(ModelUpgradeTest, DocumentsAreReadAgainFromTheirTokensOnce) {
   const testing::IngestResult fresh = client.Ingest(tokens, 128, "fresh");
   ASSERT_OK(fresh.status);
   EXPECT_EQ(fresh.done.segments_reused(), 3);
-  const testing::WorkflowAnswer reference = client.Ask("fresh", kQuestion);
+  const testing::WorkflowAnswer reference =
+      client.Ask("fresh", kUpgradeQuestion);
   ASSERT_OK(reference.status);
   EXPECT_EQ(upgraded.tokens, reference.tokens);
   // Random weights of another seed answer differently; had the old states
   // been resumed, the answer would have been the old one.
   EXPECT_NE(upgraded.tokens, old_answer);
   // Later questions reuse the new states: only the question is prefilled.
-  const testing::WorkflowAnswer again = client.Ask("doc", kQuestion);
+  const testing::WorkflowAnswer again = client.Ask("doc", kUpgradeQuestion);
   ASSERT_OK(again.status);
   EXPECT_EQ(again.tokens, upgraded.tokens);
   EXPECT_GE(again.usage.states_reused(), 1);
   EXPECT_LT(again.usage.tokens_prefilled(), 100);
   // Appends continue from the upgraded document.
   EXPECT_OK(client.Append("doc", Tokens(40), 128).status);
-  EXPECT_OK(client.Ask("doc", kQuestion).status);
+  EXPECT_OK(client.Ask("doc", kUpgradeQuestion).status);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ using testing::RunCommand;
 using testing::ServerProcess;
 using testing::TempDir;
 
-constexpr char kDocument[] =
+constexpr char kPipelineDocument[] =
     "The harbour town of Kelloway sits at the mouth of a cold green river. "
     "Its lighthouse stands on the northern breakwater, a white tower with a "
     "red lamp room. The keeper of the lighthouse is Marta Vell, who climbs "
@@ -39,8 +39,8 @@ constexpr char kDocument[] =
     "town has three bakeries, a fish market and a library that was once a "
     "customs house. Every year on the first Saturday of June the town holds "
     "the Lamp Festival, which began in 1911.";
-constexpr char kQuestion[] = "Who keeps the lighthouse?";
-constexpr int64_t kSegmentTokens = 32;
+constexpr char kPipelineQuestion[] = "Who keeps the lighthouse?";
+constexpr int64_t kPipelineSegmentTokens = 32;
 
 using Answer = testing::WorkflowAnswer;
 
@@ -101,7 +101,7 @@ class PipelineTest : public ::testing::Test {
   }
 
   v1::IngestResponse IngestText(const std::string& text,
-                                int64_t segment = kSegmentTokens) {
+                                int64_t segment = kPipelineSegmentTokens) {
     v1::IngestRequest request;
     request.mutable_header()->set_segment_tokens(segment);
     request.set_text(text);
@@ -142,33 +142,36 @@ TempDir* PipelineTest::model_dir_ = nullptr;
 
 TEST_F(PipelineTest, RepeatedIngestReusesEverySegment) {
   StartServer();
-  const v1::IngestResponse first = IngestText(kDocument);
+  const v1::IngestResponse first = IngestText(kPipelineDocument);
   EXPECT_EQ(first.segments_reused(), 0);
-  const v1::IngestResponse again = IngestText(kDocument);
+  const v1::IngestResponse again = IngestText(kPipelineDocument);
   EXPECT_EQ(again.done().document_id(), first.done().document_id());
   EXPECT_EQ(again.segments_reused(), again.segments_total());
   // A longer document with the same prefix shares its whole segments.
-  const v1::IngestResponse longer =
-      IngestText(std::string(kDocument) + " The river freezes in winter.");
+  const v1::IngestResponse longer = IngestText(std::string(kPipelineDocument) +
+                                               " The river freezes in winter.");
   EXPECT_NE(longer.done().document_id(), first.done().document_id());
-  EXPECT_EQ(longer.segments_reused(), first.done().tokens() / kSegmentTokens);
+  EXPECT_EQ(longer.segments_reused(),
+            first.done().tokens() / kPipelineSegmentTokens);
 }
 
 TEST_F(PipelineTest, ReadTwiceRereadsTheDocumentAfterTheQuestion) {
   StartServer();
-  const v1::DocumentInfo doc = IngestText(kDocument).done();
+  const v1::DocumentInfo doc = IngestText(kPipelineDocument).done();
   const Answer answer =
-      Ask(doc.document_id(), kQuestion, v1::ASK_MODE_READ_TWICE);
+      Ask(doc.document_id(), kPipelineQuestion, v1::ASK_MODE_READ_TWICE);
   ASSERT_OK(answer.status);
-  const int64_t preamble = CountTokens(testing::ReadTwicePreamble(kQuestion));
-  const int64_t prompt = CountTokens(testing::QuestionPrompt(kQuestion));
+  const int64_t preamble =
+      CountTokens(testing::ReadTwicePreamble(kPipelineQuestion));
+  const int64_t prompt =
+      CountTokens(testing::QuestionPrompt(kPipelineQuestion));
   // First read cached; the second read and the prompt are prefilled.
   EXPECT_EQ(answer.usage.states_reused(), 1);
   EXPECT_EQ(answer.usage.tokens_prefilled(), preamble + doc.tokens() + prompt);
   EXPECT_EQ(answer.tokens.size(), 8u);
 
   const Answer full =
-      Ask(doc.document_id(), kQuestion, v1::ASK_MODE_READ_TWICE_FULL);
+      Ask(doc.document_id(), kPipelineQuestion, v1::ASK_MODE_READ_TWICE_FULL);
   ASSERT_OK(full.status);
   EXPECT_EQ(full.usage.states_reused(), 0);
   EXPECT_EQ(full.usage.tokens_prefilled(),
@@ -177,8 +180,8 @@ TEST_F(PipelineTest, ReadTwiceRereadsTheDocumentAfterTheQuestion) {
 
 TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
   StartServer();
-  const v1::DocumentInfo doc = IngestText(kDocument).done();
-  const Answer before = Ask(doc.document_id(), kQuestion);
+  const v1::DocumentInfo doc = IngestText(kPipelineDocument).done();
+  const Answer before = Ask(doc.document_id(), kPipelineQuestion);
   ASSERT_OK(before.status);
   ASSERT_EQ(StopServer(), 0);
 
@@ -204,11 +207,11 @@ TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
   }
 
   StartServer();
-  const Answer recovered = Ask(doc.document_id(), kQuestion);
+  const Answer recovered = Ask(doc.document_id(), kPipelineQuestion);
   ASSERT_OK(recovered.status);
   EXPECT_EQ(recovered.tokens, before.tokens);
   EXPECT_GE(recovered.usage.states_recomputed(), 2);
-  const Answer next = Ask(doc.document_id(), kQuestion);
+  const Answer next = Ask(doc.document_id(), kPipelineQuestion);
   ASSERT_OK(next.status);
   EXPECT_EQ(next.tokens, before.tokens);
   EXPECT_EQ(next.usage.states_recomputed(), 0);
@@ -217,14 +220,14 @@ TEST_F(PipelineTest, CorruptStateIsRecomputedWithTheSameAnswer) {
 
 TEST_F(PipelineTest, BadInputGetsPreciseStatusAndServerKeepsServing) {
   StartServer({"--max-document-bytes=100000"});
-  const v1::DocumentInfo doc = IngestText(kDocument).done();
+  const v1::DocumentInfo doc = IngestText(kPipelineDocument).done();
 
-  Answer unknown = Ask("doc-does-not-exist", kQuestion);
+  Answer unknown = Ask("doc-does-not-exist", kPipelineQuestion);
   EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(unknown.status.error_message().find("doc-does-not-exist"),
             std::string::npos);
 
-  Answer bad_id = Ask("bad id/../x", kQuestion);
+  Answer bad_id = Ask("bad id/../x", kPipelineQuestion);
   EXPECT_EQ(bad_id.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   v1::IngestResponse done;
@@ -259,12 +262,13 @@ TEST_F(PipelineTest, BadInputGetsPreciseStatusAndServerKeepsServing) {
 
   v1::AskRequest unknown_mode;
   unknown_mode.set_document_id(doc.document_id());
-  unknown_mode.set_question(kQuestion);
+  unknown_mode.set_question(kPipelineQuestion);
   unknown_mode.set_mode(static_cast<v1::AskMode>(99));
   EXPECT_EQ(AskRequest(unknown_mode).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
-  Answer prefix = Ask(doc.document_id(), kQuestion, v1::ASK_MODE_PREFIX);
+  Answer prefix =
+      Ask(doc.document_id(), kPipelineQuestion, v1::ASK_MODE_PREFIX);
   EXPECT_EQ(prefix.status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_NE(prefix.status.error_message().find("no prefix encoder"),
             std::string::npos);
@@ -282,27 +286,27 @@ TEST_F(PipelineTest, BadInputGetsPreciseStatusAndServerKeepsServing) {
 
   v1::AskRequest bad_sampling;
   bad_sampling.set_document_id(doc.document_id());
-  bad_sampling.set_question(kQuestion);
+  bad_sampling.set_question(kPipelineQuestion);
   bad_sampling.mutable_sampling()->set_temperature(-1);
   EXPECT_EQ(AskRequest(bad_sampling).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
   // Still serving, and the good document still answers.
   EXPECT_TRUE(Healthy());
-  EXPECT_OK(Ask(doc.document_id(), kQuestion).status);
+  EXPECT_OK(Ask(doc.document_id(), kPipelineQuestion).status);
 }
 
 TEST_F(PipelineTest, BatchAskAnswersEveryQuestionWithItsIndex) {
   StartServer();
-  const v1::DocumentInfo doc = IngestText(kDocument).done();
-  const Answer single = Ask(doc.document_id(), kQuestion);
+  const v1::DocumentInfo doc = IngestText(kPipelineDocument).done();
+  const Answer single = Ask(doc.document_id(), kPipelineQuestion);
   ASSERT_OK(single.status);
 
   v1::BatchAskRequest request;
   request.set_document_id(doc.document_id());
   for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE}) {
     v1::BatchQuestion* question = request.add_questions();
-    question->set_question(kQuestion);
+    question->set_question(kPipelineQuestion);
     question->set_mode(mode);
     question->mutable_sampling()->set_max_tokens(8);
     question->mutable_sampling()->set_ignore_eos(true);
@@ -331,7 +335,7 @@ TEST_F(PipelineTest, BatchAskAnswersEveryQuestionWithItsIndex) {
 
 TEST_F(PipelineTest, DocumentsCanBeListedPinnedAndDeleted) {
   StartServer();
-  const v1::DocumentInfo doc = IngestText(kDocument).done();
+  const v1::DocumentInfo doc = IngestText(kPipelineDocument).done();
   {
     grpc::ClientContext context;
     v1::PinDocumentRequest pin;
@@ -362,25 +366,25 @@ TEST_F(PipelineTest, DocumentsCanBeListedPinnedAndDeleted) {
   v1::DeleteDocumentResponse deleted;
   ASSERT_OK(stub_->DeleteDocument(&delete_context, request, &deleted));
   EXPECT_EQ(deleted.states_deleted(), doc.segments_size());
-  EXPECT_EQ(Ask(doc.document_id(), kQuestion).status.error_code(),
+  EXPECT_EQ(Ask(doc.document_id(), kPipelineQuestion).status.error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(PipelineTest, CliSpeaksJson) {
   StartServer();
   const std::string file = data_.path() + "/doc.txt";
-  std::ofstream(file) << kDocument;
+  std::ofstream(file) << kPipelineDocument;
   const std::string server = "--server=" + server_->address();
   testing::CommandResult ingest = RunCommand(
       {CliBinary(), "ingest", file, server, "--json", "--segment-tokens=32"});
   ASSERT_EQ(ingest.exit_code, 0);
   const nlohmann::json ingested = nlohmann::json::parse(ingest.out);
   ASSERT_TRUE(ingested.contains("doc_id"));
-  EXPECT_EQ(ingested["tokens"].get<int64_t>(), CountTokens(kDocument));
+  EXPECT_EQ(ingested["tokens"].get<int64_t>(), CountTokens(kPipelineDocument));
 
   testing::CommandResult ask =
       RunCommand({CliBinary(), "ask", ingested["doc_id"].get<std::string>(),
-                  kQuestion, server, "--json", "--max-tokens=4"});
+                  kPipelineQuestion, server, "--json", "--max-tokens=4"});
   ASSERT_EQ(ask.exit_code, 0);
   const nlohmann::json answer = nlohmann::json::parse(ask.out);
   ASSERT_TRUE(answer.contains("answer"));
@@ -391,7 +395,7 @@ TEST_F(PipelineTest, CliSpeaksJson) {
   EXPECT_EQ(answer["usage"]["states_reused"].get<int64_t>(), 1);
 
   testing::CommandResult missing = RunCommand(
-      {CliBinary(), "ask", "doc-missing", kQuestion, server, "--json"});
+      {CliBinary(), "ask", "doc-missing", kPipelineQuestion, server, "--json"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(nlohmann::json::parse(missing.out)["error"]["code"], "NOT_FOUND");
 

@@ -41,8 +41,8 @@ constexpr int64_t kSegment = 64;  // 4 chunks of L 16
 constexpr int64_t kChunk = 16;
 constexpr int kRatLayers = 2;
 constexpr int64_t kRowBytes = 2 * 64 * 4;  // one closed chunk: k̄ | v̄, f32
-constexpr int kMaxTokens = 8;
-constexpr char kQuestion[] = "What is the third word?";
+constexpr int kRatMaxTokens = 8;
+constexpr char kRatQuestion[] = "What is the third word?";
 
 std::vector<int32_t> Tokens(int n, uint64_t seed) {
   std::vector<int32_t> out(n);
@@ -117,7 +117,7 @@ class RatBlocksPipelineTest : public ::testing::Test {
           static_cast<int64_t>(engine::EncodeState(*state).size());
     }
     auto prompt = model_->tokenizer().Encode(services::FillTemplate(
-        services::PromptTemplates().question_prompt, kQuestion));
+        services::PromptTemplates().question_prompt, kRatQuestion));
     EXPECT_OK(prompt);
     auto logits =
         model_->Prefill(*prompt, *state, engine::PrefillMode::kCausal);
@@ -127,7 +127,7 @@ class RatBlocksPipelineTest : public ::testing::Test {
     std::vector<int32_t> answer;
     while (logits.ok()) {
       answer.push_back(sampler.Sample(*logits, vocab));
-      if (answer.size() == static_cast<size_t>(kMaxTokens)) break;
+      if (answer.size() == static_cast<size_t>(kRatMaxTokens)) break;
       engine::SequenceState* states[] = {state.get()};
       logits = model_->StepBatch({answer.back()}, states);
     }
@@ -215,7 +215,7 @@ TEST_F(RatBlocksPipelineTest, SegmentsAndAppendsWriteOnlyNewBlocks) {
           std::tuple{"grown", want_grown, grown.size()}}) {
       SCOPED_TRACE(id);
       const auto answer =
-          client_->Ask(id, kQuestion, v1::ASK_MODE_DEFAULT, kMaxTokens);
+          client_->Ask(id, kRatQuestion, v1::ASK_MODE_DEFAULT, kRatMaxTokens);
       ASSERT_OK(answer.status);
       EXPECT_EQ(answer.tokens, want);
       EXPECT_EQ(answer.usage.states_reused(), 1);

@@ -29,7 +29,7 @@ namespace {
 constexpr int kKeys = 6;
 constexpr char kWorkerEnv[] = "TWICE_STORE_ROLE_WORKER";
 
-storage::StateKey Key(int i) {
+storage::StateKey RoleKey(int i) {
   return storage::ChainKey(storage::RootKey("fp", "causal", "shared"),
                            std::vector<int32_t>{i});
 }
@@ -76,11 +76,11 @@ int ReadWriteLoop(storage::StateStore& store, int writer, int rounds) {
   int bad = 0;
   for (int round = 0; round < rounds; ++round) {
     const int key = (round + writer) % kKeys;
-    if (!store.PutState(Key(key), Value(key, writer, round), {}).ok()) {
+    if (!store.PutState(RoleKey(key), Value(key, writer, round), {}).ok()) {
       return -1;
     }
     const int other = (round * 5 + writer + 1) % kKeys;
-    absl::StatusOr<std::string> got = store.GetState(Key(other));
+    absl::StatusOr<std::string> got = store.GetState(RoleKey(other));
     if (!got.ok()) {
       if (got.status().code() != absl::StatusCode::kNotFound) return -1;
       continue;
@@ -125,30 +125,31 @@ TEST_F(StoreRoleTest, ChunkedStatesTravelAsNewBlocksOnly) {
   for (int i = 0; i < 4; ++i) blocks.push_back(Value(i, 9, i));  // 1 MiB+ each
   std::vector<std::string_view> first(blocks.begin(), blocks.begin() + 3);
   ASSERT_TRUE(store_
-                  ->PutStateBlocks(Key(1), std::nullopt, first,
+                  ->PutStateBlocks(RoleKey(1), std::nullopt, first,
                                    {.recompute_tokens = 3000})
                   .ok());
   std::vector<std::string_view> appended = {blocks[3]};
-  ASSERT_TRUE(
-      store_
-          ->PutStateBlocks(Key(2), Key(1), appended, {.recompute_tokens = 4000})
-          .ok());
-  absl::StatusOr<std::vector<std::string>> got = store_->GetStateBlocks(Key(2));
+  ASSERT_TRUE(store_
+                  ->PutStateBlocks(RoleKey(2), RoleKey(1), appended,
+                                   {.recompute_tokens = 4000})
+                  .ok());
+  absl::StatusOr<std::vector<std::string>> got =
+      store_->GetStateBlocks(RoleKey(2));
   ASSERT_OK(got);
   EXPECT_TRUE(*got == blocks);
-  absl::StatusOr<std::string> whole = store_->GetState(Key(2));
+  absl::StatusOr<std::string> whole = store_->GetState(RoleKey(2));
   ASSERT_OK(whole);
   EXPECT_EQ(whole->size(), blocks[0].size() + blocks[1].size() +
                                blocks[2].size() + blocks[3].size());
   const storage::StoreStats stats = store_->Stats();
   EXPECT_EQ(stats.block_count, 4);
   EXPECT_EQ(stats.state_count, 2);
-  EXPECT_EQ(store_->PutStateBlocks(Key(3), Key(9), appended, {}).code(),
+  EXPECT_EQ(store_->PutStateBlocks(RoleKey(3), RoleKey(9), appended, {}).code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST_F(StoreRoleTest, AdministrationAndCorruptionReportsWorkRemotely) {
-  ASSERT_OK(store_->PutState(Key(1), Value(1, 0, 0), {}));
+  ASSERT_OK(store_->PutState(RoleKey(1), Value(1, 0, 0), {}));
   absl::StatusOr<storage::VerifyReport> verified = store_->Verify({});
   ASSERT_OK(verified);
   EXPECT_EQ(verified->states_checked, 1);
@@ -156,19 +157,19 @@ TEST_F(StoreRoleTest, AdministrationAndCorruptionReportsWorkRemotely) {
   absl::StatusOr<storage::CompactReport> compacted = store_->Compact();
   ASSERT_OK(compacted);
   EXPECT_GT(compacted->disk_bytes_after, 1 << 20);
-  ASSERT_OK(store_->DeleteState(Key(1)));
+  ASSERT_OK(store_->DeleteState(RoleKey(1)));
   absl::StatusOr<storage::GcReport> collected = store_->CollectGarbage();
   ASSERT_OK(collected);
   EXPECT_LT(collected->disk_bytes_after, 1 << 20);
 
   // A consumer that finds a served state corrupt reports it back.
-  ASSERT_OK(store_->PutState(Key(2), Value(2, 0, 0), {}));
-  ASSERT_OK(store_->GetState(Key(2)));
-  ASSERT_OK(store_->DiscardCorruptState(Key(2)));
+  ASSERT_OK(store_->PutState(RoleKey(2), Value(2, 0, 0), {}));
+  ASSERT_OK(store_->GetState(RoleKey(2)));
+  ASSERT_OK(store_->DiscardCorruptState(RoleKey(2)));
   const storage::StoreStats stats = store_->Stats();
   EXPECT_EQ(stats.corruptions, 1);
   EXPECT_EQ(stats.misses, 1);
-  EXPECT_FALSE(*store_->HasState(Key(2)));
+  EXPECT_FALSE(*store_->HasState(RoleKey(2)));
 }
 
 TEST_F(StoreRoleTest, ConcurrentThreadsAndProcessesNeverSeeTornValues) {
@@ -213,7 +214,7 @@ TEST_F(StoreRoleTest, ConcurrentThreadsAndProcessesNeverSeeTornValues) {
   }
   EXPECT_EQ(bad.load(), 0);
   for (int key = 0; key < kKeys; ++key) {
-    absl::StatusOr<std::string> got = store_->GetState(Key(key));
+    absl::StatusOr<std::string> got = store_->GetState(RoleKey(key));
     ASSERT_OK(got);
     EXPECT_TRUE(Valid(key, *got));
   }

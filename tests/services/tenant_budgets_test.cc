@@ -21,7 +21,7 @@ using testing::ServerProcess;
 using testing::TempDir;
 using testing::WorkflowClient;
 
-std::vector<int32_t> Tokens(int count, int first) {
+std::vector<int32_t> BudgetTokens(int count, int first) {
   std::vector<int32_t> tokens(count);
   for (int i = 0; i < count; ++i) tokens[i] = first + i;
   return tokens;
@@ -45,7 +45,7 @@ IngestResult IngestPinned(WorkflowClient& client, const std::string& id,
   v1::IngestRequest request;
   request.mutable_header()->set_document_id(id);
   request.mutable_header()->set_pin(true);
-  const std::vector<int32_t> tokens = Tokens(40, first);
+  const std::vector<int32_t> tokens = BudgetTokens(40, first);
   request.mutable_tokens()->Add(tokens.begin(), tokens.end());
   stream->Write(request);
   stream->WritesDone();
@@ -75,7 +75,7 @@ TEST(TenantBudgetsTest, PinnedDocumentsPerTenantAreBounded) {
   // Re-ingesting a pinned document is not one more pin.
   EXPECT_OK(IngestPinned(client, "p1", 100).status);
   // Pinning an unpinned document counts too; unpinning makes room.
-  ASSERT_OK(client.Ingest(Tokens(40, 400), 0, "u1").status);
+  ASSERT_OK(client.Ingest(BudgetTokens(40, 400), 0, "u1").status);
   EXPECT_EQ(Pin(client, "u1", true).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   ASSERT_OK(Pin(client, "p2", false));
@@ -92,19 +92,19 @@ TEST(TenantBudgetsTest, StoredSegmentsPerDocumentAreBounded) {
       << server.stderr_text();
   WorkflowClient client(server.address());
   // 100 tokens in segments of 16 would be 7 stored states.
-  const IngestResult small = client.Ingest(Tokens(100, 50), 16, "small");
+  const IngestResult small = client.Ingest(BudgetTokens(100, 50), 16, "small");
   EXPECT_EQ(small.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(small.status.error_message().find("at least 25"), std::string::npos)
       << small.status.error_message();
   // Segments of 25 fit: 4 states.
-  const IngestResult fits = client.Ingest(Tokens(100, 50), 25, "fits");
+  const IngestResult fits = client.Ingest(BudgetTokens(100, 50), 25, "fits");
   ASSERT_OK(fits.status);
   EXPECT_EQ(fits.done.done().segments_size(), 4);
   // The document is full: an append needs a new segment.
-  EXPECT_EQ(client.Append("fits", Tokens(10, 500), 0).status.error_code(),
+  EXPECT_EQ(client.Append("fits", BudgetTokens(10, 500), 0).status.error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   // Below the minimum segment size.
-  EXPECT_EQ(client.Ingest(Tokens(100, 50), 8, "tiny").status.error_code(),
+  EXPECT_EQ(client.Ingest(BudgetTokens(100, 50), 8, "tiny").status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
@@ -119,21 +119,22 @@ TEST(TenantBudgetsTest, RefusedIngestsAreNotChargedToTheQuota) {
   WorkflowClient client(server.address());
   // Each refused for its size, never for the quota, and never charged.
   for (int i = 0; i < 3; ++i) {
-    const IngestResult big = client.Ingest(Tokens(400, 10), 0, "big");
+    const IngestResult big = client.Ingest(BudgetTokens(400, 10), 0, "big");
     EXPECT_EQ(big.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
     EXPECT_NE(big.status.error_message().find("max_document_tokens"),
               std::string::npos)
         << big.status.error_message();
   }
-  const IngestResult bad_segment = client.Ingest(Tokens(250, 10), 3, "seg");
+  const IngestResult bad_segment =
+      client.Ingest(BudgetTokens(250, 10), 3, "seg");
   EXPECT_EQ(bad_segment.status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   // The whole quota is still there.
-  const IngestResult ok = client.Ingest(Tokens(250, 10), 0, "ok");
+  const IngestResult ok = client.Ingest(BudgetTokens(250, 10), 0, "ok");
   EXPECT_OK(ok.status);
-  const IngestResult next = client.Ingest(Tokens(250, 700), 0, "next");
+  const IngestResult next = client.Ingest(BudgetTokens(250, 700), 0, "next");
   EXPECT_OK(next.status);
-  EXPECT_EQ(client.Ingest(Tokens(10, 900), 0, "over").status.error_code(),
+  EXPECT_EQ(client.Ingest(BudgetTokens(10, 900), 0, "over").status.error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 

@@ -24,12 +24,12 @@ namespace {
 using test_util::RandomBytes;
 using test_util::Record;
 
-constexpr int64_t kBlob = 4000;
+constexpr int64_t kBudgetBlob = 4000;
 // A state value: the blob, its 16-byte header and the 24-byte envelope.
-constexpr int64_t kStored = kBlob + 16 + 24;
+constexpr int64_t kBudgetStored = kBudgetBlob + 16 + 24;
 // Room for three states of a tenant; the eviction slack (budget / 32) is far
 // less than one state, so each put over budget evicts exactly one.
-constexpr int64_t kTenantBudget = 3 * kStored + kStored / 2;
+constexpr int64_t kTenantBudget = 3 * kBudgetStored + kBudgetStored / 2;
 
 // A manifest of `blocks` blocks: envelope, header and 48 bytes per block.
 constexpr int64_t ManifestBytes(int64_t blocks) {
@@ -56,7 +56,7 @@ class TenantBudgetTest : public test_util::StoreFixture {
         {.recompute_tokens = recompute_tokens, .tenant = tenant});
   }
   void Put(const std::string& tenant, int i, int64_t recompute_tokens = 1000) {
-    const absl::Status s = TryPut(tenant, i, kBlob, recompute_tokens);
+    const absl::Status s = TryPut(tenant, i, kBudgetBlob, recompute_tokens);
     ASSERT_OK(s);
     EXPECT_LE(store().TenantStateBytes(tenant), kTenantBudget);
   }
@@ -77,18 +77,18 @@ TEST_F(TenantBudgetTest, PutOverItsBudgetEvictsOnlyTheTenantsOwnStates) {
   Put("a", 1, 10);  // a's cheapest
   Put("a", 2);
   Put("a", 3);
-  EXPECT_EQ(Bytes("a"), 3 * kStored);
+  EXPECT_EQ(Bytes("a"), 3 * kBudgetStored);
   Put("a", 4);
   EXPECT_FALSE(Has("a", 1));
   EXPECT_TRUE(Has("a", 2) && Has("a", 3) && Has("a", 4));
   EXPECT_TRUE(Has("b", 1) && Has("b", 2));
   EXPECT_EQ(store().Stats().evictions, 1);
-  EXPECT_EQ(Bytes("a"), 3 * kStored);
-  EXPECT_EQ(Bytes("b"), 2 * kStored);
+  EXPECT_EQ(Bytes("a"), 3 * kBudgetStored);
+  EXPECT_EQ(Bytes("b"), 2 * kBudgetStored);
   for (int i = 5; i < 15; ++i) Put("a", i);
   EXPECT_TRUE(Has("b", 1) && Has("b", 2));
   EXPECT_TRUE(Has("a", 12) && Has("a", 13) && Has("a", 14));
-  EXPECT_EQ(store().Stats().state_bytes, 5 * kStored);
+  EXPECT_EQ(store().Stats().state_bytes, 5 * kBudgetStored);
 }
 
 TEST_F(TenantBudgetTest, BudgetsWithinTheStoreBudgetKeepOtherTenantsStates) {
@@ -99,8 +99,8 @@ TEST_F(TenantBudgetTest, BudgetsWithinTheStoreBudgetKeepOtherTenantsStates) {
   for (int i = 1; i <= 3; ++i) Put("b", i, 1);
   for (int i = 1; i <= 13; ++i) Put("a", i);
   EXPECT_TRUE(Has("b", 1) && Has("b", 2) && Has("b", 3));
-  EXPECT_EQ(Bytes("b"), 3 * kStored);
-  EXPECT_EQ(Bytes("a"), 3 * kStored);
+  EXPECT_EQ(Bytes("b"), 3 * kBudgetStored);
+  EXPECT_EQ(Bytes("a"), 3 * kBudgetStored);
   EXPECT_LE(store().Stats().state_bytes, state_budget_);
   EXPECT_EQ(store().Stats().evictions, 10);
 }
@@ -110,17 +110,17 @@ TEST_F(TenantBudgetTest, PinnedStatesFillingTheBudgetAnswerResourceExhausted) {
   for (int i = 1; i <= 3; ++i) Put("a", i);
   PutDoc(Record("a", "pinned", {KeyOf("a", 1), KeyOf("a", 2), KeyOf("a", 3)},
                 true));
-  const absl::Status s = TryPut("a", 4, kBlob);
+  const absl::Status s = TryPut("a", 4, kBudgetBlob);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   const std::string message(s.message());
   EXPECT_NE(message.find("tenant \"a\""), std::string::npos) << message;
   EXPECT_NE(message.find("--tenant_state_budget_bytes"), std::string::npos);
   EXPECT_NE(message.find(std::to_string(kTenantBudget)), std::string::npos);
-  EXPECT_NE(message.find(std::to_string(3 * kStored)), std::string::npos);
+  EXPECT_NE(message.find(std::to_string(3 * kBudgetStored)), std::string::npos);
   EXPECT_FALSE(Has("a", 4));
   EXPECT_TRUE(Has("a", 1) && Has("a", 2) && Has("a", 3));
   EXPECT_EQ(store().Stats().evictions, 0);
-  EXPECT_EQ(Bytes("a"), 3 * kStored);
+  EXPECT_EQ(Bytes("a"), 3 * kBudgetStored);
   // Another tenant is not held up by a's pins.
   Put("b", 1);
 
@@ -138,11 +138,11 @@ TEST_F(TenantBudgetTest, PutThatCannotFitEvictsNothing) {
   for (int i = 1; i <= 3; ++i) Put("a", i);
   PutDoc(Record("a", "pinned", {KeyOf("a", 1), KeyOf("a", 2)}, true));
   // Two states' worth: evicting a's one unpinned state would not do.
-  absl::Status s = TryPut("a", 4, 2 * kBlob);
+  absl::Status s = TryPut("a", 4, 2 * kBudgetBlob);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_TRUE(Has("a", 3));
   // A state larger than the whole budget never fits.
-  s = TryPut("a", 5, 4 * kBlob);
+  s = TryPut("a", 5, 4 * kBudgetBlob);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(std::string(s.message()).find("tenant \"a\""), std::string::npos);
   EXPECT_TRUE(Has("a", 3));
@@ -159,8 +159,8 @@ TEST_F(TenantBudgetTest, TenantTotalsSurviveReopen) {
   Put("b", 1, 1);
   Close();
   Open();
-  EXPECT_EQ(Bytes("a"), 3 * kStored);
-  EXPECT_EQ(Bytes("b"), kStored);
+  EXPECT_EQ(Bytes("a"), 3 * kBudgetStored);
+  EXPECT_EQ(Bytes("b"), kBudgetStored);
   // One of a's goes (which one depends on write times, which may tie).
   Put("a", 4);
   int kept = 0;
@@ -196,49 +196,49 @@ TEST_F(TenantBudgetTest, IndexEntriesWithoutATenantLoadAsNoTenants) {
   Open();
   EXPECT_TRUE(Has("a", 1));
   EXPECT_EQ(store().Stats().corruptions, 0);
-  EXPECT_EQ(store().Stats().state_bytes, kStored);
+  EXPECT_EQ(store().Stats().state_bytes, kBudgetStored);
   EXPECT_EQ(Bytes("a"), 0);
   // Outside a's budget: a's own puts neither count it nor evict it.
   for (int i = 2; i <= 6; ++i) Put("a", i);
   EXPECT_TRUE(Has("a", 1));
-  EXPECT_EQ(Bytes("a"), 3 * kStored);
+  EXPECT_EQ(Bytes("a"), 3 * kBudgetStored);
 }
 
 TEST_F(TenantBudgetTest, ChunkedStatesCountTheirBlocksAndManifests) {
   Open();
-  const std::string block0 = RandomBytes(kBlob, 100);
-  const std::string block1 = RandomBytes(kBlob, 101);
-  const std::string block2 = RandomBytes(kBlob, 102);
+  const std::string block0 = RandomBytes(kBudgetBlob, 100);
+  const std::string block1 = RandomBytes(kBudgetBlob, 101);
+  const std::string block2 = RandomBytes(kBudgetBlob, 102);
   const std::vector<std::string_view> first = {block0, block1};
   ASSERT_TRUE(store()
                   .PutStateBlocks(KeyOf("a", 1), std::nullopt, first,
                                   {.recompute_tokens = 10, .tenant = "a"})
                   .ok());
-  EXPECT_EQ(Bytes("a"), 2 * kStored + ManifestBytes(2));
+  EXPECT_EQ(Bytes("a"), 2 * kBudgetStored + ManifestBytes(2));
   // An extension counts only its new block and its manifest.
   const std::vector<std::string_view> next = {block2};
   ASSERT_TRUE(store()
                   .PutStateBlocks(KeyOf("a", 2), KeyOf("a", 1), next,
                                   {.recompute_tokens = 20, .tenant = "a"})
                   .ok());
-  const int64_t chain = 3 * kStored + ManifestBytes(2) + ManifestBytes(3);
+  const int64_t chain = 3 * kBudgetStored + ManifestBytes(2) + ManifestBytes(3);
   EXPECT_EQ(Bytes("a"), chain);
   EXPECT_EQ(store().Stats().state_bytes, chain);
   Put("b", 1, 1);
 
   // Two states' worth: more than either manifest frees alone (they share
   // blocks), so room comes from evicting the chain whole.
-  const absl::Status s = TryPut("a", 3, 2 * kBlob);
+  const absl::Status s = TryPut("a", 3, 2 * kBudgetBlob);
   ASSERT_OK(s);
   EXPECT_FALSE(Has("a", 1) || Has("a", 2));
   EXPECT_EQ(store().Stats().block_count, 0);
-  EXPECT_EQ(Bytes("a"), 2 * kBlob + 40);
+  EXPECT_EQ(Bytes("a"), 2 * kBudgetBlob + 40);
   EXPECT_TRUE(Has("b", 1));
   EXPECT_EQ(store().Stats().state_bytes, Bytes("a") + Bytes("b"));
 
   // Blocks that alone exceed the budget are refused, naming the tenant.
   std::vector<std::string> big;
-  for (int i = 0; i < 4; ++i) big.push_back(RandomBytes(kBlob, 200 + i));
+  for (int i = 0; i < 4; ++i) big.push_back(RandomBytes(kBudgetBlob, 200 + i));
   const std::vector<std::string_view> views(big.begin(), big.end());
   const absl::Status refused = store().PutStateBlocks(
       KeyOf("a", 4), std::nullopt, views, {.tenant = "a"});
@@ -259,7 +259,7 @@ TEST_F(TenantBudgetTest, ConcurrentPutsOfOneTenantNeverShareRoom) {
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 60; ++i) {
-        const absl::Status s = TryPut("a", 1000 * t + i, kBlob);
+        const absl::Status s = TryPut("a", 1000 * t + i, kBudgetBlob);
         if (!s.ok()) failed = true;
         if (Bytes("a") > kTenantBudget) over_budget += 1;
       }
@@ -277,14 +277,14 @@ TEST_F(TenantBudgetTest, StatesOfNoTenantAreOutsideTenantBudgets) {
   Open();
   for (int i = 1; i <= 8; ++i) {
     ASSERT_TRUE(store()
-                    .PutState(KeyOf("x", i), RandomBytes(kBlob, i),
+                    .PutState(KeyOf("x", i), RandomBytes(kBudgetBlob, i),
                               {.recompute_tokens = 1})
                     .ok());
   }
   EXPECT_EQ(store().Stats().evictions, 0);
   EXPECT_EQ(Bytes(""), 0);
   EXPECT_EQ(Bytes("x"), 0);
-  EXPECT_EQ(store().Stats().state_bytes, 8 * kStored);
+  EXPECT_EQ(store().Stats().state_bytes, 8 * kBudgetStored);
 }
 
 TEST_F(TenantBudgetTest, InvalidOptionAndTenantsAreRefused) {
