@@ -55,13 +55,14 @@ constexpr char kTransformerModelDir[] = "models/llama-qa";
 constexpr double kMinTransformerRecall = 0.95;
 
 // A hybrid (Nemotron-H: Mamba-2, one attention layer with one KV head, an
-// MLP layer) through the same API: reading the document again after the
-// question, it answers nearly every question of the set where the default
-// read fails (`nemotron-h-qa` measured 30.0 % default and 99.2 % read_twice,
-// models/README.md). Exercises the hybrid's mixed state (SSM and growing
-// KV) through ingest, stored states and the read-twice workflow; a random
-// model or a broken KV block chain cannot pass.
+// MLP layer) through the same API: on the same 16/24-fact set it recalls as
+// the Transformer does, in both modes (`nemotron-h-qa` measured 100.0 %
+// default and 99.2 % read_twice, models/README.md). Exercises the hybrid's
+// mixed state (SSM and growing KV) through ingest, stored states and the
+// read-twice workflow; a random model or a broken KV block chain cannot
+// pass.
 constexpr char kHybridModelDir[] = "models/nemotron-h-qa";
+constexpr double kMinHybridDefault = 0.95;
 constexpr double kMinHybridReadTwice = 0.90;
 
 struct Totals {
@@ -165,7 +166,7 @@ TEST(EvalTest, TransformerBaselineRecallsEveryFactItRead) {
       << totals["default"].correct << "/" << totals["default"].questions;
 }
 
-TEST(EvalTest, HybridAnswersWhenItReadsTwice) {
+TEST(EvalTest, HybridRecallsLikeTheTransformerInBothModes) {
   TempDir data;
   ServerProcess server;
   ASSERT_TRUE(StartServing(server, data, "hybrid", kHybridModelDir))
@@ -173,13 +174,12 @@ TEST(EvalTest, HybridAnswersWhenItReadsTwice) {
   std::map<std::string, Totals> totals =
       RunEval(server.address(), "default,read_twice", kReadTwiceEvalSet);
   ASSERT_EQ(totals.size(), 2u);
-  EXPECT_GE(totals["read_twice"].questions, 100);
+  EXPECT_GE(totals["default"].questions, 100);
+  EXPECT_EQ(totals["read_twice"].questions, totals["default"].questions);
+  EXPECT_GE(totals["default"].accuracy(), kMinHybridDefault)
+      << totals["default"].correct << "/" << totals["default"].questions;
   EXPECT_GE(totals["read_twice"].accuracy(), kMinHybridReadTwice)
       << totals["read_twice"].correct << "/" << totals["read_twice"].questions;
-  EXPECT_GE(totals["read_twice"].accuracy() - totals["default"].accuracy(),
-            kMinReadTwiceGain)
-      << "read_twice " << totals["read_twice"].correct << " vs default "
-      << totals["default"].correct;
 }
 
 TEST(EvalTest, RandomWeightsFailTheThreshold) {
