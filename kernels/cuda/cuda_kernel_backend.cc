@@ -91,10 +91,6 @@ class CudaKernelBackend::CallScope {
 
 namespace {
 
-bool AttentionHeadDimOk(int64_t hd) {
-  return hd >= 32 && hd <= 128 && hd % 32 == 0;
-}
-
 int64_t Bytes(int64_t floats) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
@@ -580,7 +576,7 @@ absl::Status CudaKernelBackend::WindowAttention(
     absl::Span<const float> q, int64_t q_stride, absl::Span<const float> k,
     absl::Span<const float> v, const WindowAttentionDims& dims, float scale,
     absl::Span<float> out) {
-  if (!AttentionHeadDimOk(dims.head_dim))
+  if (!AttentionHeadDimSupported(dims.head_dim))
     return Declined(KernelOp::kWindowAttention);
   const int64_t row = dims.heads * dims.head_dim;
   return SoftmaxAttention(
@@ -598,7 +594,7 @@ absl::Status CudaKernelBackend::CausalGqaAttention(
     absl::Span<const float> q, int64_t q_stride, absl::Span<const float> k,
     absl::Span<const float> v, const CausalAttentionDims& dims, float scale,
     absl::Span<float> out) {
-  if (!AttentionHeadDimOk(dims.head_dim))
+  if (!AttentionHeadDimSupported(dims.head_dim))
     return Declined(KernelOp::kCausalGqaAttention);
   return SoftmaxAttention(
       KernelOp::kCausalGqaAttention, q, q_stride, k, v, dims.tokens, dims.past,
@@ -615,7 +611,7 @@ absl::Status CudaKernelBackend::RatChunkAttention(
     StridedRows q, StridedRows own_k, StridedRows own_v, StridedRows chunk_k,
     StridedRows chunk_v, absl::Span<const int64_t> visible,
     const RatAttentionDims& dims, float scale, absl::Span<float> out) {
-  if (!AttentionHeadDimOk(dims.head_dim))
+  if (!AttentionHeadDimSupported(dims.head_dim))
     return Declined(KernelOp::kRatChunkAttention);
   TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
   CallScope scope(lease.lane(), counters_);

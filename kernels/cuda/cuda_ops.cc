@@ -52,11 +52,11 @@ absl::Status CheckFused(const char* op, const FusedLinearAttentionDims& d,
   return CheckSize(op, "y", y.size, bth * d.head_dim);
 }
 
-bool AttentionHeadDimOk(int64_t hd) {
-  return hd >= 32 && hd <= 128 && hd % 32 == 0;
-}
-
 }  // namespace
+
+bool AttentionHeadDimSupported(int64_t head_dim) {
+  return head_dim >= 32 && head_dim <= 128 && head_dim % 32 == 0;
+}
 
 absl::Status LinearAttentionPrefillBf16(
     const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
@@ -224,10 +224,11 @@ absl::Status WindowAttention(const Stream& stream, DeviceSpan<const float> q,
                              const WindowAttentionDims& d, float scale,
                              DeviceSpan<float> out) {
   constexpr char kOp[] = "WindowAttention";
-  TWICE_RETURN_IF_ERROR(CheckArg(
-      d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.window >= 0 &&
-          AttentionHeadDimOk(d.head_dim) && q_stride >= d.heads * d.head_dim,
-      kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.window >= 0 &&
+                   AttentionHeadDimSupported(d.head_dim) &&
+                   q_stride >= d.heads * d.head_dim,
+               kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
   const int64_t row = d.heads * d.head_dim;
   TWICE_RETURN_IF_ERROR(
       CheckAtLeast(kOp, "q", q.size, StridedExtent(d.tokens, row, q_stride)));
@@ -259,7 +260,7 @@ absl::Status CausalGqaAttention(const Stream& stream, DeviceSpan<const float> q,
   constexpr char kOp[] = "CausalGqaAttention";
   TWICE_RETURN_IF_ERROR(CheckArg(
       d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.kv_heads >= 1 &&
-          d.heads % d.kv_heads == 0 && AttentionHeadDimOk(d.head_dim) &&
+          d.heads % d.kv_heads == 0 && AttentionHeadDimSupported(d.head_dim) &&
           q_stride >= d.heads * d.head_dim,
       kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
   const int64_t row = d.heads * d.head_dim;
@@ -298,7 +299,7 @@ absl::Status RatChunkAttention(const Stream& stream, DeviceAllocator& allocator,
   const int64_t row = d.heads * d.head_dim;
   TWICE_RETURN_IF_ERROR(CheckArg(d.tokens >= 0 && d.chunks >= 0 &&
                                      d.heads >= 1 &&
-                                     AttentionHeadDimOk(d.head_dim),
+                                     AttentionHeadDimSupported(d.head_dim),
                                  kOp, "bad dimensions"));
   for (const DeviceRows* r : {&q, &own_k, &own_v}) {
     TWICE_RETURN_IF_ERROR(CheckArg(r->stride >= row, kOp, "row stride < H·hd"));

@@ -98,6 +98,11 @@ struct FusedLinearAttentionDims {
     int64_t channels, int64_t x_stride, DeviceSpan<const float> weight,
     int64_t kernel_size, DeviceSpan<float> tail, DeviceSpan<float> out);
 
+// Whether the softmax attention kernels below (window, causal GQA, RAT
+// chunk) take this head_dim: one warp per row, each lane holding head_dim / 32
+// of its dimensions in registers sized for four.
+bool AttentionHeadDimSupported(int64_t head_dim);
+
 // kernels/window_attention.h (head_dim a multiple of 32, <= 128).
 [[nodiscard]] absl::Status WindowAttention(
     const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
