@@ -75,6 +75,27 @@ class TaskTest(unittest.TestCase):
         fact = words.index(key, 4)
         self.assertEqual(words[fact + 2], words[-1])
 
+    def test_prefix_with_question_puts_the_question_in_the_encoder_region(self):
+        vocab = task.token_ids()
+        inverse = {i: w for w, i in vocab.items()}
+        for seed in range(10):
+            tokens, mask, prefix_len = task.training_example(
+                random.Random(seed), "prefix_with_question", 64, vocab, 8)
+            words = [inverse[t] for t in tokens]
+            # Left pads, then the preamble and the document: the region is
+            # the cap plus the preamble's 6 words, whatever the document's
+            # length.
+            self.assertEqual(prefix_len, 64 + 6)
+            start = words.index("Q:")
+            self.assertEqual(words[:start], ["[PAD]"] * start)
+            key = words[start + 3]
+            self.assertEqual(words[start:start + 6], ["Q:", "what", "is", key, "?", "D:"])
+            # One question after the region, the same one, then its answer.
+            self.assertEqual(words[prefix_len:], ["Q:", "what", "is", key, "?", "A:", words[-1]])
+            self.assertEqual(mask, [0] * (len(tokens) - 1) + [1])
+            fact = words.index(key, start + 6)
+            self.assertEqual(words[fact + 2], words[-1])
+
     def test_early_answer_positions_start_at_the_asked_value_of_the_last_reading(self):
         vocab = task.token_ids()
         inverse = {i: w for w, i in vocab.items()}
@@ -116,6 +137,20 @@ class TaskTest(unittest.TestCase):
         for r in last:
             for q in r["questions"]:
                 self.assertGreaterEqual(q["fact_token"], r["doc_tokens"] - 128)
+        after = task.eval_records(3, [8], 128, [4], 2, 4, last_segment_only=True,
+                                  earlier_facts=8)
+        for r in after:
+            words = r["text"].split()
+            self.assertEqual(len(words), 4 * 128)
+            # 8 facts in each earlier document, 8 in the last window; an
+            # asked key occurs once, at the asked fact in the last window.
+            self.assertEqual(words.count("is"), 4 * 8)
+            for q in r["questions"]:
+                key = q["question"].split()[2]
+                p = q["fact_token"]
+                self.assertGreaterEqual(p, r["doc_tokens"] - 128)
+                self.assertEqual(words[p:p + 4], [key, "is", q["answer"], "."])
+                self.assertEqual(words.count(key), 1)
 
     def test_committed_eval_sets_are_reproducible(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,11 @@ Sets (fixed seeds; every question asks about a held-out (key, value) pair):
   last_segment.jsonl  facts 8 and 16 placed in the last training-length
                       window of documents 1x / 2x / 4x / 8x long (the rest
                       filler), 12 documents per cell, 4 questions (seed 303)
+  after_documents.jsonl
+                      the same cells, but what comes before the last window
+                      is other training-length documents of 8 facts each
+                      (keys other than the asked ones): the state at 8x has
+                      read 56 facts it must let go of (seed 505)
 Pure Python (no torch).
 """
 
@@ -38,6 +43,9 @@ SETS = {
                  docs_per_cell=6, questions_per_doc=4),
     "last_segment": dict(seed=303, facts_list=[8, 16], multiples=[1, 2, 4, 8],
                          docs_per_cell=12, questions_per_doc=4, last_segment_only=True),
+    "after_documents": dict(seed=505, facts_list=[8, 16], multiples=[1, 2, 4, 8],
+                            docs_per_cell=12, questions_per_doc=4, last_segment_only=True,
+                            earlier_facts=8),
 }
 
 

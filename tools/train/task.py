@@ -19,6 +19,8 @@ orchestrator) and the training formats agree token for token:
   read_twice        DOC Q: q D: DOC Q: q A:
   read_twice_full   Q: q D: DOC D: DOC Q: q A:
   prefix (JRT)      [pads] DOC (non-causal encoder over the first M) Q: q A:
+  prefix_with_question (JRT)
+                    [pads] Q: q D: DOC (encoder over the first M) Q: q A:
 
 where q = "what is <key> ?". Pure Python (no torch), so CI can test it
 quickly.
@@ -119,15 +121,17 @@ def make_document(
     n_facts: int,
     length: int,
     held_out: bool,
+    allowed_keys: Sequence[int] = (),
 ) -> Tuple[List[str], List[Tuple[int, int, int]]]:
     """A document of exactly `length` words with `n_facts` facts (distinct
-    keys) and filler sentences between them.
+    keys, drawn from allowed_keys when given) and filler sentences between
+    them.
 
     held_out=False: no fact is a held-out pair (training). held_out=True:
     every fact is a held-out pair (eval; no fact was seen in training).
     Returns the words and the facts as (key, value, word offset)."""
     assert 4 * n_facts <= length, (n_facts, length)
-    keys = rng.sample(range(N_KEYS), n_facts)
+    keys = rng.sample(list(allowed_keys) or range(N_KEYS), n_facts)
     facts = []
     for k in keys:
         while True:
@@ -175,17 +179,32 @@ def eval_records(
     docs_per_cell: int,
     questions_per_doc: int,
     last_segment_only: bool = False,
+    earlier_facts: int = 0,
 ) -> List[dict]:
     """One record per document. Every question asks about a held-out pair.
-    last_segment_only: the facts all lie in the last base_length words (the
-    rest is filler), to test reading past the training length."""
+    last_segment_only: the asked facts all lie in the last base_length words
+    (the rest is filler), to test reading past the training length.
+    earlier_facts > 0 (with last_segment_only): the words before the last
+    window are whole base_length documents of that many facts each, whose
+    keys differ from the last window's (so every asked key occurs once):
+    a stream of documents, asked about the latest, whose earlier facts a
+    state must let go of."""
     rng = random.Random(seed)
     records = []
     for mult in multiples:
         length = base_length * mult
         for n_facts in facts_list:
             for d in range(docs_per_cell):
-                if last_segment_only:
+                if last_segment_only and earlier_facts:
+                    tail, facts = make_document(rng, n_facts, base_length, True)
+                    asked_keys = {k for k, _, _ in facts}
+                    others = [k for k in range(N_KEYS) if k not in asked_keys]
+                    head = []
+                    for _ in range(mult - 1):
+                        head += make_document(rng, earlier_facts, base_length, True, others)[0]
+                    words = head + tail
+                    facts = [(k, v, p + len(head)) for k, v, p in facts]
+                elif last_segment_only:
                     head = _filler(rng, length - base_length)
                     tail, facts = make_document(rng, n_facts, base_length, True)
                     words = head + tail
@@ -229,8 +248,8 @@ def training_example(
     question_held: List[int] = None,
 ) -> Tuple[List[int], List[int], int]:
     """One training sequence in format `fmt` (default, read_twice,
-    read_twice_full, question_first, prefix) and its loss mask (1 on
-    answer tokens).
+    read_twice_full, question_first, prefix, prefix_with_question) and its
+    loss mask (1 on answer tokens).
 
     The document has max_facts / 2 .. max_facts facts and at most max_doc_len (0 =
     doc_len) words. default / prefix: the document, then questions about up
@@ -240,7 +259,10 @@ def training_example(
     twice after the question) and that one question. prefix: the document
     is left-padded with [PAD] to max_doc_len words, the encoder region
     (the serving encoder covers min(M, N) = M words of a document of
-    N >= M = doc_len words, with no pads).
+    N >= M = doc_len words, with no pads). prefix_with_question: the
+    preamble "Q: q D:" and the document, left-padded to max_doc_len + 6
+    words, so the encoder knows the question while it reads; then that one
+    question (the serving recipe of the mode of that name).
     answer_after_fact: if a list is given, it receives the positions whose
     logits should already name the answer in the formats where the question
     comes before a reading of the document (read_twice, read_twice_full,
@@ -293,6 +315,10 @@ def training_example(
         # Left-padded to the cap: the batch's encoder region is one length.
         tokens = [vocab["[PAD]"]] * (cap - len(doc)) + doc
         prefix_len = cap
+    elif fmt == "prefix_with_question":
+        tokens = [vocab["[PAD]"]] * (cap - len(doc)) + pre + doc
+        prefix_len = cap + len(pre)
+        asked = asked[:1]
     else:
         raise ValueError(fmt)
     mask = [0] * len(tokens)

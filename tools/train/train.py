@@ -12,7 +12,9 @@ Recipes:
     enc_length words or more need no pads) in the non-causal encoder
     region; 15 % of the prefix's non-fact tokens are replaced by [MASK] and
     predicted at their own position (prefix MLM), plus the next-token loss
-    on the suffix;
+    on the suffix; with --formats prefix_with_question:W, batches whose
+    encoder region starts with the question ("Q: q D:" then the
+    document), so the encoder can learn to keep what will be asked;
   * curriculum: short documents with few facts first; harder ones only
     while the answer loss is low (--curriculum-loss, --ramp-steps);
   * reading targets (--early-answer, --hold-question): where the question
@@ -260,7 +262,7 @@ def quick_eval(model, arch, args, vocab, seed=1234):
     for n_facts in (2, 4, 8, 12, 16, 24):
         if 4 * n_facts > args.doc_len:
             continue
-        rows, twice, answers = [], [], []
+        rows, twice, with_question, answers = [], [], [], []
         for _ in range(64):
             words, facts = task.make_document(rng, n_facts, args.doc_len, held_out=True)
             k, v, _ = rng.choice(facts)
@@ -268,10 +270,12 @@ def quick_eval(model, arch, args, vocab, seed=1234):
             question = [vocab[w] for w in ["Q:", "what", "is", task.KEYS[k], "?"]]
             rows.append(doc + question + [vocab["A:"]])
             twice.append(doc + question + [vocab["D:"]] + doc + question + [vocab["A:"]])
+            with_question.append(question + [vocab["D:"]] + doc + question + [vocab["A:"]])
             answers.append(vocab[task.VALUES[v]])
         modes = [("default", 0, rows), ("read_twice", 0, twice)]
         if arch == "jrt":
             modes.append(("prefix", args.doc_len, rows))
+            modes.append(("prefix_with_question", args.doc_len, with_question))
         for mode, enc, batch_rows in modes:
             tokens = torch.tensor(batch_rows)
             logits, _ = model(tokens, None, keep=None, enc=enc)
@@ -448,6 +452,17 @@ def main():
                 lp = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), toks.reshape(-1), reduction="none")
                 mlm = (lp * target.reshape(-1)).sum() / target.sum().clamp(min=1)
                 total = loss + 0.5 * mlm
+            elif fmt == "prefix_with_question":
+                # Rows are left-padded to cur_doc_len + 6 (the preamble); the
+                # encoder covers at most the model's M = doc_len of them, as
+                # when serving. No MLM: a masked question key would teach
+                # nothing about reading for the question.
+                m = min(args.cur_doc_len + 6, args.doc_len)
+                keep = (toks != vocab["[PAD]"]).float()
+                keep[:, m:] = 1.0
+                logits, _ = model(toks, None, keep=keep, enc=m)
+                loss = answer_loss(logits, toks, mask)
+                total = loss
             else:
                 carry = state if args.state_passing else None
                 logits, new_state = model(toks, carry, want_state=args.state_passing)
