@@ -71,10 +71,9 @@ constexpr double kMinHybridReadTwice = 0.90;
 // through its state; the same model trained from zero states only does
 // not (after_documents.jsonl, 8 and 16 facts, 96 questions per length:
 // `mamba2-sp` measured 85.4 % at 1x and 82.3 % at 8x, `mamba2-no-sp` 92.7 %
-// and 49.0 %, models/README.md). A random or broken model (or a stored
-// state that loses its history at a segment boundary) cannot pass the SP
-// floors; the no-SP model must stay below SP at 8x, or the set no longer
-// checks the effect.
+// and 49.0 %, models/README.md). A random or broken model cannot pass the
+// SP floors; a server that dropped the earlier documents from the state
+// would lift the no-SP model to SP's level and fail the lead.
 constexpr char kStatePassingModelDir[] = "models/mamba2-sp";
 constexpr char kNoStatePassingModelDir[] = "models/mamba2-no-sp";
 constexpr char kAfterDocumentsEvalSet[] =
