@@ -75,7 +75,8 @@ def init_from(model, path):
 def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
                 d_state: int = 32, feature_dim: int = 16, layers: int = 4,
                 heads: int = 4, rope_theta: float = 10000.0,
-                pattern: str = "M*M-", kv_heads: int = 1) -> dict:
+                pattern: str = "M*M-", kv_heads: int = 1,
+                window_size: int = 64) -> dict:
     templates = {"prompt_templates": task.prompt_templates()}
     if arch in ("based", "jrt"):
         c = {
@@ -87,7 +88,7 @@ def make_config(arch: str, vocab: int, doc_len: int, pad_id: int,
             "mixer": {"expand_proj": 4, "kernel_sizes": 3, "use_bias": True},
             "n_embd": 64, "n_layer": 4, "n_head": 4, "n_inner": 256,
             "alt_mixer": {"feature_dim": feature_dim, "num_heads": 4},
-            "alt_mixer_2": {"window_size": 64},
+            "alt_mixer_2": {"window_size": window_size},
             "alt_mixer_layers": [1, 3], "alt_mixer_2_layers": [2],
         }
         if arch == "jrt":
@@ -339,6 +340,8 @@ def main():
     ap.add_argument("--max-facts", type=int, default=24)
     ap.add_argument("--d-state", type=int, default=32, help="Mamba-2 state size per head channel")
     ap.add_argument("--feature-dim", type=int, default=16, help="Based/JRT feature dimension")
+    ap.add_argument("--window-size", type=int, default=64,
+                    help="Based/JRT sliding-window layer: window_size (it keeps window_size/2 tokens)")
     ap.add_argument("--layers", type=int, default=4, help="Llama layers")
     ap.add_argument("--heads", type=int, default=4, help="Llama / Nemotron-H attention heads")
     ap.add_argument("--kv-heads", type=int, default=1, help="Nemotron-H KV heads")
@@ -378,7 +381,7 @@ def main():
                       d_state=args.d_state, feature_dim=args.feature_dim,
                       layers=args.layers, heads=args.heads,
                       rope_theta=args.rope_theta, pattern=args.pattern,
-                      kv_heads=args.kv_heads)
+                      kv_heads=args.kv_heads, window_size=args.window_size)
     model = build_model(args.arch, cfg, args.seed)
     if args.init_from:
         init_from(model, args.init_from)
