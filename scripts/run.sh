@@ -22,7 +22,8 @@ listen=${TWICE_LISTEN:-127.0.0.1:50051}
 # NAME=DIR for every shipped model; the first is the default.
 models=""
 for name in nemotron-h-qa jrt-lm based-lm based-rt-f16 jrt-qa based-qa jrt-qa-scratch mamba2-qa \
-  mamba2-qa-no-sp mamba2-sp mamba2-no-sp llama-qa based-rt-f4 mamba2-rt-s32 mamba2-rt-s8; do
+  mamba2-qa-no-sp mamba2-sp mamba2-no-sp llama-qa based-rt-f4 mamba2-rt-s32 mamba2-rt-s8 \
+  jrt-f2-w16 based-f2-w16; do
   if [ -f "$root/models/$name/model.safetensors" ]; then
     models="${models:+$models,}$name=$root/models/$name"
   fi
