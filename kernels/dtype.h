@@ -4,7 +4,8 @@
 // floating types checkpoints are published in; weights keep them. I8 is a
 // weight format made at load: symmetric, one f32 scale per block of kI8Block
 // consecutive elements of a row (the last block of a row may be shorter;
-// Tensor::scales()). Products with an I8 matrix quantize their input per
+// Tensor::scales()), kept in groups of 16 rows (i8_layout.h) rather than
+// row by row. Products with an I8 matrix quantize their input per
 // block too, to int16 (kernels/cpu/int8_dot.h). It is never read from a
 // file, because a safetensors I8 tensor carries no scales.
 #ifndef TWICE_KERNELS_DTYPE_H_

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "kernels/i8_layout.h"
 
 namespace twice::kernels {
 
@@ -68,6 +69,20 @@ Tensor Tensor::QuantizedRows(Shape shape, std::vector<int8_t> values,
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = DType::kI8;
+  const int64_t rows = t.shape_.empty() ? 1 : t.shape_[0];
+  const int64_t cols = rows == 0 ? 0 : NumElements(t.shape_) / rows;
+  if (static_cast<int64_t>(values.size()) != I8ValueCount(rows, cols) ||
+      static_cast<int64_t>(block_scales.size()) != I8ScaleCount(rows, cols)) {
+    std::fprintf(stderr,
+                 "Tensor::QuantizedRows: %zu values and %zu scales for shape "
+                 "%s (want %lld and %lld)\n",
+                 values.size(), block_scales.size(),
+                 ShapeToString(t.shape_).c_str(),
+                 static_cast<long long>(I8ValueCount(rows, cols)),
+                 static_cast<long long>(I8ScaleCount(rows, cols)));
+    std::abort();
+  }
+  t.i8_value_bytes_ = static_cast<int64_t>(values.size());
   auto buffer = std::make_shared<const std::vector<int8_t>>(std::move(values));
   t.shared_ = std::shared_ptr<const void>(buffer, buffer->data());
   t.scales_ =
@@ -76,7 +91,8 @@ Tensor Tensor::QuantizedRows(Shape shape, std::vector<int8_t> values,
 }
 
 int64_t Tensor::ByteSize() const {
-  int64_t bytes = size() * DTypeSize(dtype_);
+  int64_t bytes =
+      dtype_ == DType::kI8 ? i8_value_bytes_ : size() * DTypeSize(dtype_);
   if (scales_ != nullptr) {
     bytes += static_cast<int64_t>(scales_->size() * sizeof(float));
   }

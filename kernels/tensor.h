@@ -13,7 +13,9 @@
 //     lm_head and embedding are one buffer.
 // I8 tensors are weights quantized in blocks of each row (dtype.h): with
 // rows = dim(0) and the remaining dimensions flattened into columns,
-// element (r, c) stands for values()[r, c] * scales()[r, c / kI8Block].
+// element (r, c) stands for values[I8ValueIndex(cols, r, c)] *
+// scales()[I8ScaleIndex(cols, r, c / kI8Block)], in the row-group layout
+// of i8_layout.h (not row-major).
 //
 // The f32 accessors (data, span, mutable_*) are for F32 tensors only; a
 // call on another dtype is a programming error and aborts naming the
@@ -69,8 +71,9 @@ class Tensor {
   // copies. Not for I8.
   static Tensor Immutable(DType dtype, Shape shape,
                           std::shared_ptr<const void> bytes);
-  // I8 weights: values [rows, cols] row-major with one scale per block,
-  // [rows, I8BlocksPerRow(cols)] (rows = shape[0]); sizes must match.
+  // I8 weights [rows, cols] (rows = shape[0]) in the layout of
+  // i8_layout.h: I8ValueCount(rows, cols) values and I8ScaleCount(rows,
+  // cols) scales; sizes must match.
   static Tensor QuantizedRows(Shape shape, std::vector<int8_t> values,
                               std::vector<float> block_scales);
 
@@ -81,7 +84,8 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   bool is_view() const { return view_ != nullptr; }
-  // Bytes of the elements (and of the scales of I8).
+  // Bytes of the elements (and of the scales of I8, with their layout's
+  // padding).
   int64_t ByteSize() const;
 
   // The elements in their dtype.
@@ -95,8 +99,8 @@ class Tensor {
   // so a device copy of it stays valid for as long as a weak_ptr to it has
   // not expired.
   const std::shared_ptr<const void>& shared_storage() const { return shared_; }
-  // I8 only: one f32 scale per block, [rows, I8BlocksPerRow(cols)];
-  // nullptr otherwise.
+  // I8 only: one f32 scale per block of a row, in the layout of
+  // i8_layout.h; nullptr otherwise.
   const float* scales() const {
     return scales_ != nullptr ? scales_->data() : nullptr;
   }
@@ -130,6 +134,8 @@ class Tensor {
   std::shared_ptr<const void> shared_;
   const void* view_ = nullptr;
   std::shared_ptr<const std::vector<float>> scales_;
+  // I8: bytes of the values with their layout's padding.
+  int64_t i8_value_bytes_ = 0;
 };
 
 // Allocates `bytes` (rounded up to 64) aligned to 64 bytes, uninitialised,

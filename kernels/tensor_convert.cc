@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/check.h"
 #include "kernels/cpu/lowp_dot.h"
+#include "kernels/i8_layout.h"
 
 namespace twice::kernels {
 namespace {
@@ -34,11 +35,11 @@ void ElementsToF32(const Tensor& t, int64_t begin, int64_t end, float* out) {
   if (t.dtype() == DType::kI8) {
     const auto* q = static_cast<const int8_t*>(t.raw_data());
     const int64_t cols = Cols(t);
-    const int64_t blocks = I8BlocksPerRow(cols);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t r = i / cols;
-      const float scale = t.scales()[r * blocks + (i - r * cols) / kI8Block];
-      out[i - begin] = static_cast<float>(q[i]) * scale;
+      const int64_t c = i - r * cols;
+      const float scale = t.scales()[I8ScaleIndex(cols, r, c / kI8Block)];
+      out[i - begin] = static_cast<float>(q[I8ValueIndex(cols, r, c)]) * scale;
     }
   } else {
     for (int64_t i = begin; i < end; ++i) out[i - begin] = ElementF32(t, i);
@@ -46,13 +47,16 @@ void ElementsToF32(const Tensor& t, int64_t begin, int64_t end, float* out) {
 }
 
 // Row by row, so no f32 copy of a large weight is ever made; each block
-// of a row gets the scale of its largest magnitude (dtype.h).
+// of a row gets the scale of its largest magnitude (dtype.h). Written
+// straight into the layout of i8_layout.h (zero padding included), so no
+// row-major copy is made either.
 Tensor QuantizeRows(const Tensor& t) {
   const int64_t rows = t.dim(0);
   const int64_t cols = Cols(t);
   const int64_t blocks = I8BlocksPerRow(cols);
-  std::vector<int8_t> q(static_cast<size_t>(t.size()));
-  std::vector<float> scales(static_cast<size_t>(rows * blocks));
+  std::vector<int8_t> q(static_cast<size_t>(I8ValueCount(rows, cols)), 0);
+  std::vector<float> scales(static_cast<size_t>(I8ScaleCount(rows, cols)),
+                            0.0f);
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     ElementsToF32(t, r * cols, (r + 1) * cols, row.data());
@@ -64,11 +68,12 @@ Tensor QuantizeRows(const Tensor& t) {
         max_abs = std::max(max_abs, std::fabs(row[c]));
       }
       const float scale = max_abs / 127.0f;
-      scales[r * blocks + b] = scale;
+      scales[I8ScaleIndex(cols, r, b)] = scale;
       const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
       for (int64_t c = begin; c < end; ++c) {
         const float v = std::nearbyint(row[c] * inv);
-        q[r * cols + c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+        q[I8ValueIndex(cols, r, c)] =
+            static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
       }
     }
   }

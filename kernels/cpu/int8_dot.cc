@@ -8,6 +8,7 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/x86_intrinsics.h"
 #include "kernels/dtype.h"
+#include "kernels/i8_layout.h"
 
 namespace twice::kernels::cpu {
 namespace {
@@ -40,22 +41,59 @@ TWICE_CPU_CLONES float QuantizeBlock(const float* x, int64_t n, int16_t* q) {
   return scale;
 }
 
+// Row r's products in the portable build, block by block in the order the
+// SIMD builds sum them.
+float RowDotPortable(const Int8Rows& w, const QuantizedInput& x, int64_t r) {
+  const int64_t k = w.k;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < I8BlocksPerRow(k); ++b) {
+    const int64_t end = std::min(k, (b + 1) * kI8Block);
+    int32_t dot = 0;
+    for (int64_t c = b * kI8Block; c < end; ++c) {
+      dot += int32_t{x.values[c]} * int32_t{w.values[I8ValueIndex(k, r, c)]};
+    }
+    acc += static_cast<float>(dot) *
+           (w.scales[I8ScaleIndex(k, r, b)] * x.scales[b]);
+  }
+  return acc;
+}
+
 void GemvPortable(const Int8Rows& w, const QuantizedInput& x, const float* bias,
                   int64_t r0, int64_t r1, float* y) {
-  const int64_t k = w.k;
-  const int64_t blocks = I8BlocksPerRow(k);
   for (int64_t r = r0; r < r1; ++r) {
-    const int8_t* row = w.values + r * k;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t end = std::min(k, (b + 1) * kI8Block);
-      int32_t dot = 0;
-      for (int64_t j = b * kI8Block; j < end; ++j) {
-        dot += int32_t{x.values[j]} * int32_t{row[j]};
-      }
-      acc += static_cast<float>(dot) * w.scales[r * blocks + b] * x.scales[b];
+    const float dot = RowDotPortable(w, x, r);
+    y[r] = bias != nullptr ? dot + bias[r] : dot;
+  }
+}
+
+void RowsToF32Portable(const Int8Rows& w, int64_t r0, int64_t r1, float* out) {
+  const int64_t k = w.k;
+  for (int64_t r = r0; r < r1; ++r) {
+    float* o = out + (r - r0) * k;
+    for (int64_t c = 0; c < k; ++c) {
+      o[c] = static_cast<float>(w.values[I8ValueIndex(k, r, c)]) *
+             w.scales[I8ScaleIndex(k, r, c / kI8Block)];
     }
-    y[r] = bias != nullptr ? acc + bias[r] : acc;
+  }
+}
+
+// The four int16 inputs of quad q of x (one 64-bit lane).
+inline int64_t InputQuad(const QuantizedInput& x, int64_t q) {
+  int64_t bits;
+  std::memcpy(&bits, x.values.data() + q * kI8Quad, sizeof(bits));
+  return bits;
+}
+
+// Rows [r0, r1) of y from the 16 results of row group g (rows 16g ..
+// 16g + 15) in `group`: stored whole when the group lies inside [r0, r1),
+// else row by row (the last group of W may have padding rows).
+inline void StoreGroup(const float* group, const float* bias, int64_t g,
+                       int64_t r0, int64_t r1, float* y) {
+  const int64_t first = std::max(r0, g * kI8RowGroup);
+  const int64_t last = std::min(r1, (g + 1) * kI8RowGroup);
+  for (int64_t r = first; r < last; ++r) {
+    const float dot = group[r - g * kI8RowGroup];
+    y[r] = bias != nullptr ? dot + bias[r] : dot;
   }
 }
 
@@ -67,125 +105,177 @@ void GemvPortable(const Int8Rows& w, const QuantizedInput& x, const float* bias,
              "fma")))
 #define TWICE_AVX2_INT8 __attribute__((target("avx2,fma")))
 
-static_assert(kI8Block == 64, "the SIMD builds take one block per 64 bytes");
+static_assert(kI8Block == 64 && kI8RowGroup == 16 && kI8Quad == 4,
+              "the SIMD builds take a block of a group as 16 lines of 64 "
+              "bytes");
 
-// 32 int8 weights at p (`mask`: which of them exist; the rest read as 0)
-// as 32 int16.
-TWICE_AVX512_VNNI inline __m512i Widen32(const int8_t* p, __mmask32 mask) {
-  return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, p));
+// acc + the products of half a line (8 rows x 4 weights at `half`,
+// sign-extended to int16) with a quad's inputs broadcast to every row.
+TWICE_AVX512_VNNI inline __m512i HalfLineDot(__m512i acc, const int8_t* half,
+                                             __m512i quad) {
+  return _mm512_dpwssd_epi32(acc,
+                             _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                 reinterpret_cast<const __m256i*>(half))),
+                             quad);
 }
 
-// 32-bit sums of x · w over one block: x lo / hi are its two halves
-// (32 int16 each), w lo / hi the weights widened.
-TWICE_AVX512_VNNI inline __m512i BlockDot(__m512i x_lo, __m512i x_hi,
-                                          __m512i w_lo, __m512i w_hi) {
-  return _mm512_dpwssd_epi32(
-      _mm512_dpwssd_epi32(_mm512_setzero_si512(), x_lo, w_lo), x_hi, w_hi);
-}
-
-// acc + dot * sw * sx.
-TWICE_AVX512_VNNI inline __m512 Accumulate(__m512 acc, __m512i dot, float sw,
-                                           __m512 sx) {
-  return _mm512_fmadd_ps(
-      _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(sw)), sx, acc);
-}
-
-// Rows [r, r + kRows) of W: they share each block of x. A row's last,
-// partial block is read with masked loads (zeros past k). The loops over
-// rows must unroll, so that each row's accumulator stays in a register.
-template <int kRows>
-TWICE_AVX512_VNNI inline void RowsVnni(const Int8Rows& w,
-                                       const QuantizedInput& x,
-                                       const float* bias, int64_t r, float* y) {
-  const int64_t k = w.k;
-  const int64_t blocks = I8BlocksPerRow(k);
-  const int64_t full = k / kI8Block;
-  const int64_t tail = k - full * kI8Block;
-  // The tail's two halves.
-  const auto tail_lo =
-      static_cast<__mmask32>(tail >= 32 ? ~0u : (uint32_t{1} << tail) - 1u);
-  const auto tail_hi = static_cast<__mmask32>(
-      tail <= 32 ? 0u : (uint32_t{1} << (tail - 32)) - 1u);
-  const int8_t* row[kRows];
-  const float* scale[kRows];
-  __m512 acc[kRows];
-#pragma GCC unroll 4
-  for (int i = 0; i < kRows; ++i) {
-    row[i] = w.values + (r + i) * k;
-    scale[i] = w.scales + (r + i) * blocks;
-    acc[i] = _mm512_setzero_ps();
-  }
+// The 16 products of row group g. Per quad, each half of the 64-byte line
+// (8 rows x 4 weights) is sign-extended to 32 int16 and multiplied by the
+// quad's four inputs broadcast: lane 2i holds row i's first pair, lane
+// 2i + 1 its second. Two accumulators per half (even and odd quads) keep
+// four vpdpwssd chains in flight; after each block the pairs of lanes are
+// added and the block's 16 row scales applied as one vector.
+TWICE_AVX512_VNNI inline __m512 GroupDotVnni(const Int8Rows& w,
+                                             const QuantizedInput& x,
+                                             int64_t g) {
+  const int64_t blocks = I8BlocksPerRow(w.k);
+  const int8_t* values = w.values + g * blocks * kI8GroupBlockBytes;
+  const float* scales = w.scales + g * blocks * kI8RowGroup;
+  const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16,
+                                               18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                              21, 23, 25, 27, 29, 31);
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t j = b * kI8Block;
-    const __m512i x_lo = _mm512_loadu_si512(x.values.data() + j);
-    const __m512i x_hi = _mm512_loadu_si512(x.values.data() + j + 32);
-    const __m512 sx = _mm512_set1_ps(x.scales[b]);
-    const __mmask32 lo = b < full ? ~__mmask32{0} : tail_lo;
-    const __mmask32 hi = b < full ? ~__mmask32{0} : tail_hi;
-#pragma GCC unroll 4
-    for (int i = 0; i < kRows; ++i) {
-      const __m512i dot = BlockDot(x_lo, x_hi, Widen32(row[i] + j, lo),
-                                   Widen32(row[i] + j + 32, hi));
-      acc[i] = Accumulate(acc[i], dot, scale[i][b], sx);
+    const int8_t* line = values + b * kI8GroupBlockBytes;
+    __m512i lo0 = _mm512_setzero_si512(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+    for (int64_t q = 0; q < 16; q += 2) {
+      const __m512i x0 = _mm512_set1_epi64(InputQuad(x, b * 16 + q));
+      const __m512i x1 = _mm512_set1_epi64(InputQuad(x, b * 16 + q + 1));
+      const int8_t* l0 = line + q * 64;
+      const int8_t* l1 = l0 + 64;
+      lo0 = HalfLineDot(lo0, l0, x0);
+      hi0 = HalfLineDot(hi0, l0 + 32, x0);
+      lo1 = HalfLineDot(lo1, l1, x1);
+      hi1 = HalfLineDot(hi1, l1 + 32, x1);
     }
+    const __m512i lo = _mm512_add_epi32(lo0, lo1);
+    const __m512i hi = _mm512_add_epi32(hi0, hi1);
+    const __m512i rows =
+        _mm512_add_epi32(_mm512_permutex2var_epi32(lo, even_lanes, hi),
+                         _mm512_permutex2var_epi32(lo, odd_lanes, hi));
+    acc =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(rows),
+                        _mm512_mul_ps(_mm512_loadu_ps(scales + b * kI8RowGroup),
+                                      _mm512_set1_ps(x.scales[b])),
+                        acc);
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < kRows; ++i) {
-    const float dot = _mm512_reduce_add_ps(acc[i]);
-    y[r + i] = bias != nullptr ? dot + bias[r + i] : dot;
-  }
+  return acc;
 }
 
-// Four rows at a time (four weight streams in flight per thread).
 TWICE_AVX512_VNNI void GemvVnni(const Int8Rows& w, const QuantizedInput& x,
                                 const float* bias, int64_t r0, int64_t r1,
                                 float* y) {
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) RowsVnni<4>(w, x, bias, r, y);
-  for (; r < r1; ++r) RowsVnni<1>(w, x, bias, r, y);
+  for (int64_t g = r0 / kI8RowGroup; g * kI8RowGroup < r1; ++g) {
+    const __m512 dot = GroupDotVnni(w, x, g);
+    const int64_t first = g * kI8RowGroup;
+    if (first >= r0 && first + kI8RowGroup <= r1) {
+      _mm512_storeu_ps(y + first,
+                       bias != nullptr
+                           ? _mm512_add_ps(dot, _mm512_loadu_ps(bias + first))
+                           : dot);
+    } else {
+      alignas(64) float group[kI8RowGroup];
+      _mm512_store_ps(group, dot);
+      StoreGroup(group, bias, g, r0, r1, y);
+    }
+  }
 }
 
-// 32-bit sums of 16 int16 inputs at x times 16 int8 weights at w.
-TWICE_AVX2_INT8 inline __m256i Dot16(const int16_t* x, const int8_t* w) {
-  const __m256i wide = _mm256_cvtepi8_epi16(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
-  return _mm256_madd_epi16(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), wide);
+// Rows [r0, r1) widened: a row's 64 weights of a block are one dword from
+// each of the block's 16 lines, gathered (from L1: the block is 1 KiB),
+// then widened 16 at a time and scaled.
+TWICE_AVX512_VNNI void RowsToF32Vnni(const Int8Rows& w, int64_t r0, int64_t r1,
+                                     float* out) {
+  const int64_t k = w.k;
+  const int64_t blocks = I8BlocksPerRow(k);
+  const __m512i line_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(64));
+  for (int64_t r = r0; r < r1; ++r) {
+    float* o = out + (r - r0) * k;
+    const int64_t g = r / kI8RowGroup;
+    const int64_t i = r % kI8RowGroup;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int8_t* block =
+          w.values + (g * blocks + b) * kI8GroupBlockBytes + i * kI8Quad;
+      const __m512i bytes = _mm512_i32gather_epi32(line_offsets, block, 1);
+      const __m512 scale = _mm512_set1_ps(w.scales[I8ScaleIndex(k, r, b)]);
+      const int64_t c0 = b * kI8Block;
+      for (int part = 0; part < 4 && c0 + part * 16 < k; ++part) {
+        __m128i sixteen;
+        switch (part) {
+          case 0:
+            sixteen = _mm512_extracti32x4_epi32(bytes, 0);
+            break;
+          case 1:
+            sixteen = _mm512_extracti32x4_epi32(bytes, 1);
+            break;
+          case 2:
+            sixteen = _mm512_extracti32x4_epi32(bytes, 2);
+            break;
+          default:
+            sixteen = _mm512_extracti32x4_epi32(bytes, 3);
+            break;
+        }
+        const __m512 v = _mm512_mul_ps(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sixteen)), scale);
+        const int64_t c = c0 + part * 16;
+        const int64_t n = std::min<int64_t>(16, k - c);
+        _mm512_mask_storeu_ps(o + c, static_cast<__mmask16>((1u << n) - 1u), v);
+      }
+    }
+  }
 }
 
-// One row at a time; a partial last block is copied into a zero-padded
-// buffer.
+// The 16 products of row group g at 8 lanes: each line's four quarters
+// (4 rows x 4 weights) are sign-extended to 16 int16 and multiplied
+// pairwise by the quad's inputs (vpmaddwd); two lanes per row, added
+// after each block.
+TWICE_AVX2_INT8 void GroupDotAvx2(const Int8Rows& w, const QuantizedInput& x,
+                                  int64_t g, float* group) {
+  const int64_t blocks = I8BlocksPerRow(w.k);
+  const int8_t* values = w.values + g * blocks * kI8GroupBlockBytes;
+  const float* scales = w.scales + g * blocks * kI8RowGroup;
+  __m256 acc_lo = _mm256_setzero_ps(), acc_hi = acc_lo;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* line = values + b * kI8GroupBlockBytes;
+    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int64_t q = 0; q < 16; ++q) {
+      const __m256i xq = _mm256_set1_epi64x(InputQuad(x, b * 16 + q));
+#pragma GCC unroll 4
+      for (int part = 0; part < 4; ++part) {
+        const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(line + q * 64 + part * 16)));
+        a[part] = _mm256_add_epi32(a[part], _mm256_madd_epi16(wide, xq));
+      }
+    }
+    // hadd gives rows [0 1 4 5 | 2 3 6 7]; the permute puts them in order.
+    const __m256i rows_lo =
+        _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[0], a[1]), 0xD8);
+    const __m256i rows_hi =
+        _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[2], a[3]), 0xD8);
+    const __m256 sx = _mm256_set1_ps(x.scales[b]);
+    acc_lo = _mm256_fmadd_ps(
+        _mm256_cvtepi32_ps(rows_lo),
+        _mm256_mul_ps(_mm256_loadu_ps(scales + b * kI8RowGroup), sx), acc_lo);
+    acc_hi = _mm256_fmadd_ps(
+        _mm256_cvtepi32_ps(rows_hi),
+        _mm256_mul_ps(_mm256_loadu_ps(scales + b * kI8RowGroup + 8), sx),
+        acc_hi);
+  }
+  _mm256_storeu_ps(group, acc_lo);
+  _mm256_storeu_ps(group + 8, acc_hi);
+}
+
 TWICE_AVX2_INT8 void GemvAvx2(const Int8Rows& w, const QuantizedInput& x,
                               const float* bias, int64_t r0, int64_t r1,
                               float* y) {
-  const int64_t k = w.k;
-  const int64_t blocks = I8BlocksPerRow(k);
-  const int64_t full = k / kI8Block;
-  const int64_t tail = k - full * kI8Block;
-  const int16_t* xq = x.values.data();
-  int8_t padded[kI8Block];
-  for (int64_t r = r0; r < r1; ++r) {
-    const int8_t* row = w.values + r * k;
-    const float* sw = w.scales + r * blocks;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t j = b * kI8Block;
-      const int8_t* wb = row + j;
-      if (b == full) {  // the partial block (tail != 0)
-        std::memset(padded, 0, sizeof(padded));
-        std::memcpy(padded, wb, static_cast<size_t>(tail));
-        wb = padded;
-      }
-      const __m256i sum = _mm256_add_epi32(
-          _mm256_add_epi32(Dot16(xq + j, wb), Dot16(xq + j + 16, wb + 16)),
-          _mm256_add_epi32(Dot16(xq + j + 32, wb + 32),
-                           Dot16(xq + j + 48, wb + 48)));
-      acc = _mm256_fmadd_ps(
-          _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(sw[b])),
-          _mm256_set1_ps(x.scales[b]), acc);
-    }
-    const float dot = HorizontalSum8(acc);
-    y[r] = bias != nullptr ? dot + bias[r] : dot;
+  for (int64_t g = r0 / kI8RowGroup; g * kI8RowGroup < r1; ++g) {
+    float group[kI8RowGroup];
+    GroupDotAvx2(w, x, g, group);
+    StoreGroup(group, bias, g, r0, r1, y);
   }
 }
 
@@ -258,6 +348,17 @@ void QuantizeDequantizeRows(const float* x, int64_t m, int64_t k, float* out) {
       for (int64_t j = 0; j < n; ++j) ob[j] = static_cast<float>(q[j]) * scale;
     }
   }
+}
+
+void Int8RowsToF32(Int8Build build, const Int8Rows& w, int64_t r0, int64_t r1,
+                   float* out) {
+#if defined(__x86_64__)
+  if (build == Int8Build::kAvx512Vnni) {
+    RowsToF32Vnni(w, r0, r1, out);
+    return;
+  }
+#endif
+  RowsToF32Portable(w, r0, r1, out);
 }
 
 void Int8GemvRows(Int8Build build, const Int8Rows& w, const QuantizedInput& x,

@@ -11,6 +11,10 @@
 // still what removes the int8 GEMV's cost of converting every weight to
 // f32 before an FMA.
 //
+// W is in the row-group layout of kernels/i8_layout.h: the products run
+// 16 rows at a time, one row per 32-bit lane, so a group's results come
+// out as one vector with no sums across lanes.
+//
 // Builds, chosen from the CPU:
 //   - AVX-512 VNNI: weights sign-extended to int16 as they are loaded
 //     (vpmovsxbw), vpdpwssd accumulating pairs into 32-bit sums;
@@ -18,7 +22,8 @@
 //     VNNI);
 //   - portable C++.
 // All compute the same integer block sums (|sum| < 2^31: 64 products of at
-// most 32767 · 127), so they differ only in the order of the f32 sums.
+// most 32767 · 127) and add the blocks of a row in the same order, so
+// they differ only in the rounding of those f32 sums (fused or not).
 #ifndef TWICE_KERNELS_CPU_INT8_DOT_H_
 #define TWICE_KERNELS_CPU_INT8_DOT_H_
 
@@ -53,8 +58,8 @@ void QuantizeInput(const float* x, int64_t k, QuantizedInput& out);
 // be `x`.
 void QuantizeDequantizeRows(const float* x, int64_t m, int64_t k, float* out);
 
-// Int8 weights [n, k] row-major with their per-block scales
-// (Tensor::scales()).
+// Int8 weights [n, k] with their per-block scales, in the layout of
+// i8_layout.h (Tensor::raw_data() and Tensor::scales() of an I8 tensor).
 struct Int8Rows {
   const int8_t* values = nullptr;
   const float* scales = nullptr;
@@ -62,9 +67,14 @@ struct Int8Rows {
 };
 
 // y[r] = W[r, :] · x (+ bias[r]) for rows [r0, r1), x as QuantizeInput
-// made it.
+// made it. Any range works; whole groups of 16 rows (r0 a multiple of 16)
+// are what the SIMD builds compute, so tasks should split there.
 void Int8GemvRows(Int8Build build, const Int8Rows& w, const QuantizedInput& x,
                   const float* bias, int64_t r0, int64_t r1, float* y);
+// Rows [r0, r1) of W as f32 (values times their block scales), row-major
+// into `out` ((r1 - r0) * k floats): the panels of batched products.
+void Int8RowsToF32(Int8Build build, const Int8Rows& w, int64_t r0, int64_t r1,
+                   float* out);
 
 }  // namespace twice::kernels::cpu
 

@@ -94,9 +94,10 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
       Int8GemvRows(build, rows, quantized, bias, 0, n, y);
       return;
     }
-    // int8 rows are half as long in bytes as bf16: twice the rows per task.
+    // int8 rows are half as long in bytes as bf16: twice the rows per task,
+    // in whole groups of 16 rows (i8_layout.h).
     const int64_t per_task =
-        RoundUp(std::max<int64_t>(2 * kGemvTaskElements / k, 4), 4);
+        RoundUp(std::max<int64_t>(2 * kGemvTaskElements / k, 16), 16);
     ParallelFor((n + per_task - 1) / per_task, [&](int64_t t) {
       Int8GemvRows(build, rows, quantized, bias, t * per_task,
                    std::min(n, (t + 1) * per_task), y);

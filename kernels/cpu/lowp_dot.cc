@@ -41,12 +41,6 @@ inline float Finish(const float* bias, int64_t r, float dot) {
   return bias != nullptr ? dot + bias[r] : dot;
 }
 
-// The scale of element (r, j) of W: its I8 block's, 1 for floating types.
-inline float ScaleOf(const LowpRows& w, int64_t r, int64_t j) {
-  return w.scales != nullptr ? w.scales[r * I8BlocksPerRow(w.k) + j / kI8Block]
-                             : 1.0f;
-}
-
 // The bits of `v` rounded to the nearest bf16 (ties to even) in the upper
 // half, as F32ToBf16 rounds; branch-free so that loops over it vectorise.
 inline uint32_t RoundedBf16Bits(float v) {
@@ -71,7 +65,7 @@ void RowsToF32Portable(const LowpRows& w, int64_t r0, int64_t r1, float* out) {
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * w.k;
     for (int64_t j = 0; j < w.k; ++j) {
-      o[j] = LoadWeight(w.dtype, w.data, r * w.k + j) * ScaleOf(w, r, j);
+      o[j] = LoadWeight(w.dtype, w.data, r * w.k + j);
     }
   }
 }
@@ -93,14 +87,11 @@ TWICE_AVX512 inline __m512 Widen16(const void* base, int64_t i,
     const __m256i h =
         _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  } else if constexpr (D == DType::kF16) {
+  } else {
+    static_assert(D == DType::kF16);
     const __m256i h =
         _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i);
     return _mm512_cvtph_ps(h);
-  } else {
-    const __m128i b =
-        _mm_maskz_loadu_epi8(mask, static_cast<const int8_t*>(base) + i);
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
   }
 }
 
@@ -354,24 +345,15 @@ TWICE_AVX512 void RowsToF32Avx512(const LowpRows& w, int64_t r0, int64_t r1,
   const int64_t k = w.k;
   const int64_t tail = k % 16;
   const __mmask16 tail_mask = static_cast<__mmask16>((1u << tail) - 1u);
-  // kI8Block is a multiple of 16: a vector never straddles two blocks.
-  static_assert(kI8Block % 16 == 0);
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * k;
     int64_t j = 0;
     for (; j + 16 <= k; j += 16) {
-      __m512 v = Widen16<D>(w.data, r * k + j, 0xffff);
-      if constexpr (D == DType::kI8) {
-        v = _mm512_mul_ps(v, _mm512_set1_ps(ScaleOf(w, r, j)));
-      }
-      _mm512_storeu_ps(o + j, v);
+      _mm512_storeu_ps(o + j, Widen16<D>(w.data, r * k + j, 0xffff));
     }
     if (tail != 0) {
-      __m512 v = Widen16<D>(w.data, r * k + j, tail_mask);
-      if constexpr (D == DType::kI8) {
-        v = _mm512_mul_ps(v, _mm512_set1_ps(ScaleOf(w, r, j)));
-      }
-      _mm512_mask_storeu_ps(o + j, tail_mask, v);
+      _mm512_mask_storeu_ps(o + j, tail_mask,
+                            Widen16<D>(w.data, r * k + j, tail_mask));
     }
   }
 }
@@ -384,13 +366,10 @@ TWICE_AVX2 inline __m256 Widen8(const void* base, int64_t i) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
         static_cast<const uint16_t*>(base) + i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  } else if constexpr (D == DType::kF16) {
+  } else {
+    static_assert(D == DType::kF16);
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
         static_cast<const uint16_t*>(base) + i)));
-  } else {
-    int64_t bits;
-    std::memcpy(&bits, static_cast<const int8_t*>(base) + i, 8);
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bits)));
   }
 }
 
@@ -438,46 +417,23 @@ TWICE_AVX2 void RowsToF32Avx2(const LowpRows& w, int64_t r0, int64_t r1,
                               float* out) {
   const int64_t k = w.k;
   const int64_t body = k / 8 * 8;
-  static_assert(kI8Block % 8 == 0);
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * k;
     for (int64_t j = 0; j < body; j += 8) {
-      __m256 v = Widen8<D>(w.data, r * k + j);
-      if constexpr (D == DType::kI8) {
-        v = _mm256_mul_ps(v, _mm256_set1_ps(ScaleOf(w, r, j)));
-      }
-      _mm256_storeu_ps(o + j, v);
+      _mm256_storeu_ps(o + j, Widen8<D>(w.data, r * k + j));
     }
     for (int64_t j = body; j < k; ++j) {
-      o[j] = LoadWeight(D, w.data, r * k + j) * ScaleOf(w, r, j);
+      o[j] = LoadWeight(D, w.data, r * k + j);
     }
   }
 }
 
-// Calls fn.template operator()<D>() for a BF16 or F16 `dtype` (the GEMVs
-// of this file; int8 has its own).
+// Calls fn.template operator()<D>() for a BF16 or F16 `dtype` (int8 has
+// its own kernels, int8_dot.h).
 template <typename Fn>
 void ForFloatDType(DType dtype, Fn fn) {
   if (dtype == DType::kBF16) fn.template operator()<DType::kBF16>();
   if (dtype == DType::kF16) fn.template operator()<DType::kF16>();
-}
-
-// Calls fn.template operator()<D>() for a low-precision `dtype`.
-template <typename Fn>
-void ForDType(DType dtype, Fn fn) {
-  switch (dtype) {
-    case DType::kBF16:
-      fn.template operator()<DType::kBF16>();
-      return;
-    case DType::kF16:
-      fn.template operator()<DType::kF16>();
-      return;
-    case DType::kI8:
-      fn.template operator()<DType::kI8>();
-      return;
-    case DType::kF32:
-      return;  // not a low-precision format; callers never pass it
-  }
 }
 
 #endif  // __x86_64__
@@ -600,13 +556,21 @@ void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
 
 void LowpRowsToF32(Isa isa, const LowpRows& w, int64_t r0, int64_t r1,
                    float* out) {
+  if (w.dtype == DType::kI8) {
+    Int8RowsToF32(Int8BuildOf(isa),
+                  {static_cast<const int8_t*>(w.data), w.scales, w.k}, r0, r1,
+                  out);
+    return;
+  }
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) {
-    ForDType(w.dtype, [&]<DType D>() { RowsToF32Avx512<D>(w, r0, r1, out); });
+    ForFloatDType(w.dtype,
+                  [&]<DType D>() { RowsToF32Avx512<D>(w, r0, r1, out); });
     return;
   }
   if (isa == Isa::kAvx2) {
-    ForDType(w.dtype, [&]<DType D>() { RowsToF32Avx2<D>(w, r0, r1, out); });
+    ForFloatDType(w.dtype,
+                  [&]<DType D>() { RowsToF32Avx2<D>(w, r0, r1, out); });
     return;
   }
 #endif

@@ -40,8 +40,9 @@ Isa CpuIsa();
 // "avx512_bf16", "avx512", "avx2", "portable".
 std::string_view IsaName(Isa isa);
 
-// Weights of dtype BF16, F16 or I8, row-major [n, k]; for I8 the block
-// scales (Tensor::scales()), nullptr otherwise.
+// Weights of dtype BF16 or F16, row-major [n, k], or I8 in the layout of
+// kernels/i8_layout.h with its block scales (Tensor::scales()); scales are
+// nullptr for the floating types.
 struct LowpRows {
   DType dtype = DType::kBF16;
   const void* data = nullptr;

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/i8_layout.h"
 #include "kernels/immutable_host_regions.h"
 #include "kernels/status_macros.h"
 
@@ -257,14 +258,22 @@ absl::StatusOr<DeviceBuffer> CudaKernelBackend::Upload(
     case DType::kI8: {
       const int64_t rows = host.dim(0);
       const int64_t cols = rows == 0 ? 0 : count / rows;
-      TWICE_ASSIGN_OR_RETURN(void* values,
-                             scope.Stage(host.raw_data(), ElementBytes(host)));
+      // The device kernel takes rows; the host keeps I8 in row groups
+      // (kernels/i8_layout.h).
+      const I8Arrays row_major =
+          UnpackI8Rows(static_cast<const int8_t*>(host.raw_data()),
+                       host.scales(), rows, cols);
+      TWICE_ASSIGN_OR_RETURN(void* values, scope.Stage(row_major.values.data(),
+                                                       ElementBytes(host)));
       TWICE_ASSIGN_OR_RETURN(
-          void* scales, scope.Stage(host.scales(), Bytes(ScaleCount(host))));
+          void* scales,
+          scope.Stage(row_major.scales.data(), Bytes(ScaleCount(host))));
       TWICE_RETURN_IF_ERROR(DequantizeRowsToBf16(
           scope.stream(), {static_cast<const int8_t*>(values), count},
           {static_cast<const float*>(scales), ScaleCount(host)}, rows, cols,
           bf16));
+      // row_major is freed on return: the copies must have read it.
+      TWICE_RETURN_IF_ERROR(scope.stream().Synchronize());
       break;
     }
   }

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/lowp_dot.h"
+#include "kernels/i8_layout.h"
 #include "kernels/linear.h"
 #include "kernels/tensor_convert.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -45,12 +46,11 @@ std::vector<double> Widened(const Tensor& w) {
   if (w.dtype() == DType::kI8) {
     const auto* q = static_cast<const int8_t*>(w.raw_data());
     const int64_t k = w.dim(1);
-    const int64_t blocks = I8BlocksPerRow(k);
     for (size_t i = 0; i < out.size(); ++i) {
       const int64_t r = static_cast<int64_t>(i) / k;
       const int64_t c = static_cast<int64_t>(i) % k;
-      out[i] = static_cast<double>(q[i]) *
-               double{w.scales()[r * blocks + c / kI8Block]};
+      out[i] = static_cast<double>(q[I8ValueIndex(k, r, c)]) *
+               double{w.scales()[I8ScaleIndex(k, r, c / kI8Block)]};
     }
   }
   return out;
@@ -222,9 +222,11 @@ TEST(LowpLinearTest, OneRowEqualsItsRowInABatch) {
 TEST(LowpDotTest, EveryInt8BuildMatchesReference) {
   for (cpu::Int8Build build : cpu::Int8BuildsOfThisCpu()) {
     SCOPED_TRACE(cpu::Int8BuildName(build));
-    for (auto [k, n] : {std::tuple{1, 1}, std::tuple{31, 5}, std::tuple{64, 4},
-                        std::tuple{65, 9}, std::tuple{96, 7},
-                        std::tuple{200, 13}, std::tuple{1000, 6}}) {
+    for (auto [k, n] :
+         {std::tuple{1, 1}, std::tuple{31, 5}, std::tuple{64, 4},
+          std::tuple{65, 9}, std::tuple{96, 7}, std::tuple{200, 13},
+          std::tuple{1000, 6}, std::tuple{130, 16}, std::tuple{77, 37},
+          std::tuple{768, 50}}) {
       SCOPED_TRACE(::testing::Message() << k << "x" << n);
       const auto w = RandomVector(n * k, 51);
       auto x = RandomVector(k, 52);
@@ -244,6 +246,36 @@ TEST(LowpDotTest, EveryInt8BuildMatchesReference) {
             Reference(x, 1, k, Widened(wq), n,
                       with_bias ? bias : std::vector<float>{}, DType::kI8),
             2e-5, 2e-5);
+      }
+      // A range of rows that starts and ends inside groups of 16 writes
+      // those rows and no others.
+      if (n > 2) {
+        const int64_t r0 = 1, r1 = n - 1;
+        std::vector<float> y(n, 99.0f);
+        cpu::Int8GemvRows(build, rows, input, nullptr, r0, r1, y.data());
+        const std::vector<double> want =
+            Reference(x, 1, k, Widened(wq), n, {}, DType::kI8);
+        EXPECT_EQ(y[0], 99.0f);
+        EXPECT_EQ(y[n - 1], 99.0f);
+        ExpectClose(std::vector<float>(y.begin() + r0, y.begin() + r1),
+                    std::vector<double>(want.begin() + r0, want.begin() + r1),
+                    2e-5, 2e-5, "rows 1 .. n - 1");
+      }
+      // Widened to f32 (the panels of batched products): each element is
+      // its value times its block's scale, one f32 multiply, for any range
+      // of rows.
+      const int64_t r0 = n / 3;
+      std::vector<float> widened((n - r0) * k, 99.0f);
+      cpu::Int8RowsToF32(build, rows, r0, n, widened.data());
+      const I8Arrays row_major = UnpackI8Rows(rows.values, rows.scales, n, k);
+      const int64_t blocks = I8BlocksPerRow(k);
+      for (int64_t r = r0; r < n; ++r) {
+        for (int64_t c = 0; c < k; ++c) {
+          const float want = static_cast<float>(row_major.values[r * k + c]) *
+                             row_major.scales[r * blocks + c / kI8Block];
+          ASSERT_EQ(widened[(r - r0) * k + c], want)
+              << "row " << r << " column " << c;
+        }
       }
     }
   }

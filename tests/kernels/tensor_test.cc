@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/i8_layout.h"
 #include "kernels/tensor_convert.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -28,8 +29,9 @@ TEST(TensorTest, OwningCopiesCopyViewsAndSharedBuffersShare) {
 
   const Tensor q = *ConvertTensor(
       Tensor::FromVector({2, 3}, {1, 2, 3, 4, 5, 6}), DType::kI8);
-  // Values and one scale per block (one block per row here).
-  EXPECT_EQ(q.ByteSize(), 6 + 2 * 4);
+  // Values and one scale per block (one block per row here), padded to a
+  // whole group of 16 rows and a whole block of 64 columns (i8_layout.h).
+  EXPECT_EQ(q.ByteSize(), 16 * 64 + 16 * 4);
 }
 
 TEST(TensorTest, F32AccessOnAnotherDtypeAborts) {
@@ -104,7 +106,7 @@ TEST(TensorConvertTest, Int8IsSymmetricPerBlockWithinHalfAStep) {
       SCOPED_TRACE(::testing::Message() << "row " << r << " block " << b);
       const int64_t begin = b * kI8Block;
       const int64_t end = std::min(cols, begin + kI8Block);
-      const float scale = q.scales()[r * blocks + b];
+      const float scale = q.scales()[I8ScaleIndex(cols, r, b)];
       float max_abs = 0.0f;
       for (int64_t c = begin; c < end; ++c) {
         max_abs = std::max(max_abs, std::fabs(w[r * cols + c]));
@@ -112,13 +114,15 @@ TEST(TensorConvertTest, Int8IsSymmetricPerBlockWithinHalfAStep) {
       EXPECT_FLOAT_EQ(scale, max_abs / 127.0f);
       for (int64_t c = begin; c < end; ++c) {
         const int64_t i = r * cols + c;
-        EXPECT_GE(v[i], -127);
-        EXPECT_LE(std::fabs(v[i] * scale - w[i]), 0.5f * scale * (1.0f + 1e-5f))
+        const int8_t value = v[I8ValueIndex(cols, r, c)];
+        EXPECT_GE(value, -127);
+        EXPECT_LE(std::fabs(value * scale - w[i]),
+                  0.5f * scale * (1.0f + 1e-5f))
             << "element " << i;
       }
     }
   }
-  EXPECT_LT(q.scales()[4 * blocks + 1], 4.0f / 127.0f);
+  EXPECT_LT(q.scales()[I8ScaleIndex(cols, 4, 1)], 4.0f / 127.0f);
   // Dequantizing is the inverse up to the rounding above.
   const Tensor back = *ConvertTensor(q, DType::kF32);
   std::vector<float> row(cols);
