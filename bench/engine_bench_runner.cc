@@ -171,21 +171,38 @@ double MeasureBandwidth() {
                                          EngineBenchRow& row) {
   row.decode_position = state.token_count();
   row.state_bytes = state.ByteSize();
+  const int64_t batch = row.decode_batch;
+  // The batch: `state` and batch - 1 copies of it, each its own sequence.
+  std::vector<std::unique_ptr<engine::SequenceState>> copies;
+  std::vector<engine::SequenceState*> states = {&state};
+  for (int64_t b = 1; b < batch; ++b) {
+    copies.push_back(state.Clone());
+    states.push_back(copies.back().get());
+  }
   std::vector<double> steps;
+  std::vector<int32_t> tokens(static_cast<size_t>(batch));
   int32_t token = 11;
   const int32_t vocab = model.description().vocab_size;
   const auto decode_start = Clock::now();
   while (static_cast<int>(steps.size()) < options.decode_steps ||
          (SecondsSince(decode_start) < options.min_seconds &&
           steps.size() < 1000)) {
+    for (int32_t& t : tokens) {
+      t = token;
+      token = (token + 101) % vocab;
+    }
     const auto t0 = Clock::now();
-    TWICE_RETURN_IF_ERROR(model.Step(token, state).status());
+    if (batch == 1) {
+      TWICE_RETURN_IF_ERROR(model.Step(tokens[0], state).status());
+    } else {
+      TWICE_RETURN_IF_ERROR(model.StepBatch(tokens, states).status());
+    }
     steps.push_back(SecondsSince(t0));
-    token = (token + 101) % vocab;
   }
   std::sort(steps.begin(), steps.end());
-  row.decode_tokens_per_s = 1.0 / steps.front();
-  row.decode_median_tokens_per_s = 1.0 / steps[steps.size() / 2];
+  row.decode_tokens_per_s = static_cast<double>(batch) / steps.front();
+  row.decode_median_tokens_per_s =
+      static_cast<double>(batch) / steps[steps.size() / 2];
   row.memory_gbps = MeasureBandwidth();
   const double bytes =
       row.weights_dtype == "bf16" || row.weights_dtype == "f16"
@@ -195,8 +212,8 @@ double MeasureBandwidth() {
   row.weight_bytes = cost.weight_bytes(bytes);
   row.decode_weight_bytes = cost.decode_weight_bytes(bytes);
   row.decode_bound_tokens_per_s =
-      row.memory_gbps * 1e9 /
-      static_cast<double>(row.decode_weight_bytes + row.state_bytes);
+      static_cast<double>(batch) * row.memory_gbps * 1e9 /
+      static_cast<double>(row.decode_weight_bytes + batch * row.state_bytes);
   row.load_average = LoadAverage();
   return absl::OkStatus();
 }
@@ -337,10 +354,13 @@ std::string PresetFor(std::string_view arch, const std::string& preset) {
       on_row(row);
     }
     for (int64_t position : options.decode_positions) {
-      EngineBenchRow row = new_row("decode");
-      TWICE_RETURN_IF_ERROR(
-          MeasureDecodeRow(*model, cost, options, position, row));
-      on_row(row);
+      for (int64_t batch : options.decode_batches) {
+        EngineBenchRow row = new_row("decode");
+        row.decode_batch = batch;
+        TWICE_RETURN_IF_ERROR(
+            MeasureDecodeRow(*model, cost, options, position, row));
+        on_row(row);
+      }
     }
   }
   return absl::OkStatus();
@@ -367,6 +387,15 @@ absl::Status RunEngineBench(
           absl::StrCat("bench: decode position ", p, " is not positive"));
     }
   }
+  if (options.decode_batches.empty()) {
+    return absl::InvalidArgumentError("bench: no decode batch sizes");
+  }
+  for (int64_t b : options.decode_batches) {
+    if (b < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bench: decode batch ", b, " is not positive"));
+    }
+  }
   const std::vector<std::string> archs =
       absl::StrSplit(options.arch, ',', absl::SkipEmpty());
   if (archs.empty()) return absl::InvalidArgumentError("bench: no arch");
@@ -381,14 +410,15 @@ absl::Status RunEngineBench(
 
 std::string EngineBenchTableHeader() {
   return absl::StrFormat(
-      "%-16s %-24s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s "
-      "%9s %5s | %5s\n"
-      "%-16s %-24s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %8s %8s %5s | %9s "
-      "%9s %5s | %5s",
+      "%-16s %-24s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %3s %8s %8s %5s | "
+      "%9s %9s %5s | %5s\n"
+      "%-16s %-24s %-4s %3s | %6s %9s %8s %8s %5s %5s | %6s %3s %8s %8s %5s | "
+      "%9s %9s %5s | %5s",
       "arch", "preset", "wts", "thr", "tokens", "prefill", "prefill", "sgemm",
-      "ratio", "(cpu)", "pos", "decode", "bound", "ratio", "state", "peak RSS",
-      "/wts", "load", "", "", "", "", "", "tok/s", "GFLOP/s", "GFLOP/s", "%",
-      "%", "", "tok/s", "tok/s", "%", "MiB", "MiB", "x", "1m");
+      "ratio", "(cpu)", "pos", "B", "decode", "bound", "ratio", "state",
+      "peak RSS", "/wts", "load", "", "", "", "", "", "tok/s", "GFLOP/s",
+      "GFLOP/s", "%", "%", "", "", "tok/s", "tok/s", "%", "MiB", "MiB", "x",
+      "1m");
 }
 
 std::string EngineBenchTableRow(const EngineBenchRow& r) {
@@ -403,10 +433,10 @@ std::string EngineBenchTableRow(const EngineBenchRow& r) {
           : absl::StrFormat("%6s %9s %8s %8s %5s %5s", "-", "-", "-", "-", "-",
                             "-");
   return absl::StrFormat(
-      "%-16s %-24s %-4s %3d | %s | %6d %8.2f %8.2f %5.0f | %9.2f %8.0f%s %5.2f "
-      "| %5.2f",
+      "%-16s %-24s %-4s %3d | %s | %6d %3d %8.2f %8.2f %5.0f | %9.2f %8.0f%s "
+      "%5.2f | %5.2f",
       r.arch, r.preset, r.weights_dtype, r.threads, prefill, r.decode_position,
-      r.decode_tokens_per_s, r.decode_bound_tokens_per_s,
+      r.decode_batch, r.decode_tokens_per_s, r.decode_bound_tokens_per_s,
       100.0 * r.decode_tokens_per_s / r.decode_bound_tokens_per_s,
       static_cast<double>(r.state_bytes) / kMiB,
       static_cast<double>(r.peak_rss_bytes) / kMiB,
@@ -433,6 +463,7 @@ std::string EngineBenchRowJson(const EngineBenchRow& r) {
   j["prefill_cpu_seconds"] = r.prefill_cpu_seconds;
   j["cpu_efficiency"] = r.cpu_efficiency;
   j["decode_position"] = r.decode_position;
+  j["decode_batch"] = r.decode_batch;
   j["decode_tokens_per_s"] = r.decode_tokens_per_s;
   j["decode_median_tokens_per_s"] = r.decode_median_tokens_per_s;
   j["decode_bound_tokens_per_s"] = r.decode_bound_tokens_per_s;
@@ -462,9 +493,10 @@ absl::Status PrintEngineBench(const EngineBenchOptions& options, bool json) {
         "FLOPs; sgemm: 2048^3 through kernels::Linear, same run;\n"
         "(cpu): the prefill / sgemm ratio in FLOPs per process CPU second "
         "(ignores time slices other processes took);\n"
-        "decode: best step at position pos; bound = streaming-read bandwidth "
-        "/ (weight bytes one step reads + state bytes) (weights that fit in "
-        "cache, e.g. tiny, beat it);\n"
+        "decode: best step at position pos, B sequences per step (tok/s counts "
+        "all B); bound = B x streaming-read bandwidth / (weight bytes one step "
+        "reads + B x state bytes) (weights that fit in cache, e.g. tiny, beat "
+        "it);\n"
         "rows with prefill \"-\": decode only, from a state grown to pos "
         "without reading (bench/synthetic_state.h); state = its bytes there;"
         "\n"

@@ -11,9 +11,12 @@
 //   cpu eff.  the same ratio in FLOPs per process CPU second: robust to
 //             other processes taking time slices on a shared machine
 //   decode    Step() tokens/s continuing the prefilled state (best step;
-//             the median is in the JSON), at position `decode_position`
+//             the median is in the JSON), at position `decode_position`;
+//             in decode-only rows with a batch B > 1 (`decode_batches`),
+//             StepBatch of B copies of the state, B tokens per step
 //   bound     decode ceiling = measured memory bandwidth / (bytes of weights
-//             one step reads + the state's bytes); the bandwidth is a
+//             one step reads + the state's bytes), times B for a batch (the
+//             weights once, B states); the bandwidth is a
 //             multi-threaded streaming read of a 512 MiB buffer, measured
 //             right after the decode
 //   state     SequenceState::ByteSize after the prefill
@@ -64,6 +67,10 @@ struct EngineBenchOptions {
   // Decode steps timed per row (at least; more while under min_seconds).
   // Default 8.
   int decode_steps = 8;
+  // Sequences stepped together (Model::StepBatch) in each decode-only row,
+  // one row per entry, each >= 1; decode tok/s then counts every sequence's
+  // token. Default 1 (Model::Step).
+  std::vector<int64_t> decode_batches = {1};
   // Seconds each timed measurement repeats for, at least one repetition.
   // Default 1.
   double min_seconds = 1.0;
@@ -100,6 +107,7 @@ struct EngineBenchRow {
   double prefill_cpu_seconds = 0;
   double cpu_efficiency = 0;
   int64_t decode_position = 0;            // tokens read before the steps
+  int64_t decode_batch = 1;               // sequences per step
   double decode_tokens_per_s = 0;         // best step
   double decode_median_tokens_per_s = 0;  // median step
   double decode_bound_tokens_per_s = 0;

@@ -27,6 +27,10 @@ ABSL_FLAG(std::vector<std::string>, decode_positions,
 ABSL_FLAG(int32_t, threads, 0,
           "bench: kernel threads (0 = TWICE_CPU_THREADS or all CPUs)");
 ABSL_FLAG(int32_t, decode_steps, 8, "bench: decode steps timed per row");
+ABSL_FLAG(std::vector<std::string>, decode_batches,
+          (std::vector<std::string>{"1"}),
+          "bench: sequences stepped together in each decode-only row "
+          "(StepBatch), comma-separated, one row each");
 ABSL_FLAG(bool, layer_rows, false,
           "bench: instead of whole models, one mixer layer's batched decode "
           "step, attention against RAT at each --layer_chunks size, at each "
@@ -92,6 +96,11 @@ int RunBenchEngine(const CliContext& cli) {
   }
   if (absl::Status s = parse_list(absl::GetFlag(FLAGS_decode_positions),
                                   "decode-positions", options.decode_positions);
+      !s.ok()) {
+    return ReportError(cli, s);
+  }
+  if (absl::Status s = parse_list(absl::GetFlag(FLAGS_decode_batches),
+                                  "decode-batches", options.decode_batches);
       !s.ok()) {
     return ReportError(cli, s);
   }

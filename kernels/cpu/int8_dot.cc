@@ -119,6 +119,23 @@ TWICE_AVX512_VNNI inline __m512i HalfLineDot(__m512i acc, const int8_t* half,
                              quad);
 }
 
+// acc + one block's 16 row sums, scaled: lo and hi hold rows 0-7 and 8-15
+// as pairs of lanes (2i, 2i + 1), added here; block_scales are the rows'
+// scales of the block, x_scale the input's.
+TWICE_AVX512_VNNI inline __m512 AddBlock(__m512 acc, __m512i lo, __m512i hi,
+                                         __m512 block_scales, float x_scale) {
+  const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16,
+                                               18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                              21, 23, 25, 27, 29, 31);
+  const __m512i rows =
+      _mm512_add_epi32(_mm512_permutex2var_epi32(lo, even_lanes, hi),
+                       _mm512_permutex2var_epi32(lo, odd_lanes, hi));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(rows),
+                         _mm512_mul_ps(block_scales, _mm512_set1_ps(x_scale)),
+                         acc);
+}
+
 // The 16 products of row group g. Per quad, each half of the 64-byte line
 // (8 rows x 4 weights) is sign-extended to 32 int16 and multiplied by the
 // quad's four inputs broadcast: lane 2i holds row i's first pair, lane
@@ -131,10 +148,6 @@ TWICE_AVX512_VNNI inline __m512 GroupDotVnni(const Int8Rows& w,
   const int64_t blocks = I8BlocksPerRow(w.k);
   const int8_t* values = w.values + g * blocks * kI8GroupBlockBytes;
   const float* scales = w.scales + g * blocks * kI8RowGroup;
-  const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16,
-                                               18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
-                                              21, 23, 25, 27, 29, 31);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* line = values + b * kI8GroupBlockBytes;
@@ -149,16 +162,8 @@ TWICE_AVX512_VNNI inline __m512 GroupDotVnni(const Int8Rows& w,
       lo1 = HalfLineDot(lo1, l1, x1);
       hi1 = HalfLineDot(hi1, l1 + 32, x1);
     }
-    const __m512i lo = _mm512_add_epi32(lo0, lo1);
-    const __m512i hi = _mm512_add_epi32(hi0, hi1);
-    const __m512i rows =
-        _mm512_add_epi32(_mm512_permutex2var_epi32(lo, even_lanes, hi),
-                         _mm512_permutex2var_epi32(lo, odd_lanes, hi));
-    acc =
-        _mm512_fmadd_ps(_mm512_cvtepi32_ps(rows),
-                        _mm512_mul_ps(_mm512_loadu_ps(scales + b * kI8RowGroup),
-                                      _mm512_set1_ps(x.scales[b])),
-                        acc);
+    acc = AddBlock(acc, _mm512_add_epi32(lo0, lo1), _mm512_add_epi32(hi0, hi1),
+                   _mm512_loadu_ps(scales + b * kI8RowGroup), x.scales[b]);
   }
   return acc;
 }
@@ -178,6 +183,81 @@ TWICE_AVX512_VNNI void GemvVnni(const Int8Rows& w, const QuantizedInput& x,
       alignas(64) float group[kI8RowGroup];
       _mm512_store_ps(group, dot);
       StoreGroup(group, bias, g, r0, r1, y);
+    }
+  }
+}
+
+// The 16 products of row group g with each of M inputs (M <= 4): each
+// half line is loaded and widened once and multiplied by every input's
+// quad. The integer block sums are exact and each input's blocks are added
+// in GroupDotVnni's order with the same operations, so every result is
+// bit for bit that input's Int8GemvRows result.
+template <int M>
+TWICE_AVX512_VNNI inline void GroupDotVnniBatch(const Int8Rows& w,
+                                                const QuantizedInput* const* x,
+                                                int64_t g,
+                                                float (*out)[kI8RowGroup]) {
+  const int64_t blocks = I8BlocksPerRow(w.k);
+  const int8_t* values = w.values + g * blocks * kI8GroupBlockBytes;
+  const float* scales = w.scales + g * blocks * kI8RowGroup;
+  __m512 acc[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* line = values + b * kI8GroupBlockBytes;
+    __m512i lo[M], hi[M];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
+    for (int64_t q = 0; q < 16; ++q) {
+      const __m512i w_lo = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + q * 64)));
+      const __m512i w_hi = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(line + q * 64 + 32)));
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        const __m512i quad = _mm512_set1_epi64(InputQuad(*x[i], b * 16 + q));
+        lo[i] = _mm512_dpwssd_epi32(lo[i], w_lo, quad);
+        hi[i] = _mm512_dpwssd_epi32(hi[i], w_hi, quad);
+      }
+    }
+    const __m512 block_scales = _mm512_loadu_ps(scales + b * kI8RowGroup);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      acc[i] = AddBlock(acc[i], lo[i], hi[i], block_scales, x[i]->scales[b]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) _mm512_storeu_ps(out[i], acc[i]);
+}
+
+TWICE_AVX512_VNNI void GemmVnni(const Int8Rows& w, const QuantizedInput* x,
+                                int64_t m, const float* bias, int64_t r0,
+                                int64_t r1, float* y, int64_t ldy) {
+  alignas(64) float out[4][kI8RowGroup];
+  const QuantizedInput* inputs[4];
+  for (int64_t g = r0 / kI8RowGroup; g * kI8RowGroup < r1; ++g) {
+    // Four inputs at a time; the group's weights (a few KiB per block
+    // row) stay in cache for the next four.
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {
+      const int64_t count = std::min<int64_t>(4, m - i0);
+      for (int64_t i = 0; i < count; ++i) inputs[i] = &x[i0 + i];
+      switch (count) {
+        case 1:
+          GroupDotVnniBatch<1>(w, inputs, g, out);
+          break;
+        case 2:
+          GroupDotVnniBatch<2>(w, inputs, g, out);
+          break;
+        case 3:
+          GroupDotVnniBatch<3>(w, inputs, g, out);
+          break;
+        default:
+          GroupDotVnniBatch<4>(w, inputs, g, out);
+          break;
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        StoreGroup(out[i], bias, g, r0, r1, y + (i0 + i) * ldy);
+      }
     }
   }
 }
@@ -347,6 +427,22 @@ void QuantizeDequantizeRows(const float* x, int64_t m, int64_t k, float* out) {
       const float scale = QuantizeBlock(xb, n, q);
       for (int64_t j = 0; j < n; ++j) ob[j] = static_cast<float>(q[j]) * scale;
     }
+  }
+}
+
+void Int8GemmRows(Int8Build build, const Int8Rows& w, const QuantizedInput* x,
+                  int64_t m, const float* bias, int64_t r0, int64_t r1,
+                  float* y, int64_t ldy) {
+#if defined(__x86_64__)
+  if (build == Int8Build::kAvx512Vnni) {
+    GemmVnni(w, x, m, bias, r0, r1, y, ldy);
+    return;
+  }
+#endif
+  // The other builds take one input at a time (the same sums as their
+  // one-row products, so the same results).
+  for (int64_t i = 0; i < m; ++i) {
+    Int8GemvRows(build, w, x[i], bias, r0, r1, y + i * ldy);
   }
 }
 

@@ -71,6 +71,14 @@ struct Int8Rows {
 // are what the SIMD builds compute, so tasks should split there.
 void Int8GemvRows(Int8Build build, const Int8Rows& w, const QuantizedInput& x,
                   const float* bias, int64_t r0, int64_t r1, float* y);
+// y[i, r] = W[r, :] · x[i] (+ bias[r]) for m inputs (y row-major with row
+// stride ldy) and rows [r0, r1): W is read from memory once for all of
+// them. Each result is bit for bit Int8GemvRows' for that input in the
+// same build (exact integer block sums, blocks added in the same order),
+// so a batch of sequences steps exactly as each would alone.
+void Int8GemmRows(Int8Build build, const Int8Rows& w, const QuantizedInput* x,
+                  int64_t m, const float* bias, int64_t r0, int64_t r1,
+                  float* y, int64_t ldy);
 // Rows [r0, r1) of W as f32 (values times their block scales), row-major
 // into `out` ((r1 - r0) * k floats): the panels of batched products.
 void Int8RowsToF32(Int8Build build, const Int8Rows& w, int64_t r0, int64_t r1,

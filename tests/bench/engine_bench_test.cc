@@ -144,12 +144,15 @@ TEST_F(EngineCostTest, LlamaAndRatTinyFlopsByHand) {
 // Runs the tiny preset of `arch` (a list) quickly; the rows, in order.
 std::vector<EngineBenchRow> RunQuick(const std::string& arch,
                                      std::vector<int64_t> tokens,
-                                     std::vector<int64_t> decode_positions) {
+                                     std::vector<int64_t> decode_positions,
+                                     std::vector<int64_t> decode_batches = {
+                                         1}) {
   EngineBenchOptions options;
   options.arch = arch;
   options.preset = "tiny";
   options.tokens = std::move(tokens);
   options.decode_positions = std::move(decode_positions);
+  options.decode_batches = std::move(decode_batches);
   options.decode_steps = 2;
   options.min_seconds = 0.01;
   options.tokenizer_json = kTokenizer;
@@ -184,6 +187,36 @@ TEST(EngineBenchTest, DecodeRowsShowFixedAndGrowingStates) {
   // RAT tiny (L 16): 2 layers x (k̄ + v̄) x (62 - 6) more closed chunks x 64.
   EXPECT_EQ(rows[5].arch, "rat");
   EXPECT_EQ(rows[5].state_bytes - rows[4].state_bytes, 2 * 2 * 56 * 64 * 4);
+}
+
+// --decode_batches: one row per batch size at each position; a batch of
+// B steps B sequences (tok/s counts them all) and its bound holds the
+// weights once and B states.
+TEST(EngineBenchTest, DecodeBatchesGiveOneRowEach) {
+  const std::vector<EngineBenchRow> rows =
+      RunQuick("mamba2", {}, {100}, {1, 4});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].decode_batch, 1);
+  EXPECT_EQ(rows[1].decode_batch, 4);
+  for (const EngineBenchRow& r : rows) {
+    EXPECT_EQ(r.decode_position, 100);
+    EXPECT_GT(r.decode_tokens_per_s, 0);
+    const double bound = static_cast<double>(r.decode_batch) * r.memory_gbps *
+                         1e9 /
+                         static_cast<double>(r.decode_weight_bytes +
+                                             r.decode_batch * r.state_bytes);
+    EXPECT_DOUBLE_EQ(r.decode_bound_tokens_per_s, bound);
+    const nlohmann::json j = nlohmann::json::parse(EngineBenchRowJson(r));
+    EXPECT_EQ(j["decode_batch"], r.decode_batch);
+  }
+
+  EngineBenchOptions options;
+  options.tokenizer_json = kTokenizer;
+  options.tokens = {};
+  options.decode_positions = {10};
+  options.decode_batches = {0};
+  EXPECT_EQ(RunEngineBench(options, [](const EngineBenchRow&) {}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(EngineBenchTest, TinyRunReportsEveryColumn) {

@@ -194,12 +194,12 @@ TEST(LowpDotTest, RoundToBf16MatchesTheConversion) {
   EXPECT_EQ(got[got.size() - 1], 1.0f + 1.0f / 64.0f);
 }
 
-// One row (the GEMV) and many rows (the panels) of a bf16 or int8 Linear
-// compute the same products of the same rounded inputs: row i of a batch
-// equals that row alone up to the order of f32 sums, so a step and a
-// prefill agree.
+// One row (the GEMV) and many rows (the panels: more than 64 rows for
+// int8) of a bf16 or int8 Linear compute the same products of the same
+// rounded inputs: row i of a batch equals that row alone up to the order
+// of f32 sums, so a step and a prefill agree.
 TEST(LowpLinearTest, OneRowEqualsItsRowInABatch) {
-  const int64_t m = 24, k = 333, n = 700;
+  const int64_t m = 70, k = 333, n = 700;
   const auto x = RandomVector(m * k, 31);
   for (DType dtype : {DType::kBF16, DType::kI8}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
@@ -213,6 +213,50 @@ TEST(LowpLinearTest, OneRowEqualsItsRowInABatch) {
       const std::vector<double> want(batch.begin() + i * n,
                                      batch.begin() + (i + 1) * n);
       ExpectClose(row, want, 2e-5, 2e-5, "row " + std::to_string(i));
+    }
+  }
+}
+
+// Up to 64 rows with int8 weights are integer products like one row's:
+// each row of a batch is bit for bit that row alone, through Linear (the
+// pool's split included) and through each build's batched product.
+TEST(LowpLinearTest, Int8BatchRowsEqualEachRowAloneExactly) {
+  const int64_t k = 333, n = 700;
+  const Tensor wq = Rounded(RandomVector(n * k, 61), n, k, DType::kI8);
+  const auto bias = RandomVector(n, 62);
+  for (int64_t m : {2, 3, 5, 16, 64}) {
+    SCOPED_TRACE(::testing::Message() << "m " << m);
+    const auto x = RandomVector(m * k, 63 + m);
+    std::vector<float> batch(m * n);
+    ASSERT_OK(Linear(x, m, k, wq, n, bias, absl::MakeSpan(batch)));
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<float> row(n);
+      ASSERT_OK(Linear(absl::MakeConstSpan(x).subspan(i * k, k), 1, k, wq, n,
+                       bias, absl::MakeSpan(row)));
+      for (int64_t r = 0; r < n; ++r) {
+        ASSERT_EQ(batch[i * n + r], row[r]) << "input " << i << " row " << r;
+      }
+    }
+    const cpu::Int8Rows rows{static_cast<const int8_t*>(wq.raw_data()),
+                             wq.scales(), k};
+    std::vector<cpu::QuantizedInput> inputs(m);
+    for (int64_t i = 0; i < m; ++i) {
+      cpu::QuantizeInput(x.data() + i * k, k, inputs[i]);
+    }
+    for (cpu::Int8Build build : cpu::Int8BuildsOfThisCpu()) {
+      SCOPED_TRACE(cpu::Int8BuildName(build));
+      // Rows 5 .. n - 3: ranges that start and end inside groups of 16.
+      std::vector<float> y(m * n, 99.0f);
+      cpu::Int8GemmRows(build, rows, inputs.data(), m, bias.data(), 5, n - 3,
+                        y.data(), n);
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<float> alone(n, 99.0f);
+        cpu::Int8GemvRows(build, rows, inputs[i], bias.data(), 5, n - 3,
+                          alone.data());
+        for (int64_t r = 0; r < n; ++r) {
+          ASSERT_EQ(y[i * n + r], alone[r]) << "input " << i << " row " << r;
+        }
+      }
     }
   }
 }
