@@ -75,6 +75,10 @@ void PanelsOfRows(Isa isa, const float* x, int64_t m, const LowpRows& w,
 // at 256 rows and is ahead at 2048 (prefill).
 constexpr int64_t kMaxInt8BatchRows = 64;
 
+// The same for a bf16 W with vdpbf16ps (LowpGemmRows: each load of W
+// serves two rows of x, results bit for bit those of one row).
+constexpr int64_t kMaxBf16BatchRows = 64;
+
 void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
                const float* bias, bool parallel, float* y) {
   const int64_t k = w.k;
@@ -109,6 +113,21 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
   const bool parallel = threads > 1 && n * k >= kMinParallelElements;
   if (m > 1 && m <= kMaxInt8BatchRows && w.dtype == DType::kI8) {
     Int8Batch(x, m, w, n, bias, parallel, y);
+    return;
+  }
+  if (m > 1 && m <= kMaxBf16BatchRows && w.dtype == DType::kBF16 &&
+      isa == Isa::kAvx512Bf16) {
+    if (!parallel) {
+      LowpGemmRows(isa, w, x, m, bias, 0, n, y, n);
+      return;
+    }
+    // The one-row product's tasks (so its groups of four rows line up).
+    const int64_t rows =
+        RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
+    ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
+      LowpGemmRows(isa, w, x, m, bias, t * rows, std::min(n, (t + 1) * rows), y,
+                   n);
+    });
     return;
   }
   if (m > 1 && (w.dtype == DType::kBF16 || w.dtype == DType::kI8)) {

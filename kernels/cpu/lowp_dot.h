@@ -57,6 +57,15 @@ LowpRows LowpRowsOf(const Tensor& t);
 // `isa` (callers pass CpuIsa(); tests pass each one the CPU has).
 void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
                   int64_t r0, int64_t r1, float* y);
+// y[i, r] = W[r, :] · x[i, :] (+ bias[r]) for the m rows of x (row-major
+// [m, k]) and rows [r0, r1), y row-major with row stride ldy. A bf16 W in
+// the AVX-512 BF16 build is read once for all of them (each load of W
+// serves two rows of x), and every result is bit for bit LowpGemvRows'
+// for that row of x, so a batch of sequences steps exactly as each would
+// alone; other dtypes and builds run LowpGemvRows row by row.
+void LowpGemmRows(Isa isa, const LowpRows& w, const float* x, int64_t m,
+                  const float* bias, int64_t r0, int64_t r1, float* y,
+                  int64_t ldy);
 // out[i] = x[i] rounded to the nearest bf16 (ties to even), as f32: the
 // input of every product with a bf16 matrix. `out` may be `x`.
 void RoundToBf16(const float* x, int64_t n, float* out);

@@ -217,45 +217,75 @@ TEST(LowpLinearTest, OneRowEqualsItsRowInABatch) {
   }
 }
 
-// Up to 64 rows with int8 weights are integer products like one row's:
-// each row of a batch is bit for bit that row alone, through Linear (the
-// pool's split included) and through each build's batched product.
-TEST(LowpLinearTest, Int8BatchRowsEqualEachRowAloneExactly) {
+// Up to 64 rows with int8 weights are integer products like one row's,
+// and with bf16 weights (AVX-512 BF16) each load of W serves two rows of x
+// in the one-row kernel's order: each row of a batch is bit for bit that
+// row alone, through Linear (the pool's split included) and through each
+// build's batched product.
+TEST(LowpLinearTest, BatchRowsEqualEachRowAloneExactly) {
   const int64_t k = 333, n = 700;
-  const Tensor wq = Rounded(RandomVector(n * k, 61), n, k, DType::kI8);
   const auto bias = RandomVector(n, 62);
-  for (int64_t m : {2, 3, 5, 16, 64}) {
-    SCOPED_TRACE(::testing::Message() << "m " << m);
-    const auto x = RandomVector(m * k, 63 + m);
-    std::vector<float> batch(m * n);
-    ASSERT_OK(Linear(x, m, k, wq, n, bias, absl::MakeSpan(batch)));
-    for (int64_t i = 0; i < m; ++i) {
-      std::vector<float> row(n);
-      ASSERT_OK(Linear(absl::MakeConstSpan(x).subspan(i * k, k), 1, k, wq, n,
-                       bias, absl::MakeSpan(row)));
-      for (int64_t r = 0; r < n; ++r) {
-        ASSERT_EQ(batch[i * n + r], row[r]) << "input " << i << " row " << r;
+  for (DType dtype : {DType::kI8, DType::kBF16}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)));
+    const Tensor wq = Rounded(RandomVector(n * k, 61), n, k, dtype);
+    // Linear's batch path for bf16 needs the vdpbf16ps build; elsewhere a
+    // bf16 batch goes through the f32 panels (OneRowEqualsItsRowInABatch).
+    const bool exact_linear =
+        dtype == DType::kI8 || cpu::CpuIsa() == cpu::Isa::kAvx512Bf16;
+    for (int64_t m : {2, 3, 5, 16, 64}) {
+      SCOPED_TRACE(::testing::Message() << "m " << m);
+      const auto x = RandomVector(m * k, 63 + m);
+      if (exact_linear) {
+        std::vector<float> batch(m * n);
+        ASSERT_OK(Linear(x, m, k, wq, n, bias, absl::MakeSpan(batch)));
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<float> row(n);
+          ASSERT_OK(Linear(absl::MakeConstSpan(x).subspan(i * k, k), 1, k, wq,
+                           n, bias, absl::MakeSpan(row)));
+          for (int64_t r = 0; r < n; ++r) {
+            ASSERT_EQ(batch[i * n + r], row[r])
+                << "input " << i << " row " << r;
+          }
+        }
+      }
+      for (cpu::Isa isa : IsasOfThisCpu()) {
+        SCOPED_TRACE(std::string(cpu::IsaName(isa)));
+        // Rows 5 .. n - 3: ranges that start and end inside groups.
+        std::vector<float> y(m * n, 99.0f);
+        cpu::LowpGemmRows(isa, cpu::LowpRowsOf(wq), x.data(), m, bias.data(), 5,
+                          n - 3, y.data(), n);
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<float> alone(n, 99.0f);
+          cpu::LowpGemvRows(isa, cpu::LowpRowsOf(wq), x.data() + i * k,
+                            bias.data(), 5, n - 3, alone.data());
+          for (int64_t r = 0; r < n; ++r) {
+            ASSERT_EQ(y[i * n + r], alone[r]) << "input " << i << " row " << r;
+          }
+        }
       }
     }
-    const cpu::Int8Rows rows{static_cast<const int8_t*>(wq.raw_data()),
-                             wq.scales(), k};
-    std::vector<cpu::QuantizedInput> inputs(m);
+  }
+  // The int8 builds' batched product directly.
+  const Tensor wq = Rounded(RandomVector(n * k, 61), n, k, DType::kI8);
+  const cpu::Int8Rows rows{static_cast<const int8_t*>(wq.raw_data()),
+                           wq.scales(), k};
+  const int64_t m = 7;
+  const auto x = RandomVector(m * k, 71);
+  std::vector<cpu::QuantizedInput> inputs(m);
+  for (int64_t i = 0; i < m; ++i) {
+    cpu::QuantizeInput(x.data() + i * k, k, inputs[i]);
+  }
+  for (cpu::Int8Build build : cpu::Int8BuildsOfThisCpu()) {
+    SCOPED_TRACE(cpu::Int8BuildName(build));
+    std::vector<float> y(m * n, 99.0f);
+    cpu::Int8GemmRows(build, rows, inputs.data(), m, bias.data(), 5, n - 3,
+                      y.data(), n);
     for (int64_t i = 0; i < m; ++i) {
-      cpu::QuantizeInput(x.data() + i * k, k, inputs[i]);
-    }
-    for (cpu::Int8Build build : cpu::Int8BuildsOfThisCpu()) {
-      SCOPED_TRACE(cpu::Int8BuildName(build));
-      // Rows 5 .. n - 3: ranges that start and end inside groups of 16.
-      std::vector<float> y(m * n, 99.0f);
-      cpu::Int8GemmRows(build, rows, inputs.data(), m, bias.data(), 5, n - 3,
-                        y.data(), n);
-      for (int64_t i = 0; i < m; ++i) {
-        std::vector<float> alone(n, 99.0f);
-        cpu::Int8GemvRows(build, rows, inputs[i], bias.data(), 5, n - 3,
-                          alone.data());
-        for (int64_t r = 0; r < n; ++r) {
-          ASSERT_EQ(y[i * n + r], alone[r]) << "input " << i << " row " << r;
-        }
+      std::vector<float> alone(n, 99.0f);
+      cpu::Int8GemvRows(build, rows, inputs[i], bias.data(), 5, n - 3,
+                        alone.data());
+      for (int64_t r = 0; r < n; ++r) {
+        ASSERT_EQ(y[i * n + r], alone[r]) << "input " << i << " row " << r;
       }
     }
   }
