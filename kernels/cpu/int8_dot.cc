@@ -417,19 +417,6 @@ void QuantizeInput(const float* x, int64_t k, QuantizedInput& out) {
   std::fill(out.values.begin() + k, out.values.end(), int16_t{0});
 }
 
-void QuantizeDequantizeRows(const float* x, int64_t m, int64_t k, float* out) {
-  int16_t q[kI8Block];
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t begin = 0; begin < k; begin += kI8Block) {
-      const int64_t n = std::min(kI8Block, k - begin);
-      const float* xb = x + i * k + begin;
-      float* ob = out + i * k + begin;
-      const float scale = QuantizeBlock(xb, n, q);
-      for (int64_t j = 0; j < n; ++j) ob[j] = static_cast<float>(q[j]) * scale;
-    }
-  }
-}
-
 void Int8GemmRows(Int8Build build, const Int8Rows& w, const QuantizedInput* x,
                   int64_t m, const float* bias, int64_t r0, int64_t r1,
                   float* y, int64_t ldy) {

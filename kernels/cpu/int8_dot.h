@@ -52,11 +52,6 @@ struct QuantizedInput {
 // is 0 has scale 0; a non-finite element makes its block's scale NaN, so
 // the outputs that use it are NaN, as in an f32 product.
 void QuantizeInput(const float* x, int64_t k, QuantizedInput& out);
-// out[i] = x[i] as the int8 product takes it (quantized per block of each
-// row of length k, then scaled back), for m rows: the input of the f32
-// panels of a batched product, so one row and many rows agree. `out` may
-// be `x`.
-void QuantizeDequantizeRows(const float* x, int64_t m, int64_t k, float* out);
 
 // Int8 weights [n, k] with their per-block scales, in the layout of
 // i8_layout.h (Tensor::raw_data() and Tensor::scales() of an I8 tensor).
@@ -80,7 +75,8 @@ void Int8GemmRows(Int8Build build, const Int8Rows& w, const QuantizedInput* x,
                   int64_t m, const float* bias, int64_t r0, int64_t r1,
                   float* y, int64_t ldy);
 // Rows [r0, r1) of W as f32 (values times their block scales), row-major
-// into `out` ((r1 - r0) * k floats): the panels of batched products.
+// into `out` ((r1 - r0) * k floats): an embedding row of a tied table, a
+// conversion.
 void Int8RowsToF32(Int8Build build, const Int8Rows& w, int64_t r0, int64_t r1,
                    float* out);
 

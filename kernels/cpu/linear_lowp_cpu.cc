@@ -4,24 +4,25 @@
 // quantized once here), which streams W without converting it to f32, in
 // tasks of about 128 KiB of W handed out to the pool.
 //
-// Up to 64 rows with int8 W (batched decode, short appends): integer
-// products as for one row, every row against each group of W while it is
-// in cache.
+// int8 W, any number of rows (batched decode, prefill): integer products
+// as for one row (Int8GemmRows), tiles of x against each group of W while
+// it is in cache; every result is bit for bit its row's one-row product.
 //
-// Several rows (prefill, and batched decode with bf16 / f16 W): W is
-// widened panel by panel (at most kPanelRows rows, a few hundred KiB of
-// f32) into a per-thread scratch buffer, and each panel runs the f32
-// kernel of linear_cpu.cc (our small-m kernel, or single-threaded BLAS
-// SGEMM for m > 16). The widening costs
-// O(n·k) against the product's O(m·n·k), and the weight is never held in
-// f32 as a whole.
+// bf16 W, up to 32-64 rows (batched decode, short appends): the batched
+// form of the vdpbf16ps GEMV (LowpGemmRows), also bit for bit.
+//
+// Otherwise (bf16 prefill, f16, CPUs without AVX-512 BF16): W is widened
+// panel by panel (at most kPanelRows rows, a few hundred KiB of f32) into
+// a per-thread scratch buffer, and each panel runs the f32 kernel of
+// linear_cpu.cc (our small-m kernel, or single-threaded BLAS SGEMM for
+// m > 16). The widening costs O(n·k) against the product's O(m·n·k), and
+// the weight is never held in f32 as a whole.
 //   - With enough outputs, tasks take slices of W's rows (each slice's
 //     panels are private to one core).
 //   - With few (narrow projections), each panel is widened once on the
 //     calling thread and the pool splits the rows of x.
 // A bf16 W multiplies x rounded to bf16 on every path (lowp_dot.h says
-// why), and an int8 W multiplies x quantized to int16 per block
-// (int8_dot.h), so one row and many rows compute the same products.
+// why), so one row and many rows compute the same products.
 #include <algorithm>
 #include <vector>
 
@@ -66,19 +67,27 @@ void PanelsOfRows(Isa isa, const float* x, int64_t m, const LowpRows& w,
   }
 }
 
-// Rows of x up to which an int8 W multiplies them as integers, all rows
-// against each group of W while it is in cache (Int8GemmRows): a batch of
-// decoding sequences then reads W once and computes exactly what each
-// sequence computes alone. Measured on a 3352 x 768 matrix (2 threads):
-// 12 us per row of x at 4-64 rows, against 68 us (17 rows) and 22 us (64)
-// for the widened panels; the panels' cache-blocked BLAS GEMM draws level
-// at 256 rows and is ahead at 2048 (prefill).
-constexpr int64_t kMaxInt8BatchRows = 64;
+// Rows of x up to which a bf16 W goes through the batched vdpbf16ps kernel
+// (LowpGemmRows: four rows of W and two of x at a time, results bit for
+// bit those of one row) rather than the f32 panels. Measured per row of x
+// (2 threads, bench/lowp_linear_bench.cc): k = 768, 64 rows: 18 us against
+// 35 us through the panels; k = 4096 the kernel's rows no longer stay in
+// L1 and the panels' BLAS GEMM is ahead from about 64 rows on.
+int64_t MaxBf16BatchRows(int64_t k) { return k <= 2048 ? 64 : 32; }
 
-// The same for a bf16 W with vdpbf16ps (LowpGemmRows: each load of W
-// serves two rows of x, results bit for bit those of one row).
-constexpr int64_t kMaxBf16BatchRows = 64;
+// Rows of x per pass over W in an int8 product of many rows: about 256 KiB
+// of int16 inputs, which stay in a core's L2 while the groups of W stream
+// past them.
+int64_t Int8XTileRows(int64_t k) {
+  return std::max<int64_t>(4, (256 * 1024 / (2 * k)) / 4 * 4);
+}
 
+// An int8 W times m > 1 rows of x as integer products (Int8GemmRows), for
+// any m: every result is bit for bit that row's one-row product, so a
+// batch of sequences steps exactly as each would alone and a prefill
+// computes what its steps would. At 1 dpwssd (32 multiply-adds) per cycle
+// it is also about twice the f32 GEMM's rate: 11-21 us per row of x where
+// the f32 weights take 26-47 us (bench/lowp_linear_bench.cc, m 64-2048).
 void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
                const float* bias, bool parallel, float* y) {
   const int64_t k = w.k;
@@ -91,16 +100,22 @@ void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
   for (int64_t i = 0; i < m; ++i) QuantizeInput(x + i * k, k, inputs[i]);
   const Int8Build build = CpuInt8Build();
   const Int8Rows rows{static_cast<const int8_t*>(w.data), w.scales, k};
-  if (!parallel) {
-    Int8GemmRows(build, rows, inputs.data(), m, bias, 0, n, y, n);
-    return;
-  }
+  const int64_t tile = Int8XTileRows(k);
   const int64_t per_task =
       RoundUp(std::max<int64_t>(2 * kGemvTaskElements / k, 16), 16);
-  ParallelFor((n + per_task - 1) / per_task, [&](int64_t t) {
-    Int8GemmRows(build, rows, inputs.data(), m, bias, t * per_task,
-                 std::min(n, (t + 1) * per_task), y, n);
-  });
+  for (int64_t i0 = 0; i0 < m; i0 += tile) {
+    const QuantizedInput* x_tile = inputs.data() + i0;
+    const int64_t x_rows = std::min(tile, m - i0);
+    float* y_tile = y + i0 * n;
+    if (!parallel) {
+      Int8GemmRows(build, rows, x_tile, x_rows, bias, 0, n, y_tile, n);
+      continue;
+    }
+    ParallelFor((n + per_task - 1) / per_task, [&](int64_t t) {
+      Int8GemmRows(build, rows, x_tile, x_rows, bias, t * per_task,
+                   std::min(n, (t + 1) * per_task), y_tile, n);
+    });
+  }
 }
 
 }  // namespace
@@ -111,11 +126,11 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
   const int64_t k = w.k;
   const int threads = DefaultPool().threads();
   const bool parallel = threads > 1 && n * k >= kMinParallelElements;
-  if (m > 1 && m <= kMaxInt8BatchRows && w.dtype == DType::kI8) {
+  if (m > 1 && w.dtype == DType::kI8) {
     Int8Batch(x, m, w, n, bias, parallel, y);
     return;
   }
-  if (m > 1 && m <= kMaxBf16BatchRows && w.dtype == DType::kBF16 &&
+  if (m > 1 && m <= MaxBf16BatchRows(k) && w.dtype == DType::kBF16 &&
       isa == Isa::kAvx512Bf16) {
     if (!parallel) {
       LowpGemmRows(isa, w, x, m, bias, 0, n, y, n);
@@ -130,17 +145,13 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
     });
     return;
   }
-  if (m > 1 && (w.dtype == DType::kBF16 || w.dtype == DType::kI8)) {
+  if (m > 1 && w.dtype == DType::kBF16) {
     // Read by the pool's tasks while this thread waits for them.
     thread_local std::vector<float> rounded;
     if (rounded.size() < static_cast<size_t>(m * k)) {
       rounded.resize(static_cast<size_t>(m * k));
     }
-    if (w.dtype == DType::kBF16) {
-      RoundToBf16(x, m * k, rounded.data());
-    } else {
-      QuantizeDequantizeRows(x, m, k, rounded.data());
-    }
+    RoundToBf16(x, m * k, rounded.data());
     x = rounded.data();
   }
   if (m == 1 && w.dtype == DType::kI8) {
