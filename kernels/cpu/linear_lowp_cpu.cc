@@ -91,28 +91,41 @@ int64_t Int8XTileRows(int64_t k) {
 void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
                const float* bias, bool parallel, float* y) {
   const int64_t k = w.k;
+  const int64_t tile = Int8XTileRows(k);
+  // One tile of quantized rows at a time: a long prefill does not leave
+  // its whole input quantized behind in this thread's buffer.
   thread_local std::vector<QuantizedInput> this_thread_inputs;
   // A local name, as for one row below.
   std::vector<QuantizedInput>& inputs = this_thread_inputs;
-  if (inputs.size() < static_cast<size_t>(m)) {
-    inputs.resize(static_cast<size_t>(m));
+  if (inputs.size() < static_cast<size_t>(std::min(m, tile))) {
+    inputs.resize(static_cast<size_t>(std::min(m, tile)));
   }
-  for (int64_t i = 0; i < m; ++i) QuantizeInput(x + i * k, k, inputs[i]);
   const Int8Build build = CpuInt8Build();
   const Int8Rows rows{static_cast<const int8_t*>(w.data), w.scales, k};
-  const int64_t tile = Int8XTileRows(k);
   const int64_t per_task =
       RoundUp(std::max<int64_t>(2 * kGemvTaskElements / k, 16), 16);
+  constexpr int64_t kQuantizeRowsPerTask = 16;
   for (int64_t i0 = 0; i0 < m; i0 += tile) {
-    const QuantizedInput* x_tile = inputs.data() + i0;
     const int64_t x_rows = std::min(tile, m - i0);
+    const float* x_tile = x + i0 * k;
     float* y_tile = y + i0 * n;
     if (!parallel) {
-      Int8GemmRows(build, rows, x_tile, x_rows, bias, 0, n, y_tile, n);
+      for (int64_t i = 0; i < x_rows; ++i) {
+        QuantizeInput(x_tile + i * k, k, inputs[i]);
+      }
+      Int8GemmRows(build, rows, inputs.data(), x_rows, bias, 0, n, y_tile, n);
       continue;
     }
+    ParallelFor((x_rows + kQuantizeRowsPerTask - 1) / kQuantizeRowsPerTask,
+                [&](int64_t t) {
+                  const int64_t end =
+                      std::min(x_rows, (t + 1) * kQuantizeRowsPerTask);
+                  for (int64_t i = t * kQuantizeRowsPerTask; i < end; ++i) {
+                    QuantizeInput(x_tile + i * k, k, inputs[i]);
+                  }
+                });
     ParallelFor((n + per_task - 1) / per_task, [&](int64_t t) {
-      Int8GemmRows(build, rows, x_tile, x_rows, bias, t * per_task,
+      Int8GemmRows(build, rows, inputs.data(), x_rows, bias, t * per_task,
                    std::min(n, (t + 1) * per_task), y_tile, n);
     });
   }
