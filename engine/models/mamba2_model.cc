@@ -14,8 +14,11 @@ constexpr char kMamba2Embedding[] = "backbone.embedding.weight";
 constexpr char kMamba2LmHead[] = "lm_head.weight";
 // Tokens per layer-by-layer pass. Bounds activation memory (in_proj output
 // [chunk, 2E + 2GN + H]) without changing results, since state passing is
-// exact; a multiple of the checkpoints' SSD chunk (256).
-constexpr int64_t kMamba2PrefillChunk = 2048;
+// exact; a multiple of the checkpoints' SSD chunk (256). 512 keeps one
+// pass's activations in the last-level cache: with 2048 (27 MiB of in_proj
+// output at the 130M shape) f32 prefill ran at half the speed and the
+// prefill peak was 70 MiB higher (bench/README.md).
+constexpr int64_t kMamba2PrefillChunk = 512;
 
 }  // namespace
 
