@@ -8,8 +8,9 @@
 // as for one row (Int8GemmRows), tiles of x against each group of W while
 // it is in cache; every result is bit for bit its row's one-row product.
 //
-// bf16 W, up to 32-64 rows (batched decode, short appends): the batched
-// form of the vdpbf16ps GEMV (LowpGemmRows), also bit for bit.
+// bf16 W on CPUs with AVX-512 BF16, one to 32-64 rows (decode, batched
+// decode, short appends): the vdpbf16ps product of bf16_dot.h on x packed
+// once here; each row's result is bit for bit its one-row result.
 //
 // Otherwise (bf16 prefill, f16, CPUs without AVX-512 BF16): W is widened
 // panel by panel (at most kPanelRows rows, a few hundred KiB of f32) into
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemv_tasks.h"
 #include "kernels/cpu/int8_dot.h"
@@ -68,7 +70,7 @@ void PanelsOfRows(Isa isa, const float* x, int64_t m, const LowpRows& w,
 }
 
 // Rows of x up to which a bf16 W goes through the batched vdpbf16ps kernel
-// (LowpGemmRows: four rows of W and two of x at a time, results bit for
+// (Bf16DotRows: four rows of W and two of x at a time, results bit for
 // bit those of one row) rather than the f32 panels. Measured per row of x
 // (2 threads, bench/lowp_linear_bench.cc): k = 768, 64 rows: 18 us against
 // 35 us through the panels; k = 4096 the kernel's rows no longer stay in
@@ -143,18 +145,24 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
     Int8Batch(x, m, w, n, bias, parallel, y);
     return;
   }
-  if (m > 1 && m <= MaxBf16BatchRows(k) && w.dtype == DType::kBF16 &&
+  if (m <= MaxBf16BatchRows(k) && w.dtype == DType::kBF16 &&
       isa == Isa::kAvx512Bf16) {
+    thread_local Bf16Inputs this_thread_inputs;
+    // A local name: the pool's tasks must read this thread's inputs, and a
+    // thread_local named in the lambda would be each worker's own.
+    Bf16Inputs& inputs = this_thread_inputs;
+    inputs.Pack(x, m, k);  // once here, not once per task
+    const auto* rows_of_w = static_cast<const uint16_t*>(w.data);
     if (!parallel) {
-      LowpGemmRows(isa, w, x, m, bias, 0, n, y, n);
+      Bf16DotRows(rows_of_w, inputs, bias, 0, n, y, n);
       return;
     }
-    // The one-row product's tasks (so its groups of four rows line up).
+    // Tasks of about 128 KiB of W, in whole groups of four rows.
     const int64_t rows =
         RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
     ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
-      LowpGemmRows(isa, w, x, m, bias, t * rows, std::min(n, (t + 1) * rows), y,
-                   n);
+      Bf16DotRows(rows_of_w, inputs, bias, t * rows,
+                  std::min(n, (t + 1) * rows), y, n);
     });
     return;
   }

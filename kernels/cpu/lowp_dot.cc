@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/int8_dot.h"
 
 #if defined(__x86_64__)
@@ -41,15 +42,6 @@ inline float Finish(const float* bias, int64_t r, float dot) {
   return bias != nullptr ? dot + bias[r] : dot;
 }
 
-// The bits of `v` rounded to the nearest bf16 (ties to even) in the upper
-// half, as F32ToBf16 rounds; branch-free so that loops over it vectorise.
-inline uint32_t RoundedBf16Bits(float v) {
-  const uint32_t bits = std::bit_cast<uint32_t>(v);
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;  // stays a quiet NaN
-  return nan ? ((bits | 0x00400000u) & 0xffff0000u) : rounded;
-}
-
 void GemvRowsPortable(const LowpRows& w, const float* x, const float* bias,
                       int64_t r0, int64_t r1, float* y) {
   for (int64_t r = r0; r < r1; ++r) {
@@ -75,8 +67,6 @@ void RowsToF32Portable(const LowpRows& w, int64_t r0, int64_t r1, float* out) {
 #define TWICE_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define TWICE_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define TWICE_AVX512_BF16 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16")))
 
 // 16 weights from element `i` on, widened to f32; `mask` selects the
 // lanes of a tail (the others read nothing and are zero).
@@ -252,146 +242,6 @@ TWICE_AVX512 void GemvRowsBf16Avx512(const LowpRows& w, const float* x,
     }
     a0 = Bf16TailDot(w0, x, body, k, a0);
     y[r] = Finish(bias, r, _mm512_reduce_add_ps(_mm512_add_ps(a0, c0)));
-  }
-}
-
-// bf16 rows by vdpbf16ps: each instruction multiplies 32 weights by 32
-// inputs (both bf16; the products are exact) and adds them pairwise into
-// 16 f32 lanes, so a 64-byte load of W costs one instruction instead of a
-// widening and two FMAs. The input is rounded to bf16 once per call into a
-// buffer padded with zeros to 32, so a row's tail needs a masked load of W
-// only. Four rows at a time, two accumulators each; with several inputs,
-// each load of W serves two of them.
-TWICE_AVX512_BF16 inline __m512bh LoadBf16x32(const uint16_t* p) {
-  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
-}
-TWICE_AVX512_BF16 inline __m512bh LoadBf16Tail(const uint16_t* p,
-                                               __mmask32 mask) {
-  return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
-}
-
-// Elements of x as the vdpbf16ps kernels take it: rounded to bf16, padded
-// with zeros to a whole number of 32.
-int64_t PaddedBf16Length(int64_t k) { return (k + 31) / 32 * 32; }
-void PackBf16(const float* x, int64_t k, uint16_t* out) {
-  for (int64_t j = 0; j < k; ++j) {
-    out[j] = static_cast<uint16_t>(RoundedBf16Bits(x[j]) >> 16);
-  }
-  std::fill(out + k, out + PaddedBf16Length(k), uint16_t{0});
-}
-
-// Four rows of W (w[0..3], k each) times M packed inputs: per row and
-// input two accumulators (even and odd 32-element chunks), then the tail
-// into the first. Every (row, input) pair goes through the same
-// instructions in the same order whatever M is, so a row of a batch is bit
-// for bit that row alone.
-template <int M>
-TWICE_AVX512_BF16 inline void FourRowsBf16Dot(const uint16_t* const* w,
-                                              int64_t k,
-                                              const uint16_t* const* xs,
-                                              __m512 (*sums)[4]) {
-  const int64_t body64 = k / 64 * 64;
-  const int64_t body32 = k / 32 * 32;
-  const int64_t tail = k - body32;
-  const auto tail_mask = static_cast<__mmask32>((uint64_t{1} << tail) - 1u);
-  __m512 a[M][4], c[M][4];
-#pragma GCC unroll 2
-  for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) a[i][q] = c[i][q] = _mm512_setzero_ps();
-  }
-  int64_t j = 0;
-  for (; j < body64; j += 64) {
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m512bh wa = LoadBf16x32(w[q] + j);
-      const __m512bh wc = LoadBf16x32(w[q] + j + 32);
-#pragma GCC unroll 2
-      for (int i = 0; i < M; ++i) {
-        a[i][q] = _mm512_dpbf16_ps(a[i][q], wa, LoadBf16x32(xs[i] + j));
-        c[i][q] = _mm512_dpbf16_ps(c[i][q], wc, LoadBf16x32(xs[i] + j + 32));
-      }
-    }
-  }
-  for (; j < body32; j += 32) {
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m512bh wa = LoadBf16x32(w[q] + j);
-#pragma GCC unroll 2
-      for (int i = 0; i < M; ++i) {
-        a[i][q] = _mm512_dpbf16_ps(a[i][q], wa, LoadBf16x32(xs[i] + j));
-      }
-    }
-  }
-  if (tail != 0) {
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m512bh wa = LoadBf16Tail(w[q] + j, tail_mask);
-#pragma GCC unroll 2
-      for (int i = 0; i < M; ++i) {
-        a[i][q] = _mm512_dpbf16_ps(a[i][q], wa, LoadBf16x32(xs[i] + j));
-      }
-    }
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) sums[i][q] = _mm512_add_ps(a[i][q], c[i][q]);
-  }
-}
-
-// One row of W times one packed input, one accumulator (the rows a range
-// leaves after its groups of four).
-TWICE_AVX512_BF16 inline float OneRowBf16Dot(const uint16_t* w0, int64_t k,
-                                             const uint16_t* xb) {
-  const int64_t body32 = k / 32 * 32;
-  const int64_t tail = k - body32;
-  __m512 a0 = _mm512_setzero_ps();
-  int64_t j = 0;
-  for (; j < body32; j += 32) {
-    a0 = _mm512_dpbf16_ps(a0, LoadBf16x32(w0 + j), LoadBf16x32(xb + j));
-  }
-  if (tail != 0) {
-    const auto tail_mask = static_cast<__mmask32>((uint64_t{1} << tail) - 1u);
-    a0 = _mm512_dpbf16_ps(a0, LoadBf16Tail(w0 + j, tail_mask),
-                          LoadBf16x32(xb + j));
-  }
-  return _mm512_reduce_add_ps(a0);
-}
-
-// y[i, r] for m packed inputs xs[i] and rows [r0, r1): four rows at a time,
-// two inputs per pass over them (the four rows stay in L1 for the next
-// two).
-TWICE_AVX512_BF16 void GemmRowsBf16Dot(const LowpRows& w,
-                                       const uint16_t* const* xs, int64_t m,
-                                       const float* bias, int64_t r0,
-                                       int64_t r1, float* y, int64_t ldy) {
-  const int64_t k = w.k;
-  const auto* base = static_cast<const uint16_t*>(w.data);
-  __m512 sums[2][4];
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) {
-    const uint16_t* rows[4] = {base + r * k, base + (r + 1) * k,
-                               base + (r + 2) * k, base + (r + 3) * k};
-    for (int64_t i0 = 0; i0 < m; i0 += 2) {
-      const int count = i0 + 1 < m ? 2 : 1;
-      if (count == 2) {
-        FourRowsBf16Dot<2>(rows, k, xs + i0, sums);
-      } else {
-        FourRowsBf16Dot<1>(rows, k, xs + i0, sums);
-      }
-      for (int i = 0; i < count; ++i) {
-        for (int q = 0; q < 4; ++q) {
-          y[(i0 + i) * ldy + r + q] =
-              Finish(bias, r + q, _mm512_reduce_add_ps(sums[i][q]));
-        }
-      }
-    }
-  }
-  for (; r < r1; ++r) {
-    for (int64_t i = 0; i < m; ++i) {
-      y[i * ldy + r] = Finish(bias, r, OneRowBf16Dot(base + r * k, k, xs[i]));
-    }
   }
 }
 
@@ -613,23 +463,13 @@ void LowpGemvRows(Isa isa, const LowpRows& w, const float* x, const float* bias,
 void LowpGemmRows(Isa isa, const LowpRows& w, const float* x, int64_t m,
                   const float* bias, int64_t r0, int64_t r1, float* y,
                   int64_t ldy) {
-#if defined(__x86_64__)
   if (w.dtype == DType::kBF16 && isa == Isa::kAvx512Bf16) {
-    const int64_t padded = PaddedBf16Length(w.k);
-    thread_local std::vector<uint16_t> packed;
-    thread_local std::vector<const uint16_t*> inputs;
-    if (packed.size() < static_cast<size_t>(m * padded)) {
-      packed.resize(static_cast<size_t>(m * padded));
-    }
-    inputs.resize(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) {
-      PackBf16(x + i * w.k, w.k, packed.data() + i * padded);
-      inputs[i] = packed.data() + i * padded;
-    }
-    GemmRowsBf16Dot(w, inputs.data(), m, bias, r0, r1, y, ldy);
+    thread_local Bf16Inputs packed;
+    packed.Pack(x, m, w.k);
+    Bf16DotRows(static_cast<const uint16_t*>(w.data), packed, bias, r0, r1, y,
+                ldy);
     return;
   }
-#endif
   for (int64_t i = 0; i < m; ++i) {
     LowpGemvRows(isa, w, x + i * w.k, bias, r0, r1, y + i * ldy);
   }

@@ -1,8 +1,8 @@
 // Row-times-vector dot products over low-precision weight rows (bf16, f16,
 // int8) with f32 accumulation, in builds chosen once at run time from the
 // CPU's features (CpuIsa()):
-//   - AVX-512 BF16: bf16 rows by vdpbf16ps, 32 weights per instruction with
-//     no widening (f16 as AVX-512F);
+//   - AVX-512 BF16: bf16 rows by vdpbf16ps (bf16_dot.h), 32 weights per
+//     instruction with no widening (f16 as AVX-512F);
 //   - AVX-512F (+BW): 16 lanes; bf16 widened by a 16-bit shift, f16 by
 //     vcvtph2ps;
 //   - AVX2 + FMA + F16C: the same at 8 lanes;

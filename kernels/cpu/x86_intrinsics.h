@@ -1,7 +1,7 @@
-// What the hand-written x86 kernels (lowp_dot.cc, int8_dot.cc) share: the
-// intrinsics header, a warning workaround that must cover the including
-// file, and small reductions. Include it from .cc files only, after their
-// other includes.
+// What the hand-written x86 kernels (lowp_dot.cc, bf16_dot.cc, int8_dot.cc)
+// share: the intrinsics header, a warning workaround that must cover the
+// including file, and small reductions. Include it from .cc files only,
+// after their other includes.
 #ifndef TWICE_KERNELS_CPU_X86_INTRINSICS_H_
 #define TWICE_KERNELS_CPU_X86_INTRINSICS_H_
 
