@@ -95,12 +95,14 @@ void ThreadPool::WorkerLoop() {
       // The caller has already collected its job (it ran every task
       // itself); nothing to join.
       if (job == nullptr) continue;
-      ++job->users;
+      job->users.fetch_add(1, std::memory_order_relaxed);
     }
     RunTasks(*job);
-    {
+    // The job lives on the caller's stack: after this decrement it may be
+    // gone, so only the pool's own members are touched.
+    if (job->users.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--job->users == 0) done_cv_.notify_all();
+      done_cv_.notify_all();
     }
   }
 }
@@ -124,10 +126,23 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
   wake_cv_.notify_all();
   RunTasks(job);
   // Every task is claimed; close the job to late workers and wait for the
-  // ones still running a task.
-  std::unique_lock<std::mutex> lock(mu_);
-  job_ = nullptr;
-  done_cv_.wait(lock, [&] { return job.users == 0; });
+  // ones still running a task: polling first, since the last task usually
+  // ends within microseconds and a futex sleep and wake-up would add tens
+  // of them to each of a decode step's ~100 products.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = nullptr;
+  }
+  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0; job.users.load(std::memory_order_acquire) != 0; ++i) {
+    CpuRelax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_until) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(
+          lock, [&] { return job.users.load(std::memory_order_acquire) == 0; });
+      break;
+    }
+  }
 }
 
 ThreadPool& DefaultPool() {

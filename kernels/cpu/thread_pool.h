@@ -50,7 +50,9 @@ class ThreadPool {
     absl::FunctionRef<void(int64_t)> fn;
     int64_t n;
     std::atomic<int64_t> next{0};
-    int users = 0;  // workers inside RunTasks; guarded by mu_
+    // Workers inside RunTasks: raised under mu_ while the job is open,
+    // lowered without it (the caller polls it before it sleeps).
+    std::atomic<int> users{0};
   };
 
   static void RunTasks(Job& job);
