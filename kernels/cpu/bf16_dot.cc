@@ -1,9 +1,9 @@
 #include "kernels/cpu/bf16_dot.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "kernels/cpu/x86_intrinsics.h"
+#include "kernels/dtype.h"
 
 namespace twice::kernels::cpu {
 
@@ -181,9 +181,21 @@ TWICE_AVX512_BF16 void Bf16DotRows(const uint16_t* w, const Bf16Inputs& x,
 
 #else  // !__x86_64__
 
-void Bf16DotRows(const uint16_t*, const Bf16Inputs&, const float*, int64_t,
-                 int64_t, float*, int64_t) {
-  std::abort();  // no CPU without x86-64 has AVX-512 BF16
+// No CPU without x86-64 has AVX-512 BF16, so nothing calls this; it
+// computes the same products in plain C++ so that the library links and
+// means the same everywhere.
+void Bf16DotRows(const uint16_t* w, const Bf16Inputs& x, const float* bias,
+                 int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const int64_t k = x.k();
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t i = 0; i < x.rows(); ++i) {
+      float a = 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        a += Bf16ToF32(w[r * k + j]) * Bf16ToF32(x.row(i)[j]);
+      }
+      y[i * ldy + r] = bias != nullptr ? a + bias[r] : a;
+    }
+  }
 }
 
 #endif  // __x86_64__
