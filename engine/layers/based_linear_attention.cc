@@ -1,5 +1,6 @@
 #include "engine/layers/based_linear_attention.h"
 
+#include <utility>
 #include <vector>
 
 #include "engine/layers/linear_attention_state.h"
@@ -10,88 +11,105 @@
 
 namespace twice::engine {
 
-absl::StatusOr<std::unique_ptr<BasedLinearAttention>>
-BasedLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
-                           const LinearAttentionOptions& options) {
+absl::StatusOr<LinearAttentionCore> LinearAttentionCore::Load(
+    const WeightMap& weights, const std::string& prefix,
+    const LinearAttentionOptions& options, std::string_view mixer) {
   if (options.dim < 1 || options.heads < 1 ||
       options.dim % options.heads != 0 || options.feature_dim < 1) {
-    return absl::InvalidArgumentError(
-        "BasedLinearAttention: heads must divide the model width");
+    return absl::InvalidArgumentError(std::string(mixer) +
+                                      ": heads must divide the model width");
   }
-  std::unique_ptr<BasedLinearAttention> m(new BasedLinearAttention());
-  m->options_ = options;
-  m->head_dim_ = options.dim / options.heads;
-  m->feature_size_ = kernels::TaylorFeatureDim(options.feature_dim);
+  LinearAttentionCore core;
+  core.mixer = std::string(mixer);
+  core.options = options;
+  core.head_dim = options.dim / options.heads;
+  core.feature_size = kernels::TaylorFeatureDim(options.feature_dim);
   const int64_t d = options.dim;
   const int64_t qk = options.heads * options.feature_dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_,
+  TWICE_ASSIGN_OR_RETURN(core.wq,
                          weights.GetMatrix(p + "proj_q.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wk_,
+  TWICE_ASSIGN_OR_RETURN(core.wk,
                          weights.GetMatrix(p + "proj_k.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wv_,
+  TWICE_ASSIGN_OR_RETURN(core.wv,
                          weights.GetMatrix(p + "proj_v.weight", {d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_,
+  TWICE_ASSIGN_OR_RETURN(core.wo,
                          weights.GetMatrix(p + "out_proj.weight", {d, d}));
+  return core;
+}
+
+std::unique_ptr<LayerState> LinearAttentionCore::NewState() const {
+  return std::make_unique<LinearAttentionState>(options.heads, head_dim,
+                                                feature_size);
+}
+
+absl::StatusOr<LinearAttentionState*> LinearAttentionCore::Check(
+    LayerState& state) const {
+  auto* la = dynamic_cast<LinearAttentionState*>(&state);
+  if (la == nullptr || la->heads() != options.heads ||
+      la->head_dim() != head_dim || la->feature_size() != feature_size) {
+    return absl::FailedPreconditionError(mixer +
+                                         ": layer state is not a matching "
+                                         "linear_attention state");
+  }
+  return la;
+}
+
+absl::StatusOr<std::unique_ptr<BasedLinearAttention>>
+BasedLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
+                           const LinearAttentionOptions& options) {
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionCore core,
+                         LinearAttentionCore::Load(weights, prefix, options,
+                                                   "BasedLinearAttention"));
+  std::unique_ptr<BasedLinearAttention> m(new BasedLinearAttention());
+  m->core_ = std::move(core);
   return m;
 }
 
 std::unique_ptr<LayerState> BasedLinearAttention::NewState() const {
-  return std::make_unique<LinearAttentionState>(options_.heads, head_dim_,
-                                                feature_size_);
+  return core_.NewState();
 }
 
 absl::Status BasedLinearAttention::ValidateState(LayerState& state,
                                                  int64_t start_pos) const {
-  return CheckState(state).status();
-}
-
-absl::StatusOr<LinearAttentionState*> BasedLinearAttention::CheckState(
-    LayerState& state) const {
-  auto* la = dynamic_cast<LinearAttentionState*>(&state);
-  if (la == nullptr || la->heads() != options_.heads ||
-      la->head_dim() != head_dim_ || la->feature_size() != feature_size_) {
-    return absl::FailedPreconditionError(
-        "BasedLinearAttention: layer state is not a matching linear_attention "
-        "state");
-  }
-  return la;
+  return core_.Check(state).status();
 }
 
 absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
                                            int64_t tokens, int64_t start_pos,
                                            LayerState& state,
                                            absl::Span<float> out) const {
-  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, CheckState(state));
-  const int64_t d = options_.dim;
-  const int64_t h = options_.heads;
-  const int64_t f = options_.feature_dim;
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, core_.Check(state));
+  const int64_t d = core_.options.dim;
+  const int64_t h = core_.options.heads;
+  const int64_t f = core_.options.feature_dim;
   std::vector<float> q(tokens * h * f), k(tokens * h * f), v(tokens * d);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wq_, h * f, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, tokens, d, core_.wq, h * f, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wk_, h * f, {}, absl::MakeSpan(k)));
+      kernels::Linear(x, tokens, d, core_.wk, h * f, {}, absl::MakeSpan(k)));
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wv_, d, {}, absl::MakeSpan(v)));
+      kernels::Linear(x, tokens, d, core_.wv, d, {}, absl::MakeSpan(v)));
   // [T, H, F] -> [T, H, D]: the map works on T·H independent vectors.
-  std::vector<float> phi_q(tokens * h * feature_size_);
-  std::vector<float> phi_k(tokens * h * feature_size_);
+  std::vector<float> phi_q(tokens * h * core_.feature_size);
+  std::vector<float> phi_k(tokens * h * core_.feature_size);
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(k, tokens * h, f, absl::MakeSpan(phi_k)));
   std::vector<float> y(tokens * d);  // [T, H, hd]
-  const kernels::LinearAttentionDims dims{h, head_dim_, feature_size_};
+  const kernels::LinearAttentionDims dims{h, core_.head_dim,
+                                          core_.feature_size};
   if (tokens == 1) {
     TWICE_RETURN_IF_ERROR(
-        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, options_.eps,
+        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, core_.options.eps,
                                      la->kv(), la->k_sum(), absl::MakeSpan(y)));
   } else {
     TWICE_RETURN_IF_ERROR(kernels::LinearAttentionPrefill(
-        phi_q, phi_k, v, tokens, dims, options_.eps, la->kv(), la->k_sum(),
+        phi_q, phi_k, v, tokens, dims, core_.options.eps, la->kv(), la->k_sum(),
         absl::MakeSpan(y)));
   }
-  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
+  return kernels::Linear(y, tokens, d, core_.wo, d, {}, out);
 }
 
 absl::Status BasedLinearAttention::StepBatch(
@@ -99,10 +117,10 @@ absl::Status BasedLinearAttention::StepBatch(
     absl::Span<const int64_t> /*positions*/, absl::Span<float> out) const {
   std::vector<LinearAttentionState*> la(states.size());
   for (size_t b = 0; b < states.size(); ++b) {
-    TWICE_ASSIGN_OR_RETURN(la[b], CheckState(*states[b]));
+    TWICE_ASSIGN_OR_RETURN(la[b], core_.Check(*states[b]));
   }
-  return LinearAttentionStepBatch(x, options_, {&wq_, &wk_, &wv_, &wo_}, la,
-                                  out);
+  return LinearAttentionStepBatch(
+      x, core_.options, {&core_.wq, &core_.wk, &core_.wv, &core_.wo}, la, out);
 }
 
 absl::Status LinearAttentionStepBatch(

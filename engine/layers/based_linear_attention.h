@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "engine/layers/mixer.h"
@@ -52,6 +53,27 @@ struct LinearAttentionWeights {
     const LinearAttentionWeights& weights,
     absl::Span<LinearAttentionState* const> states, absl::Span<float> out);
 
+// What Based's mixer and JRT-RNN's prefix mixer share: the heads' sizes,
+// the decoder projections and the state both keep.
+struct LinearAttentionCore {
+  // Validates `options` and loads <prefix>mixer.{proj_q, proj_k, proj_v,
+  // out_proj}.weight; `mixer` names the caller in errors.
+  [[nodiscard]] static absl::StatusOr<LinearAttentionCore> Load(
+      const WeightMap& weights, const std::string& prefix,
+      const LinearAttentionOptions& options, std::string_view mixer);
+  std::unique_ptr<LayerState> NewState() const;
+  // `state` as the LinearAttentionState of these sizes, FAILED_PRECONDITION
+  // for any other.
+  [[nodiscard]] absl::StatusOr<LinearAttentionState*> Check(
+      LayerState& state) const;
+
+  std::string mixer;
+  LinearAttentionOptions options;
+  int64_t head_dim = 0;
+  int64_t feature_size = 0;
+  Tensor wq, wk, wv, wo;
+};
+
 class BasedLinearAttention final : public Mixer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<BasedLinearAttention>>
@@ -72,13 +94,7 @@ class BasedLinearAttention final : public Mixer {
  private:
   BasedLinearAttention() = default;
 
-  [[nodiscard]] absl::StatusOr<LinearAttentionState*> CheckState(
-      LayerState& state) const;
-
-  LinearAttentionOptions options_;
-  int64_t head_dim_ = 0;
-  int64_t feature_size_ = 0;
-  Tensor wq_, wk_, wv_, wo_;
+  LinearAttentionCore core_;
 };
 
 }  // namespace twice::engine

@@ -1,6 +1,7 @@
 #include "engine/layers/prefix_linear_attention.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,60 +16,35 @@ namespace twice::engine {
 absl::StatusOr<std::unique_ptr<PrefixLinearAttention>>
 PrefixLinearAttention::Load(const WeightMap& weights, const std::string& prefix,
                             const LinearAttentionOptions& options) {
-  if (options.dim < 1 || options.heads < 1 ||
-      options.dim % options.heads != 0 || options.feature_dim < 1) {
-    return absl::InvalidArgumentError(
-        "PrefixLinearAttention: heads must divide the model width");
-  }
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionCore core,
+                         LinearAttentionCore::Load(weights, prefix, options,
+                                                   "PrefixLinearAttention"));
   std::unique_ptr<PrefixLinearAttention> m(new PrefixLinearAttention());
-  m->options_ = options;
-  m->head_dim_ = options.dim / options.heads;
-  m->feature_size_ = kernels::TaylorFeatureDim(options.feature_dim);
   const int64_t d = options.dim;
   const int64_t qk = options.heads * options.feature_dim;
   const std::string p = prefix + "mixer.";
-  TWICE_ASSIGN_OR_RETURN(m->wq_,
-                         weights.GetMatrix(p + "proj_q.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wk_,
-                         weights.GetMatrix(p + "proj_k.weight", {qk, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wv_,
-                         weights.GetMatrix(p + "proj_v.weight", {d, d}));
   TWICE_ASSIGN_OR_RETURN(m->wk_enc_,
                          weights.GetMatrix(p + "proj_k_enc.weight", {qk, d}));
   TWICE_ASSIGN_OR_RETURN(m->wv_enc_,
                          weights.GetMatrix(p + "proj_v_enc.weight", {d, d}));
-  TWICE_ASSIGN_OR_RETURN(m->wo_,
-                         weights.GetMatrix(p + "out_proj.weight", {d, d}));
+  m->core_ = std::move(core);
   return m;
 }
 
 std::unique_ptr<LayerState> PrefixLinearAttention::NewState() const {
-  return std::make_unique<LinearAttentionState>(options_.heads, head_dim_,
-                                                feature_size_);
+  return core_.NewState();
 }
 
 absl::Status PrefixLinearAttention::ValidateState(LayerState& state,
                                                   int64_t start_pos) const {
-  return CheckState(state).status();
-}
-
-absl::StatusOr<LinearAttentionState*> PrefixLinearAttention::CheckState(
-    LayerState& state) const {
-  auto* la = dynamic_cast<LinearAttentionState*>(&state);
-  if (la == nullptr || la->heads() != options_.heads ||
-      la->head_dim() != head_dim_ || la->feature_size() != feature_size_) {
-    return absl::FailedPreconditionError(
-        "PrefixLinearAttention: layer state is not a matching "
-        "linear_attention state");
-  }
-  return la;
+  return core_.Check(state).status();
 }
 
 absl::Status PrefixLinearAttention::KeysValues(
     absl::Span<const float> x, int64_t rows, int64_t masked, const Tensor& wk,
     const Tensor& wv, std::vector<float>& phi_k, std::vector<float>& v) const {
-  const int64_t d = options_.dim;
-  const int64_t hf = options_.heads * options_.feature_dim;
+  const int64_t d = core_.options.dim;
+  const int64_t hf = core_.options.heads * core_.options.feature_dim;
   const absl::Span<const float> xr = x.subspan(0, rows * d);
   std::vector<float> k(rows * hf);
   v.resize(rows * d);
@@ -78,9 +54,10 @@ absl::Status PrefixLinearAttention::KeysValues(
       kernels::Linear(xr, rows, d, wv, d, {}, absl::MakeSpan(v)));
   // The released mask zeroes the raw 16-wide keys of pads; their values stay.
   std::fill(k.begin(), k.begin() + masked * hf, 0.0f);
-  phi_k.resize(rows * options_.heads * feature_size_);
-  return kernels::TaylorFeatureMap(k, rows * options_.heads,
-                                   options_.feature_dim, absl::MakeSpan(phi_k));
+  phi_k.resize(rows * core_.options.heads * core_.feature_size);
+  return kernels::TaylorFeatureMap(k, rows * core_.options.heads,
+                                   core_.options.feature_dim,
+                                   absl::MakeSpan(phi_k));
 }
 
 absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
@@ -88,33 +65,34 @@ absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
                                             int64_t /*start_pos*/,
                                             LayerState& state,
                                             absl::Span<float> out) const {
-  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, CheckState(state));
-  const int64_t d = options_.dim;
-  const int64_t h = options_.heads;
-  const int64_t f = options_.feature_dim;
-  std::vector<float> q(tokens * h * f), phi_q(tokens * h * feature_size_);
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, core_.Check(state));
+  const int64_t d = core_.options.dim;
+  const int64_t h = core_.options.heads;
+  const int64_t f = core_.options.feature_dim;
+  std::vector<float> q(tokens * h * f), phi_q(tokens * h * core_.feature_size);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wq_, h * f, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, tokens, d, core_.wq, h * f, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
   std::vector<float> phi_k, v;
-  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, 0, wk_, wv_, phi_k, v));
+  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, 0, core_.wk, core_.wv, phi_k, v));
   std::vector<float> y(tokens * d);  // [T, H, hd]
-  const kernels::LinearAttentionDims dims{h, head_dim_, feature_size_};
+  const kernels::LinearAttentionDims dims{h, core_.head_dim,
+                                          core_.feature_size};
   // After the prefix prefill the encoder lives in the state, so a causal
   // read is exactly Based's (linear attention has no positions): the
   // recurrent step for one token, else the chunked kernel with no encoder,
   // which normalises like the prefix read it continues.
   if (tokens == 1) {
     TWICE_RETURN_IF_ERROR(
-        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, options_.eps,
+        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, core_.options.eps,
                                      la->kv(), la->k_sum(), absl::MakeSpan(y)));
   } else {
     TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
         phi_q, phi_k, v, tokens, {}, {}, /*encoder_tokens=*/0, dims,
-        options_.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
+        core_.options.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
   }
-  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
+  return kernels::Linear(y, tokens, d, core_.wo, d, {}, out);
 }
 
 absl::Status PrefixLinearAttention::StepBatch(
@@ -122,11 +100,11 @@ absl::Status PrefixLinearAttention::StepBatch(
     absl::Span<const int64_t> /*positions*/, absl::Span<float> out) const {
   std::vector<LinearAttentionState*> la(states.size());
   for (size_t b = 0; b < states.size(); ++b) {
-    TWICE_ASSIGN_OR_RETURN(la[b], CheckState(*states[b]));
+    TWICE_ASSIGN_OR_RETURN(la[b], core_.Check(*states[b]));
   }
   // JRT decode is Based decode: the encoder already lives in the state.
-  return LinearAttentionStepBatch(x, options_, {&wq_, &wk_, &wv_, &wo_}, la,
-                                  out);
+  return LinearAttentionStepBatch(
+      x, core_.options, {&core_.wq, &core_.wk, &core_.wv, &core_.wo}, la, out);
 }
 
 absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
@@ -141,24 +119,26 @@ absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
         absl::StrCat("PrefixLinearAttention: need 0 <= masked (", p,
                      ") <= encoder (", e, ") <= tokens (", tokens, ")"));
   }
-  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, CheckState(state));
-  const int64_t d = options_.dim;
-  const int64_t h = options_.heads;
-  const int64_t f = options_.feature_dim;
-  std::vector<float> q(tokens * h * f), phi_q(tokens * h * feature_size_);
+  TWICE_ASSIGN_OR_RETURN(LinearAttentionState * la, core_.Check(state));
+  const int64_t d = core_.options.dim;
+  const int64_t h = core_.options.heads;
+  const int64_t f = core_.options.feature_dim;
+  std::vector<float> q(tokens * h * f), phi_q(tokens * h * core_.feature_size);
   TWICE_RETURN_IF_ERROR(
-      kernels::Linear(x, tokens, d, wq_, h * f, {}, absl::MakeSpan(q)));
+      kernels::Linear(x, tokens, d, core_.wq, h * f, {}, absl::MakeSpan(q)));
   TWICE_RETURN_IF_ERROR(
       kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
   std::vector<float> phi_kd, vd, phi_ke, ve;
-  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, p, wk_, wv_, phi_kd, vd));
+  TWICE_RETURN_IF_ERROR(
+      KeysValues(x, tokens, p, core_.wk, core_.wv, phi_kd, vd));
   TWICE_RETURN_IF_ERROR(KeysValues(x, e, p, wk_enc_, wv_enc_, phi_ke, ve));
   std::vector<float> y(tokens * d);  // [T, H, hd]
-  const kernels::LinearAttentionDims dims{h, head_dim_, feature_size_};
+  const kernels::LinearAttentionDims dims{h, core_.head_dim,
+                                          core_.feature_size};
   TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
-      phi_q, phi_kd, vd, tokens, phi_ke, ve, e, dims, options_.eps, la->kv(),
-      la->k_sum(), absl::MakeSpan(y)));
-  return kernels::Linear(y, tokens, d, wo_, d, {}, out);
+      phi_q, phi_kd, vd, tokens, phi_ke, ve, e, dims, core_.options.eps,
+      la->kv(), la->k_sum(), absl::MakeSpan(y)));
+  return kernels::Linear(y, tokens, d, core_.wo, d, {}, out);
 }
 
 }  // namespace twice::engine

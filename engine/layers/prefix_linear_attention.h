@@ -67,8 +67,6 @@ class PrefixLinearAttention final : public Mixer {
  private:
   PrefixLinearAttention() = default;
 
-  [[nodiscard]] absl::StatusOr<LinearAttentionState*> CheckState(
-      LayerState& state) const;
   // x rows -> featurized keys [rows, H, D] with rows [0, masked) zeroed
   // before the map, and values [rows, d].
   [[nodiscard]] absl::Status KeysValues(absl::Span<const float> x, int64_t rows,
@@ -77,10 +75,8 @@ class PrefixLinearAttention final : public Mixer {
                                         std::vector<float>& phi_k,
                                         std::vector<float>& v) const;
 
-  LinearAttentionOptions options_;
-  int64_t head_dim_ = 0;
-  int64_t feature_size_ = 0;
-  Tensor wq_, wk_, wv_, wk_enc_, wv_enc_, wo_;
+  LinearAttentionCore core_;
+  Tensor wk_enc_, wv_enc_;  // the encoder's keys and values
 };
 
 }  // namespace twice::engine

@@ -69,8 +69,9 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
   std::unique_ptr<BasedModel> m(new BasedModel());
   const int64_t d = config.hidden_size;
   const int64_t vocab = config.padded_vocab_size();
-  const WeightMap& w = weights;
-  Parts p;
+  Parts p = PartsOf(config, vocab, std::move(weights), std::move(tokenizer),
+                    std::move(fingerprint));
+  const WeightMap& w = p.weights;
   TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(w, kBasedEmbedding, kBasedLmHead,
                                              config.tie_word_embeddings,
                                              {vocab, d}, p));
@@ -92,19 +93,11 @@ absl::StatusOr<std::unique_ptr<BasedModel>> BasedModel::Create(
   TWICE_ASSIGN_OR_RETURN(
       p.final_norm,
       RmsNormLayer::Load(w, "transformer.ln_f.weight", d, config.norm_eps));
-  p.tokenizer = std::move(tokenizer);
-  p.architecture = config.architecture;
-  p.fingerprint = std::move(fingerprint);
-  p.hidden_size = d;
-  p.vocab_rows = vocab;
-  p.eos_token_id = config.eos_token_id;
-  p.training_context = config.training_context;
   p.prefill_chunk = kBasedPrefillChunk;
   if (config.is_jrt()) {
     p.prefix_length = config.prefix_length;
     p.prefix_pad_token_id = config.prefix_pad_token_id;
   }
-  p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);
   return m;

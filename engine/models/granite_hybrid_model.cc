@@ -55,8 +55,9 @@ absl::StatusOr<std::unique_ptr<GraniteHybridModel>> GraniteHybridModel::Create(
   std::unique_ptr<GraniteHybridModel> m(new GraniteHybridModel());
   const GraniteHybridConfig& c = config;
   const int64_t d = c.hidden_size;
-  const WeightMap& w = weights;
-  Parts p;
+  Parts p = PartsOf(c, c.vocab_size, std::move(weights), std::move(tokenizer),
+                    std::move(fingerprint));
+  const WeightMap& w = p.weights;
   TWICE_RETURN_IF_ERROR(
       LoadEmbeddingAndHead(w, kGraniteEmbedding, kGraniteLmHead,
                            c.tie_word_embeddings, {c.vocab_size, d}, p));
@@ -87,18 +88,10 @@ absl::StatusOr<std::unique_ptr<GraniteHybridModel>> GraniteHybridModel::Create(
   }
   TWICE_ASSIGN_OR_RETURN(
       p.final_norm, RmsNormLayer::Load(w, "model.norm.weight", d, c.norm_eps));
-  p.tokenizer = std::move(tokenizer);
-  p.architecture = c.architecture;
-  p.fingerprint = std::move(fingerprint);
-  p.hidden_size = d;
-  p.vocab_rows = c.vocab_size;
-  p.eos_token_id = c.eos_token_id;
-  p.training_context = c.training_context;
   p.prefill_chunk = kGranitePrefillChunk;
   p.embedding_scale = c.embedding_multiplier;
   p.residual_scale = c.residual_multiplier;
   p.logit_scale = 1.0f / c.logits_scaling;
-  p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);
   return m;

@@ -16,8 +16,9 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   const LlamaConfig& c = config;
   const int64_t d = c.hidden_size;
   const int64_t vocab = c.vocab_size;
-  const WeightMap& w = weights;
-  Parts p;
+  Parts p = PartsOf(c, vocab, std::move(weights), std::move(tokenizer),
+                    std::move(fingerprint));
+  const WeightMap& w = p.weights;
   TWICE_ASSIGN_OR_RETURN(p.embedding,
                          w.GetMatrix("model.embed_tokens.weight", {vocab, d}));
   if (c.tie_word_embeddings && !w.Has("lm_head.weight")) {
@@ -51,14 +52,6 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   TWICE_ASSIGN_OR_RETURN(
       p.final_norm,
       RmsNormLayer::Load(w, "model.norm.weight", d, c.rms_norm_eps));
-  p.tokenizer = std::move(tokenizer);
-  p.architecture = c.architecture;
-  p.fingerprint = std::move(fingerprint);
-  p.hidden_size = d;
-  p.vocab_rows = vocab;
-  p.eos_token_id = c.eos_token_id;
-  p.training_context = c.training_context;
-  p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);
   return m;

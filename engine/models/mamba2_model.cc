@@ -53,8 +53,9 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   std::unique_ptr<Mamba2Model> m(new Mamba2Model());
   const int64_t d = config.hidden_size;
   const int64_t vocab = config.padded_vocab_size();
-  const WeightMap& w = weights;
-  Parts p;
+  Parts p = PartsOf(config, vocab, std::move(weights), std::move(tokenizer),
+                    std::move(fingerprint));
+  const WeightMap& w = p.weights;
   TWICE_RETURN_IF_ERROR(LoadEmbeddingAndHead(w, kMamba2Embedding, kMamba2LmHead,
                                              config.tie_word_embeddings,
                                              {vocab, d}, p));
@@ -75,15 +76,7 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   TWICE_ASSIGN_OR_RETURN(
       p.final_norm,
       RmsNormLayer::Load(w, "backbone.norm_f.weight", d, config.norm_eps));
-  p.tokenizer = std::move(tokenizer);
-  p.architecture = config.architecture;
-  p.fingerprint = std::move(fingerprint);
-  p.hidden_size = d;
-  p.vocab_rows = vocab;
-  p.eos_token_id = config.eos_token_id;
-  p.training_context = config.training_context;
   p.prefill_chunk = kMamba2PrefillChunk;
-  p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);
   return m;

@@ -68,8 +68,9 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Create(
   std::unique_ptr<NemotronHModel> m(new NemotronHModel());
   const NemotronHConfig& c = config;
   const int64_t d = c.hidden_size;
-  const WeightMap& w = weights;
-  Parts p;
+  Parts p = PartsOf(c, c.vocab_size, std::move(weights), std::move(tokenizer),
+                    std::move(fingerprint));
+  const WeightMap& w = p.weights;
   TWICE_RETURN_IF_ERROR(
       LoadEmbeddingAndHead(w, kNemotronHEmbedding, kNemotronHLmHead,
                            c.tie_word_embeddings, {c.vocab_size, d}, p));
@@ -84,15 +85,7 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Create(
   TWICE_ASSIGN_OR_RETURN(
       p.final_norm,
       RmsNormLayer::Load(w, "backbone.norm_f.weight", d, c.norm_eps));
-  p.tokenizer = std::move(tokenizer);
-  p.architecture = c.architecture;
-  p.fingerprint = std::move(fingerprint);
-  p.hidden_size = d;
-  p.vocab_rows = c.vocab_size;
-  p.eos_token_id = c.eos_token_id;
-  p.training_context = c.training_context;
   p.prefill_chunk = kNemotronHPrefillChunk;
-  p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);
   return m;

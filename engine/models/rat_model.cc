@@ -17,8 +17,9 @@ absl::StatusOr<std::unique_ptr<RatModel>> RatModel::Create(
   const RatConfig& c = config;
   const int64_t d = c.hidden_size;
   const int64_t vocab = c.vocab_size;
-  const WeightMap& w = weights;
-  Parts p;
+  Parts p = PartsOf(c, vocab, std::move(weights), std::move(tokenizer),
+                    std::move(fingerprint));
+  const WeightMap& w = p.weights;
   TWICE_ASSIGN_OR_RETURN(p.embedding,
                          w.GetMatrix("embedding.wte.weight", {vocab, d}));
   if (c.tie_embedding) {
@@ -61,14 +62,6 @@ absl::StatusOr<std::unique_ptr<RatModel>> RatModel::Create(
   }
   TWICE_ASSIGN_OR_RETURN(
       p.final_norm, RmsNormLayer::Load(w, "backbone.ln.weight", d, c.norm_eps));
-  p.tokenizer = std::move(tokenizer);
-  p.architecture = c.architecture;
-  p.fingerprint = std::move(fingerprint);
-  p.hidden_size = d;
-  p.vocab_rows = vocab;
-  p.eos_token_id = c.eos_token_id;
-  p.training_context = c.training_context;
-  p.weights = std::move(weights);
   TWICE_RETURN_IF_ERROR(m->Finish(std::move(p)));
   m->config_ = std::move(config);
   return m;

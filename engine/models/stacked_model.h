@@ -27,6 +27,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -95,6 +96,24 @@ class StackedModel : public Model {
   };
 
   StackedModel() = default;
+  // Parts with what every architecture's config names alike (architecture,
+  // width, EOS id, training context) and what the loader hands over; the
+  // caller loads its layers from parts.weights and sets the rest.
+  template <typename Config>
+  static Parts PartsOf(const Config& config, int64_t vocab_rows,
+                       WeightMap weights, std::unique_ptr<Tokenizer> tokenizer,
+                       std::string fingerprint) {
+    Parts p;
+    p.weights = std::move(weights);
+    p.tokenizer = std::move(tokenizer);
+    p.architecture = config.architecture;
+    p.fingerprint = std::move(fingerprint);
+    p.hidden_size = config.hidden_size;
+    p.vocab_rows = vocab_rows;
+    p.eos_token_id = config.eos_token_id;
+    p.training_context = config.training_context;
+    return p;
+  }
   // Fills parts.embedding and parts.lm_head ([vocab, d]) the way the Based
   // and Mamba-2 checkpoints store them: the embedding under
   // `embedding_name`, or under `head_name` when only that is stored (tied
