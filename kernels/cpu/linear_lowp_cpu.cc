@@ -10,9 +10,13 @@
 //
 // bf16 W on CPUs with AVX-512 BF16, one to 32-64 rows (decode, batched
 // decode, short appends): the vdpbf16ps product of bf16_dot.h on x packed
-// once here; each row's result is bit for bit its one-row result.
+// once here; each row's result is bit for bit its one-row result. More
+// rows (prefill): the vdpbf16ps GEMM micro-kernel of bf16_gemm.h, about
+// 3x the f32 GEMM's rate (bench/lowp_linear_bench.cc); its sums run in
+// another order, so those rows are not bit for bit one-row results (as
+// with the f32 panels before it).
 //
-// Otherwise (bf16 prefill, f16, CPUs without AVX-512 BF16): W is widened
+// Otherwise (f16, bf16 on CPUs without AVX-512 BF16): W is widened
 // panel by panel (at most kPanelRows rows, a few hundred KiB of f32) into
 // a per-thread scratch buffer, and each panel runs the f32 kernel of
 // linear_cpu.cc (our small-m kernel, or single-threaded BLAS SGEMM for
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_dot.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemv_tasks.h"
 #include "kernels/cpu/int8_dot.h"
@@ -71,10 +76,12 @@ void PanelsOfRows(Isa isa, const float* x, int64_t m, const LowpRows& w,
 
 // Rows of x up to which a bf16 W goes through the batched vdpbf16ps kernel
 // (Bf16DotRows: four rows of W and two of x at a time, results bit for
-// bit those of one row) rather than the f32 panels. Measured per row of x
-// (2 threads, bench/lowp_linear_bench.cc): k = 768, 64 rows: 18 us against
-// 35 us through the panels; k = 4096 the kernel's rows no longer stay in
-// L1 and the panels' BLAS GEMM is ahead from about 64 rows on.
+// bit those of one row, which batched decode needs) rather than the GEMM
+// micro-kernel (Bf16GemmRows). Measured per row of x against the f32
+// panels that came before the micro-kernel (2 threads,
+// bench/lowp_linear_bench.cc): k = 768, 64 rows: 18 us against 35 us;
+// k = 4096 the kernel's rows no longer stay in L1 and the panels' BLAS
+// GEMM was ahead from about 64 rows on.
 int64_t MaxBf16BatchRows(int64_t k) { return k <= 2048 ? 64 : 32; }
 
 // Rows of x per pass over W in an int8 product of many rows: about 256 KiB
@@ -133,6 +140,40 @@ void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
   }
 }
 
+// A bf16 W on a CPU with vdpbf16ps; x is rounded and packed once here,
+// not once per task. Up to MaxBf16BatchRows(k) rows of x go through
+// Bf16DotRows (a row of a batch bit for bit that row alone, as decode
+// batches need) in tasks of about 128 KiB of W; more rows through the
+// GEMM micro-kernel (bf16_gemm.h) in tasks of whole 32-row panels.
+void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
+                 const float* bias, bool parallel, float* y) {
+  const int64_t k = w.k;
+  thread_local Bf16Inputs this_thread_inputs;
+  // A local name: the pool's tasks must read this thread's inputs, and a
+  // thread_local named in the lambda would be each worker's own.
+  Bf16Inputs& inputs = this_thread_inputs;
+  inputs.Pack(x, m, k);
+  const auto* rows_of_w = static_cast<const uint16_t*>(w.data);
+  const bool gemm = m > MaxBf16BatchRows(k);
+  const auto product = [&](int64_t r0, int64_t r1) {
+    if (gemm) {
+      Bf16GemmRows(rows_of_w, inputs, bias, r0, r1, y, n);
+    } else {
+      Bf16DotRows(rows_of_w, inputs, bias, r0, r1, y, n);
+    }
+  };
+  if (!parallel) {
+    product(0, n);
+    return;
+  }
+  const int64_t rows =
+      gemm ? kBf16PanelRows
+           : RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
+  ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
+    product(t * rows, std::min(n, (t + 1) * rows));
+  });
+}
+
 }  // namespace
 
 void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
@@ -145,25 +186,8 @@ void LinearLowp(const float* x, int64_t m, const LowpRows& w, int64_t n,
     Int8Batch(x, m, w, n, bias, parallel, y);
     return;
   }
-  if (m <= MaxBf16BatchRows(k) && w.dtype == DType::kBF16 &&
-      isa == Isa::kAvx512Bf16) {
-    thread_local Bf16Inputs this_thread_inputs;
-    // A local name: the pool's tasks must read this thread's inputs, and a
-    // thread_local named in the lambda would be each worker's own.
-    Bf16Inputs& inputs = this_thread_inputs;
-    inputs.Pack(x, m, k);  // once here, not once per task
-    const auto* rows_of_w = static_cast<const uint16_t*>(w.data);
-    if (!parallel) {
-      Bf16DotRows(rows_of_w, inputs, bias, 0, n, y, n);
-      return;
-    }
-    // Tasks of about 128 KiB of W, in whole groups of four rows.
-    const int64_t rows =
-        RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
-    ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
-      Bf16DotRows(rows_of_w, inputs, bias, t * rows,
-                  std::min(n, (t + 1) * rows), y, n);
-    });
+  if (w.dtype == DType::kBF16 && isa == Isa::kAvx512Bf16) {
+    Bf16Product(x, m, w, n, bias, parallel, y);
     return;
   }
   if (m > 1 && w.dtype == DType::kBF16) {

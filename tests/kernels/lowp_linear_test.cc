@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/lowp_dot.h"
 #include "kernels/i8_layout.h"
@@ -137,6 +138,47 @@ TEST(LowpDotTest, EveryIsaMatchesReference) {
         std::vector<float> f32(n * k, 99.0f);
         cpu::LowpRowsToF32(isa, rows, 0, n, f32.data());
         ExpectClose(f32, wide, 1e-7, 1e-7, "widen");
+      }
+    }
+  }
+}
+
+// The bf16 GEMM micro-kernel on its own, on shapes that leave every kind
+// of tail: rows of x not a multiple of its tile of 8, rows of W not a
+// multiple of its panel of 32, odd k (a pair of columns half empty), and
+// ranges of W that start and end inside panels; rows outside the range
+// stay untouched.
+TEST(LowpDotTest, Bf16GemmMatchesReferenceOnEveryTail) {
+  if (cpu::CpuIsa() != cpu::Isa::kAvx512Bf16) {
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  }
+  for (auto [m, k, n] :
+       {std::tuple{1, 1, 1}, std::tuple{7, 333, 31}, std::tuple{8, 64, 32},
+        std::tuple{9, 65, 33}, std::tuple{17, 2, 70}, std::tuple{65, 768, 100},
+        std::tuple{130, 31, 64}}) {
+    SCOPED_TRACE(::testing::Message() << m << "x" << k << "x" << n);
+    const auto x = RandomVector(m * k, 21);
+    const auto bias = RandomVector(n, 22);
+    const Tensor wq = Rounded(RandomVector(n * k, 23), n, k, DType::kBF16);
+    cpu::Bf16Inputs inputs;
+    inputs.Pack(x.data(), m, k);
+    const int64_t r0 = n > 4 ? 3 : 0;
+    const int64_t r1 = n > 4 ? n - 1 : n;
+    std::vector<float> y(m * n, 99.0f);
+    cpu::Bf16GemmRows(static_cast<const uint16_t*>(wq.raw_data()), inputs,
+                      bias.data(), r0, r1, y.data(), n);
+    const std::vector<double> want =
+        Reference(x, m, k, Widened(wq), n, bias, DType::kBF16);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < n; ++r) {
+        const float got = y[i * n + r];
+        if (r < r0 || r >= r1) {
+          ASSERT_EQ(got, 99.0f) << "row " << i << " column " << r;
+          continue;
+        }
+        const double ref = want[i * n + r];
+        ASSERT_NEAR(got, ref, 2e-5 + 2e-5 * std::abs(ref))
+            << "row " << i << " column " << r;
       }
     }
   }
