@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Optional, Tuple
 
 import torch
 
@@ -36,6 +37,27 @@ def matrices(model_dir: str):
             yield name, t.to(torch.float64)
 
 
+def block_stats(model_dir: str) -> Optional[Tuple[float, float, float, float]]:
+    """(median and 90th percentile of block max / RMS, RMS error of blocks
+    of 32 and of one kept outlier, each over the engine's) for the matrices
+    of `model_dir`; None when none has rows of whole blocks of 64."""
+    ratios, base, half, outlier = [], 0.0, 0.0, 0.0
+    for _, w in matrices(model_dir):
+        blocks = w.reshape(-1, 64)
+        rms = blocks.pow(2).mean(dim=1).sqrt().clamp_min(1e-30)
+        ratios.append(blocks.abs().amax(dim=1) / rms)
+        base += rounding_error_sq(blocks)
+        half += rounding_error_sq(w.reshape(-1, 32))
+        rest = blocks.clone()
+        rest[torch.arange(rest.shape[0]), rest.abs().argmax(dim=1)] = 0.0
+        outlier += rounding_error_sq(rest)
+    if not ratios:
+        return None
+    r = torch.cat(ratios)
+    return (float(r.median()), float(r.quantile(0.9)), (half / base) ** 0.5,
+            (outlier / base) ** 0.5)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
@@ -43,24 +65,14 @@ def main(argv: list[str]) -> int:
     print(f"{'model':28} {'max/rms p50':>11} {'p90':>6} "
           f"{'blocks of 32':>12} {'outlier kept':>12}")
     for model_dir in argv[1:]:
-        ratios, base, half, outlier = [], 0.0, 0.0, 0.0
-        for _, w in matrices(model_dir):
-            blocks = w.reshape(-1, 64)
-            rms = blocks.pow(2).mean(dim=1).sqrt().clamp_min(1e-30)
-            ratios.append(blocks.abs().amax(dim=1) / rms)
-            base += rounding_error_sq(blocks)
-            half += rounding_error_sq(w.reshape(-1, 32))
-            rest = blocks.clone()
-            rest[torch.arange(rest.shape[0]), rest.abs().argmax(dim=1)] = 0.0
-            outlier += rounding_error_sq(rest)
-        if not ratios:
+        stats = block_stats(model_dir)
+        if stats is None:
             print(f"{model_dir}: no matrix with rows of whole blocks of 64",
                   file=sys.stderr)
             return 1
-        r = torch.cat(ratios)
-        print(f"{os.path.basename(model_dir.rstrip('/')):28} "
-              f"{float(r.median()):11.2f} {float(r.quantile(0.9)):6.2f} "
-              f"{(half / base) ** 0.5:12.3f} {(outlier / base) ** 0.5:12.3f}")
+        median, p90, half, outlier = stats
+        print(f"{os.path.basename(model_dir.rstrip('/')):28} {median:11.2f} "
+              f"{p90:6.2f} {half:12.3f} {outlier:12.3f}")
     return 0
 
 
