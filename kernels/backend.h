@@ -37,6 +37,7 @@
 #include "kernels/kernel_stats.h"
 #include "kernels/linear_attention.h"
 #include "kernels/rat_chunk_attention.h"
+#include "kernels/sampling.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/tensor.h"
 #include "kernels/window_attention.h"
@@ -112,6 +113,12 @@ class KernelBackend {
       absl::Span<const float> c, int64_t bc_stride, absl::Span<const float> dt,
       absl::Span<const float> a, absl::Span<const float> d,
       absl::Span<float> state, absl::Span<float> y) = 0;
+  // The next token of each row (sampling.h); a device twin may differ from
+  // the CPU only within summation rounding at a boundary.
+  virtual absl::Status SampleRows(absl::Span<const float> logits, int64_t rows,
+                                  int64_t row_stride, int64_t vocab,
+                                  absl::Span<const SamplingRule> rules,
+                                  absl::Span<int32_t> out) = 0;
 };
 
 // Installs `backend` for every later kernel call of this process (nullptr:

@@ -28,6 +28,8 @@ std::string_view KernelOpName(KernelOp op) {
       return "rat_chunk_attention";
     case KernelOp::kSsdChunkScan:
       return "ssd_chunk_scan";
+    case KernelOp::kSampleRows:
+      return "sample_rows";
   }
   return "unknown";
 }

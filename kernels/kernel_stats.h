@@ -30,8 +30,9 @@ enum class KernelOp : int {
   kCausalGqaAttention,
   kRatChunkAttention,
   kSsdChunkScan,
+  kSampleRows,
 };
-inline constexpr int kKernelOpCount = 12;
+inline constexpr int kKernelOpCount = 13;
 
 // "linear", "rms_norm", ... (snake case of the entry point).
 std::string_view KernelOpName(KernelOp op);

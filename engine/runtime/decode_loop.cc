@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/sampling.h"
 
 namespace twice::engine {
 
@@ -53,7 +54,7 @@ absl::StatusOr<std::shared_ptr<DecodeStream>> DecodeLoop::Submit(
   sequence->state = std::move(state);
   sequence->decoder = *std::move(decoder);
   sequence->cancelled = std::move(cancelled);
-  sequence->logits = std::move(logits);
+  sequence->prompt_logits = std::move(logits);
   std::shared_ptr<DecodeStream> stream = sequence->stream;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -121,7 +122,10 @@ void DecodeLoop::SampleRound() {
       sequence.reset();
       continue;
     }
-    absl::StatusOr<DecodeAdvance> advance = seq.decoder->Advance(seq.logits);
+    absl::StatusOr<DecodeAdvance> advance =
+        seq.prompt_logits.empty() ? seq.decoder->Accept(seq.sampled)
+                                  : seq.decoder->Advance(seq.prompt_logits);
+    seq.prompt_logits = std::vector<float>();
     if (!advance.ok()) {
       Finish(seq, advance.status());
       sequence.reset();
@@ -152,6 +156,7 @@ void DecodeLoop::StepRound() {
   const size_t batch = static_cast<size_t>(std::max(options_.max_batch, 1));
   const size_t width =
       static_cast<size_t>(model_.description().padded_vocab_size);
+  const int64_t vocab = std::max(model_.description().vocab_size, 1);
   for (size_t begin = 0; begin < active_.size(); begin += batch) {
     const size_t end = std::min(active_.size(), begin + batch);
     std::vector<int32_t> tokens;
@@ -173,16 +178,26 @@ void DecodeLoop::StepRound() {
           absl::StrCat("StepBatch returned ", logits->size(), " logits for ",
                        tokens.size(), " rows of ", width));
     }
+    std::vector<int32_t> sampled(tokens.size(), -1);
+    absl::Status status = logits.status();
+    if (status.ok()) {
+      std::vector<kernels::SamplingRule> rules;
+      for (size_t i = begin; i < end; ++i) {
+        rules.push_back(active_[i]->decoder->NextRule());
+      }
+      status = kernels::SampleRows(*logits, static_cast<int64_t>(tokens.size()),
+                                   static_cast<int64_t>(width), vocab, rules,
+                                   absl::MakeSpan(sampled));
+    }
     for (size_t i = begin; i < end; ++i) {
       Sequence& seq = *active_[i];
-      if (!logits.ok()) {
+      if (!status.ok()) {
         // A failed batch fails its sequences, not the loop.
-        Finish(seq, logits.status());
+        Finish(seq, status);
         active_[i].reset();
         continue;
       }
-      const auto row = logits->begin() + static_cast<long>((i - begin) * width);
-      seq.logits.assign(row, row + static_cast<long>(width));
+      seq.sampled = sampled[i - begin];
     }
   }
   std::erase(active_, nullptr);

@@ -6,13 +6,16 @@
 //   prefill the prompt (own state)
 //   Submit(state, logits) ──queue──▶     repeat while sequences are active:
 //   stream->Next() ◀──events──             for each sequence: cancelled? →
-//                                            finish; else sample its next
+//                                            finish; else take its sampled
 //                                            token (SequenceDecoder), emit it
 //                                          one Model::StepBatch over all
-//                                            sequences that continue
+//                                            sequences that continue, and
+//                                            one kernels::SampleRows over
+//                                            its logits rows
 //
 // So B concurrent sequences cost one pass over the weights per token instead
-// of B. Prompts are prefilled by the caller before Submit (a long prompt
+// of B, and only B token ids leave the sampling call (a device keeps the
+// logits). Prompts are prefilled by the caller before Submit (a long prompt
 // would otherwise stall every other sequence's next token).
 //
 // Cancellation: a sequence's `cancelled` predicate (and DecodeStream::
@@ -116,14 +119,18 @@ class DecodeLoop {
     std::unique_ptr<SequenceState> state;
     std::unique_ptr<SequenceDecoder> decoder;
     std::function<bool()> cancelled;
-    std::vector<float> logits;
+    // The prompt's last logits until its first token is sampled.
+    std::vector<float> prompt_logits;
+    // Sampled by StepRound from the last step's logits.
+    int32_t sampled = -1;
     int32_t next_token = -1;
   };
 
   void Run();
-  // Samples one token for every active sequence; drops finished ones.
+  // Takes one token for every active sequence; drops finished ones.
   void SampleRound();
-  // Reads every remaining sequence's next token, in batches.
+  // Reads every remaining sequence's next token, in batches, and samples
+  // the token after it from each batch's logits.
   void StepRound();
   void Finish(Sequence& sequence, absl::Status status);
 

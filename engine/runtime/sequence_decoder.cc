@@ -129,7 +129,26 @@ absl::StatusOr<DecodeAdvance> SequenceDecoder::Advance(
                                             " logits for a vocabulary of ",
                                             desc.vocab_size));
   }
-  const int32_t token = sampler_.Sample(logits, desc.vocab_size);
+  absl::StatusOr<int32_t> token = sampler_.Sample(logits, desc.vocab_size);
+  if (!token.ok()) return token.status();
+  return ApplyToken(*token);
+}
+
+absl::StatusOr<DecodeAdvance> SequenceDecoder::Accept(int32_t token) {
+  if (finished_) {
+    return absl::FailedPreconditionError("the sequence has finished");
+  }
+  const int32_t vocab_size = model_.description().vocab_size;
+  if (token < 0 || token >= std::max(vocab_size, 1)) {
+    return absl::InternalError(absl::StrCat(
+        "sampled token ", token, " is outside the vocabulary of ", vocab_size));
+  }
+  sampler_.Advance();
+  return ApplyToken(token);
+}
+
+absl::StatusOr<DecodeAdvance> SequenceDecoder::ApplyToken(int32_t token) {
+  const ModelDescription& desc = model_.description();
   DecodeAdvance advance;
   if (options_.stop_at_eos && desc.eos_token_id >= 0 &&
       token == desc.eos_token_id) {

@@ -73,6 +73,11 @@ class SequenceDecoder {
   // least vocab_size floats) and applies the stop rules.
   [[nodiscard]] absl::StatusOr<DecodeAdvance> Advance(
       absl::Span<const float> logits);
+  // The same in two halves, for a caller that samples many sequences in one
+  // kernels::SampleRows call: the rule of the next token, then the token
+  // sampled with it (INTERNAL when outside the vocabulary).
+  kernels::SamplingRule NextRule() const { return sampler_.NextRule(); }
+  [[nodiscard]] absl::StatusOr<DecodeAdvance> Accept(int32_t token);
   // Ends the sequence early with finish reason "cancelled".
   void Cancel();
 
@@ -83,6 +88,8 @@ class SequenceDecoder {
  private:
   class TextStreamer;
   SequenceDecoder(const Model& model, GenerateOptions options);
+  // The stop rules for a token the sampler has already counted.
+  absl::StatusOr<DecodeAdvance> ApplyToken(int32_t token);
 
   const Model& model_;
   GenerateOptions options_;

@@ -1,14 +1,18 @@
-// Sampler: picks the next token from logits. Greedy when temperature is 0;
-// otherwise temperature, then top-k, then top-p, drawn from a generator
-// seeded per request so an answer is reproducible.
+// Sampler: picks the next token of one generation from its logits. Greedy
+// when temperature is 0; otherwise temperature, then top-k, then top-p, as
+// kernels/sampling.h defines them. The draw of the n-th sampled token is a
+// pure function of (seed, n) (kernels/sampling_uniform.h), so an answer is
+// reproducible from its seed whether its sequence ran alone, in a decode
+// batch or on a device.
 #ifndef TWICE_ENGINE_SAMPLING_SAMPLER_H_
 #define TWICE_ENGINE_SAMPLING_SAMPLER_H_
 
 #include <cstdint>
-#include <random>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/sampling.h"
 
 namespace twice::engine {
 
@@ -23,14 +27,24 @@ struct SamplingParams {
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params);
-  // Samples among the first `vocab_size` logits (the padding rows of the
-  // embedding are never sampled).
-  int32_t Sample(absl::Span<const float> logits, int32_t vocab_size);
+  explicit Sampler(const SamplingParams& params) : params_(params) {}
+
+  // The rule of the next token: the params with the index of the token
+  // within this generation. The caller samples with it (kernels::SampleRows,
+  // possibly batched with other sequences) and then calls Advance.
+  kernels::SamplingRule NextRule() const;
+  void Advance() { ++draws_; }
+
+  // NextRule, one row of SampleRows among the first `vocab_size` logits
+  // (the padding rows of the embedding are never sampled), then Advance.
+  // An empty row leaves nothing to pick but id 0. Errors are the kernel's
+  // (a device fault; the params were validated when accepted).
+  [[nodiscard]] absl::StatusOr<int32_t> Sample(absl::Span<const float> logits,
+                                               int32_t vocab_size);
 
  private:
   SamplingParams params_;
-  std::mt19937_64 rng_;
+  uint64_t draws_ = 0;
 };
 
 }  // namespace twice::engine

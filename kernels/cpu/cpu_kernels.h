@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/lowp_dot.h"
+#include "kernels/sampling.h"
 
 namespace twice::kernels::cpu {
 
@@ -50,6 +51,9 @@ void WindowAttention(const float* q, int64_t q_stride, const float* k,
                      const float* v, int64_t tokens, int64_t past,
                      int64_t heads, int64_t head_dim, int64_t window,
                      float scale, float* out);
+
+// One row of SampleRows: `logits` holds at least `vocab` values.
+int32_t SampleRow(const float* logits, int64_t vocab, const SamplingRule& rule);
 
 }  // namespace twice::kernels::cpu
 

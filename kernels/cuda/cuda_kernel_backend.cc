@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/i8_layout.h"
 #include "kernels/immutable_host_regions.h"
 #include "kernels/status_macros.h"
@@ -680,6 +681,31 @@ absl::Status CudaKernelBackend::SsdChunkScan(
                              db, dc, bc_stride, ddt, da, dd, dstate, dy)));
   TWICE_RETURN_IF_ERROR(Fetch(scope, dy, y));
   return Fetch(scope, dstate, state);
+}
+
+absl::Status CudaKernelBackend::SampleRows(absl::Span<const float> logits,
+                                           int64_t rows, int64_t row_stride,
+                                           int64_t vocab,
+                                           absl::Span<const SamplingRule> rules,
+                                           absl::Span<int32_t> out) {
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
+  TWICE_ASSIGN_OR_RETURN(
+      DeviceSpan<const float> dl,
+      Input(scope, logits, StridedExtent(rows, vocab, row_stride)));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer ids,
+                         scope.allocator().AllocateArray<int32_t>(rows));
+  DeviceSpan<int32_t> dids = scope.Keep<int32_t>(std::move(ids), rows);
+  counters_.CopiedToDevice(rows *
+                           static_cast<int64_t>(sizeof(launch::SampleRule)));
+  TWICE_RETURN_IF_ERROR(
+      Ran(KernelOp::kSampleRows,
+          cuda::SampleRows(scope.stream(), scope.allocator(), dl, rows,
+                           row_stride, vocab, rules, dids)));
+  counters_.CopiedToHost(rows * static_cast<int64_t>(sizeof(int32_t)));
+  return CopyToHost(dids.data, out.data(),
+                    rows * static_cast<int64_t>(sizeof(int32_t)),
+                    scope.raw_stream());
 }
 
 }  // namespace twice::kernels::cuda

@@ -123,6 +123,10 @@ class CudaKernelBackend final : public KernelBackend {
                             absl::Span<const float> a,
                             absl::Span<const float> d, absl::Span<float> state,
                             absl::Span<float> y) override;
+  absl::Status SampleRows(absl::Span<const float> logits, int64_t rows,
+                          int64_t row_stride, int64_t vocab,
+                          absl::Span<const SamplingRule> rules,
+                          absl::Span<int32_t> out) override;
 
  private:
   struct Lane;

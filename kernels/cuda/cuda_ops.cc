@@ -534,35 +534,37 @@ absl::Status Embedding(const Stream& stream, DeviceAllocator& allocator,
       kOp);
 }
 
-absl::Status ArgmaxRows(const Stream& stream, DeviceSpan<const float> logits,
-                        int64_t rows, int64_t vocab, DeviceSpan<int32_t> out) {
-  constexpr char kOp[] = "ArgmaxRows";
-  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows <= (int64_t{1} << 31) &&
-                                     vocab >= 1 && vocab < (int64_t{1} << 31),
-                                 kOp, "bad dimensions"));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "logits", logits.size, rows * vocab));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows));
-  if (rows == 0) return absl::OkStatus();
-  return Launched(
-      launch::ArgmaxRows(logits.data, rows, vocab, out.data, stream.get()),
-      kOp);
-}
-
-absl::Status SampleRows(const Stream& stream, DeviceSpan<const float> logits,
-                        int64_t rows, int64_t vocab, float temperature,
-                        DeviceSpan<const float> uniform,
+absl::Status SampleRows(const Stream& stream, DeviceAllocator& allocator,
+                        DeviceSpan<const float> logits, int64_t rows,
+                        int64_t row_stride, int64_t vocab,
+                        absl::Span<const SamplingRule> rules,
                         DeviceSpan<int32_t> out) {
   constexpr char kOp[] = "SampleRows";
-  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows <= (int64_t{1} << 31) &&
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows < (int64_t{1} << 31) &&
                                      vocab >= 1 && vocab < (int64_t{1} << 31) &&
-                                     temperature > 0.0f,
-                                 kOp, "bad dimensions or temperature <= 0"));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "logits", logits.size, rows * vocab));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "uniform", uniform.size, rows));
+                                     row_stride >= vocab,
+                                 kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "logits", logits.size,
+                                     StridedExtent(rows, vocab, row_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "rules", rules.size(), rows));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows));
+  std::vector<launch::SampleRule> device_rules;
+  device_rules.reserve(rules.size());
+  for (const SamplingRule& rule : rules) {
+    TWICE_RETURN_IF_ERROR(ValidateSamplingRule(rule));
+    device_rules.push_back(
+        {rule.temperature, rule.top_k, rule.top_p, rule.seed, rule.draw});
+  }
   if (rows == 0) return absl::OkStatus();
-  return Launched(launch::SampleRows(logits.data, rows, vocab, temperature,
-                                     uniform.data, out.data, stream.get()),
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer rules_dev,
+                         allocator.AllocateArray<launch::SampleRule>(rows));
+  TWICE_RETURN_IF_ERROR(CopyToDevice(
+      device_rules.data(), rules_dev.data(),
+      rows * static_cast<int64_t>(sizeof(launch::SampleRule)), stream.get()));
+  return Launched(launch::SampleRows(
+                      logits.data, rows, row_stride, vocab,
+                      static_cast<const launch::SampleRule*>(rules_dev.data()),
+                      out.data, stream.get()),
                   kOp);
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/linear_attention.h"
 #include "kernels/rat_chunk_attention.h"
+#include "kernels/sampling.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/window_attention.h"
 
@@ -189,19 +190,15 @@ struct DeviceRows {
                                      int64_t vocab, int64_t dim,
                                      DeviceSpan<float> out);
 
-// Greedy: out[r] = argmax of logits row r (lowest index on ties).
-[[nodiscard]] absl::Status ArgmaxRows(const Stream& stream,
-                                      DeviceSpan<const float> logits,
-                                      int64_t rows, int64_t vocab,
-                                      DeviceSpan<int32_t> out);
-// Temperature sampling by inverse CDF: p = softmax(logits / temperature),
-// out[r] = first index whose running sum exceeds uniform[r] · sum(p);
-// uniform [rows] in [0, 1) (drawn by the caller's seeded generator).
+// kernels/sampling.h on the device: out[r] = the token rules[r] picks from
+// logits row r (rows `row_stride` apart, the first `vocab` values). Rules
+// on the host, validated and uploaded through `allocator`.
 [[nodiscard]] absl::Status SampleRows(const Stream& stream,
+                                      DeviceAllocator& allocator,
                                       DeviceSpan<const float> logits,
-                                      int64_t rows, int64_t vocab,
-                                      float temperature,
-                                      DeviceSpan<const float> uniform,
+                                      int64_t rows, int64_t row_stride,
+                                      int64_t vocab,
+                                      absl::Span<const SamplingRule> rules,
                                       DeviceSpan<int32_t> out);
 
 [[nodiscard]] absl::Status ConvertToBf16(const Stream& stream,

@@ -1,17 +1,12 @@
 // Row-wise and element-wise ops on CUDA: RMSNorm (f32 or bf16 out), rotary
-// embedding, SiLU gating (SwiGLU), exact-erf GELU, embedding gather, greedy
-// and temperature sampling, f32 <-> bf16 conversion, f16 and int8 weights
-// to bf16 (the one upload of a weight that is not stored in bf16).
+// embedding, SiLU gating (SwiGLU), exact-erf GELU, embedding gather, f32 <->
+// bf16 conversion, f16 and int8 weights to bf16 (the one upload of a weight
+// that is not stored in bf16).
 //
 //   RmsNorm   one block per row; sum of squares in double (as the CPU twin),
 //             y = (x · rstd) · w.
 //   Rope      one thread per (row, head, pair); angle = pos · base^(-2i/hd)
 //             in double (long positions keep their precision).
-//   Argmax    one block per row; ties go to the lowest index.
-//   Sample    one block per row: p = softmax(logits / T); the token is the
-//             first index whose running sum of p exceeds u · sum(p) (u from
-//             the caller, one per row). Each thread sums a contiguous
-//             segment; a block scan of segment sums finds the segment.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -124,111 +119,6 @@ __global__ void EmbeddingKernel(const int32_t* ids, int64_t rows,
   }
 }
 
-constexpr int kRowThreads = 1024;
-
-__global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
-  __shared__ float best_v[kRowThreads / 32];
-  __shared__ int64_t best_i[kRowThreads / 32];
-  const float* row = logits + int64_t{blockIdx.x} * vocab;
-  float bv = -FLT_MAX;
-  int64_t bi = vocab;  // "none yet" loses every tie
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float val = row[j];
-    if (val > bv || (val == bv && j < bi)) {
-      bv = val;
-      bi = j;
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
-  if ((threadIdx.x & 31) == 0) {
-    best_v[threadIdx.x >> 5] = bv;
-    best_i[threadIdx.x >> 5] = bi;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) {
-      if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)) {
-        bv = best_v[w];
-        bi = best_i[w];
-      }
-    }
-    out[blockIdx.x] = static_cast<int32_t>(bi < vocab ? bi : 0);
-  }
-}
-
-__global__ void SampleKernel(const float* logits, int64_t vocab,
-                             float temperature, const float* uniform,
-                             int32_t* out) {
-  __shared__ float seg_sum[kRowThreads];
-  __shared__ float red[kRowThreads / 32];
-  __shared__ int chosen;
-  const float* row = logits + int64_t{blockIdx.x} * vocab;
-  const float inv_t = 1.0f / temperature;
-  // Max for a stable softmax.
-  float mx = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    mx = fmaxf(mx, row[j] * inv_t);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  }
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
-  __syncthreads();
-  mx = -FLT_MAX;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
-    mx = fmaxf(mx, red[w]);
-  }
-  // Contiguous segments so the scan order is the index order.
-  const int64_t seg = (vocab + blockDim.x - 1) / blockDim.x;
-  const int64_t lo = threadIdx.x * seg;
-  const int64_t hi = lo + seg < vocab ? lo + seg : vocab;
-  float sum = 0.0f;
-  for (int64_t j = lo; j < hi; ++j) sum += __expf(row[j] * inv_t - mx);
-  seg_sum[threadIdx.x] = sum;
-  if (threadIdx.x == 0) chosen = -1;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-    for (unsigned i = 0; i < blockDim.x; ++i) total += seg_sum[i];
-    const float target = uniform[blockIdx.x] * total;
-    float run = 0.0f;
-    int last_nonempty = 0;
-    for (unsigned i = 0; i < blockDim.x; ++i) {
-      if (seg_sum[i] > 0.0f) last_nonempty = static_cast<int>(i);
-      if (run + seg_sum[i] > target) {
-        chosen = static_cast<int>(i);
-        break;
-      }
-      run += seg_sum[i];
-    }
-    if (chosen < 0) chosen = last_nonempty;           // u == 1 or rounding
-    seg_sum[0] = target - (chosen > 0 ? run : 0.0f);  // remaining mass
-    if (chosen < 0) seg_sum[0] = 0.0f;
-  }
-  __syncthreads();
-  if (static_cast<int>(threadIdx.x) == chosen) {
-    float rest = seg_sum[0];
-    int64_t pick = hi - 1;
-    for (int64_t j = lo; j < hi; ++j) {
-      rest -= __expf(row[j] * inv_t - mx);
-      if (rest < 0.0f) {
-        pick = j;
-        break;
-      }
-    }
-    out[blockIdx.x] = static_cast<int32_t>(pick);
-  }
-}
-
 __global__ void F32ToBf16Kernel(const float* x, int64_t count, bf16* out) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -326,21 +216,6 @@ cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
                       int64_t dim, float* out, cudaStream_t stream) {
   EmbeddingKernel<<<Blocks(rows * dim, 256), 256, 0, stream>>>(
       ids, rows, reinterpret_cast<const bf16*>(table), dim, out);
-  return cudaGetLastError();
-}
-
-cudaError_t ArgmaxRows(const float* logits, int64_t rows, int64_t vocab,
-                       int32_t* out, cudaStream_t stream) {
-  ArgmaxKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      logits, vocab, out);
-  return cudaGetLastError();
-}
-
-cudaError_t SampleRows(const float* logits, int64_t rows, int64_t vocab,
-                       float temperature, const float* uniform, int32_t* out,
-                       cudaStream_t stream) {
-  SampleKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      logits, vocab, temperature, uniform, out);
   return cudaGetLastError();
 }
 

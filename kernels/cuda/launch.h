@@ -142,6 +142,21 @@ cudaError_t FlashAttentionBf16(const bf16_bits* q, const bf16_bits* k,
                                int64_t tokens, int heads, float scale,
                                bf16_bits* out, cudaStream_t stream);
 
+// ---- sampling (sampling_cuda.cu) --------------------------------------------
+// kernels::SamplingRule's fields, field for field (cuda_ops.cc copies them).
+struct SampleRule {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+  uint64_t draw;
+};
+// out[r] = the token kernels/sampling.h picks from logits row r (row_stride
+// apart, the first `vocab` values) under rules[r]; rules in device memory.
+cudaError_t SampleRows(const float* logits, int64_t rows, int64_t row_stride,
+                       int64_t vocab, const SampleRule* rules, int32_t* out,
+                       cudaStream_t stream);
+
 // ---- row-wise and element-wise (elementwise_cuda.cu) ------------------------
 cudaError_t RmsNorm(const float* x, int64_t rows, int dim, const float* w,
                     float eps, float* y, cudaStream_t stream);
@@ -157,11 +172,6 @@ cudaError_t Gelu(const float* x, int64_t count, float* out,
                  cudaStream_t stream);
 cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
                       int64_t dim, float* out, cudaStream_t stream);
-cudaError_t ArgmaxRows(const float* logits, int64_t rows, int64_t vocab,
-                       int32_t* out, cudaStream_t stream);
-cudaError_t SampleRows(const float* logits, int64_t rows, int64_t vocab,
-                       float temperature, const float* uniform, int32_t* out,
-                       cudaStream_t stream);
 cudaError_t F32ToBf16(const float* x, int64_t count, bf16_bits* out,
                       cudaStream_t stream);
 cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,

@@ -1,6 +1,6 @@
 // Row-wise and element-wise CUDA kernels against their CPU twins (f32,
 // 1e-5; bf16 outputs 1e-2): RMSNorm, RoPE, SiLU gating / SwiGLU, GELU,
-// embedding, greedy and temperature sampling, conversions.
+// embedding, conversions (sampling: sampling_cuda_test.cc).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -121,49 +121,6 @@ TEST_F(ElementwiseCudaTest, EmbeddingGathersRows) {
                       one.span<float>())
                 .code(),
             absl::StatusCode::kInvalidArgument);
-}
-
-TEST_F(ElementwiseCudaTest, ArgmaxAndSampleMatchCpu) {
-  const int64_t rows = 5, vocab = 50257;
-  std::vector<float> logits = Random(rows * vocab, 7, 5.0f);
-  logits[2 * vocab + 777] = 100.0f;  // a clear winner in row 2
-  logits[3 * vocab + 10] = 50.0f;    // a tie in row 3: lowest index wins
-  logits[3 * vocab + 20] = 50.0f;
-  std::vector<float> uniform = Random(rows, 8);
-  for (float& u : uniform) u = std::abs(u) * 0.999f;
-  DeviceBuffer dl = Put(logits), du = Put(uniform);
-  DeviceBuffer dout = Zeros<int32_t>(rows);
-  ASSERT_TRUE(
-      ArgmaxRows(*stream_, dl.span<float>(), rows, vocab, dout.span<int32_t>())
-          .ok());
-  const std::vector<int32_t> greedy = Get<int32_t>(dout);
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto begin = logits.begin() + r * vocab;
-    EXPECT_EQ(greedy[r], std::max_element(begin, begin + vocab) - begin);
-  }
-  const float temperature = 0.7f;
-  ASSERT_TRUE(SampleRows(*stream_, dl.span<float>(), rows, vocab, temperature,
-                         du.span<float>(), dout.span<int32_t>())
-                  .ok());
-  const std::vector<int32_t> sampled = Get<int32_t>(dout);
-  // CPU oracle in double: the sampled index's CDF interval must contain u
-  // (with float slack at the interval edges).
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits.data() + r * vocab;
-    const double mx = *std::max_element(row, row + vocab) / temperature;
-    double total = 0.0;
-    for (int64_t j = 0; j < vocab; ++j)
-      total += std::exp(row[j] / temperature - mx);
-    double below = 0.0;
-    for (int64_t j = 0; j < sampled[r]; ++j) {
-      below += std::exp(row[j] / temperature - mx);
-    }
-    const double p = std::exp(row[sampled[r]] / temperature - mx);
-    ASSERT_GE(sampled[r], 0);
-    ASSERT_LT(sampled[r], vocab);
-    EXPECT_LE(below / total, uniform[r] + 1e-4) << "row " << r;
-    EXPECT_GE((below + p) / total, uniform[r] - 1e-4) << "row " << r;
-  }
 }
 
 TEST_F(ElementwiseCudaTest, ConversionsRoundTrip) {

@@ -108,7 +108,9 @@ TEST_F(GoldenJrtTest, GreedyContinuationEqualsReference) {
     Sampler greedy(SamplingParams{});  // temperature 0
     std::vector<int32_t> got;
     while (got.size() < want.size()) {
-      got.push_back(greedy.Sample(logits, vocab));
+      absl::StatusOr<int32_t> token = greedy.Sample(logits, vocab);
+      ASSERT_OK(token);
+      got.push_back(*token);
       if (got.size() == want.size()) break;
       auto next = model_->Step(got.back(), *state);
       ASSERT_OK(next);

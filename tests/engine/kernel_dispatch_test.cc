@@ -104,6 +104,11 @@ class RecordingBackend final : public kernels::KernelBackend {
                             absl::Span<float>, absl::Span<float>) override {
     return Offered("SsdChunkScan");
   }
+  absl::Status SampleRows(absl::Span<const float>, int64_t, int64_t, int64_t,
+                          absl::Span<const kernels::SamplingRule>,
+                          absl::Span<int32_t>) override {
+    return Offered("SampleRows");
+  }
 
  private:
   absl::Status Offered(const char* op) {

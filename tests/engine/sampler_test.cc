@@ -37,6 +37,13 @@ std::vector<double> Softmax(const std::vector<float>& logits, double t) {
   return p;
 }
 
+// The sampled id, or -1 (and a failure) on an error.
+int32_t Pick(Sampler& sampler, absl::Span<const float> logits, int32_t vocab) {
+  absl::StatusOr<int32_t> id = sampler.Sample(logits, vocab);
+  EXPECT_OK(id);
+  return id.ok() ? *id : -1;
+}
+
 // Draws `n` samples and checks each id's frequency against `expected`
 // within 5 standard deviations of a binomial count (a false failure is
 // then about one in a million per id).
@@ -45,7 +52,7 @@ void ExpectFrequencies(Sampler& sampler, const std::vector<float>& logits,
   std::vector<int> counts(logits.size(), 0);
   for (int i = 0; i < n; ++i) {
     const int32_t id =
-        sampler.Sample(logits, static_cast<int32_t>(logits.size()));
+        Pick(sampler, logits, static_cast<int32_t>(logits.size()));
     ASSERT_GE(id, 0);
     ASSERT_LT(id, static_cast<int32_t>(logits.size()));
     ++counts[id];
@@ -61,25 +68,25 @@ const std::vector<float> kLogits = {1.0f, 2.5f, -0.5f, 3.0f, 0.0f, 2.9f};
 
 TEST(SamplerTest, GreedyIsArgmax) {
   Sampler sampler(Params(0.0f));
-  EXPECT_EQ(sampler.Sample(kLogits, 6), 3);
-  EXPECT_EQ(sampler.Sample(std::vector<float>{-5, -1, -3}, 3), 1);
+  EXPECT_EQ(Pick(sampler, kLogits, 6), 3);
+  EXPECT_EQ(Pick(sampler, std::vector<float>{-5, -1, -3}, 3), 1);
 }
 
 TEST(SamplerTest, GreedyTiesGoToLowestId) {
   Sampler sampler(Params(0.0f));
-  EXPECT_EQ(sampler.Sample(std::vector<float>{1, 4, 2, 4, 4}, 5), 1);
+  EXPECT_EQ(Pick(sampler, std::vector<float>{1, 4, 2, 4, 4}, 5), 1);
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(sampler.Sample(std::vector<float>{-inf, -inf, -inf}, 3), 0);
+  EXPECT_EQ(Pick(sampler, std::vector<float>{-inf, -inf, -inf}, 3), 0);
 }
 
 TEST(SamplerTest, NanIsNeverPicked) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> logits = {nan, 0.0f, nan, -1.0f};
   Sampler greedy(Params(0.0f));
-  EXPECT_EQ(greedy.Sample(logits, 4), 1);
+  EXPECT_EQ(Pick(greedy, logits, 4), 1);
   Sampler sampler(Params(1.0f));
   for (int i = 0; i < 1000; ++i) {
-    const int32_t id = sampler.Sample(logits, 4);
+    const int32_t id = Pick(sampler, logits, 4);
     EXPECT_TRUE(id == 1 || id == 3) << id;
   }
 }
@@ -90,24 +97,24 @@ TEST(SamplerTest, SameSeedSameDraws) {
   Sampler c(Params(1.0f, 0, 1.0f, 43));
   int differ = 0;
   for (int i = 0; i < 1000; ++i) {
-    const int32_t x = a.Sample(kLogits, 6);
-    EXPECT_EQ(x, b.Sample(kLogits, 6));
-    differ += x != c.Sample(kLogits, 6);
+    const int32_t x = Pick(a, kLogits, 6);
+    EXPECT_EQ(x, Pick(b, kLogits, 6));
+    differ += x != Pick(c, kLogits, 6);
   }
   EXPECT_GT(differ, 100);  // another seed gives another sequence
 }
 
 TEST(SamplerTest, TopKOneIsGreedy) {
   Sampler sampler(Params(1.5f, 1));
-  for (int i = 0; i < 500; ++i) ASSERT_EQ(sampler.Sample(kLogits, 6), 3);
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(Pick(sampler, kLogits, 6), 3);
   // Ties still resolve to the lowest id.
   const std::vector<float> tied = {0, 5, 5, 1};
-  for (int i = 0; i < 500; ++i) ASSERT_EQ(sampler.Sample(tied, 4), 1);
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(Pick(sampler, tied, 4), 1);
 }
 
 TEST(SamplerTest, TinyTopPIsGreedy) {
   Sampler sampler(Params(1.0f, 0, 1e-6f));
-  for (int i = 0; i < 500; ++i) ASSERT_EQ(sampler.Sample(kLogits, 6), 3);
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(Pick(sampler, kLogits, 6), 3);
 }
 
 TEST(SamplerTest, TemperatureOneMatchesSoftmax) {
@@ -142,9 +149,9 @@ TEST(SamplerTest, PaddedRowsAreNeverSampled) {
   // row might.
   const std::vector<float> logits = {0.1f, 0.2f, 0.3f, 0.0f, 50.0f, 60.0f};
   Sampler greedy(Params(0.0f));
-  EXPECT_EQ(greedy.Sample(logits, 4), 2);
+  EXPECT_EQ(Pick(greedy, logits, 4), 2);
   Sampler sampler(Params(2.0f, 0, 1.0f, 9));
-  for (int i = 0; i < 5000; ++i) ASSERT_LT(sampler.Sample(logits, 4), 4);
+  for (int i = 0; i < 5000; ++i) ASSERT_LT(Pick(sampler, logits, 4), 4);
 }
 
 TEST(SamplerTest, ValidateAcceptsDefaultsAndLimits) {

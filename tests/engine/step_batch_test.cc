@@ -8,7 +8,7 @@
 //     JRT sequence that began with a prefix read;
 //   - all or nothing: a bad token in one row changes no state;
 //   - concurrent sequences in one DecodeLoop produce exactly the greedy
-//     tokens Generate produces for each alone;
+//     and the seeded sampled tokens Generate produces for each alone;
 //   - a sequence whose cancel becomes visible is never stepped again.
 #include <atomic>
 #include <cmath>
@@ -157,12 +157,24 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
   options.max_tokens = 24;
   options.stop_at_eos = false;
   constexpr int kSequences = 6;
+  // Odd sequences sample (each with its own seed): the batch's one
+  // SampleRows call must give each the draws it gets alone.
+  const auto options_of = [&](int i) {
+    GenerateOptions o = options;
+    if (i % 2 == 1) {
+      o.sampling = {.temperature = 0.8f,
+                    .top_k = 20,
+                    .top_p = 0.9f,
+                    .seed = 1000u + static_cast<uint64_t>(i)};
+    }
+    return o;
+  };
   std::vector<std::vector<int32_t>> want(kSequences);
   for (int i = 0; i < kSequences; ++i) {
     auto state = Prepared(10 + 13 * i, 900 + i);
     auto result =
         Generate(*model_, *state, RandomTokens(3, kStepBatchVocab - 1, i),
-                 options, [&](const GeneratedPiece& piece) {
+                 options_of(i), [&](const GeneratedPiece& piece) {
                    want[i].insert(want[i].end(), piece.tokens.begin(),
                                   piece.tokens.end());
                    return true;
@@ -177,7 +189,8 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
     auto logits = model_->Prefill(RandomTokens(3, kStepBatchVocab - 1, i),
                                   *state, PrefillMode::kCausal);
     ASSERT_OK(logits);
-    auto stream = loop.Submit(std::move(state), *logits, options, nullptr);
+    auto stream =
+        loop.Submit(std::move(state), *logits, options_of(i), nullptr);
     ASSERT_OK(stream);
     streams.push_back(*stream);
   }

@@ -126,7 +126,10 @@ class RatBlocksPipelineTest : public ::testing::Test {
     const int32_t vocab = model_->description().vocab_size;
     std::vector<int32_t> answer;
     while (logits.ok()) {
-      answer.push_back(sampler.Sample(*logits, vocab));
+      absl::StatusOr<int32_t> token = sampler.Sample(*logits, vocab);
+      EXPECT_OK(token);
+      if (!token.ok()) break;
+      answer.push_back(*token);
       if (answer.size() == static_cast<size_t>(kRatMaxTokens)) break;
       engine::SequenceState* states[] = {state.get()};
       logits = model_->StepBatch({answer.back()}, states);
