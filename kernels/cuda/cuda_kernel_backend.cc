@@ -677,8 +677,9 @@ absl::Status CudaKernelBackend::SsdChunkScan(
                          Output(scope, y, tokens * hp, false));
   TWICE_RETURN_IF_ERROR(
       Ran(KernelOp::kSsdChunkScan,
-          cuda::SsdChunkScan(scope.stream(), shape, tokens, chunk, dx, x_stride,
-                             db, dc, bc_stride, ddt, da, dd, dstate, dy)));
+          cuda::SsdChunkScan(scope.stream(), scope.allocator(), shape, tokens,
+                             chunk, dx, x_stride, db, dc, bc_stride, ddt, da,
+                             dd, dstate, dy)));
   TWICE_RETURN_IF_ERROR(Fetch(scope, dy, y));
   return Fetch(scope, dstate, state);
 }

@@ -3,6 +3,7 @@
 // launch.h and convert their errors.
 #include "kernels/cuda/cuda_ops.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/check.h"
@@ -346,8 +347,8 @@ absl::Status RatChunkAttention(const Stream& stream, DeviceAllocator& allocator,
   return Launched(launch::RatChunkAttention(args, stream.get()), kOp);
 }
 
-absl::Status SsdChunkScan(const Stream& stream, const SsdShape& s,
-                          int64_t tokens, int64_t chunk,
+absl::Status SsdChunkScan(const Stream& stream, DeviceAllocator& allocator,
+                          const SsdShape& s, int64_t tokens, int64_t chunk,
                           DeviceSpan<const float> x, int64_t x_stride,
                           DeviceSpan<const float> b, DeviceSpan<const float> c,
                           int64_t bc_stride, DeviceSpan<const float> dt,
@@ -391,7 +392,23 @@ absl::Status SsdChunkScan(const Stream& stream, const SsdShape& s,
   args.d = d.data;
   args.ssm_state = state.data;
   args.y = y.data;
-  return Launched(launch::SsdScan(args, stream.get()), kOp);
+  if (tokens < kSsdChunkedMinTokens ||
+      !launch::SsdChunkedSupported(args.head_dim, args.state, chunk)) {
+    return Launched(launch::SsdScan(args, stream.get()), kOp);
+  }
+  const int64_t chunks = (tokens + chunk - 1) / chunk;
+  const int64_t chunk_floats = s.heads * s.head_dim * s.state;
+  const int64_t per_pass = std::clamp<int64_t>(
+      kSsdWorkspaceBytes / (chunk_floats * int64_t{sizeof(float)}), 1, chunks);
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer workspace, allocator.AllocateArray<float>(
+                                                     per_pass * chunk_floats));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer decay,
+                         allocator.AllocateArray<float>(per_pass * s.heads));
+  return Launched(
+      launch::SsdChunkedScan(args, static_cast<int>(chunk), per_pass,
+                             static_cast<float*>(workspace.data()),
+                             static_cast<float*>(decay.data()), stream.get()),
+      kOp);
 }
 
 absl::Status FlashAttentionBf16(const Stream& stream, DeviceSpan<const Bf16> q,

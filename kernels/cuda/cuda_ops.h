@@ -130,15 +130,19 @@ struct DeviceRows {
     float scale, DeviceSpan<float> out);
 
 // kernels/ssd_chunk_scan.h SsdChunkScan with the same arguments (P <= 1024,
-// N <= 128). The GPU runs the recurrent form with the state in registers,
-// which is the same function; `chunk` is checked but does not change the
-// result.
+// N <= 128). From kSsdChunkedMinTokens tokens on, with P <= 128 and chunk
+// <= 256, the chunked form runs (every chunk's tokens at once, a workspace
+// of at most kSsdWorkspaceBytes from `allocator`); shorter reads (decode
+// steps) and other shapes run the recurrent form with the state in
+// registers. Both are the same function up to float summation order.
+inline constexpr int64_t kSsdChunkedMinTokens = 64;
+inline constexpr int64_t kSsdWorkspaceBytes = int64_t{256} << 20;
 [[nodiscard]] absl::Status SsdChunkScan(
-    const Stream& stream, const SsdShape& shape, int64_t tokens, int64_t chunk,
-    DeviceSpan<const float> x, int64_t x_stride, DeviceSpan<const float> b,
-    DeviceSpan<const float> c, int64_t bc_stride, DeviceSpan<const float> dt,
-    DeviceSpan<const float> a, DeviceSpan<const float> d,
-    DeviceSpan<float> state, DeviceSpan<float> y);
+    const Stream& stream, DeviceAllocator& allocator, const SsdShape& shape,
+    int64_t tokens, int64_t chunk, DeviceSpan<const float> x, int64_t x_stride,
+    DeviceSpan<const float> b, DeviceSpan<const float> c, int64_t bc_stride,
+    DeviceSpan<const float> dt, DeviceSpan<const float> a,
+    DeviceSpan<const float> d, DeviceSpan<float> state, DeviceSpan<float> y);
 
 // Causal softmax attention, bf16, head_dim 64, q/k/v/out [B, T, H, 64]: the
 // flash-style baseline of the benchmarks (CPU twin: CausalGqaAttention with

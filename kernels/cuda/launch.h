@@ -134,6 +134,13 @@ struct SsdArgs {
   float* y = nullptr;          // [T, H·P]
 };
 cudaError_t SsdScan(const SsdArgs& args, cudaStream_t stream);
+// The chunked form (ssd_chunked_cuda.cu) for shapes SsdChunkedSupported
+// accepts: passes of at most `chunks_per_pass` chunks, each with
+// `workspace` [chunks_per_pass, H, P, N] and `decay` [chunks_per_pass, H].
+bool SsdChunkedSupported(int head_dim, int state, int64_t chunk);
+cudaError_t SsdChunkedScan(const SsdArgs& args, int chunk,
+                           int64_t chunks_per_pass, float* workspace,
+                           float* decay, cudaStream_t stream);
 
 // Causal softmax attention, bf16 in/out, head_dim 64, q/k/v/out
 // [B, T, H, 64]: the flash-style baseline the benchmarks time.

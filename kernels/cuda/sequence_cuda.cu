@@ -17,6 +17,8 @@
 //                  (kernels/ssd_chunk_scan.h): warp per (head, channel p),
 //                  lanes own state dims n; per token
 //                  S = e^{dt A} S + dt x_p B,  y_p = S . C + D x_p.
+//                  For decode steps and short reads; long reads run the
+//                  chunked form (ssd_chunked_cuda.cu).
 //   Flash (bf16)   64 queries per block (4 warps x 16 rows), key tiles of
 //                  64; S = Q K^T and O += P V with wmma (f32 accumulate),
 //                  the online softmax on the CUDA cores, O kept in shared

@@ -2,6 +2,7 @@
 // flash attention baseline at 1e-2): causal convolution with a carried
 // tail, sliding-window and causal GQA softmax attention, RAT inter-chunk
 // attention, the Mamba-2 SSD scan with an initial state.
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -161,14 +162,20 @@ TEST_F(SequenceCudaTest, SsdScanMatchesCpuWithInitialState) {
   const std::vector<float> d = Random(shape.heads, 111);
   std::vector<float> state = Random(hp * shape.state, 112, 0.5f);
   DeviceBuffer da = Put(a), dd = Put(d), dstate = Put(state);
-  for (int64_t tokens : {70, 1, 129}) {
-    SCOPED_TRACE(::testing::Message() << "T=" << tokens);
+  // Short reads run the recurrent kernel, long ones the chunked form
+  // (cuda_ops.h kSsdChunkedMinTokens): chunks shorter and longer than its
+  // 32-token tiles, a short last chunk, and T = 32k.
+  const std::pair<int64_t, int64_t> reads[] = {
+      {70, 32},  {1, 32},     {63, 32},   {129, 32},
+      {200, 16}, {1000, 256}, {4099, 64}, {32768, 256}};
+  for (const auto& [tokens, chunk] : reads) {
+    SCOPED_TRACE(::testing::Message() << "T=" << tokens << " chunk " << chunk);
     const std::vector<float> xbc = Random(tokens * stride, 113 + tokens);
     std::vector<float> dt = Random(tokens * shape.heads, 114 + tokens);
     for (float& x : dt) x = std::log1p(std::exp(x)) * 0.2f;  // softplus > 0
     const absl::Span<const float> h(xbc);
     std::vector<float> want(tokens * hp);
-    ASSERT_TRUE(kernels::SsdChunkScan(shape, tokens, 32, h, stride,
+    ASSERT_TRUE(kernels::SsdChunkScan(shape, tokens, chunk, h, stride,
                                       h.subspan(hp), h.subspan(hp + gn), stride,
                                       dt, a, d, absl::MakeSpan(state),
                                       absl::MakeSpan(want))
@@ -176,8 +183,8 @@ TEST_F(SequenceCudaTest, SsdScanMatchesCpuWithInitialState) {
     DeviceBuffer dx = Put(xbc), ddt = Put(dt);
     DeviceBuffer dy = Zeros<float>(tokens * hp);
     const DeviceSpan<const float> dxs = dx.span<float>();
-    ASSERT_TRUE(SsdChunkScan(*stream_, shape, tokens, 32, dxs, stride,
-                             dxs.subspan(hp, dxs.size - hp),
+    ASSERT_TRUE(SsdChunkScan(*stream_, *allocator_, shape, tokens, chunk, dxs,
+                             stride, dxs.subspan(hp, dxs.size - hp),
                              dxs.subspan(hp + gn, dxs.size - hp - gn), stride,
                              ddt.span<float>(), da.span<float>(),
                              dd.span<float>(), dstate.span<float>(),
