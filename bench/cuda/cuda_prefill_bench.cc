@@ -18,6 +18,14 @@
 //               B, H, hd, T: the softmax baseline without PyTorch
 //   sdpa        PyTorch scaled_dot_product_attention (flash), read from
 //               --sdpa (lines "T ms"), or "skipped: no torch"
+//   ssd         the Mamba-2 SSD scan of one 130M-shape layer (H 24, P 64,
+//               N 128, f32), one sequence: the chunked form (Q 256) and the
+//               recurrent form (what reads under 64 tokens run); FLOPs are
+//               the recurrence's 4·P·N per token and head for both, so
+//               their TFLOP/s compare directly
+//   sample      kernels/sampling.h on logits [B, 50304] (GPT-2's vocabulary
+//               50257, "T" is the vocabulary): greedy and temperature 0.8 with
+//               top-k 50 and top-p 0.95, the per-step cost of a decode batch
 // Whole models are the engine's, timed by cuda_engine_bench (there is one
 // implementation of the model forward).
 // FLOPs are the algorithm's (chunked form: 4·D·hd + C·(D + hd) per token
@@ -44,6 +52,8 @@
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/sampling.h"
+#include "kernels/ssd_chunk_scan.h"
 #include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
@@ -92,6 +102,8 @@ class Bench {
   absl::Status Ceilings();
   absl::Status BasedRows(int64_t t);
   absl::Status FlashRow(int64_t t);
+  absl::Status SsdRows(int64_t t);
+  absl::Status SampleRows();
 
   const Options& o_;
   Stream& stream_;
@@ -293,6 +305,79 @@ absl::Status Bench::FlashRow(int64_t t) {
   return absl::OkStatus();
 }
 
+absl::Status Bench::SsdRows(int64_t t) {
+  const SsdShape shape{24, 64, 1, 128};  // H, P, G, N
+  const int64_t hp = shape.heads * shape.head_dim;
+  const int64_t gn = shape.groups * shape.state;
+  const int64_t stride = hp + 2 * gn;  // x, B, C side by side as in xBC
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer xbc, Random(t * stride, false, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer d, Random(shape.heads, false, 1.0f));
+  // dt > 0 and A < 0, as the layer forms them (softplus, -exp).
+  std::vector<float> dt_host(static_cast<size_t>(t * shape.heads));
+  std::vector<float> a_host(static_cast<size_t>(shape.heads));
+  for (size_t i = 0; i < dt_host.size(); ++i)
+    dt_host[i] = 0.01f + 0.001f * (i % 97);
+  for (size_t h = 0; h < a_host.size(); ++h) a_host[h] = -1.0f - 0.5f * h;
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer dt,
+                         alloc_.AllocateArray<float>(t * shape.heads));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer a,
+                         alloc_.AllocateArray<float>(shape.heads));
+  TWICE_RETURN_IF_ERROR(Upload(dt_host, dt.span<float>(), stream_.get()));
+  TWICE_RETURN_IF_ERROR(Upload(a_host, a.span<float>(), stream_.get()));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer state,
+                         alloc_.Allocate(hp * shape.state * 4));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer y, alloc_.Allocate(t * hp * 4));
+  const DeviceSpan<const float> x = xbc.span<float>();
+  const double flops = 4.0 * t * shape.heads * shape.head_dim * shape.state;
+  const double bytes = 4.0 * t * (stride + shape.heads + hp);
+  // A chunk longer than the chunked kernels take runs the recurrent form.
+  for (const int64_t chunk : {int64_t{256}, int64_t{1} << 20}) {
+    TWICE_ASSIGN_OR_RETURN(
+        double ms, Time(
+                       [&]() -> absl::Status {
+                         return SsdChunkScan(
+                             stream_, alloc_, shape, t, chunk, x, stride,
+                             x.subspan(hp, x.size - hp),
+                             x.subspan(hp + gn, x.size - hp - gn), stride,
+                             dt.span<float>(), a.span<float>(), d.span<float>(),
+                             state.span<float>(), y.span<float>());
+                       },
+                       t >= 16384 ? 1 : o_.reps));
+    rows_.push_back({chunk == 256 ? "ssd chunked" : "ssd recurrent", 1, t, ms,
+                     flops, bytes,
+                     chunk == 256 ? "Mamba-2 130M layer, Q 256"
+                                  : "Mamba-2 130M layer, token by token"});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bench::SampleRows() {
+  constexpr int64_t kVocab = 50257, kStride = 50304;
+  for (const int64_t b : {int64_t{1}, int64_t{64}, int64_t{256}}) {
+    TWICE_ASSIGN_OR_RETURN(DeviceBuffer logits,
+                           Random(b * kStride, false, 8.0f));
+    TWICE_ASSIGN_OR_RETURN(DeviceBuffer ids, alloc_.Allocate(b * 4));
+    for (const bool greedy : {true, false}) {
+      SamplingRule rule;
+      if (!greedy) rule = {.temperature = 0.8f, .top_k = 50, .top_p = 0.95f};
+      std::vector<SamplingRule> rules(static_cast<size_t>(b), rule);
+      for (int64_t i = 0; i < b; ++i) rules[i].seed = static_cast<uint64_t>(i);
+      TWICE_ASSIGN_OR_RETURN(
+          double ms, Time(
+                         [&] {
+                           return cuda::SampleRows(
+                               stream_, alloc_, logits.span<float>(), b,
+                               kStride, kVocab, rules, ids.span<int32_t>());
+                         },
+                         o_.reps));
+      rows_.push_back({greedy ? "sample greedy" : "sample top-k/top-p", b,
+                       kVocab, ms, 0.0, 4.0 * b * kVocab,
+                       "T is the vocabulary"});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Bench::Run() {
   if (!o_.sdpa_file.empty()) {
     std::ifstream in(o_.sdpa_file);
@@ -305,7 +390,9 @@ absl::Status Bench::Run() {
     std::fprintf(stderr, "timing T=%lld\n", static_cast<long long>(t));
     TWICE_RETURN_IF_ERROR(BasedRows(t));
     TWICE_RETURN_IF_ERROR(FlashRow(t));
+    TWICE_RETURN_IF_ERROR(SsdRows(t));
   }
+  TWICE_RETURN_IF_ERROR(SampleRows());
   return stream_.Synchronize();
 }
 
