@@ -39,6 +39,7 @@
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/sampling.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/taylor_linear_attention.h"
 #include "kernels/tensor.h"
 #include "kernels/window_attention.h"
 
@@ -92,6 +93,14 @@ class KernelBackend {
       int64_t encoder_tokens, const LinearAttentionDims& dims, float eps,
       absl::Span<float> kv_state, absl::Span<float> k_state,
       absl::Span<float> y) = 0;
+  // The feature map and the prefill above as one op (a fused kernel);
+  // declining it runs the two entry points instead.
+  virtual absl::Status TaylorLinearAttention(
+      absl::Span<const float> q, absl::Span<const float> k,
+      absl::Span<const float> v, int64_t tokens, absl::Span<const float> k_enc,
+      absl::Span<const float> v_enc, int64_t encoder_tokens,
+      const TaylorAttentionDims& dims, float eps, absl::Span<float> kv_state,
+      absl::Span<float> k_state, absl::Span<float> y) = 0;
   virtual absl::Status WindowAttention(absl::Span<const float> q,
                                        int64_t q_stride,
                                        absl::Span<const float> k,

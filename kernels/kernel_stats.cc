@@ -30,6 +30,8 @@ std::string_view KernelOpName(KernelOp op) {
       return "ssd_chunk_scan";
     case KernelOp::kSampleRows:
       return "sample_rows";
+    case KernelOp::kTaylorLinearAttention:
+      return "taylor_linear_attention";
   }
   return "unknown";
 }

@@ -31,8 +31,9 @@ enum class KernelOp : int {
   kRatChunkAttention,
   kSsdChunkScan,
   kSampleRows,
+  kTaylorLinearAttention,
 };
-inline constexpr int kKernelOpCount = 13;
+inline constexpr int kKernelOpCount = 14;
 
 // "linear", "rms_norm", ... (snake case of the entry point).
 std::string_view KernelOpName(KernelOp op);

@@ -8,6 +8,7 @@
 #include "kernels/linear_attention.h"
 #include "kernels/status_macros.h"
 #include "kernels/taylor_feature_map.h"
+#include "kernels/taylor_linear_attention.h"
 
 namespace twice::engine {
 
@@ -90,25 +91,10 @@ absl::Status BasedLinearAttention::Forward(absl::Span<const float> x,
       kernels::Linear(x, tokens, d, core_.wk, h * f, {}, absl::MakeSpan(k)));
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, tokens, d, core_.wv, d, {}, absl::MakeSpan(v)));
-  // [T, H, F] -> [T, H, D]: the map works on T·H independent vectors.
-  std::vector<float> phi_q(tokens * h * core_.feature_size);
-  std::vector<float> phi_k(tokens * h * core_.feature_size);
-  TWICE_RETURN_IF_ERROR(
-      kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
-  TWICE_RETURN_IF_ERROR(
-      kernels::TaylorFeatureMap(k, tokens * h, f, absl::MakeSpan(phi_k)));
   std::vector<float> y(tokens * d);  // [T, H, hd]
-  const kernels::LinearAttentionDims dims{h, core_.head_dim,
-                                          core_.feature_size};
-  if (tokens == 1) {
-    TWICE_RETURN_IF_ERROR(
-        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, core_.options.eps,
-                                     la->kv(), la->k_sum(), absl::MakeSpan(y)));
-  } else {
-    TWICE_RETURN_IF_ERROR(kernels::LinearAttentionPrefill(
-        phi_q, phi_k, v, tokens, dims, core_.options.eps, la->kv(), la->k_sum(),
-        absl::MakeSpan(y)));
-  }
+  TWICE_RETURN_IF_ERROR(kernels::TaylorLinearAttention(
+      q, k, v, tokens, {}, {}, /*encoder_tokens=*/0, core_.attention_dims(),
+      core_.options.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
   return kernels::Linear(y, tokens, d, core_.wo, d, {}, out);
 }
 

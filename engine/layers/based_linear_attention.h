@@ -24,6 +24,7 @@
 #include "engine/layers/mixer.h"
 #include "engine/tensor/tensor.h"
 #include "engine/weights/weight_map.h"
+#include "kernels/taylor_linear_attention.h"
 
 namespace twice::engine {
 
@@ -66,6 +67,10 @@ struct LinearAttentionCore {
   // for any other.
   [[nodiscard]] absl::StatusOr<LinearAttentionState*> Check(
       LayerState& state) const;
+  // The heads' shape as kernels::TaylorLinearAttention takes it.
+  kernels::TaylorAttentionDims attention_dims() const {
+    return {options.heads, head_dim, options.feature_dim};
+  }
 
   std::string mixer;
   LinearAttentionOptions options;

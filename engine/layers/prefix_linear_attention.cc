@@ -6,10 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/linear.h"
-#include "kernels/linear_attention.h"
-#include "kernels/prefix_linear_attention.h"
 #include "kernels/status_macros.h"
-#include "kernels/taylor_feature_map.h"
+#include "kernels/taylor_linear_attention.h"
 
 namespace twice::engine {
 
@@ -42,11 +40,11 @@ absl::Status PrefixLinearAttention::ValidateState(LayerState& state,
 
 absl::Status PrefixLinearAttention::KeysValues(
     absl::Span<const float> x, int64_t rows, int64_t masked, const Tensor& wk,
-    const Tensor& wv, std::vector<float>& phi_k, std::vector<float>& v) const {
+    const Tensor& wv, std::vector<float>& k, std::vector<float>& v) const {
   const int64_t d = core_.options.dim;
   const int64_t hf = core_.options.heads * core_.options.feature_dim;
   const absl::Span<const float> xr = x.subspan(0, rows * d);
-  std::vector<float> k(rows * hf);
+  k.resize(rows * hf);
   v.resize(rows * d);
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(xr, rows, d, wk, hf, {}, absl::MakeSpan(k)));
@@ -54,10 +52,7 @@ absl::Status PrefixLinearAttention::KeysValues(
       kernels::Linear(xr, rows, d, wv, d, {}, absl::MakeSpan(v)));
   // The released mask zeroes the raw 16-wide keys of pads; their values stay.
   std::fill(k.begin(), k.begin() + masked * hf, 0.0f);
-  phi_k.resize(rows * core_.options.heads * core_.feature_size);
-  return kernels::TaylorFeatureMap(k, rows * core_.options.heads,
-                                   core_.options.feature_dim,
-                                   absl::MakeSpan(phi_k));
+  return absl::OkStatus();
 }
 
 absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
@@ -69,29 +64,17 @@ absl::Status PrefixLinearAttention::Forward(absl::Span<const float> x,
   const int64_t d = core_.options.dim;
   const int64_t h = core_.options.heads;
   const int64_t f = core_.options.feature_dim;
-  std::vector<float> q(tokens * h * f), phi_q(tokens * h * core_.feature_size);
+  std::vector<float> q(tokens * h * f);
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, tokens, d, core_.wq, h * f, {}, absl::MakeSpan(q)));
-  TWICE_RETURN_IF_ERROR(
-      kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
-  std::vector<float> phi_k, v;
-  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, 0, core_.wk, core_.wv, phi_k, v));
+  std::vector<float> k, v;
+  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, 0, core_.wk, core_.wv, k, v));
   std::vector<float> y(tokens * d);  // [T, H, hd]
-  const kernels::LinearAttentionDims dims{h, core_.head_dim,
-                                          core_.feature_size};
   // After the prefix prefill the encoder lives in the state, so a causal
-  // read is exactly Based's (linear attention has no positions): the
-  // recurrent step for one token, else the chunked kernel with no encoder,
-  // which normalises like the prefix read it continues.
-  if (tokens == 1) {
-    TWICE_RETURN_IF_ERROR(
-        kernels::LinearAttentionStep(phi_q, phi_k, v, dims, core_.options.eps,
-                                     la->kv(), la->k_sum(), absl::MakeSpan(y)));
-  } else {
-    TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
-        phi_q, phi_k, v, tokens, {}, {}, /*encoder_tokens=*/0, dims,
-        core_.options.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
-  }
+  // read is exactly Based's (linear attention has no positions).
+  TWICE_RETURN_IF_ERROR(kernels::TaylorLinearAttention(
+      q, k, v, tokens, {}, {}, /*encoder_tokens=*/0, core_.attention_dims(),
+      core_.options.eps, la->kv(), la->k_sum(), absl::MakeSpan(y)));
   return kernels::Linear(y, tokens, d, core_.wo, d, {}, out);
 }
 
@@ -123,20 +106,15 @@ absl::Status PrefixLinearAttention::ForwardPrefix(absl::Span<const float> x,
   const int64_t d = core_.options.dim;
   const int64_t h = core_.options.heads;
   const int64_t f = core_.options.feature_dim;
-  std::vector<float> q(tokens * h * f), phi_q(tokens * h * core_.feature_size);
+  std::vector<float> q(tokens * h * f);
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, tokens, d, core_.wq, h * f, {}, absl::MakeSpan(q)));
-  TWICE_RETURN_IF_ERROR(
-      kernels::TaylorFeatureMap(q, tokens * h, f, absl::MakeSpan(phi_q)));
-  std::vector<float> phi_kd, vd, phi_ke, ve;
-  TWICE_RETURN_IF_ERROR(
-      KeysValues(x, tokens, p, core_.wk, core_.wv, phi_kd, vd));
-  TWICE_RETURN_IF_ERROR(KeysValues(x, e, p, wk_enc_, wv_enc_, phi_ke, ve));
+  std::vector<float> kd, vd, ke, ve;
+  TWICE_RETURN_IF_ERROR(KeysValues(x, tokens, p, core_.wk, core_.wv, kd, vd));
+  TWICE_RETURN_IF_ERROR(KeysValues(x, e, p, wk_enc_, wv_enc_, ke, ve));
   std::vector<float> y(tokens * d);  // [T, H, hd]
-  const kernels::LinearAttentionDims dims{h, core_.head_dim,
-                                          core_.feature_size};
-  TWICE_RETURN_IF_ERROR(kernels::PrefixLinearAttentionPrefill(
-      phi_q, phi_kd, vd, tokens, phi_ke, ve, e, dims, core_.options.eps,
+  TWICE_RETURN_IF_ERROR(kernels::TaylorLinearAttention(
+      q, kd, vd, tokens, ke, ve, e, core_.attention_dims(), core_.options.eps,
       la->kv(), la->k_sum(), absl::MakeSpan(y)));
   return kernels::Linear(y, tokens, d, core_.wo, d, {}, out);
 }

@@ -67,12 +67,12 @@ class PrefixLinearAttention final : public Mixer {
  private:
   PrefixLinearAttention() = default;
 
-  // x rows -> featurized keys [rows, H, D] with rows [0, masked) zeroed
-  // before the map, and values [rows, d].
+  // x rows -> raw keys [rows, H, F] with rows [0, masked) zeroed (the
+  // feature map then sees zeros, as the released mask does), and values
+  // [rows, d].
   [[nodiscard]] absl::Status KeysValues(absl::Span<const float> x, int64_t rows,
                                         int64_t masked, const Tensor& wk,
-                                        const Tensor& wv,
-                                        std::vector<float>& phi_k,
+                                        const Tensor& wv, std::vector<float>& k,
                                         std::vector<float>& v) const;
 
   LinearAttentionCore core_;

@@ -13,6 +13,7 @@
 #include "kernels/i8_layout.h"
 #include "kernels/immutable_host_regions.h"
 #include "kernels/status_macros.h"
+#include "kernels/taylor_feature_map.h"
 
 namespace twice::kernels::cuda {
 
@@ -558,6 +559,57 @@ absl::Status CudaKernelBackend::PrefixLinearAttentionPrefill(
                                 scope.stream(), dq, dk, dv, tokens, dke, dve,
                                 encoder_tokens, dims, eps, dkv, dz, dy)));
   TWICE_RETURN_IF_ERROR(Fetch(scope, dy, y));
+  TWICE_RETURN_IF_ERROR(Fetch(scope, dkv, kv_state));
+  return Fetch(scope, dz, k_state);
+}
+
+absl::Status CudaKernelBackend::TaylorLinearAttention(
+    absl::Span<const float> q, absl::Span<const float> k,
+    absl::Span<const float> v, int64_t tokens, absl::Span<const float> k_enc,
+    absl::Span<const float> v_enc, int64_t encoder_tokens,
+    const TaylorAttentionDims& dims, float eps, absl::Span<float> kv_state,
+    absl::Span<float> k_state, absl::Span<float> y) {
+  const FusedLinearAttentionDims fused{1, dims.heads, dims.head_dim,
+                                       dims.feature_dim};
+  if (fused.feature_dim != launch::kTaylorF || fused.head_dim != 64 ||
+      fused.heads > 65535) {
+    return Declined(KernelOp::kTaylorLinearAttention);
+  }
+  TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());
+  CallScope scope(lease.lane(), counters_);
+  const int64_t hf = dims.heads * dims.feature_dim;
+  const int64_t hv = dims.heads * dims.head_dim;
+  const int64_t width = TaylorFeatureDim(dims.feature_dim);
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dq,
+                         InputBf16(scope, q, tokens * hf));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dk,
+                         InputBf16(scope, k, tokens * hf));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dv,
+                         InputBf16(scope, v, tokens * hv));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dke,
+                         InputBf16(scope, k_enc, encoder_tokens * hf));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<const Bf16> dve,
+                         InputBf16(scope, v_enc, encoder_tokens * hv));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dkv,
+                         Output(scope, kv_state, hv * width, true));
+  TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dz,
+                         Output(scope, k_state, dims.heads * width, true));
+  DeviceSpan<Bf16> dy16;
+  if (tokens > 0) {
+    TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                           scope.allocator().AllocateArray<Bf16>(tokens * hv));
+    dy16 = scope.Keep<Bf16>(std::move(buffer), tokens * hv);
+  }
+  TWICE_RETURN_IF_ERROR(Ran(KernelOp::kTaylorLinearAttention,
+                            cuda::PrefixLinearAttentionPrefillBf16(
+                                scope.stream(), dq, dk, dv, tokens, dke, dve,
+                                encoder_tokens, fused, eps, dkv, dz, dy16)));
+  if (tokens > 0) {
+    TWICE_ASSIGN_OR_RETURN(DeviceSpan<float> dy,
+                           Output(scope, y, tokens * hv, false));
+    TWICE_RETURN_IF_ERROR(ConvertToF32(scope.stream(), dy16, dy));
+    TWICE_RETURN_IF_ERROR(Fetch(scope, dy, y));
+  }
   TWICE_RETURN_IF_ERROR(Fetch(scope, dkv, kv_state));
   return Fetch(scope, dz, k_state);
 }

@@ -18,6 +18,12 @@
 // block scales), so a bf16 / f16 / int8 checkpoint is never widened on the
 // host. Other memory is copied per call.
 //
+// Based's and JRT-RNN's linear attention (TaylorLinearAttention) runs the
+// fused chunked kernel of based_cuda.cu (feature map inside, bf16 inputs,
+// f32 state) for feature_dim 16 and head_dim 64, the published shapes;
+// other shapes decline it and run the feature map and the f32 featurized
+// kernel as two ops.
+//
 // Shapes the device kernels do not cover are declined (UNIMPLEMENTED) and
 // run on the CPU, counted per op in stats(): Linear with k or n not a
 // multiple of 8, softmax/RAT attention with head_dim not in {32, 64, 96,
@@ -99,6 +105,12 @@ class CudaKernelBackend final : public KernelBackend {
       int64_t encoder_tokens, const LinearAttentionDims& dims, float eps,
       absl::Span<float> kv_state, absl::Span<float> k_state,
       absl::Span<float> y) override;
+  absl::Status TaylorLinearAttention(
+      absl::Span<const float> q, absl::Span<const float> k,
+      absl::Span<const float> v, int64_t tokens, absl::Span<const float> k_enc,
+      absl::Span<const float> v_enc, int64_t encoder_tokens,
+      const TaylorAttentionDims& dims, float eps, absl::Span<float> kv_state,
+      absl::Span<float> k_state, absl::Span<float> y) override;
   absl::Status WindowAttention(absl::Span<const float> q, int64_t q_stride,
                                absl::Span<const float> k,
                                absl::Span<const float> v,

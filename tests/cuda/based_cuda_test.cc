@@ -208,12 +208,15 @@ TEST_F(BasedPrefillTest, CausalPrefillMatchesCpu) {
   CheckPrefill(*this, 1, 2, 77, 0, 200);
   CheckPrefill(*this, 3, 1, 1, 0, 300);
   CheckPrefill(*this, 1, 16, 1024, 0, 400);
+  // JRT Table 5's sequence length at the 360M shape's 16 heads.
+  CheckPrefill(*this, 1, 16, 32768, 0, 800);
 }
 
 TEST_F(BasedPrefillTest, JrtEncoderAndMergeMatchCpu) {
   CheckPrefill(*this, 2, 2, 64, 40, 500);
   CheckPrefill(*this, 1, 3, 33, 100, 600);
   CheckPrefill(*this, 2, 1, 0, 50, 700);  // encoder only: state merge
+  CheckPrefill(*this, 1, 16, 8192, 8192, 900);
 }
 
 TEST_F(BasedPrefillTest, StatePassingEqualsOneCall) {

@@ -28,6 +28,7 @@
 #include "kernels/rope.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/taylor_feature_map.h"
+#include "kernels/taylor_linear_attention.h"
 #include "kernels/tensor_convert.h"
 #include "kernels/window_attention.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -353,6 +354,50 @@ TEST_F(CudaKernelBackendTest, FeaturizedLinearAttentionMatchesCpu) {
         TWICE_EXPECT_REL(z2_gpu, z2_cpu, kF32Tolerance);
       }
     }
+  }
+}
+
+// Based's / JRT's linear attention as one op: the published shape (F 16,
+// hd 64) runs the fused chunked bf16 kernel, encoder included, from a
+// carried state; another shape declines it (counted) and still runs on the
+// device as the feature map and the featurized kernel.
+TEST_F(CudaKernelBackendTest, TaylorLinearAttentionRunsTheFusedKernel) {
+  for (const int64_t f : {16, 4}) {
+    SCOPED_TRACE(::testing::Message() << "F=" << f);
+    const int64_t heads = 2, hd = 64, t = 100, e = 30;
+    const int64_t hf = heads * f, hv = heads * hd;
+    const std::vector<float> q = Random(t * hf, 71), k = Random(t * hf, 72);
+    const std::vector<float> v = Random(t * hv, 73);
+    const std::vector<float> ke = Random(e * hf, 74), ve = Random(e * hv, 75);
+    std::vector<float> kv_cpu, z_cpu;
+    testing::CarriedLinearAttentionState(heads, hd, f, 12, 76, kv_cpu, z_cpu);
+    std::vector<float> kv_gpu = kv_cpu, z_gpu = z_cpu;
+    std::vector<float> y_cpu(t * hv), y_gpu(t * hv);
+    const KernelBackendStats before = backend_->stats();
+    const KernelOpCounts counts =
+        Twice(KernelOp::kTaylorLinearAttention, [&](bool dev) {
+          ASSERT_OK(TaylorLinearAttention(q, k, v, t, ke, ve, e, {heads, hd, f},
+                                          1e-6f,
+                                          absl::MakeSpan(dev ? kv_gpu : kv_cpu),
+                                          absl::MakeSpan(dev ? z_gpu : z_cpu),
+                                          absl::MakeSpan(dev ? y_gpu : y_cpu)));
+        });
+    if (f == 16) {
+      EXPECT_EQ(counts.device_calls, 1);
+      EXPECT_EQ(counts.cpu_fallbacks, 0);
+    } else {
+      EXPECT_EQ(counts.device_calls, 0);
+      EXPECT_EQ(counts.cpu_fallbacks, 1);
+      const KernelBackendStats after = backend_->stats();
+      EXPECT_GT(after.op(KernelOp::kPrefixLinearAttention).device_calls,
+                before.op(KernelOp::kPrefixLinearAttention).device_calls);
+      EXPECT_GT(after.op(KernelOp::kTaylorFeatureMap).device_calls,
+                before.op(KernelOp::kTaylorFeatureMap).device_calls);
+    }
+    // q, k, v and y are bf16 inside the fused kernel.
+    TWICE_EXPECT_REL(y_gpu, y_cpu, kBf16Tolerance);
+    TWICE_EXPECT_REL(kv_gpu, kv_cpu, kBf16Tolerance);
+    TWICE_EXPECT_REL(z_gpu, z_cpu, kBf16Tolerance);
   }
 }
 

@@ -75,6 +75,13 @@ class RecordingBackend final : public kernels::KernelBackend {
       absl::Span<float>, absl::Span<float>) override {
     return Offered("LinearAttention");
   }
+  absl::Status TaylorLinearAttention(
+      absl::Span<const float>, absl::Span<const float>, absl::Span<const float>,
+      int64_t, absl::Span<const float>, absl::Span<const float>, int64_t,
+      const kernels::TaylorAttentionDims&, float, absl::Span<float>,
+      absl::Span<float>, absl::Span<float>) override {
+    return Offered("TaylorLinearAttention");
+  }
   absl::Status WindowAttention(absl::Span<const float>, int64_t,
                                absl::Span<const float>, absl::Span<const float>,
                                const kernels::WindowAttentionDims&, float,
@@ -218,11 +225,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"based",
              "tiny",
-             {"Linear", "RmsNorm", "CausalConv1d", "TaylorFeatureMap",
-              "LinearAttention", "WindowAttention"}},
+             {"Linear", "RmsNorm", "CausalConv1d", "TaylorLinearAttention",
+              "TaylorFeatureMap", "LinearAttention", "WindowAttention"}},
         Case{"jrt",
              "tiny",
-             {"Linear", "RmsNorm", "TaylorFeatureMap", "LinearAttention"}},
+             {"Linear", "RmsNorm", "TaylorLinearAttention", "TaylorFeatureMap",
+              "LinearAttention"}},
         Case{"mamba2", "tiny", {"Linear", "CausalConv1d", "SsdChunkScan"}},
         Case{"llama",
              "tiny",
