@@ -6,6 +6,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/status_macros.h"
 
 namespace twice::kernels {
@@ -53,10 +54,12 @@ absl::Status SampleRows(absl::Span<const float> logits, int64_t rows,
         return b.SampleRows(logits, rows, row_stride, vocab, rules, out);
       },
       [&] {
-        for (int64_t r = 0; r < rows; ++r) {
+        // Rows are independent (each draw is a function of its own rule),
+        // so a decode batch's rows spread over the kernel pool.
+        cpu::ParallelFor(rows, [&](int64_t r) {
           out[r] =
               cpu::SampleRow(logits.data() + r * row_stride, vocab, rules[r]);
-        }
+        });
         return absl::OkStatus();
       });
 }
