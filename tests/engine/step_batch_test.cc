@@ -7,12 +7,14 @@
 //   - sequences of different lengths, also across the sliding window, and a
 //     JRT sequence that began with a prefix read;
 //   - all or nothing: a bad token in one row changes no state;
-//   - concurrent sequences in one DecodeLoop produce exactly the greedy
-//     and the seeded sampled tokens Generate produces for each alone;
+//   - concurrent sequences in one DecodeLoop (6 in batches of 4, and 64 in
+//     batches of up to 64) produce exactly the greedy and the seeded
+//     sampled tokens Generate produces for each alone;
 //   - a sequence whose cancel becomes visible is never stepped again.
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -152,13 +154,16 @@ TEST_P(StepBatchTest, ABadRowChangesNoState) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
+// `sequences` submitted to one DecodeLoop (batches of at most `max_batch`)
+// give each sequence exactly the tokens Generate gives it alone; odd ones
+// sample (each with its own seed), so the batch's one SampleRows call must
+// give each the draws it gets alone.
+void ExpectLoopMatchesGenerate(
+    const Model& model, int sequences, int max_batch, int max_tokens,
+    const std::function<std::unique_ptr<SequenceState>(int)>& prepared) {
   GenerateOptions options;
-  options.max_tokens = 24;
+  options.max_tokens = max_tokens;
   options.stop_at_eos = false;
-  constexpr int kSequences = 6;
-  // Odd sequences sample (each with its own seed): the batch's one
-  // SampleRows call must give each the draws it gets alone.
   const auto options_of = [&](int i) {
     GenerateOptions o = options;
     if (i % 2 == 1) {
@@ -169,11 +174,11 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
     }
     return o;
   };
-  std::vector<std::vector<int32_t>> want(kSequences);
-  for (int i = 0; i < kSequences; ++i) {
-    auto state = Prepared(10 + 13 * i, 900 + i);
+  std::vector<std::vector<int32_t>> want(sequences);
+  for (int i = 0; i < sequences; ++i) {
+    auto state = prepared(i);
     auto result =
-        Generate(*model_, *state, RandomTokens(3, kStepBatchVocab - 1, i),
+        Generate(model, *state, RandomTokens(3, kStepBatchVocab - 1, i),
                  options_of(i), [&](const GeneratedPiece& piece) {
                    want[i].insert(want[i].end(), piece.tokens.begin(),
                                   piece.tokens.end());
@@ -182,19 +187,26 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
     ASSERT_OK(result);
   }
 
-  DecodeLoop loop(*model_, DecodeLoopOptions{.max_batch = 4});
-  std::vector<std::shared_ptr<DecodeStream>> streams;
-  for (int i = 0; i < kSequences; ++i) {
-    auto state = Prepared(10 + 13 * i, 900 + i);
-    auto logits = model_->Prefill(RandomTokens(3, kStepBatchVocab - 1, i),
-                                  *state, PrefillMode::kCausal);
+  // Every prompt is read first, then all are submitted at once, so the
+  // loop finds many sequences to step together.
+  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<std::vector<float>> prompt_logits;
+  for (int i = 0; i < sequences; ++i) {
+    states.push_back(prepared(i));
+    auto logits = model.Prefill(RandomTokens(3, kStepBatchVocab - 1, i),
+                                *states.back(), PrefillMode::kCausal);
     ASSERT_OK(logits);
-    auto stream =
-        loop.Submit(std::move(state), *logits, options_of(i), nullptr);
+    prompt_logits.push_back(*std::move(logits));
+  }
+  DecodeLoop loop(model, DecodeLoopOptions{.max_batch = max_batch});
+  std::vector<std::shared_ptr<DecodeStream>> streams;
+  for (int i = 0; i < sequences; ++i) {
+    auto stream = loop.Submit(std::move(states[i]), prompt_logits[i],
+                              options_of(i), nullptr);
     ASSERT_OK(stream);
     streams.push_back(*stream);
   }
-  for (int i = 0; i < kSequences; ++i) {
+  for (int i = 0; i < sequences; ++i) {
     std::vector<int32_t> got;
     DecodeEvent event;
     while (streams[i]->Next(&event)) {
@@ -203,15 +215,25 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
       if (event.finished) {
         EXPECT_OK(event.status);
         EXPECT_EQ(event.result.finish_reason, "length");
-        EXPECT_EQ(event.result.tokens_decoded, 24);
+        EXPECT_EQ(event.result.tokens_decoded, max_tokens);
       }
     }
     EXPECT_EQ(got, want[i]) << "sequence " << i;
   }
   const DecodeLoopStats stats = loop.stats();
-  EXPECT_EQ(stats.tokens_decoded, kSequences * 24);
+  EXPECT_EQ(stats.tokens_decoded, int64_t{sequences} * max_tokens);
   EXPECT_EQ(stats.active, 0);
-  EXPECT_LE(stats.max_batch, 4);
+  EXPECT_LE(stats.max_batch, max_batch);
+}
+
+TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
+  ExpectLoopMatchesGenerate(
+      *model_, 6, 4, 24, [&](int i) { return Prepared(10 + 13 * i, 900 + i); });
+}
+
+TEST_P(StepBatchTest, SixtyFourConcurrentSequencesGetTheirOwnTokens) {
+  ExpectLoopMatchesGenerate(
+      *model_, 64, 64, 6, [&](int i) { return Prepared(5 + i % 9, 2000 + i); });
 }
 
 TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
