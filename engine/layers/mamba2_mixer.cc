@@ -4,23 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/activations.h"
 #include "kernels/causal_conv1d.h"
 #include "kernels/linear.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/ssm_gating.h"
 #include "kernels/status_macros.h"
 
 namespace twice::engine {
-namespace {
-
-// softplus(v) = v above this, as upstream's kernels (no overflow in exp).
-constexpr float kSoftplusThreshold = 20.0f;
-
-float Softplus(float v) {
-  return v > kSoftplusThreshold ? v : std::log1p(std::exp(v));
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Mamba2Mixer>> Mamba2Mixer::Load(
     const WeightMap& weights, const std::string& module,
@@ -82,53 +72,13 @@ absl::StatusOr<Mamba2State*> Mamba2Mixer::CheckState(LayerState& state) const {
   return s;
 }
 
-void Mamba2Mixer::Discretize(absl::Span<const float> zxbcdt, int64_t rows,
-                             absl::Span<float> delta) const {
-  const int64_t h = shape_.heads;
-  const int64_t offset = inner_ + shape_.conv_dim;
-  const float* bias = dt_bias_.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* raw = zxbcdt.data() + r * in_proj_dim_ + offset;
-    for (int64_t i = 0; i < h; ++i) {
-      delta[r * h + i] = Softplus(raw[i] + bias[i]);
-    }
-  }
-}
-
-void Mamba2Mixer::BiasSilu(absl::Span<float> conv, int64_t rows) const {
-  const int64_t c = shape_.conv_dim;
-  const float* bias = conv_b_.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = conv.data() + r * c;
-    for (int64_t i = 0; i < c; ++i) {
-      const float v = row[i] + bias[i];
-      row[i] = v / (1.0f + std::exp(-v));
-    }
-  }
-}
-
 absl::Status Mamba2Mixer::GateNormOut(absl::Span<const float> zxbcdt,
                                       std::vector<float>& y, int64_t rows,
                                       absl::Span<float> out) const {
-  const int64_t e = inner_;
-  // v = y ⊙ SiLU(z), z = the first E columns of zxbcdt.
-  std::vector<float> v(rows * e);
-  TWICE_RETURN_IF_ERROR(
-      kernels::SiluMul(zxbcdt, in_proj_dim_, y, e, rows, e, absl::MakeSpan(v)));
-  const int64_t group = e / groups_;
-  const float* w = norm_w_.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < groups_; ++g) {
-      float* vg = v.data() + r * e + g * group;
-      double ss = 0.0;
-      for (int64_t i = 0; i < group; ++i) ss += double{vg[i]} * vg[i];
-      const float rstd = static_cast<float>(
-          1.0 / std::sqrt(ss / static_cast<double>(group) + gated_norm_eps_));
-      const float* wg = w + g * group;
-      for (int64_t i = 0; i < group; ++i) vg[i] = vg[i] * rstd * wg[i];
-    }
-  }
-  return kernels::Linear(v, rows, e, out_proj_, dim_, {}, out);
+  TWICE_RETURN_IF_ERROR(kernels::GatedGroupRmsNorm(
+      zxbcdt, in_proj_dim_, y, rows, inner_, groups_, norm_w_.span(),
+      gated_norm_eps_, absl::MakeSpan(y)));
+  return kernels::Linear(y, rows, inner_, out_proj_, dim_, {}, out);
 }
 
 absl::Status Mamba2Mixer::Forward(absl::Span<const float> x, int64_t tokens,
@@ -145,9 +95,12 @@ absl::Status Mamba2Mixer::Forward(absl::Span<const float> x, int64_t tokens,
       kernels::CausalConv1d(absl::MakeConstSpan(zxbcdt).subspan(inner_), tokens,
                             c, in_proj_dim_, conv_w_.span(), shape_.conv_kernel,
                             s->conv_tail(), absl::MakeSpan(conv)));
-  BiasSilu(absl::MakeSpan(conv), tokens);
+  TWICE_RETURN_IF_ERROR(
+      kernels::BiasSiluRows(absl::MakeSpan(conv), tokens, conv_b_.span()));
   std::vector<float> delta(tokens * shape_.heads);
-  Discretize(zxbcdt, tokens, absl::MakeSpan(delta));
+  TWICE_RETURN_IF_ERROR(kernels::SoftplusBiasRows(
+      absl::MakeConstSpan(zxbcdt).subspan(inner_ + c), tokens, in_proj_dim_,
+      dt_bias_.span(), absl::MakeSpan(delta)));
   std::vector<float> y(tokens * inner_);
   const kernels::SsdShape ssd{shape_.heads, shape_.head_dim, groups_,
                               shape_.state_dim};
@@ -180,9 +133,12 @@ absl::Status Mamba2Mixer::StepBatch(absl::Span<const float> x,
         in_proj_dim_, conv_w_.span(), shape_.conv_kernel, ss[b]->conv_tail(),
         absl::MakeSpan(conv).subspan(b * c, c)));
   }
-  BiasSilu(absl::MakeSpan(conv), rows);
+  TWICE_RETURN_IF_ERROR(
+      kernels::BiasSiluRows(absl::MakeSpan(conv), rows, conv_b_.span()));
   std::vector<float> delta(rows * shape_.heads);
-  Discretize(zxbcdt, rows, absl::MakeSpan(delta));
+  TWICE_RETURN_IF_ERROR(kernels::SoftplusBiasRows(
+      absl::MakeConstSpan(zxbcdt).subspan(inner_ + c), rows, in_proj_dim_,
+      dt_bias_.span(), absl::MakeSpan(delta)));
   std::vector<float> y(rows * inner_);
   const kernels::SsdShape ssd{shape_.heads, shape_.head_dim, groups_,
                               shape_.state_dim};

@@ -78,17 +78,36 @@ class Mamba2Mixer final : public Mixer {
 
   const Mamba2StateShape& state_shape() const { return shape_; }
 
+  // The loaded parameters, for an executor that keeps its own copy on a
+  // device (engine/executor/mamba2_executor.h). Views valid while the
+  // mixer lives.
+  struct Parameters {
+    const Tensor& in_proj;      // [2E + 2GN + H, D], any weight dtype
+    const Tensor& conv_w;       // [E + 2GN, 1, K] f32
+    const Tensor& conv_b;       // [E + 2GN]
+    const Tensor& dt_bias;      // [H]
+    absl::Span<const float> a;  // -exp(A_log) [H]
+    const Tensor& d;            // [H]
+    const Tensor& norm_w;       // [E]
+    const Tensor& out_proj;     // [D, E], any weight dtype
+    int64_t dim;                // D
+    int64_t inner;              // E
+    int64_t groups;             // G
+    int64_t chunk;              // Q
+    double gated_norm_eps;
+    Mamba2StateShape shape;
+  };
+  Parameters parameters() const {
+    return {in_proj_, conv_w_, conv_b_,         dt_bias_, a_,
+            d_,       norm_w_, out_proj_,       dim_,     inner_,
+            groups_,  chunk_,  gated_norm_eps_, shape_};
+  }
+
  private:
   Mamba2Mixer() = default;
 
   [[nodiscard]] absl::StatusOr<Mamba2State*> CheckState(
       LayerState& state) const;
-  // zxbcdt [rows, d_in_proj] (conv part already replaced by the conv
-  // output, see Forward) -> Δ [rows, H].
-  void Discretize(absl::Span<const float> zxbcdt, int64_t rows,
-                  absl::Span<float> delta) const;
-  // conv [rows, conv_dim] raw conv output -> SiLU(conv + bias) in place.
-  void BiasSilu(absl::Span<float> conv, int64_t rows) const;
   // y [rows, E] -> out [rows, D]: gate with SiLU(z), grouped RMSNorm,
   // out_proj.
   [[nodiscard]] absl::Status GateNormOut(absl::Span<const float> zxbcdt,

@@ -24,6 +24,9 @@ class RmsNormLayer {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t rows,
                                      absl::Span<float> y) const;
 
+  const Tensor& weight() const { return weight_; }  // [dim] f32
+  float eps() const { return eps_; }
+
  private:
   Tensor weight_;
   int64_t dim_ = 0;

@@ -127,6 +127,9 @@ class StackedModel : public Model {
   // Validates the vocabulary and takes ownership of the parts.
   [[nodiscard]] absl::Status Finish(Parts parts);
   const std::vector<Block>& blocks() const { return blocks_; }
+  const Tensor& embedding() const { return embedding_; }
+  const Tensor& lm_head() const { return lm_head_; }
+  const RmsNormLayer& final_norm() const { return final_norm_; }
 
  private:
   [[nodiscard]] absl::StatusOr<std::vector<float>> PrefillPrefix(

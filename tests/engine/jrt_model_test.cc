@@ -40,16 +40,7 @@ constexpr int kEncoder = 64;
 constexpr int32_t kPad = 220;
 
 absl::Status WriteTinyJrt(const std::string& dir, uint64_t seed) {
-  std::filesystem::create_directories(dir);
-  const std::string tok = dir + ".tokenizer.json";
-  testing::WriteFileOrFail(tok, testing::SmallTokenizerJson(kVocab));
-  InitModelOptions options;
-  options.architecture = "jrt";
-  options.preset = "tiny";
-  options.out_dir = dir;
-  options.tokenizer_json = tok;
-  options.seed = seed;
-  return WriteRandomModel(options);
+  return testing::WriteTinyModelOf("jrt", dir, seed, kVocab);
 }
 
 // Zeroes the key projections (decoder and encoder) of every prefix linear

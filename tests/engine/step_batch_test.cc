@@ -53,17 +53,7 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
     dir_ = new TempDir();
     for (const char* arch : {"based", "jrt", "mamba2", "rat", "llama"}) {
       const std::string out = dir_->Sub(arch);
-      std::filesystem::create_directories(out);
-      const std::string tok = out + ".tokenizer.json";
-      testing::WriteFileOrFail(tok,
-                               testing::SmallTokenizerJson(kStepBatchVocab));
-      InitModelOptions options;
-      options.architecture = arch;
-      options.preset = "tiny";
-      options.out_dir = out;
-      options.tokenizer_json = tok;
-      options.seed = 11;
-      ASSERT_OK(WriteRandomModel(options));
+      ASSERT_OK(testing::WriteTinyModelOf(arch, out, 11, kStepBatchVocab));
       // Sharper weights make batching mistakes (a row reading another
       // row's state) show in the logits.
       ASSERT_OK(testing::SharpenWeights(out, 4.0f));

@@ -82,6 +82,27 @@ inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed,
   return WriteRandomModel(options);
 }
 
+// Writes the "tiny" preset of `architecture` ("based", "jrt", "mamba2",
+// "rat", "llama", ...) with a `vocab`-token WordLevel tokenizer into `dir`
+// (created).
+inline absl::Status WriteTinyModelOf(const std::string& architecture,
+                                     const std::string& dir, uint64_t seed,
+                                     int vocab) {
+  std::filesystem::create_directories(dir);
+  const std::string tok = dir + ".tokenizer.json";
+  {
+    std::ofstream out(tok, std::ios::binary | std::ios::trunc);
+    out << SmallTokenizerJson(vocab);
+  }
+  InitModelOptions options;
+  options.architecture = architecture;
+  options.preset = "tiny";
+  options.out_dir = dir;
+  options.tokenizer_json = tok;
+  options.seed = seed;
+  return WriteRandomModel(options);
+}
+
 // Every tensor of a safetensors file as owned f32, by stored name.
 inline absl::StatusOr<std::map<std::string, Tensor>> ReadAllWeights(
     const std::string& path) {

@@ -1,0 +1,180 @@
+// The host as an ExecutorDevice: arrays are host vectors, matrices are the
+// loaded tensors themselves (memory-mapped or converted at load, never
+// copied again), and every operation is the kernels/ entry point.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/executor/executor_device.h"
+#include "kernels/causal_conv1d.h"
+#include "kernels/linear.h"
+#include "kernels/rms_norm.h"
+#include "kernels/sampling.h"
+#include "kernels/ssd_chunk_scan.h"
+#include "kernels/ssm_gating.h"
+#include "kernels/tensor_convert.h"
+
+namespace twice::engine {
+namespace {
+
+absl::Span<float> Host(DeviceFloats x) {
+  return absl::MakeSpan(x.data, static_cast<size_t>(x.size));
+}
+
+class HostArray final : public DeviceArray {
+ public:
+  explicit HostArray(int64_t floats) : values_(static_cast<size_t>(floats)) {}
+  DeviceFloats floats() const override {
+    return {const_cast<float*>(values_.data()),
+            static_cast<int64_t>(values_.size())};
+  }
+
+ private:
+  std::vector<float> values_;
+};
+
+class HostMatrix final : public DeviceMatrix {
+ public:
+  explicit HostMatrix(kernels::Tensor weight) : weight_(std::move(weight)) {}
+  int64_t rows() const override { return weight_.dim(0); }
+  int64_t cols() const override { return weight_.size() / weight_.dim(0); }
+  int64_t bytes() const override { return weight_.ByteSize(); }
+  const kernels::Tensor& tensor() const { return weight_; }
+
+ private:
+  kernels::Tensor weight_;  // shares the loaded buffer (or view)
+};
+
+const kernels::Tensor& TensorOf(const DeviceMatrix& m) {
+  return static_cast<const HostMatrix&>(m).tensor();
+}
+
+class CpuExecutorDevice final : public ExecutorDevice {
+ public:
+  std::string name() const override { return "cpu"; }
+  DeviceTraffic traffic() const override { return traffic_; }
+
+  absl::StatusOr<std::unique_ptr<DeviceArray>> Allocate(
+      int64_t floats) override {
+    if (floats < 0) return absl::InvalidArgumentError("Allocate: floats < 0");
+    return std::make_unique<HostArray>(floats);
+  }
+  absl::Status Zero(DeviceFloats x) override {
+    std::fill_n(x.data, x.size, 0.0f);
+    return absl::OkStatus();
+  }
+  absl::Status CopyToDevice(absl::Span<const float> host,
+                            DeviceFloats device) override {
+    if (static_cast<int64_t>(host.size()) != device.size) {
+      return absl::InvalidArgumentError("CopyToDevice: size mismatch");
+    }
+    std::memcpy(device.data, host.data(), host.size() * sizeof(float));
+    traffic_.bytes_to_device += device.size * int64_t{sizeof(float)};
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(DeviceFloats device,
+                          absl::Span<float> host) override {
+    if (static_cast<int64_t>(host.size()) != device.size) {
+      return absl::InvalidArgumentError("CopyToHost: size mismatch");
+    }
+    std::memcpy(host.data(), device.data, host.size() * sizeof(float));
+    traffic_.bytes_to_host += device.size * int64_t{sizeof(float)};
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
+      const kernels::Tensor& weight) override {
+    if (weight.rank() < 2 || weight.dim(0) < 1) {
+      return absl::InvalidArgumentError(
+          "UploadMatrix: a matrix needs rank >= 2 and rows");
+    }
+    return std::make_unique<HostMatrix>(weight);
+  }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::Status Embedding(absl::Span<const int32_t> ids,
+                         const DeviceMatrix& table, DeviceFloats out) override {
+    const int64_t dim = table.cols();
+    if (out.size != static_cast<int64_t>(ids.size()) * dim) {
+      return absl::InvalidArgumentError("Embedding: out size mismatch");
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= table.rows()) {
+        return absl::InvalidArgumentError("Embedding: id out of range");
+      }
+      kernels::RowToF32(TensorOf(table), ids[i], out.data + i * dim);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status RmsNorm(DeviceFloats x, int64_t rows, int64_t dim,
+                       DeviceFloats weight, float eps,
+                       DeviceFloats y) override {
+    return kernels::RmsNorm(Host(x), rows, dim, Host(weight), eps, Host(y));
+  }
+  absl::Status Linear(DeviceFloats x, int64_t rows, const DeviceMatrix& weight,
+                      DeviceFloats y) override {
+    return kernels::Linear(Host(x), rows, weight.cols(), TensorOf(weight),
+                           weight.rows(), {}, Host(y));
+  }
+  absl::Status AddInPlace(DeviceFloats x, DeviceFloats y) override {
+    if (x.size != y.size) {
+      return absl::InvalidArgumentError("AddInPlace: size mismatch");
+    }
+    for (int64_t i = 0; i < x.size; ++i) x.data[i] += y.data[i];
+    return absl::OkStatus();
+  }
+  absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
+                            int64_t x_stride, DeviceFloats weight,
+                            int64_t kernel_size, DeviceFloats tail,
+                            DeviceFloats out) override {
+    return kernels::CausalConv1d(Host(x), tokens, channels, x_stride,
+                                 Host(weight), kernel_size, Host(tail),
+                                 Host(out));
+  }
+  absl::Status BiasSiluRows(DeviceFloats x, int64_t rows,
+                            DeviceFloats bias) override {
+    return kernels::BiasSiluRows(Host(x), rows, Host(bias));
+  }
+  absl::Status SoftplusBiasRows(DeviceFloats raw, int64_t rows, int64_t stride,
+                                DeviceFloats bias, DeviceFloats out) override {
+    return kernels::SoftplusBiasRows(Host(raw), rows, stride, Host(bias),
+                                     Host(out));
+  }
+  absl::Status GatedGroupRmsNorm(DeviceFloats z, int64_t z_stride,
+                                 DeviceFloats y, int64_t rows, int64_t width,
+                                 int64_t groups, DeviceFloats weight,
+                                 double eps, DeviceFloats out) override {
+    return kernels::GatedGroupRmsNorm(Host(z), z_stride, Host(y), rows, width,
+                                      groups, Host(weight), eps, Host(out));
+  }
+  absl::Status SsdChunkScan(const kernels::SsdShape& shape, int64_t tokens,
+                            int64_t chunk, DeviceFloats x, int64_t x_stride,
+                            DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+                            DeviceFloats dt, DeviceFloats a, DeviceFloats d,
+                            DeviceFloats state, DeviceFloats y) override {
+    return kernels::SsdChunkScan(shape, tokens, chunk, Host(x), x_stride,
+                                 Host(b), Host(c), bc_stride, Host(dt), Host(a),
+                                 Host(d), Host(state), Host(y));
+  }
+  absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
+                          int64_t vocab,
+                          absl::Span<const kernels::SamplingRule> rules,
+                          absl::Span<int32_t> ids) override {
+    absl::Status s =
+        kernels::SampleRows(Host(logits), rows, row_stride, vocab, rules, ids);
+    if (s.ok()) traffic_.bytes_to_host += rows * int64_t{sizeof(int32_t)};
+    return s;
+  }
+
+ private:
+  DeviceTraffic traffic_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExecutorDevice> NewCpuExecutorDevice() {
+  return std::make_unique<CpuExecutorDevice>();
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,150 @@
+// ExecutorDevice: the memory and the operations a resident model executor
+// runs on one device. The executor (mamba2_executor.h) keeps its weights,
+// its activation workspace and its sequences' states in the device's memory
+// and drives a whole forward pass through these calls; the only data that
+// crosses to the host is what the caller asks for (token ids, a state the
+// store saves, logits in tests).
+//
+// Two implementations: CpuExecutorDevice (host memory, kernels/ on the CPU:
+// what CI runs, and the reference for the other) and CudaExecutorDevice
+// (device memory, kernels/cuda/cuda_ops.h on one stream). The executor's
+// logic (slots, batching, checks, save/load) is the same code on both.
+//
+// Operations mirror kernels/ entry points with the same equations and
+// layouts (see each one's header); sizes are checked there. On an
+// asynchronous device a call queues work and returns; errors of queued work
+// surface at the next Synchronize or copy to the host.
+// Not thread-safe: one executor drives its device from one thread at a time.
+#ifndef TWICE_ENGINE_EXECUTOR_EXECUTOR_DEVICE_H_
+#define TWICE_ENGINE_EXECUTOR_EXECUTOR_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/sampling.h"
+#include "kernels/ssd_chunk_scan.h"
+#include "kernels/tensor.h"
+
+namespace twice::engine {
+
+// floats in one device's memory; does not own.
+struct DeviceFloats {
+  float* data = nullptr;
+  int64_t size = 0;
+
+  DeviceFloats sub(int64_t offset, int64_t count) const {
+    return {data + offset, count};
+  }
+};
+
+// An owned block of floats in a device's memory, zero-filled at creation.
+class DeviceArray {
+ public:
+  virtual ~DeviceArray() = default;
+  virtual DeviceFloats floats() const = 0;
+};
+
+// A weight matrix [rows, cols] kept on the device in the form its Linear
+// reads (the checkpoint's dtype on the CPU; bf16 on CUDA).
+class DeviceMatrix {
+ public:
+  virtual ~DeviceMatrix() = default;
+  virtual int64_t rows() const = 0;
+  virtual int64_t cols() const = 0;
+  virtual int64_t bytes() const = 0;
+};
+
+// Bytes the device moved to and from the host since it was created.
+struct DeviceTraffic {
+  int64_t bytes_to_device = 0;  // inputs and states uploaded
+  int64_t bytes_to_host = 0;    // ids, states and logits downloaded
+  int64_t weight_bytes = 0;     // weights uploaded (once, at executor load)
+};
+
+class ExecutorDevice {
+ public:
+  virtual ~ExecutorDevice() = default;
+
+  // "cpu", "cuda:0 (<GPU>)".
+  virtual std::string name() const = 0;
+  virtual DeviceTraffic traffic() const = 0;
+
+  // ---- memory
+  // RESOURCE_EXHAUSTED when the device has no room.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceArray>> Allocate(
+      int64_t floats) = 0;
+  [[nodiscard]] virtual absl::Status Zero(DeviceFloats x) = 0;
+  [[nodiscard]] virtual absl::Status CopyToDevice(absl::Span<const float> host,
+                                                  DeviceFloats device) = 0;
+  // Waits for the queued work that writes `device`.
+  [[nodiscard]] virtual absl::Status CopyToHost(DeviceFloats device,
+                                                absl::Span<float> host) = 0;
+  // A matrix [rows, cols] (rank 2, or rank 3 flattened to rows x rest) of
+  // any weight dtype. UNIMPLEMENTED for a dtype the device does not read.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrix>>
+  UploadMatrix(const kernels::Tensor& weight) = 0;
+  // Waits for all queued work; reports any asynchronous fault.
+  [[nodiscard]] virtual absl::Status Synchronize() = 0;
+
+  // ---- operations
+  // out[i, :] = table[ids[i], :] as f32 (ids on the host, < table rows).
+  [[nodiscard]] virtual absl::Status Embedding(absl::Span<const int32_t> ids,
+                                               const DeviceMatrix& table,
+                                               DeviceFloats out) = 0;
+  // kernels/rms_norm.h.
+  [[nodiscard]] virtual absl::Status RmsNorm(DeviceFloats x, int64_t rows,
+                                             int64_t dim, DeviceFloats weight,
+                                             float eps, DeviceFloats y) = 0;
+  // y [rows, W.rows] = x [rows, W.cols] · W^T (kernels/linear.h).
+  [[nodiscard]] virtual absl::Status Linear(DeviceFloats x, int64_t rows,
+                                            const DeviceMatrix& weight,
+                                            DeviceFloats y) = 0;
+  // x += y, element-wise.
+  [[nodiscard]] virtual absl::Status AddInPlace(DeviceFloats x,
+                                                DeviceFloats y) = 0;
+  // kernels/causal_conv1d.h.
+  [[nodiscard]] virtual absl::Status CausalConv1d(
+      DeviceFloats x, int64_t tokens, int64_t channels, int64_t x_stride,
+      DeviceFloats weight, int64_t kernel_size, DeviceFloats tail,
+      DeviceFloats out) = 0;
+  // kernels/ssm_gating.h.
+  [[nodiscard]] virtual absl::Status BiasSiluRows(DeviceFloats x, int64_t rows,
+                                                  DeviceFloats bias) = 0;
+  [[nodiscard]] virtual absl::Status SoftplusBiasRows(DeviceFloats raw,
+                                                      int64_t rows,
+                                                      int64_t stride,
+                                                      DeviceFloats bias,
+                                                      DeviceFloats out) = 0;
+  [[nodiscard]] virtual absl::Status GatedGroupRmsNorm(
+      DeviceFloats z, int64_t z_stride, DeviceFloats y, int64_t rows,
+      int64_t width, int64_t groups, DeviceFloats weight, double eps,
+      DeviceFloats out) = 0;
+  // kernels/ssd_chunk_scan.h SsdChunkScan.
+  [[nodiscard]] virtual absl::Status SsdChunkScan(
+      const kernels::SsdShape& shape, int64_t tokens, int64_t chunk,
+      DeviceFloats x, int64_t x_stride, DeviceFloats b, DeviceFloats c,
+      int64_t bc_stride, DeviceFloats dt, DeviceFloats a, DeviceFloats d,
+      DeviceFloats state, DeviceFloats y) = 0;
+  // kernels/sampling.h; the `rows` ids land in `ids` on the host (the only
+  // bytes a decode step brings back).
+  [[nodiscard]] virtual absl::Status SampleRows(
+      DeviceFloats logits, int64_t rows, int64_t row_stride, int64_t vocab,
+      absl::Span<const kernels::SamplingRule> rules,
+      absl::Span<int32_t> ids) = 0;
+};
+
+// The host as an executor device.
+std::unique_ptr<ExecutorDevice> NewCpuExecutorDevice();
+
+// The CUDA device `ordinal` (cuda_executor_device.cc); FAILED_PRECONDITION
+// in a build without CUDA or on a machine without a usable GPU.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ExecutorDevice>>
+NewCudaExecutorDevice(int ordinal = 0);
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_EXECUTOR_DEVICE_H_

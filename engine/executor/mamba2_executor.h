@@ -1,0 +1,154 @@
+// Mamba2Executor: a loaded Mamba-2 model resident on one ExecutorDevice.
+//
+// At creation the weights go to the device once (matrices in the form the
+// device's Linear reads; a tied head shares the embedding's copy), with a
+// fixed activation workspace and `slots` state slots: per layer a conv-tail
+// array [slots, (K-1)·(E + 2GN)] and an SSM array [slots, H·P·N]. A
+// sequence lives in a slot (SlotPool) from NewSequence / Resume until
+// Release; between calls its states never leave the device.
+//
+//   Prefill(slot, tokens)        reads tokens into the slot, in passes of
+//                                `prefill_chunk` tokens (the chunked SSD
+//                                form), and returns the last position's
+//                                logits;
+//   Step(tokens, slots, rules)   one decode step for B sequences at once:
+//                                embedding, every layer (one GEMM per
+//                                projection for the B rows; the conv and
+//                                SSD step per slot), head and sampling on
+//                                the device; only the B ids come back;
+//   Save(slot) / Resume(state)   the only times a state crosses to the
+//                                host: for the store's codec, and back. A
+//                                saved state is the engine's SequenceState
+//                                of the same model, so a state read on one
+//                                device continues on the other.
+//
+// The equations are Mamba2Model's (mamba2_model.h, mamba2_mixer.h), computed
+// by the same kernels on the CPU device. Checks run before anything changes
+// (ids in [0, vocab), slots live and distinct, rules valid: INVALID_ARGUMENT
+// / FAILED_PRECONDITION with every slot unchanged); a device failure after
+// that marks the slots of the call damaged, and they are refused until
+// released. Thread-safe: calls are serialised (one device stream); the
+// model must outlive the executor.
+#ifndef TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
+#define TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/executor/executor_device.h"
+#include "engine/executor/slot_pool.h"
+#include "engine/models/mamba2_model.h"
+#include "engine/state/sequence_state.h"
+#include "kernels/sampling.h"
+
+namespace twice::engine {
+
+struct Mamba2ExecutorOptions {
+  int32_t slots = 64;           // sequences resident at once, >= 1
+  int64_t prefill_chunk = 512;  // tokens per layer-by-layer prefill pass
+};
+
+class Mamba2Executor {
+ public:
+  // INVALID_ARGUMENT for options out of range; the device's errors
+  // (RESOURCE_EXHAUSTED without room for weights, workspace and slots).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Mamba2Executor>> Create(
+      const Mamba2Model& model, std::unique_ptr<ExecutorDevice> device,
+      const Mamba2ExecutorOptions& options = {});
+  ~Mamba2Executor();
+
+  // A slot holding an empty sequence (zero tokens read).
+  [[nodiscard]] absl::StatusOr<SlotId> NewSequence();
+  // A slot holding `state` (a state of this model: FAILED_PRECONDITION for
+  // another model's, a damaged one or one of another shape).
+  [[nodiscard]] absl::StatusOr<SlotId> Resume(const SequenceState& state);
+  // The slot's sequence as a host SequenceState of the model (for the
+  // store's codec); the slot keeps it.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<SequenceState>> Save(
+      SlotId slot);
+  [[nodiscard]] absl::Status Release(SlotId slot);
+  [[nodiscard]] absl::StatusOr<int64_t> TokenCount(SlotId slot) const;
+
+  // Reads `tokens` (>= 1) into the slot; the logits of the last position
+  // (padded_vocab_size floats).
+  [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
+      SlotId slot, absl::Span<const int32_t> tokens);
+  // Reads tokens[b] into slots[b] (distinct, B <= slots) and returns the id
+  // rules[b] picks from each row's logits.
+  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> Step(
+      absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots,
+      absl::Span<const kernels::SamplingRule> rules);
+  // The same step, returning the logits [B, padded_vocab_size] instead of
+  // sampling (tests, and callers that post-process logits on the host).
+  [[nodiscard]] absl::StatusOr<std::vector<float>> StepLogits(
+      absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots);
+
+  ExecutorDevice& device() { return *device_; }
+  int32_t capacity() const { return pool_.capacity(); }
+  int32_t sequences() const { return pool_.in_use(); }
+  // Device bytes of one slot's states, and of the weights.
+  int64_t state_bytes_per_slot() const;
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  struct Layer;
+  // Rows [row, row + rows) of the workspace belong to the sequence in
+  // `slot` (a prefill pass: one segment of T rows; a step: B of one row).
+  struct Segment {
+    int32_t slot = 0;
+    int64_t row = 0;
+    int64_t rows = 0;
+  };
+  struct SlotInfo {
+    int64_t tokens = 0;
+    bool damaged = false;
+  };
+
+  Mamba2Executor(const Mamba2Model& model,
+                 std::unique_ptr<ExecutorDevice> device,
+                 const Mamba2ExecutorOptions& options);
+  [[nodiscard]] absl::Status Load();
+  // Live, not damaged, distinct (callers hold mu_).
+  [[nodiscard]] absl::Status CheckSlots(absl::Span<const SlotId> slots) const;
+  [[nodiscard]] absl::Status ZeroSlot(int32_t slot);
+  // x (rows of the segments) = embedding of `ids`, then every layer in
+  // place; the states of the segments' slots advance.
+  [[nodiscard]] absl::Status RunLayers(absl::Span<const int32_t> ids,
+                                       absl::Span<const Segment> segments);
+  [[nodiscard]] absl::Status RunLayer(const Layer& layer, int64_t rows,
+                                      absl::Span<const Segment> segments);
+  // logits rows [0, rows) = head(final_norm(x rows [first, first + rows))).
+  [[nodiscard]] absl::Status Head(int64_t first, int64_t rows);
+  // The step up to the logits (checks done by the caller).
+  [[nodiscard]] absl::Status StepToLogits(absl::Span<const int32_t> tokens,
+                                          absl::Span<const SlotId> slots);
+  void MarkDamaged(absl::Span<const SlotId> slots);
+
+  const Mamba2Model& model_;
+  const Mamba2Model::Parameters params_;
+  std::unique_ptr<ExecutorDevice> device_;
+  const Mamba2ExecutorOptions options_;
+  const int64_t dim_;
+  const int64_t vocab_rows_;
+  const int64_t rows_;  // workspace rows: max(prefill_chunk, slots)
+
+  mutable std::mutex mu_;
+  SlotPool pool_;
+  std::vector<SlotInfo> slot_info_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<DeviceMatrix> embedding_;
+  std::unique_ptr<DeviceMatrix> lm_head_;  // null when tied to embedding_
+  std::unique_ptr<DeviceArray> final_norm_;
+  // Workspace.
+  std::unique_ptr<DeviceArray> x_, h_, zxbcdt_, conv_, delta_, y_, out_,
+      logits_;
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
