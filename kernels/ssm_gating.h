@@ -38,6 +38,21 @@ inline constexpr float kSoftplusThreshold = 20.0f;
     int64_t rows, int64_t width, int64_t groups, absl::Span<const float> weight,
     double eps, absl::Span<float> out);
 
+// The argument checks of the three, on sizes, shared with their CUDA twins
+// so both refuse the same calls with the same messages.
+[[nodiscard]] absl::Status CheckBiasSiluRows(int64_t x_size, int64_t rows,
+                                             int64_t bias_size);
+[[nodiscard]] absl::Status CheckSoftplusBiasRows(int64_t raw_size, int64_t rows,
+                                                 int64_t stride,
+                                                 int64_t bias_size,
+                                                 int64_t out_size);
+[[nodiscard]] absl::Status CheckGatedGroupRmsNorm(int64_t z_size,
+                                                  int64_t z_stride,
+                                                  int64_t y_size, int64_t rows,
+                                                  int64_t width, int64_t groups,
+                                                  int64_t weight_size,
+                                                  double eps, int64_t out_size);
+
 }  // namespace twice::kernels
 
 #endif  // TWICE_KERNELS_SSM_GATING_H_

@@ -1,13 +1,291 @@
+// The CUDA device as an ExecutorDevice: arrays are blocks of one caching
+// allocator, matrices are bf16 copies made once (weight_upload.h), every
+// operation is queued on the device's own stream (no process-wide lock:
+// each executor owns its device object), and GEMMs run through its
+// cuBLASLt runner with f32 accumulation. A Linear's f32 input is converted
+// to bf16 in a scratch block first.
 #include "engine/executor/executor_device.h"
+
+#if TWICE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/cuda/weight_upload.h"
+#include "kernels/status_macros.h"
+#endif
 
 namespace twice::engine {
 
+#if TWICE_HAVE_CUDA
+namespace {
+
+namespace cuda = ::twice::kernels::cuda;
+
+int64_t FloatBytes(int64_t floats) {
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+cuda::DeviceSpan<float> Span(DeviceFloats x) { return {x.data, x.size}; }
+cuda::DeviceSpan<const float> ConstSpan(DeviceFloats x) {
+  return {x.data, x.size};
+}
+
+class CudaArray final : public DeviceArray {
+ public:
+  explicit CudaArray(cuda::DeviceBuffer buffer, int64_t floats)
+      : buffer_(std::move(buffer)), floats_(floats) {}
+  DeviceFloats floats() const override {
+    return {static_cast<float*>(buffer_.data()), floats_};
+  }
+
+ private:
+  cuda::DeviceBuffer buffer_;
+  int64_t floats_;
+};
+
+class CudaMatrix final : public DeviceMatrix {
+ public:
+  CudaMatrix(cuda::DeviceBuffer bf16, int64_t rows, int64_t cols)
+      : bf16_(std::move(bf16)), rows_(rows), cols_(cols) {}
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  int64_t bytes() const override { return rows_ * cols_ * 2; }
+  cuda::DeviceSpan<const cuda::Bf16> values() const {
+    return {static_cast<const cuda::Bf16*>(bf16_.data()), rows_ * cols_};
+  }
+
+ private:
+  cuda::DeviceBuffer bf16_;
+  int64_t rows_;
+  int64_t cols_;
+};
+
+const CudaMatrix& MatrixOf(const DeviceMatrix& m) {
+  return static_cast<const CudaMatrix&>(m);
+}
+
+class CudaExecutorDevice final : public ExecutorDevice {
+ public:
+  static absl::StatusOr<std::unique_ptr<ExecutorDevice>> Create(int ordinal) {
+    if (ordinal < 0 || ordinal >= cuda::DeviceCount()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cuda executor: CUDA device ", ordinal, " is not available (",
+          cuda::DeviceCount(), " usable device(s) visible)"));
+    }
+    std::unique_ptr<CudaExecutorDevice> d(new CudaExecutorDevice(ordinal));
+    TWICE_ASSIGN_OR_RETURN(d->stream_, cuda::Stream::Create(ordinal));
+    TWICE_ASSIGN_OR_RETURN(
+        d->gemm_, cuda::GemmRunner::Create(*d->stream_, d->allocator_));
+    return std::unique_ptr<ExecutorDevice>(std::move(d));
+  }
+
+  ~CudaExecutorDevice() override {
+    // Queued work may still read the scratch blocks.
+    if (stream_ != nullptr) (void)stream_->Synchronize();
+  }
+
+  std::string name() const override { return name_; }
+  DeviceTraffic traffic() const override { return traffic_; }
+
+  absl::StatusOr<std::unique_ptr<DeviceArray>> Allocate(
+      int64_t floats) override {
+    if (floats < 0) return absl::InvalidArgumentError("Allocate: floats < 0");
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer buffer,
+                           allocator_.AllocateArray<float>(floats));
+    auto array = std::make_unique<CudaArray>(std::move(buffer), floats);
+    TWICE_RETURN_IF_ERROR(Zero(array->floats()));
+    return std::unique_ptr<DeviceArray>(std::move(array));
+  }
+  absl::Status Zero(DeviceFloats x) override {
+    if (x.size == 0) return absl::OkStatus();
+    TWICE_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(x.data, 0, FloatBytes(x.size), stream_->get()));
+    return absl::OkStatus();
+  }
+  absl::Status CopyToDevice(absl::Span<const float> host,
+                            DeviceFloats device) override {
+    if (static_cast<int64_t>(host.size()) != device.size) {
+      return absl::InvalidArgumentError("CopyToDevice: size mismatch");
+    }
+    traffic_.bytes_to_device += FloatBytes(device.size);
+    return cuda::CopyToDevice(host.data(), device.data, FloatBytes(device.size),
+                              stream_->get());
+  }
+  absl::Status CopyToHost(DeviceFloats device,
+                          absl::Span<float> host) override {
+    if (static_cast<int64_t>(host.size()) != device.size) {
+      return absl::InvalidArgumentError("CopyToHost: size mismatch");
+    }
+    traffic_.bytes_to_host += FloatBytes(device.size);
+    return cuda::CopyToHost(device.data, host.data(), FloatBytes(device.size),
+                            stream_->get());
+  }
+  absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
+      const kernels::Tensor& weight) override {
+    if (weight.rank() < 2 || weight.dim(0) < 1) {
+      return absl::InvalidArgumentError(
+          "UploadMatrix: a matrix needs rank >= 2 and rows");
+    }
+    const int64_t rows = weight.dim(0);
+    const int64_t cols = weight.size() / rows;
+    // Staged host bytes live in device blocks until the conversion ran.
+    std::vector<cuda::DeviceBuffer> staged;
+    auto stage = [&](const void* host, int64_t bytes) -> absl::StatusOr<void*> {
+      TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer block,
+                             allocator_.Allocate(bytes));
+      TWICE_RETURN_IF_ERROR(
+          cuda::CopyToDevice(host, block.data(), bytes, stream_->get()));
+      staged.push_back(std::move(block));
+      return staged.back().data();
+    };
+    TWICE_ASSIGN_OR_RETURN(
+        cuda::DeviceBuffer bf16,
+        cuda::UploadWeightAsBf16(*stream_, allocator_, weight, stage));
+    TWICE_RETURN_IF_ERROR(stream_->Synchronize());
+    traffic_.weight_bytes +=
+        weight.size() * kernels::DTypeSize(weight.dtype()) +
+        (weight.dtype() == kernels::DType::kI8
+             ? FloatBytes(cuda::I8ScaleCountOf(weight))
+             : 0);
+    return std::unique_ptr<DeviceMatrix>(
+        std::make_unique<CudaMatrix>(std::move(bf16), rows, cols));
+  }
+  absl::Status Synchronize() override { return stream_->Synchronize(); }
+
+  absl::Status Embedding(absl::Span<const int32_t> ids,
+                         const DeviceMatrix& table, DeviceFloats out) override {
+    traffic_.bytes_to_device +=
+        static_cast<int64_t>(ids.size() * sizeof(int32_t));
+    return cuda::Embedding(*stream_, allocator_, ids, MatrixOf(table).values(),
+                           table.rows(), table.cols(), Span(out));
+  }
+  absl::Status RmsNorm(DeviceFloats x, int64_t rows, int64_t dim,
+                       DeviceFloats weight, float eps,
+                       DeviceFloats y) override {
+    return cuda::RmsNorm(*stream_, ConstSpan(x), rows, dim, ConstSpan(weight),
+                         eps, Span(y));
+  }
+  absl::Status Linear(DeviceFloats x, int64_t rows, const DeviceMatrix& weight,
+                      DeviceFloats y) override {
+    const int64_t k = weight.cols();
+    if (x.size != rows * k || y.size != rows * weight.rows()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Linear: x has ", x.size, " floats and y ", y.size,
+                       ", expected ", rows * k, " and ", rows * weight.rows()));
+    }
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> x16, Scratch(rows * k));
+    TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(x), x16));
+    return gemm_->Linear(x16, MatrixOf(weight).values(),
+                         cuda::DeviceSpan<const float>{},
+                         cuda::GemmShape{rows, weight.rows(), k},
+                         /*accumulate=*/false, Span(y));
+  }
+  absl::Status AddInPlace(DeviceFloats x, DeviceFloats y) override {
+    return cuda::AddInPlace(*stream_, Span(x), ConstSpan(y));
+  }
+  absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
+                            int64_t x_stride, DeviceFloats weight,
+                            int64_t kernel_size, DeviceFloats tail,
+                            DeviceFloats out) override {
+    return cuda::CausalConv1d(*stream_, ConstSpan(x), tokens, channels,
+                              x_stride, ConstSpan(weight), kernel_size,
+                              Span(tail), Span(out));
+  }
+  absl::Status BiasSiluRows(DeviceFloats x, int64_t rows,
+                            DeviceFloats bias) override {
+    return cuda::BiasSiluRows(*stream_, Span(x), rows, ConstSpan(bias));
+  }
+  absl::Status SoftplusBiasRows(DeviceFloats raw, int64_t rows, int64_t stride,
+                                DeviceFloats bias, DeviceFloats out) override {
+    return cuda::SoftplusBiasRows(*stream_, ConstSpan(raw), rows, stride,
+                                  ConstSpan(bias), Span(out));
+  }
+  absl::Status GatedGroupRmsNorm(DeviceFloats z, int64_t z_stride,
+                                 DeviceFloats y, int64_t rows, int64_t width,
+                                 int64_t groups, DeviceFloats weight,
+                                 double eps, DeviceFloats out) override {
+    return cuda::GatedGroupRmsNorm(*stream_, ConstSpan(z), z_stride,
+                                   ConstSpan(y), rows, width, groups,
+                                   ConstSpan(weight), eps, Span(out));
+  }
+  absl::Status SsdChunkScan(const kernels::SsdShape& shape, int64_t tokens,
+                            int64_t chunk, DeviceFloats x, int64_t x_stride,
+                            DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+                            DeviceFloats dt, DeviceFloats a, DeviceFloats d,
+                            DeviceFloats state, DeviceFloats y) override {
+    return cuda::SsdChunkScan(*stream_, allocator_, shape, tokens, chunk,
+                              ConstSpan(x), x_stride, ConstSpan(b),
+                              ConstSpan(c), bc_stride, ConstSpan(dt),
+                              ConstSpan(a), ConstSpan(d), Span(state), Span(y));
+  }
+  absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
+                          int64_t vocab,
+                          absl::Span<const kernels::SamplingRule> rules,
+                          absl::Span<int32_t> ids) override {
+    if (static_cast<int64_t>(ids.size()) != rows) {
+      return absl::InvalidArgumentError("SampleRows: one id per row");
+    }
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer out,
+                           allocator_.AllocateArray<int32_t>(rows));
+    TWICE_RETURN_IF_ERROR(cuda::SampleRows(*stream_, allocator_,
+                                           ConstSpan(logits), rows, row_stride,
+                                           vocab, rules, out.span<int32_t>()));
+    const int64_t bytes = rows * static_cast<int64_t>(sizeof(int32_t));
+    traffic_.bytes_to_device +=
+        static_cast<int64_t>(rules.size() * sizeof(kernels::SamplingRule));
+    traffic_.bytes_to_host += bytes;
+    return cuda::CopyToHost(out.data(), ids.data(), bytes, stream_->get());
+  }
+
+ private:
+  explicit CudaExecutorDevice(int ordinal)
+      : name_(absl::StrCat("cuda:", ordinal, " (", cuda::DeviceName(ordinal),
+                           ")")),
+        allocator_(ordinal) {}
+
+  // A bf16 block of at least `count` elements, kept between calls (work on
+  // the one stream is ordered, so reuse is safe).
+  absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> Scratch(int64_t count) {
+    if (scratch_.bytes() < count * 2) {
+      TWICE_ASSIGN_OR_RETURN(scratch_,
+                             allocator_.AllocateArray<cuda::Bf16>(count));
+    }
+    return cuda::DeviceSpan<cuda::Bf16>{
+        static_cast<cuda::Bf16*>(scratch_.data()), count};
+  }
+
+  const std::string name_;
+  // Declaration order is destruction order reversed: the runner and the
+  // blocks go before the stream and the allocator they use.
+  cuda::DeviceAllocator allocator_;
+  std::unique_ptr<cuda::Stream> stream_;
+  std::unique_ptr<cuda::GemmRunner> gemm_;
+  cuda::DeviceBuffer scratch_;
+  DeviceTraffic traffic_;
+};
+
+}  // namespace
+#endif  // TWICE_HAVE_CUDA
+
 absl::StatusOr<std::unique_ptr<ExecutorDevice>> NewCudaExecutorDevice(
     int ordinal) {
+#if TWICE_HAVE_CUDA
+  return CudaExecutorDevice::Create(ordinal);
+#else
   (void)ordinal;
   return absl::FailedPreconditionError(
       "cuda executor: this build of Twice has no CUDA kernels (configured "
-      "with TWICE_WITH_CUDA=OFF or without nvcc)");
+      "with TWICE_WITH_CUDA=OFF or without nvcc); use the cpu device");
+#endif
 }
 
 }  // namespace twice::engine

@@ -10,7 +10,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_info.h"
-#include "kernels/i8_layout.h"
+#include "kernels/cuda/weight_upload.h"
 #include "kernels/immutable_host_regions.h"
 #include "kernels/status_macros.h"
 
@@ -20,12 +20,6 @@ namespace {
 
 int64_t Bytes(int64_t floats) {
   return floats * static_cast<int64_t>(sizeof(float));
-}
-
-// Scales of an I8 tensor: one per block of each row (kernels/dtype.h).
-int64_t ScaleCount(const Tensor& t) {
-  const int64_t rows = t.dim(0);
-  return rows * I8BlocksPerRow(rows == 0 ? 0 : t.size() / rows);
 }
 
 // Bytes of a tensor's elements as stored (scales of I8 not included).
@@ -159,51 +153,10 @@ absl::StatusOr<DeviceBuffer> CudaKernelBackend::Upload(
                                        Bytes(count), scope.raw_stream()));
     return out;
   }
-  TWICE_ASSIGN_OR_RETURN(DeviceBuffer out,
-                         allocator.AllocateArray<Bf16>(count));
-  const DeviceSpan<Bf16> bf16 = out.span<Bf16>();
-  switch (host.dtype()) {
-    case DType::kBF16:
-      TWICE_RETURN_IF_ERROR(CopyToDevice(
-          host.raw_data(), out.data(), ElementBytes(host), scope.raw_stream()));
-      break;
-    case DType::kF32: {
-      TWICE_ASSIGN_OR_RETURN(void* staged,
-                             scope.Stage(host.raw_data(), ElementBytes(host)));
-      TWICE_RETURN_IF_ERROR(ConvertToBf16(
-          scope.stream(), {static_cast<const float*>(staged), count}, bf16));
-      break;
-    }
-    case DType::kF16: {
-      TWICE_ASSIGN_OR_RETURN(void* staged,
-                             scope.Stage(host.raw_data(), ElementBytes(host)));
-      TWICE_RETURN_IF_ERROR(ConvertF16ToBf16(
-          scope.stream(), {static_cast<const uint16_t*>(staged), count}, bf16));
-      break;
-    }
-    case DType::kI8: {
-      const int64_t rows = host.dim(0);
-      const int64_t cols = rows == 0 ? 0 : count / rows;
-      // The device kernel takes rows; the host keeps I8 in row groups
-      // (kernels/i8_layout.h).
-      const I8Arrays row_major =
-          UnpackI8Rows(static_cast<const int8_t*>(host.raw_data()),
-                       host.scales(), rows, cols);
-      TWICE_ASSIGN_OR_RETURN(void* values, scope.Stage(row_major.values.data(),
-                                                       ElementBytes(host)));
-      TWICE_ASSIGN_OR_RETURN(
-          void* scales,
-          scope.Stage(row_major.scales.data(), Bytes(ScaleCount(host))));
-      TWICE_RETURN_IF_ERROR(DequantizeRowsToBf16(
-          scope.stream(), {static_cast<const int8_t*>(values), count},
-          {static_cast<const float*>(scales), ScaleCount(host)}, rows, cols,
-          bf16));
-      // row_major is freed on return: the copies must have read it.
-      TWICE_RETURN_IF_ERROR(scope.stream().Synchronize());
-      break;
-    }
-  }
-  return out;
+  return UploadWeightAsBf16(scope.stream(), allocator, host,
+                            [&scope](const void* bytes, int64_t size) {
+                              return scope.Stage(bytes, size);
+                            });
 }
 
 absl::StatusOr<std::shared_ptr<const DeviceBuffer>> CudaKernelBackend::Cached(
@@ -237,7 +190,7 @@ absl::StatusOr<std::shared_ptr<const DeviceBuffer>> CudaKernelBackend::Cached(
   // Other lanes read the copy on their own streams: it must be complete.
   TWICE_RETURN_IF_ERROR(scope.stream().Synchronize());
   counters_.UploadedWeight(bytes + (host.dtype() == DType::kI8
-                                        ? Bytes(ScaleCount(host))
+                                        ? Bytes(I8ScaleCountOf(host))
                                         : int64_t{0}));
   identity.buffer = std::make_shared<const DeviceBuffer>(std::move(buffer));
   cached_weight_bytes_ += identity.buffer->bytes();

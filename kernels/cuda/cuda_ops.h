@@ -185,6 +185,23 @@ inline constexpr int64_t kSsdWorkspaceBytes = int64_t{256} << 20;
 [[nodiscard]] absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                                 DeviceSpan<float> out);
 
+// kernels/ssm_gating.h (the Mamba-2 steps around the SSD scan), and
+// x += y.
+[[nodiscard]] absl::Status BiasSiluRows(const Stream& stream,
+                                        DeviceSpan<float> x, int64_t rows,
+                                        DeviceSpan<const float> bias);
+[[nodiscard]] absl::Status SoftplusBiasRows(const Stream& stream,
+                                            DeviceSpan<const float> raw,
+                                            int64_t rows, int64_t stride,
+                                            DeviceSpan<const float> bias,
+                                            DeviceSpan<float> out);
+[[nodiscard]] absl::Status GatedGroupRmsNorm(
+    const Stream& stream, DeviceSpan<const float> z, int64_t z_stride,
+    DeviceSpan<const float> y, int64_t rows, int64_t width, int64_t groups,
+    DeviceSpan<const float> weight, double eps, DeviceSpan<float> out);
+[[nodiscard]] absl::Status AddInPlace(const Stream& stream, DeviceSpan<float> x,
+                                      DeviceSpan<const float> y);
+
 // out[i, :] = f32(table[ids[i], :]); ids on the host, checked against
 // `vocab` and uploaded through `allocator`. table [vocab, dim] bf16.
 [[nodiscard]] absl::Status Embedding(const Stream& stream,

@@ -177,6 +177,18 @@ cudaError_t SiluMul(const float* gate, int64_t gate_stride, const float* mult,
                     cudaStream_t stream);
 cudaError_t Gelu(const float* x, int64_t count, float* out,
                  cudaStream_t stream);
+// ssm_gating_cuda.cu
+cudaError_t BiasSiluRows(float* x, int64_t rows, int64_t cols,
+                         const float* bias, cudaStream_t stream);
+cudaError_t SoftplusBiasRows(const float* raw, int64_t rows, int64_t stride,
+                             int64_t cols, const float* bias, float* out,
+                             cudaStream_t stream);
+cudaError_t AddInPlace(float* x, const float* y, int64_t count,
+                       cudaStream_t stream);
+cudaError_t GatedGroupRmsNorm(const float* z, int64_t z_stride, const float* y,
+                              int64_t rows, int64_t width, int64_t groups,
+                              const float* w, double eps, float* out,
+                              cudaStream_t stream);
 cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
                       int64_t dim, float* out, cudaStream_t stream);
 cudaError_t F32ToBf16(const float* x, int64_t count, bf16_bits* out,

@@ -49,6 +49,16 @@ inline std::vector<float> Random(size_t n, uint32_t salt, float scale = 1.0f) {
   return v;
 }
 
+// n token ids in [0, vocab), from the run's seed and `salt`.
+inline std::vector<int32_t> RandomTokenIds(int64_t n, int32_t vocab,
+                                           uint32_t salt) {
+  std::mt19937 rng(TestSeed() + salt);
+  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (int32_t& t : out) t = id(rng);
+  return out;
+}
+
 // Rounds every value to bf16 (so the CPU twin sees the GPU's inputs).
 inline std::vector<float> RoundBf16(std::vector<float> v) {
   for (float& x : v) x = FromBf16(ToBf16(x));

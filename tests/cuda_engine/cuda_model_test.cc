@@ -95,12 +95,8 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
   }
 
   std::vector<int32_t> RandomTokens(int64_t n, uint32_t salt) const {
-    std::mt19937 rng(kernels::cuda::testing::TestSeed() + salt);
-    std::uniform_int_distribution<int32_t> id(
-        0, model_->description().vocab_size - 1);
-    std::vector<int32_t> out(n);
-    for (int32_t& t : out) t = id(rng);
-    return out;
+    return kernels::cuda::testing::RandomTokenIds(
+        n, model_->description().vocab_size, salt);
   }
 
   // Prefill, then three steps; every logits row, concatenated.
