@@ -12,6 +12,7 @@
 #include "kernels/linear.h"
 #include "kernels/rms_norm.h"
 #include "kernels/sampling.h"
+#include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/ssm_gating.h"
 #include "kernels/tensor_convert.h"
@@ -45,6 +46,16 @@ class HostMatrix final : public DeviceMatrix {
 
  private:
   kernels::Tensor weight_;  // shares the loaded buffer (or view)
+};
+
+class HostSlotMap final : public DeviceSlotMap {
+ public:
+  explicit HostSlotMap(absl::Span<const int32_t> slots)
+      : slots_(slots.begin(), slots.end()) {}
+  absl::Span<const int32_t> slots() const override { return slots_; }
+
+ private:
+  std::vector<int32_t> slots_;
 };
 
 const kernels::Tensor& TensorOf(const DeviceMatrix& m) {
@@ -82,6 +93,10 @@ class CpuExecutorDevice final : public ExecutorDevice {
     std::memcpy(host.data(), device.data, host.size() * sizeof(float));
     traffic_.bytes_to_host += device.size * int64_t{sizeof(float)};
     return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(
+      absl::Span<const int32_t> slots) override {
+    return std::make_unique<HostSlotMap>(slots);
   }
   absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
       const kernels::Tensor& weight) override {
@@ -156,6 +171,25 @@ class CpuExecutorDevice final : public ExecutorDevice {
     return kernels::SsdChunkScan(shape, tokens, chunk, Host(x), x_stride,
                                  Host(b), Host(c), bc_stride, Host(dt), Host(a),
                                  Host(d), Host(state), Host(y));
+  }
+  absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
+                                     int64_t x_stride, DeviceFloats weight,
+                                     int64_t kernel_size, DeviceFloats tails,
+                                     const DeviceSlotMap& slots,
+                                     DeviceFloats out) override {
+    return kernels::CausalConv1dStepSlots(
+        Host(x), channels, x_stride, Host(weight), kernel_size, Host(tails),
+        slots.slots(), Host(out));
+  }
+  absl::Status SsdStepSlots(const kernels::SsdShape& shape, DeviceFloats x,
+                            int64_t x_stride, DeviceFloats b, DeviceFloats c,
+                            int64_t bc_stride, DeviceFloats dt, DeviceFloats a,
+                            DeviceFloats d, DeviceFloats states,
+                            const DeviceSlotMap& slots,
+                            DeviceFloats y) override {
+    return kernels::SsdStepSlots(shape, Host(x), x_stride, Host(b), Host(c),
+                                 bc_stride, Host(dt), Host(a), Host(d),
+                                 Host(states), slots.slots(), Host(y));
   }
   absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
                           int64_t vocab,

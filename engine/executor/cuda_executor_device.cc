@@ -69,8 +69,28 @@ class CudaMatrix final : public DeviceMatrix {
   int64_t cols_;
 };
 
+class CudaSlotMap final : public DeviceSlotMap {
+ public:
+  CudaSlotMap(absl::Span<const int32_t> slots, cuda::DeviceBuffer device)
+      : slots_(slots.begin(), slots.end()), device_(std::move(device)) {}
+  absl::Span<const int32_t> slots() const override { return slots_; }
+  cuda::DeviceSlotRows rows() const {
+    return {slots_,
+            {static_cast<const int32_t*>(device_.data()),
+             static_cast<int64_t>(slots_.size())}};
+  }
+
+ private:
+  std::vector<int32_t> slots_;
+  cuda::DeviceBuffer device_;
+};
+
 const CudaMatrix& MatrixOf(const DeviceMatrix& m) {
   return static_cast<const CudaMatrix&>(m);
+}
+
+cuda::DeviceSlotRows SlotRowsOf(const DeviceSlotMap& m) {
+  return static_cast<const CudaSlotMap&>(m).rows();
 }
 
 class CudaExecutorDevice final : public ExecutorDevice {
@@ -128,6 +148,19 @@ class CudaExecutorDevice final : public ExecutorDevice {
     traffic_.bytes_to_host += FloatBytes(device.size);
     return cuda::CopyToHost(device.data, host.data(), FloatBytes(device.size),
                             stream_->get());
+  }
+  absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(
+      absl::Span<const int32_t> slots) override {
+    const int64_t bytes = static_cast<int64_t>(slots.size() * sizeof(int32_t));
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
+                           allocator_.Allocate(bytes));
+    if (bytes > 0) {
+      TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(slots.data(), device.data(),
+                                               bytes, stream_->get()));
+    }
+    traffic_.bytes_to_device += bytes;
+    return std::unique_ptr<DeviceSlotMap>(
+        std::make_unique<CudaSlotMap>(slots, std::move(device)));
   }
   absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
       const kernels::Tensor& weight) override {
@@ -226,6 +259,26 @@ class CudaExecutorDevice final : public ExecutorDevice {
                               ConstSpan(x), x_stride, ConstSpan(b),
                               ConstSpan(c), bc_stride, ConstSpan(dt),
                               ConstSpan(a), ConstSpan(d), Span(state), Span(y));
+  }
+  absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
+                                     int64_t x_stride, DeviceFloats weight,
+                                     int64_t kernel_size, DeviceFloats tails,
+                                     const DeviceSlotMap& slots,
+                                     DeviceFloats out) override {
+    return cuda::CausalConv1dStepSlots(
+        *stream_, ConstSpan(x), channels, x_stride, ConstSpan(weight),
+        kernel_size, Span(tails), SlotRowsOf(slots), Span(out));
+  }
+  absl::Status SsdStepSlots(const kernels::SsdShape& shape, DeviceFloats x,
+                            int64_t x_stride, DeviceFloats b, DeviceFloats c,
+                            int64_t bc_stride, DeviceFloats dt, DeviceFloats a,
+                            DeviceFloats d, DeviceFloats states,
+                            const DeviceSlotMap& slots,
+                            DeviceFloats y) override {
+    return cuda::SsdStepSlots(*stream_, shape, ConstSpan(x), x_stride,
+                              ConstSpan(b), ConstSpan(c), bc_stride,
+                              ConstSpan(dt), ConstSpan(a), ConstSpan(d),
+                              Span(states), SlotRowsOf(slots), Span(y));
   }
   absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
                           int64_t vocab,

@@ -58,6 +58,14 @@ class DeviceMatrix {
   virtual int64_t bytes() const = 0;
 };
 
+// The row -> slot map of one batched step, resident on the device for the
+// step's slot-indexed operations (uploaded once per step).
+class DeviceSlotMap {
+ public:
+  virtual ~DeviceSlotMap() = default;
+  virtual absl::Span<const int32_t> slots() const = 0;  // host copy
+};
+
 // Bytes the device moved to and from the host since it was created.
 struct DeviceTraffic {
   int64_t bytes_to_device = 0;  // inputs and states uploaded
@@ -83,6 +91,9 @@ class ExecutorDevice {
   // Waits for the queued work that writes `device`.
   [[nodiscard]] virtual absl::Status CopyToHost(DeviceFloats device,
                                                 absl::Span<float> host) = 0;
+  // `slots` (distinct slot indices, one per row) on the device.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceSlotMap>>
+  UploadSlotMap(absl::Span<const int32_t> slots) = 0;
   // A matrix [rows, cols] (rank 2, or rank 3 flattened to rows x rest) of
   // any weight dtype. UNIMPLEMENTED for a dtype the device does not read.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrix>>
@@ -129,6 +140,17 @@ class ExecutorDevice {
       DeviceFloats x, int64_t x_stride, DeviceFloats b, DeviceFloats c,
       int64_t bc_stride, DeviceFloats dt, DeviceFloats a, DeviceFloats d,
       DeviceFloats state, DeviceFloats y) = 0;
+  // kernels/slot_steps.h: one decode step for every row of `slots`, each
+  // on its slot's state in `tails` / `states` ([capacity, ...]).
+  [[nodiscard]] virtual absl::Status CausalConv1dStepSlots(
+      DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
+      int64_t kernel_size, DeviceFloats tails, const DeviceSlotMap& slots,
+      DeviceFloats out) = 0;
+  [[nodiscard]] virtual absl::Status SsdStepSlots(
+      const kernels::SsdShape& shape, DeviceFloats x, int64_t x_stride,
+      DeviceFloats b, DeviceFloats c, int64_t bc_stride, DeviceFloats dt,
+      DeviceFloats a, DeviceFloats d, DeviceFloats states,
+      const DeviceSlotMap& slots, DeviceFloats y) = 0;
   // kernels/sampling.h; the `rows` ids land in `ids` on the host (the only
   // bytes a decode step brings back).
   [[nodiscard]] virtual absl::Status SampleRows(

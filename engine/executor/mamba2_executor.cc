@@ -246,11 +246,11 @@ absl::StatusOr<int64_t> Mamba2Executor::TokenCount(SlotId slot) const {
   return slot_info_[slot.index].tokens;
 }
 
-absl::Status Mamba2Executor::RunLayer(const Layer& layer, int64_t rows,
-                                      absl::Span<const Segment> segments) {
+absl::Status Mamba2Executor::RunLayer(const Layer& layer, const Pass& pass) {
   ExecutorDevice& dev = *device_;
   const Mamba2Mixer::Parameters& m = layer.params->mixer;
   const Mamba2StateShape& shape = m.shape;
+  const int64_t rows = pass.rows;
   const int64_t in_dim = layer.in_proj->rows();
   const int64_t c = shape.conv_dim;
   const int64_t e = m.inner;
@@ -263,29 +263,39 @@ absl::Status Mamba2Executor::RunLayer(const Layer& layer, int64_t rows,
   const DeviceFloats delta = delta_->floats().sub(0, rows * h);
   const DeviceFloats y = y_->floats().sub(0, rows * e);
   const DeviceFloats out = out_->floats().sub(0, rows * dim_);
+  // Column blocks of in_proj's output (z | xBC | dt) and of the conv
+  // output (x | B | C), as strided views of rows.
+  const DeviceFloats xbc_in = zx.sub(e, (rows - 1) * in_dim + c);
+  const DeviceFloats dt_in = zx.sub(e + c, (rows - 1) * in_dim + h);
+  const DeviceFloats conv_x = conv.sub(0, (rows - 1) * c + e);
+  const DeviceFloats conv_b = conv.sub(e, (rows - 1) * c + gn);
+  const DeviceFloats conv_c = conv.sub(e + gn, (rows - 1) * c + gn);
+  const kernels::SsdShape ssd{h, shape.head_dim, m.groups, shape.state_dim};
 
   TWICE_RETURN_IF_ERROR(dev.RmsNorm(x, rows, dim_, layer.norm_w->floats(),
                                     layer.params->norm.eps(), hn));
   TWICE_RETURN_IF_ERROR(dev.Linear(hn, rows, *layer.in_proj, zx));
-  for (const Segment& s : segments) {
+  if (pass.step != nullptr) {
+    TWICE_RETURN_IF_ERROR(dev.CausalConv1dStepSlots(
+        xbc_in, c, in_dim, layer.conv_w->floats(), shape.conv_kernel,
+        layer.conv_tail->floats(), *pass.step, conv));
+  } else {
     TWICE_RETURN_IF_ERROR(dev.CausalConv1d(
-        zx.sub(s.row * in_dim + e, (s.rows - 1) * in_dim + c), s.rows, c,
-        in_dim, layer.conv_w->floats(), shape.conv_kernel,
-        layer.tail_of(s.slot), conv.sub(s.row * c, s.rows * c)));
+        xbc_in, rows, c, in_dim, layer.conv_w->floats(), shape.conv_kernel,
+        layer.tail_of(pass.prefill_slot), conv));
   }
   TWICE_RETURN_IF_ERROR(dev.BiasSiluRows(conv, rows, layer.conv_b->floats()));
-  TWICE_RETURN_IF_ERROR(
-      dev.SoftplusBiasRows(zx.sub(e + c, (rows - 1) * in_dim + h), rows, in_dim,
-                           layer.dt_bias->floats(), delta));
-  const kernels::SsdShape ssd{h, shape.head_dim, m.groups, shape.state_dim};
-  for (const Segment& s : segments) {
-    const DeviceFloats rows_c = conv.sub(s.row * c, s.rows * c);
-    TWICE_RETURN_IF_ERROR(dev.SsdChunkScan(
-        ssd, s.rows, m.chunk, rows_c.sub(0, (s.rows - 1) * c + e), c,
-        rows_c.sub(e, (s.rows - 1) * c + gn),
-        rows_c.sub(e + gn, (s.rows - 1) * c + gn), c,
-        delta.sub(s.row * h, s.rows * h), layer.a->floats(), layer.d->floats(),
-        layer.ssm_of(s.slot), y.sub(s.row * e, s.rows * e)));
+  TWICE_RETURN_IF_ERROR(dev.SoftplusBiasRows(dt_in, rows, in_dim,
+                                             layer.dt_bias->floats(), delta));
+  if (pass.step != nullptr) {
+    TWICE_RETURN_IF_ERROR(dev.SsdStepSlots(
+        ssd, conv_x, c, conv_b, conv_c, c, delta, layer.a->floats(),
+        layer.d->floats(), layer.ssm->floats(), *pass.step, y));
+  } else {
+    TWICE_RETURN_IF_ERROR(dev.SsdChunkScan(ssd, rows, m.chunk, conv_x, c,
+                                           conv_b, conv_c, c, delta,
+                                           layer.a->floats(), layer.d->floats(),
+                                           layer.ssm_of(pass.prefill_slot), y));
   }
   TWICE_RETURN_IF_ERROR(dev.GatedGroupRmsNorm(zx, in_dim, y, rows, e, m.groups,
                                               layer.gate_w->floats(),
@@ -295,12 +305,11 @@ absl::Status Mamba2Executor::RunLayer(const Layer& layer, int64_t rows,
 }
 
 absl::Status Mamba2Executor::RunLayers(absl::Span<const int32_t> ids,
-                                       absl::Span<const Segment> segments) {
-  const int64_t rows = static_cast<int64_t>(ids.size());
-  TWICE_RETURN_IF_ERROR(
-      device_->Embedding(ids, *embedding_, x_->floats().sub(0, rows * dim_)));
+                                       const Pass& pass) {
+  TWICE_RETURN_IF_ERROR(device_->Embedding(
+      ids, *embedding_, x_->floats().sub(0, pass.rows * dim_)));
   for (const auto& layer : layers_) {
-    TWICE_RETURN_IF_ERROR(RunLayer(*layer, rows, segments));
+    TWICE_RETURN_IF_ERROR(RunLayer(*layer, pass));
   }
   return absl::OkStatus();
 }
@@ -327,9 +336,8 @@ absl::StatusOr<std::vector<float>> Mamba2Executor::Prefill(
   for (int64_t begin = 0; begin < total && s.ok();
        begin += options_.prefill_chunk) {
     last_rows = std::min(options_.prefill_chunk, total - begin);
-    const Segment seg{slot.index, 0, last_rows};
     s = RunLayers(tokens.subspan(begin, last_rows),
-                  absl::MakeConstSpan(&seg, 1));
+                  Pass{last_rows, slot.index, nullptr});
   }
   std::vector<float> logits(static_cast<size_t>(vocab_rows_));
   if (s.ok()) s = Head(last_rows - 1, 1);
@@ -347,12 +355,13 @@ absl::StatusOr<std::vector<float>> Mamba2Executor::Prefill(
 
 absl::Status Mamba2Executor::StepToLogits(absl::Span<const int32_t> tokens,
                                           absl::Span<const SlotId> slots) {
-  std::vector<Segment> segments(slots.size());
-  for (size_t b = 0; b < slots.size(); ++b) {
-    segments[b] = Segment{slots[b].index, static_cast<int64_t>(b), 1};
-  }
-  TWICE_RETURN_IF_ERROR(RunLayers(tokens, segments));
-  return Head(0, static_cast<int64_t>(slots.size()));
+  std::vector<int32_t> indices(slots.size());
+  for (size_t b = 0; b < slots.size(); ++b) indices[b] = slots[b].index;
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSlotMap> map,
+                         device_->UploadSlotMap(indices));
+  const int64_t rows = static_cast<int64_t>(slots.size());
+  TWICE_RETURN_IF_ERROR(RunLayers(tokens, Pass{rows, -1, map.get()}));
+  return Head(0, rows);
 }
 
 absl::StatusOr<std::vector<int32_t>> Mamba2Executor::Step(

@@ -96,12 +96,13 @@ class Mamba2Executor {
 
  private:
   struct Layer;
-  // Rows [row, row + rows) of the workspace belong to the sequence in
-  // `slot` (a prefill pass: one segment of T rows; a step: B of one row).
-  struct Segment {
-    int32_t slot = 0;
-    int64_t row = 0;
+  // One pass over the first `rows` rows of the workspace: a prefill pass
+  // (`rows` tokens of the sequence in slot `prefill_slot`) or a decode step
+  // (row r is one token of the sequence in slot step->slots()[r]).
+  struct Pass {
     int64_t rows = 0;
+    int32_t prefill_slot = -1;
+    const DeviceSlotMap* step = nullptr;
   };
   struct SlotInfo {
     int64_t tokens = 0;
@@ -115,12 +116,11 @@ class Mamba2Executor {
   // Live, not damaged, distinct (callers hold mu_).
   [[nodiscard]] absl::Status CheckSlots(absl::Span<const SlotId> slots) const;
   [[nodiscard]] absl::Status ZeroSlot(int32_t slot);
-  // x (rows of the segments) = embedding of `ids`, then every layer in
-  // place; the states of the segments' slots advance.
+  // x = embedding of `ids` (pass.rows of them), then every layer in
+  // place; the states of the pass's slots advance.
   [[nodiscard]] absl::Status RunLayers(absl::Span<const int32_t> ids,
-                                       absl::Span<const Segment> segments);
-  [[nodiscard]] absl::Status RunLayer(const Layer& layer, int64_t rows,
-                                      absl::Span<const Segment> segments);
+                                       const Pass& pass);
+  [[nodiscard]] absl::Status RunLayer(const Layer& layer, const Pass& pass);
   // logits rows [0, rows) = head(final_norm(x rows [first, first + rows))).
   [[nodiscard]] absl::Status Head(int64_t first, int64_t rows);
   // The step up to the logits (checks done by the caller).

@@ -9,6 +9,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/ssd_args.h"
 #include "kernels/dtype.h"
 #include "kernels/status_macros.h"
 
@@ -376,22 +377,8 @@ absl::Status SsdChunkScan(const Stream& stream, DeviceAllocator& allocator,
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "state", state.size, hp * s.state));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, tokens * hp));
   if (tokens == 0) return absl::OkStatus();
-  launch::SsdArgs args;
-  args.heads = static_cast<int>(s.heads);
-  args.head_dim = static_cast<int>(s.head_dim);
-  args.groups = static_cast<int>(s.groups);
-  args.state = static_cast<int>(s.state);
-  args.tokens = tokens;
-  args.x = x.data;
-  args.x_stride = x_stride;
-  args.b = b.data;
-  args.c = c.data;
-  args.bc_stride = bc_stride;
-  args.dt = dt.data;
-  args.a = a.data;
-  args.d = d.data;
-  args.ssm_state = state.data;
-  args.y = y.data;
+  const launch::SsdArgs args =
+      MakeSsdArgs(s, tokens, x, x_stride, b, c, bc_stride, dt, a, d, state, y);
   if (tokens < kSsdChunkedMinTokens ||
       !launch::SsdChunkedSupported(args.head_dim, args.state, chunk)) {
     return Launched(launch::SsdScan(args, stream.get()), kOp);

@@ -144,6 +144,28 @@ inline constexpr int64_t kSsdWorkspaceBytes = int64_t{256} << 20;
     DeviceSpan<const float> dt, DeviceSpan<const float> a,
     DeviceSpan<const float> d, DeviceSpan<float> state, DeviceSpan<float> y);
 
+// A batch's row -> slot map (kernels/slot_steps.h): the host copy is what
+// the checks read, `device` the same int32 values on the device (uploaded
+// once per step by the caller).
+struct DeviceSlotRows {
+  absl::Span<const int32_t> host;
+  DeviceSpan<const int32_t> device;
+};
+
+// kernels/slot_steps.h, one launch for all rows (rows <= 65535; SSD:
+// N <= 128).
+[[nodiscard]] absl::Status CausalConv1dStepSlots(
+    const Stream& stream, DeviceSpan<const float> x, int64_t channels,
+    int64_t x_stride, DeviceSpan<const float> weight, int64_t kernel_size,
+    DeviceSpan<float> tails, const DeviceSlotRows& slots,
+    DeviceSpan<float> out);
+[[nodiscard]] absl::Status SsdStepSlots(
+    const Stream& stream, const SsdShape& shape, DeviceSpan<const float> x,
+    int64_t x_stride, DeviceSpan<const float> b, DeviceSpan<const float> c,
+    int64_t bc_stride, DeviceSpan<const float> dt, DeviceSpan<const float> a,
+    DeviceSpan<const float> d, DeviceSpan<float> states,
+    const DeviceSlotRows& slots, DeviceSpan<float> y);
+
 // Causal softmax attention, bf16, head_dim 64, q/k/v/out [B, T, H, 64]: the
 // flash-style baseline of the benchmarks (CPU twin: CausalGqaAttention with
 // H_kv = H and no past).

@@ -134,6 +134,16 @@ struct SsdArgs {
   float* y = nullptr;          // [T, H·P]
 };
 cudaError_t SsdScan(const SsdArgs& args, cudaStream_t stream);
+// Slot-indexed decode steps (slot_steps_cuda.cu): row r uses the state of
+// slot slots[r]. SsdStepSlots reads args as one token per row (args.tokens
+// unused; ssm_state is the [capacity, H, P, N] pool); rows <= 65535,
+// N <= 128.
+cudaError_t ConvStepSlots(const float* x, int64_t rows, int64_t channels,
+                          int64_t x_stride, const float* w, int kernel_size,
+                          float* tails, const int32_t* slots, float* out,
+                          cudaStream_t stream);
+cudaError_t SsdStepSlots(const SsdArgs& args, int64_t rows,
+                         const int32_t* slots, cudaStream_t stream);
 // The chunked form (ssd_chunked_cuda.cu) for shapes SsdChunkedSupported
 // accepts: passes of at most `chunks_per_pass` chunks, each with
 // `workspace` [chunks_per_pass, H, P, N] and `decay` [chunks_per_pass, H].

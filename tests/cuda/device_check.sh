@@ -126,7 +126,7 @@ fi
 # ---- 2. build the CUDA targets only ----------------------------------------------
 tests=(cuda_device_info_test cuda_plumbing_test based_cuda_test
        sequence_cuda_test elementwise_cuda_test sampling_cuda_test
-       ssm_gating_cuda_test cuda_kernel_backend_test)
+       ssm_gating_cuda_test slot_steps_cuda_test cuda_kernel_backend_test)
 log "configure"
 # One program per test file (no unity build): the loop below runs each.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
