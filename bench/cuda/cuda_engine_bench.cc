@@ -14,11 +14,21 @@
 //   prefill B=16, T=2048  16 sequences read at once from 16 threads
 //   decode B              one StepBatch of B sequences (states after 64
 //                         tokens), median step latency and tokens/s
+// and, for Mamba-2, the same phases through the resident executor
+// (engine/executor/mamba2_executor.h: weights, workspace and states stay on
+// the GPU; a decode step samples on the device and returns B ids):
+//   executor prefill T    Prefill of one sequence (passes of 2048 tokens)
+//   executor decode B     Step of B sequences (states after 64 tokens),
+//                         greedy, beside its HBM bound: the bytes the step
+//                         must read (bf16 weights + B states read and
+//                         written) over the copy bandwidth measured in the
+//                         same run
 // Every row gives the bytes copied host -> device and device -> host per
-// token (prefill) or per step (decode), read from the backend's counters,
-// and the kernel calls it declined to the CPU. Times are wall clock of the
-// engine call (the offload backend synchronises every op), median of
-// --reps after one warm-up.
+// token (prefill) or per step (decode), read from the backend's (or the
+// executor device's) counters, and the kernel calls the backend declined to
+// the CPU. Times are wall clock of the engine call (the offload backend
+// synchronises every op; an executor step ends when its ids are on the
+// host), median of --reps after one warm-up.
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,12 +46,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "engine/executor/mamba2_executor.h"
 #include "engine/models/init_model.h"
+#include "engine/models/mamba2_model.h"
 #include "engine/models/model.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_kernel_backend.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/status_macros.h"
 
 namespace twice::bench {
@@ -70,6 +85,7 @@ struct Row {
   double h2d_bytes = 0.0;  // per token (prefill) or per step (decode)
   double d2h_bytes = 0.0;
   int64_t declined = 0;
+  double bound_ms = 0.0;  // executor decode: bytes read / copy bandwidth
 };
 
 double Median(std::vector<double> v) {
@@ -97,9 +113,13 @@ class Bench {
       : o_(std::move(options)), backend_(std::move(backend)) {}
 
   absl::Status RunModel(const std::string& arch, const std::string& preset);
+  // Device-to-device copy bandwidth (GB/s, read + write), for the bounds.
+  absl::Status MeasureCopyBandwidth();
   void Print(std::FILE* f) const;
 
  private:
+  absl::Status ExecutorRows(const engine::Mamba2Model& model,
+                            const std::string& name);
   // Times `body` (after one warm-up) and fills ms and the per-unit bytes.
   absl::Status Measure(Row& row, double units,
                        const std::function<absl::Status()>& body);
@@ -107,7 +127,112 @@ class Bench {
   const Options o_;
   std::shared_ptr<CudaKernelBackend> backend_;
   std::vector<Row> rows_;
+  double copy_gbs_ = 0.0;
 };
+
+absl::Status Bench::MeasureCopyBandwidth() {
+  namespace cuda = kernels::cuda;
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Stream> stream,
+                         cuda::Stream::Create(0));
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<cuda::EventTimer> timer,
+                         cuda::EventTimer::Create());
+  cuda::DeviceAllocator allocator(0);
+  const int64_t bytes = int64_t{1} << 30;
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer a, allocator.Allocate(bytes));
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, allocator.Allocate(bytes));
+  double best = 1e30;
+  for (int r = 0; r < 4; ++r) {  // the first is a warm-up
+    TWICE_RETURN_IF_ERROR(timer->Start(*stream));
+    if (cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice,
+                        stream->get()) != cudaSuccess) {
+      return absl::InternalError("cudaMemcpyAsync device to device failed");
+    }
+    TWICE_RETURN_IF_ERROR(timer->Stop(*stream));
+    TWICE_ASSIGN_OR_RETURN(float ms, timer->ElapsedMs());
+    if (r > 0) best = std::min(best, static_cast<double>(ms));
+  }
+  copy_gbs_ = 2.0 * bytes / (best * 1e-3) / 1e9;
+  return absl::OkStatus();
+}
+
+absl::Status Bench::ExecutorRows(const engine::Mamba2Model& model,
+                                 const std::string& name) {
+  int64_t max_batch = 1;
+  for (int64_t b : o_.decode_batches) max_batch = std::max(max_batch, b);
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::ExecutorDevice> device,
+                         engine::NewCudaExecutorDevice(0));
+  engine::Mamba2ExecutorOptions options;
+  options.slots = static_cast<int32_t>(max_batch);
+  options.prefill_chunk = 2048;
+  TWICE_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Mamba2Executor> executor,
+      engine::Mamba2Executor::Create(model, std::move(device), options));
+  const int32_t vocab = model.description().vocab_size;
+  const std::string label = name + " (executor)";
+  // Times `body` after one warm-up; bytes from the executor's device.
+  auto measure =
+      [&](Row& row, double units,
+          const std::function<absl::Status()>& body) -> absl::Status {
+    TWICE_RETURN_IF_ERROR(body());
+    const engine::DeviceTraffic before = executor->device().traffic();
+    std::vector<double> ms;
+    for (int r = 0; r < o_.reps; ++r) {
+      const double start = NowMs();
+      TWICE_RETURN_IF_ERROR(body());
+      ms.push_back(NowMs() - start);
+    }
+    const engine::DeviceTraffic after = executor->device().traffic();
+    const double runs = static_cast<double>(o_.reps) * units;
+    row.ms = Median(ms);
+    row.h2d_bytes = (after.bytes_to_device - before.bytes_to_device) / runs;
+    row.d2h_bytes = (after.bytes_to_host - before.bytes_to_host) / runs;
+    return absl::OkStatus();
+  };
+  for (int64_t t : o_.tokens) {
+    const std::vector<int32_t> prompt = Tokens(t, 11, vocab);
+    Row row{label, "prefill", 1, t};
+    TWICE_RETURN_IF_ERROR(measure(row, static_cast<double>(t), [&] {
+      TWICE_ASSIGN_OR_RETURN(engine::SlotId slot, executor->NewSequence());
+      absl::Status s = executor->Prefill(slot, prompt).status();
+      TWICE_RETURN_IF_ERROR(executor->Release(slot));
+      return s;
+    }));
+    row.tokens_per_s = t / (row.ms / 1e3);
+    rows_.push_back(row);
+    std::fprintf(stderr, "%s prefill T=%lld: %.1f ms\n", label.c_str(),
+                 static_cast<long long>(t), row.ms);
+  }
+  for (int64_t b : o_.decode_batches) {
+    std::vector<engine::SlotId> slots;
+    for (int64_t s = 0; s < b; ++s) {
+      TWICE_ASSIGN_OR_RETURN(engine::SlotId slot, executor->NewSequence());
+      TWICE_RETURN_IF_ERROR(
+          executor
+              ->Prefill(slot, Tokens(64, 500 + static_cast<uint32_t>(s), vocab))
+              .status());
+      slots.push_back(slot);
+    }
+    const std::vector<int32_t> next = Tokens(b, 900, vocab);
+    const std::vector<kernels::SamplingRule> greedy(static_cast<size_t>(b));
+    Row row{label, "decode", b, 1};
+    TWICE_RETURN_IF_ERROR(measure(row, 1.0, [&] {
+      return executor->Step(next, slots, greedy).status();
+    }));
+    row.tokens_per_s = b / (row.ms / 1e3);
+    const double bytes =
+        static_cast<double>(executor->weight_bytes()) +
+        2.0 * static_cast<double>(b) * executor->state_bytes_per_slot();
+    row.bound_ms = copy_gbs_ > 0.0 ? bytes / (copy_gbs_ * 1e9) * 1e3 : 0.0;
+    rows_.push_back(row);
+    std::fprintf(stderr, "%s decode B=%lld: %.3f ms (bound %.3f ms)\n",
+                 label.c_str(), static_cast<long long>(b), row.ms,
+                 row.bound_ms);
+    for (const engine::SlotId& slot : slots) {
+      TWICE_RETURN_IF_ERROR(executor->Release(slot));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Bench::Measure(Row& row, double units,
                             const std::function<absl::Status()>& body) {
@@ -208,25 +333,40 @@ absl::Status Bench::RunModel(const std::string& arch,
     std::fprintf(stderr, "%s decode B=%lld: %.2f ms\n", name.c_str(),
                  static_cast<long long>(b), row.ms);
   }
+  if (const auto* mamba2 = dynamic_cast<const engine::Mamba2Model*>(&model)) {
+    TWICE_RETURN_IF_ERROR(ExecutorRows(*mamba2, name));
+  }
   return absl::OkStatus();
 }
 
 void Bench::Print(std::FILE* f) const {
   std::fprintf(f,
                "| model | phase | B | T | ms | tok/s | H2D bytes/unit | "
-               "D2H bytes/unit | declined ops/run |\n"
-               "|---|---|---|---|---|---|---|---|---|\n");
+               "D2H bytes/unit | declined ops/run | HBM bound ms | %% of "
+               "bound |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows_) {
+    const std::string bound =
+        r.bound_ms > 0.0 ? absl::StrFormat("%.3f | %.0f %%", r.bound_ms,
+                                           100.0 * r.bound_ms / r.ms)
+                         : std::string("- | -");
     std::fprintf(
-        f, "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld |\n",
+        f,
+        "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld | %s |\n",
         r.model.c_str(), r.what.c_str(), static_cast<long long>(r.batch),
         static_cast<long long>(r.tokens), r.ms, r.tokens_per_s, r.h2d_bytes,
-        r.d2h_bytes, static_cast<long long>(r.declined));
+        r.d2h_bytes, static_cast<long long>(r.declined), bound.c_str());
   }
+  std::fprintf(f,
+               "\nCopy bandwidth (device to device, read + write): %.0f "
+               "GB/s.",
+               copy_gbs_);
   std::fprintf(f,
                "\nUnit: a token for prefill rows, a step for decode rows. "
                "Bytes are the activation and state copies of the offload "
-               "backend (weights are uploaded once and not counted).\n");
+               "backend, or what the executor moved (token ids, slot maps, "
+               "sampling rules, sampled ids); weights are uploaded once and "
+               "not counted.\n");
 }
 
 bool ParseList(const std::string& value, std::vector<int64_t>& out) {
@@ -296,6 +436,11 @@ int Main(int argc, char** argv) {
   kernels::SetKernelBackend(*backend);
   Bench bench(options, *backend);
   int failed = 0;
+  if (absl::Status s = bench.MeasureCopyBandwidth(); !s.ok()) {
+    std::fprintf(stderr, "cuda_engine_bench: copy bandwidth: %s\n",
+                 s.ToString().c_str());
+    failed = 1;
+  }
   for (const auto& [arch, preset] : options.models) {
     if (absl::Status s = bench.RunModel(arch, preset); !s.ok()) {
       std::fprintf(stderr, "cuda_engine_bench: %s %s: %s\n", arch.c_str(),
