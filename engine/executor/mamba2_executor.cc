@@ -220,19 +220,37 @@ absl::StatusOr<SlotId> Mamba2Executor::Resume(const SequenceState& state) {
 
 absl::StatusOr<std::unique_ptr<SequenceState>> Mamba2Executor::Save(
     SlotId slot) {
+  std::unique_ptr<SequenceState> state = model_.NewState();
+  TWICE_RETURN_IF_ERROR(SaveInto(slot, *state));
+  return state;
+}
+
+absl::Status Mamba2Executor::SaveInto(SlotId slot, SequenceState& state) {
+  if (state.fingerprint() != model_.description().fingerprint ||
+      state.num_layers() != static_cast<int>(layers_.size())) {
+    return absl::FailedPreconditionError(
+        "Mamba2Executor: saving into a state of another model");
+  }
+  std::vector<Mamba2State*> parts(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    parts[l] = dynamic_cast<Mamba2State*>(&state.layer(static_cast<int>(l)));
+    if (parts[l] == nullptr ||
+        !(parts[l]->shape() == layers_[l]->params->mixer.shape)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Mamba2Executor: layer ", l, " is not a matching mamba2 state"));
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   const SlotId one[] = {slot};
   TWICE_RETURN_IF_ERROR(CheckSlots(one));
-  std::unique_ptr<SequenceState> state = model_.NewState();
   for (size_t l = 0; l < layers_.size(); ++l) {
-    auto& part = static_cast<Mamba2State&>(state->layer(static_cast<int>(l)));
+    TWICE_RETURN_IF_ERROR(device_->CopyToHost(layers_[l]->tail_of(slot.index),
+                                              parts[l]->conv_tail()));
     TWICE_RETURN_IF_ERROR(
-        device_->CopyToHost(layers_[l]->tail_of(slot.index), part.conv_tail()));
-    TWICE_RETURN_IF_ERROR(
-        device_->CopyToHost(layers_[l]->ssm_of(slot.index), part.ssm()));
+        device_->CopyToHost(layers_[l]->ssm_of(slot.index), parts[l]->ssm()));
   }
-  state->set_token_count(slot_info_[slot.index].tokens);
-  return state;
+  state.set_token_count(slot_info_[slot.index].tokens);
+  return absl::OkStatus();
 }
 
 absl::Status Mamba2Executor::Release(SlotId slot) {
@@ -244,6 +262,11 @@ absl::StatusOr<int64_t> Mamba2Executor::TokenCount(SlotId slot) const {
   std::lock_guard<std::mutex> lock(mu_);
   TWICE_RETURN_IF_ERROR(pool_.Check(slot));
   return slot_info_[slot.index].tokens;
+}
+
+bool Mamba2Executor::IsDamaged(SlotId slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_.Check(slot).ok() && slot_info_[slot.index].damaged;
 }
 
 absl::Status Mamba2Executor::RunLayer(const Layer& layer, const Pass& pass) {

@@ -70,8 +70,13 @@ class Mamba2Executor {
   // store's codec); the slot keeps it.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<SequenceState>> Save(
       SlotId slot);
+  // The same into an existing state of the model (its host layers and
+  // token count), e.g. the SequenceState the slot belongs to.
+  [[nodiscard]] absl::Status SaveInto(SlotId slot, SequenceState& state);
   [[nodiscard]] absl::Status Release(SlotId slot);
   [[nodiscard]] absl::StatusOr<int64_t> TokenCount(SlotId slot) const;
+  // Whether a failed device call left the slot's state damaged.
+  bool IsDamaged(SlotId slot) const;
 
   // Reads `tokens` (>= 1) into the slot; the logits of the last position
   // (padded_vocab_size floats).

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/resident_model.h"
 #include "engine/models/architectures.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/model.h"
@@ -63,8 +64,27 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
       std::string fingerprint,
       ModelFingerprint(config->architecture, config->canonical_json, weights,
                        tokenizer_json, kStateDType));
-  return arch.build(config_json, std::move(weights), *std::move(tokenizer),
-                    std::move(fingerprint));
+  TWICE_ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> model,
+      arch.build(config_json, std::move(weights), *std::move(tokenizer),
+                 std::move(fingerprint)));
+  if (!options.resident || !SupportsResidentExecutor(*model)) return model;
+  std::unique_ptr<ExecutorDevice> device;
+  if (options.resident_device == "cuda") {
+    TWICE_ASSIGN_OR_RETURN(device, NewCudaExecutorDevice(0));
+  } else if (options.resident_device == "cpu") {
+    device = NewCpuExecutorDevice();
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resident executor device must be cpu or cuda, got \"",
+                     options.resident_device, "\""));
+  }
+  Mamba2ExecutorOptions executor;
+  executor.slots = options.resident_slots;
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<ResidentMamba2Model> resident,
+                         ResidentMamba2Model::Create(
+                             std::move(model), std::move(device), executor));
+  return std::unique_ptr<Model>(std::move(resident));
 }
 
 }  // namespace twice::engine

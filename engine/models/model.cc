@@ -1,5 +1,6 @@
 #include "engine/models/model.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -44,6 +45,36 @@ absl::StatusOr<std::vector<float>> Model::StepBatch(
   }
   for (size_t b = 0; b < tokens.size(); ++b) *states[b] = std::move(*work[b]);
   return logits;
+}
+
+absl::StatusOr<std::vector<int32_t>> Model::StepBatchSampled(
+    absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states,
+    absl::Span<const kernels::SamplingRule> rules) const {
+  if (rules.size() != tokens.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StepBatchSampled: ", tokens.size(), " tokens and ",
+                     rules.size(), " sampling rules"));
+  }
+  for (const kernels::SamplingRule& rule : rules) {
+    if (absl::Status s = kernels::ValidateSamplingRule(rule); !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<std::vector<float>> logits = StepBatch(tokens, states);
+  if (!logits.ok()) return logits.status();
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  const int64_t width = description().padded_vocab_size;
+  if (static_cast<int64_t>(logits->size()) != rows * width) {
+    return absl::InternalError(absl::StrCat("StepBatch returned ",
+                                            logits->size(), " logits for ",
+                                            rows, " rows of ", width));
+  }
+  std::vector<int32_t> ids(tokens.size(), -1);
+  absl::Status s = kernels::SampleRows(*logits, rows, width,
+                                       std::max(description().vocab_size, 1),
+                                       rules, absl::MakeSpan(ids));
+  if (!s.ok()) return s;
+  return ids;
 }
 
 absl::StatusOr<std::optional<DType>> ParseWeightsDType(std::string_view flag) {

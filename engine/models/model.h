@@ -20,6 +20,7 @@
 #include "engine/state/sequence_state.h"
 #include "engine/tensor/tensor.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/sampling.h"
 
 namespace twice::engine {
 
@@ -103,6 +104,14 @@ class Model {
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> StepBatch(
       absl::Span<const int32_t> tokens,
       absl::Span<SequenceState* const> states) const;
+  // StepBatch, then the token rules[b] picks from row b's logits
+  // (kernels/sampling.h, the first vocab_size of them): the decode loop's
+  // step. The default samples StepBatch's logits on the host; a model
+  // whose logits stay on a device samples there, so only the B ids come
+  // back. INVALID_ARGUMENT for a bad rule, with every state unchanged.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<int32_t>> StepBatchSampled(
+      absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states,
+      absl::Span<const kernels::SamplingRule> rules) const;
 };
 
 // INVALID_ARGUMENT unless tokens and states have the same size >= 1 and the
@@ -118,6 +127,14 @@ struct LoadOptions {
   // small tensors are f32 either way, as are activations and states. Part
   // of the fingerprint when it converts anything (fingerprint.h).
   std::optional<DType> weights_dtype;
+  // Serve the model from a resident executor (engine/executor/
+  // resident_model.h: weights, workspace and sequence states kept on
+  // `resident_device`, "cpu" or "cuda") when its architecture has one
+  // (Mamba-2); other architectures load as usual. `resident_slots` states
+  // are resident at once (--resident_slots).
+  bool resident = false;
+  std::string resident_device = "cpu";
+  int32_t resident_slots = 256;
 };
 
 // The --weights_dtype flag: "auto" (nullopt), "f32", "bf16", "f16" or

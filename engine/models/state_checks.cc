@@ -31,6 +31,12 @@ absl::Status CheckReadableState(SequenceState& state,
         "state was left incomplete by a failed read; recompute it from the "
         "document's tokens");
   }
+  // A host read of a state a device executor holds: its newest copy comes
+  // home and the device copy is dropped (the host copy will move on).
+  if (state.residency() != nullptr) {
+    if (absl::Status synced = state.SyncToHost(); !synced.ok()) return synced;
+    state.DetachResidency();
+  }
   if (state.num_layers() != static_cast<int>(mixers.size())) {
     return absl::FailedPreconditionError(
         absl::StrCat("state has ", state.num_layers(), " layers, the model ",

@@ -27,7 +27,9 @@ namespace twice::engine {
 
 // FAILED_PRECONDITION unless `state` belongs to the model with
 // `fingerprint`, is not damaged, has one layer per mixer, and every layer
-// passes its mixer's ValidateState at the state's token count.
+// passes its mixer's ValidateState at the state's token count. A state a
+// device executor holds (sequence_state.h) is first synced to the host and
+// detached from the device.
 [[nodiscard]] absl::Status CheckReadableState(
     SequenceState& state, std::string_view fingerprint,
     absl::Span<const Mixer* const> mixers);

@@ -154,9 +154,6 @@ void DecodeLoop::SampleRound() {
 
 void DecodeLoop::StepRound() {
   const size_t batch = static_cast<size_t>(std::max(options_.max_batch, 1));
-  const size_t width =
-      static_cast<size_t>(model_.description().padded_vocab_size);
-  const int64_t vocab = std::max(model_.description().vocab_size, 1);
   for (size_t begin = 0; begin < active_.size(); begin += batch) {
     const size_t end = std::min(active_.size(), begin + batch);
     std::vector<int32_t> tokens;
@@ -165,30 +162,19 @@ void DecodeLoop::StepRound() {
       tokens.push_back(active_[i]->next_token);
       states.push_back(active_[i]->state.get());
     }
-    absl::StatusOr<std::vector<float>> logits =
-        model_.StepBatch(tokens, states);
+    std::vector<kernels::SamplingRule> rules;
+    for (size_t i = begin; i < end; ++i) {
+      rules.push_back(active_[i]->decoder->NextRule());
+    }
+    absl::StatusOr<std::vector<int32_t>> ids =
+        model_.StepBatchSampled(tokens, states, rules);
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.steps;
       stats_.max_batch =
           std::max(stats_.max_batch, static_cast<int64_t>(tokens.size()));
     }
-    if (logits.ok() && logits->size() != tokens.size() * width) {
-      logits = absl::InternalError(
-          absl::StrCat("StepBatch returned ", logits->size(), " logits for ",
-                       tokens.size(), " rows of ", width));
-    }
-    std::vector<int32_t> sampled(tokens.size(), -1);
-    absl::Status status = logits.status();
-    if (status.ok()) {
-      std::vector<kernels::SamplingRule> rules;
-      for (size_t i = begin; i < end; ++i) {
-        rules.push_back(active_[i]->decoder->NextRule());
-      }
-      status = kernels::SampleRows(*logits, static_cast<int64_t>(tokens.size()),
-                                   static_cast<int64_t>(width), vocab, rules,
-                                   absl::MakeSpan(sampled));
-    }
+    const absl::Status status = ids.status();
     for (size_t i = begin; i < end; ++i) {
       Sequence& seq = *active_[i];
       if (!status.ok()) {
@@ -197,7 +183,7 @@ void DecodeLoop::StepRound() {
         active_[i].reset();
         continue;
       }
-      seq.sampled = sampled[i - begin];
+      seq.sampled = (*ids)[i - begin];
     }
   }
   std::erase(active_, nullptr);

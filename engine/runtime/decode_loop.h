@@ -8,15 +8,16 @@
 //   stream->Next() ◀──events──             for each sequence: cancelled? →
 //                                            finish; else take its sampled
 //                                            token (SequenceDecoder), emit it
-//                                          one Model::StepBatch over all
-//                                            sequences that continue, and
-//                                            one kernels::SampleRows over
-//                                            its logits rows
+//                                          one Model::StepBatchSampled
+//                                            over all sequences that
+//                                            continue: one step and one
+//                                            sampling call for the batch
 //
 // So B concurrent sequences cost one pass over the weights per token instead
-// of B, and only B token ids leave the sampling call (a device keeps the
-// logits). Prompts are prefilled by the caller before Submit (a long prompt
-// would otherwise stall every other sequence's next token).
+// of B, and only B token ids leave the sampling call (a device-resident
+// model keeps the logits on the device). Prompts are prefilled by the caller
+// before Submit (a long prompt would otherwise stall every other sequence's
+// next token).
 //
 // Cancellation: a sequence's `cancelled` predicate (and DecodeStream::
 // Cancel) is checked before each of its tokens, so a cancelled sequence is
@@ -46,14 +47,14 @@
 namespace twice::engine {
 
 struct DecodeLoopOptions {
-  // Most sequences read in one StepBatch; more active sequences are stepped
+  // Most sequences read in one step; more active sequences are stepped
   // in several batches per round. Default: 64. Must be >= 1.
   int max_batch = 64;
 };
 
 // Counters since the loop started.
 struct DecodeLoopStats {
-  int64_t steps = 0;           // StepBatch calls
+  int64_t steps = 0;           // batched steps (StepBatchSampled calls)
   int64_t tokens_decoded = 0;  // tokens sampled and streamed
   int64_t sequences_started = 0;
   int64_t sequences_cancelled = 0;

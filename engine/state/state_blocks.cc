@@ -296,6 +296,7 @@ std::vector<int64_t> StateRowCounts(const SequenceState& state) {
 
 absl::StatusOr<std::vector<std::string>> EncodeStateBlocks(
     const SequenceState& state, absl::Span<const int64_t> base_rows) {
+  TWICE_RETURN_IF_ERROR(state.SyncToHost());
   std::vector<int64_t> base(state.num_layers(), 0);
   if (!base_rows.empty()) {
     if (base_rows.size() != base.size()) {

@@ -75,6 +75,7 @@ void WriteHeader(const SequenceState& state, StateWriter& w) {
 }  // namespace
 
 std::string EncodeState(const SequenceState& state) {
+  if (!state.SyncToHost().ok()) return std::string();  // see the header
   std::string out(kMagic, sizeof(kMagic));
   StateWriter w(&out);
   w.WriteU32(kVersion);

@@ -21,6 +21,10 @@
 
 namespace twice::engine {
 
+// The host layers after SyncToHost (sequence_state.h). A state whose device
+// copy cannot be read back (it is then marked damaged) encodes as the empty
+// string, which DecodeStateInto refuses (DATA_LOSS); callers that can
+// report the error sync first (services' SaveState does).
 std::string EncodeState(const SequenceState& state);
 
 // Decodes `blob` into `empty`, a fresh state created by the model that will

@@ -60,6 +60,8 @@ absl::Status SaveState(storage::StateStore& store, const storage::StateKey& key,
                        const engine::SequenceState& state,
                        std::string_view tenant,
                        const std::optional<StateBase>& base) {
+  // A device-resident state's newest layers are on the device.
+  if (absl::Status synced = state.SyncToHost(); !synced.ok()) return synced;
   if (!engine::HasBlockRows(state)) {
     const std::string blob = engine::EncodeState(state);
     return store.PutState(key, blob,

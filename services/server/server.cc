@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/executor/resident_model.h"
 #include "engine/runtime/kernel_device.h"
 #include "services/common/auth.h"
 #include "services/common/log.h"
@@ -156,8 +157,12 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           (*server->models_.Find(spec.name))->description();
       Log(LogLevel::kInfo, "model.loaded",
           absl::StrCat(
-              "name=", spec.name, " arch=", d.architecture,
-              " weights_dtype=", engine::WeightsDTypeName(load.weights_dtype),
+              "name=", spec.name, " arch=", d.architecture, " weights_dtype=",
+              engine::WeightsDTypeName(load.weights_dtype), " executor=",
+              load.resident &&
+                      engine::IsResidentModel(**server->models_.Find(spec.name))
+                  ? "resident"
+                  : "offload",
               " layers=", d.num_layers, " hidden=", d.hidden_size,
               " fingerprint=", d.fingerprint.substr(0, 16)));
     }

@@ -142,6 +142,14 @@ absl::Status ServerOptions::Validate() const {
   absl::StatusOr<std::optional<engine::DType>> dtype =
       engine::ParseWeightsDType(weights_dtype);
   if (!dtype.ok()) return dtype.status();
+  if (executor != "auto" && executor != "offload" && executor != "resident") {
+    return absl::InvalidArgumentError(
+        "--executor must be auto, offload or resident, got \"" + executor +
+        "\"");
+  }
+  if (resident_slots < 1 || resident_slots > 65536) {
+    return absl::InvalidArgumentError("--resident_slots must be in [1, 65536]");
+  }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key must be given together");
@@ -248,6 +256,10 @@ engine::LoadOptions ServerOptions::ModelLoadOptions() const {
   absl::StatusOr<std::optional<engine::DType>> dtype =
       engine::ParseWeightsDType(weights_dtype);
   if (dtype.ok()) load.weights_dtype = *dtype;  // Validate reported errors
+  load.resident =
+      executor == "resident" || (executor == "auto" && device == "cuda");
+  load.resident_device = device;
+  load.resident_slots = resident_slots;
   return load;
 }
 

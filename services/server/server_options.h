@@ -127,7 +127,18 @@ struct ServerOptions {
   // int8, on either device (with --device=cuda every projection is kept on
   // the GPU as bf16, made there once from the host dtype). Default: "auto".
   std::string weights_dtype = "auto";
-  // The LoadOptions weights_dtype gives.
+  // --executor: how prefill and decode run a model whose architecture has a
+  // resident executor (Mamba-2; engine/executor/resident_model.h):
+  // "resident" keeps its weights, workspace and sequence states on the
+  // device (--device) and samples there; "offload" runs the model's own
+  // forward on the kernel backend (with --device=cuda, each op copies its
+  // data to the GPU and back); "auto" is resident with --device=cuda and
+  // offload on the CPU. Other architectures always run as offload.
+  // Default: "auto".
+  std::string executor = "auto";
+  // States resident at once per model (--resident_slots). Default: 256.
+  int resident_slots = 256;
+  // The LoadOptions weights_dtype and the executor give.
   engine::LoadOptions ModelLoadOptions() const;
 
   // TLS of the listener and of outgoing internal calls (tls.h): the

@@ -109,6 +109,14 @@ ABSL_FLAG(std::string, weights_dtype, "auto",
           "auto (as stored in the checkpoint, memory mapped), f32, bf16, "
           "f16, or int8 (symmetric, one scale per 64 weights of a row, made "
           "at load); part of the model fingerprint");
+ABSL_FLAG(std::string, executor, "auto",
+          "How a model with a resident executor (Mamba-2) runs: resident "
+          "(weights, workspace and sequence states stay on --device, sampling "
+          "there), offload (the model's own forward on the kernel backend), "
+          "or auto (resident with --device=cuda, offload on the cpu)");
+ABSL_FLAG(int, resident_slots, 256,
+          "Sequence states resident at once per model with --executor "
+          "resident; a read beyond them fails RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");
@@ -256,6 +264,8 @@ int main(int argc, char** argv) {
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.device = absl::GetFlag(FLAGS_device);
   options.weights_dtype = absl::GetFlag(FLAGS_weights_dtype);
+  options.executor = absl::GetFlag(FLAGS_executor);
+  options.resident_slots = absl::GetFlag(FLAGS_resident_slots);
   options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);

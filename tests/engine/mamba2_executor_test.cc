@@ -26,20 +26,6 @@ using testing::TempDir;
 
 constexpr int kExecutorVocab = 300;
 
-// Worst |got - want| beyond a 1e-5 relative allowance: the executor and the
-// model run the same kernels, so only float summation order may differ
-// (a prefill cut into other passes, the step as a one-token scan).
-double ExecutorExcessError(absl::Span<const float> got,
-                           absl::Span<const float> want) {
-  EXPECT_EQ(got.size(), want.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    worst = std::max(worst, std::abs(double{got[i]} - want[i]) -
-                                1e-5 * (1.0 + std::abs(double{want[i]})));
-  }
-  return worst;
-}
-
 kernels::SamplingRule ExecutorGreedy() { return {}; }
 kernels::SamplingRule ExecutorSampled(uint64_t seed) {
   kernels::SamplingRule r;
@@ -122,7 +108,7 @@ TEST_F(Mamba2ExecutorTest, PrefillInPassesMatchesTheModel) {
                          model_->Prefill(tokens, *state, PrefillMode::kCausal));
     ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
     ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->Prefill(slot, tokens));
-    EXPECT_LE(ExecutorExcessError(got, want), 0.0);
+    EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
     ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(slot));
     EXPECT_EQ(count, n);
     // The state the slot holds is the model's, layer by layer.
@@ -131,8 +117,10 @@ TEST_F(Mamba2ExecutorTest, PrefillInPassesMatchesTheModel) {
     for (int l = 0; l < saved->num_layers(); ++l) {
       const auto& a = static_cast<const Mamba2State&>(saved->layer(l));
       const auto& b = static_cast<const Mamba2State&>(state->layer(l));
-      EXPECT_LE(ExecutorExcessError(a.conv_tail(), b.conv_tail()), 0.0) << l;
-      EXPECT_LE(ExecutorExcessError(a.ssm(), b.ssm()), 0.0) << l;
+      EXPECT_LE(testing::ExcessOverSummationOrder(a.conv_tail(), b.conv_tail()),
+                0.0)
+          << l;
+      EXPECT_LE(testing::ExcessOverSummationOrder(a.ssm(), b.ssm()), 0.0) << l;
     }
     ASSERT_OK(e->Release(slot));
   }
@@ -162,7 +150,7 @@ TEST_F(Mamba2ExecutorTest, BatchedStepsMatchTheModelsStepBatch) {
     ASSERT_OK_AND_ASSIGN(std::vector<float> want,
                          model_->StepBatch(tokens, raw));
     ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->StepLogits(tokens, slots));
-    EXPECT_LE(ExecutorExcessError(got, want), 0.0);
+    EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
     for (int b = 0; b < kRows; ++b) {
       tokens[b] =
           static_cast<int32_t>((tokens[b] * 31 + step + b) % kExecutorVocab);
@@ -388,7 +376,7 @@ TEST_F(Mamba2ExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
                        bf16->Prefill(tokens, *state, PrefillMode::kCausal));
   ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
   ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->Prefill(slot, tokens));
-  EXPECT_LE(ExecutorExcessError(got, want), 0.0);
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
   // The projections are the loaded bf16 matrices, not widened copies.
   const Mamba2Model::Parameters p = m.parameters();
   EXPECT_EQ(p.layers[0].mixer.in_proj.dtype(), DType::kBF16);

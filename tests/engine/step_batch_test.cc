@@ -11,6 +11,7 @@
 //     batches of up to 64) produce exactly the greedy and the seeded
 //     sampled tokens Generate produces for each alone;
 //   - a sequence whose cancel becomes visible is never stepped again.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "engine/executor/resident_model.h"
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
 #include "engine/runtime/decode_loop.h"
@@ -64,7 +67,23 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
     dir_ = nullptr;
   }
 
-  void SetUp() override { model_ = LoadOrDie(dir_->Sub(GetParam())); }
+  void SetUp() override {
+    // "<arch>-resident": the model behind the resident executor on the CPU
+    // device (engine/executor/resident_model.h), through the same tests.
+    std::string arch = GetParam();
+    const bool resident = absl::EndsWith(arch, "-resident");
+    if (resident) arch.resize(arch.size() - std::string("-resident").size());
+    model_ = LoadOrDie(dir_->Sub(arch));
+    if (resident && model_ != nullptr) {
+      Mamba2ExecutorOptions options;
+      options.slots = 128;
+      absl::StatusOr<std::unique_ptr<ResidentMamba2Model>> wrapped =
+          ResidentMamba2Model::Create(std::move(model_), NewCpuExecutorDevice(),
+                                      options);
+      ASSERT_OK(wrapped);
+      model_ = *std::move(wrapped);
+    }
+  }
 
   // A state that has read `n` random tokens (a prefix read first for jrt
   // when `prefix`).
@@ -252,7 +271,12 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, StepBatchTest,
                          ::testing::Values("based", "jrt", "mamba2", "rat",
-                                           "llama"));
+                                           "llama", "mamba2-resident"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace twice::engine

@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -101,6 +103,20 @@ inline absl::Status WriteTinyModelOf(const std::string& architecture,
   options.tokenizer_json = tok;
   options.seed = seed;
   return WriteRandomModel(options);
+}
+
+// Worst |got[i] - want[i]| beyond 1e-5 · (1 + |want[i]|): <= 0 when two
+// runs of the same kernels differ only in float summation order (the
+// resident executor against the model's own forward).
+inline double ExcessOverSummationOrder(absl::Span<const float> got,
+                                       absl::Span<const float> want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    worst = std::max(worst, std::abs(double{got[i]} - want[i]) -
+                                1e-5 * (1.0 + std::abs(double{want[i]})));
+  }
+  return worst;
 }
 
 // Every tensor of a safetensors file as owned f32, by stored name.

@@ -11,6 +11,8 @@
 //     again after it (state passing over a non-empty state);
 //   - after a restart the same questions give the same answers from the
 //     stored state, not a recomputation;
+//   - Mamba-2 also runs with --executor=resident (states in executor slots
+//     between reads, synced to the host only for the store);
 //   - ListModels names the architecture and offers the prefix modes exactly
 //     when the model has a prefix encoder; a model without one answers
 //     prefix asks with a precise UNIMPLEMENTED.
@@ -44,6 +46,8 @@ struct Architecture {
   const char* preset;    // init-model --preset
   const char* reported;  // ModelInfo.architecture
   bool prefix_encoder;   // offers the prefix modes
+  // An extra twice-server flag, or nullptr.
+  const char* server_flag = nullptr;
 };
 
 // gtest prints parameters byte by byte unless told.
@@ -71,10 +75,13 @@ class ArchitecturePipelineTest : public ::testing::TestWithParam<Architecture> {
 
   void StartServer() {
     server_ = std::make_unique<ServerProcess>();
-    ASSERT_TRUE(server_->Start(
-        {std::string("--model=") + GetParam().name + "=" + ModelDir(),
-         "--data-dir=" + dir_.path() + "/store"},
-        dir_.path() + "/server.log"))
+    std::vector<std::string> flags = {
+        std::string("--model=") + GetParam().name + "=" + ModelDir(),
+        "--data-dir=" + dir_.path() + "/store"};
+    if (GetParam().server_flag != nullptr) {
+      flags.push_back(GetParam().server_flag);
+    }
+    ASSERT_TRUE(server_->Start(flags, dir_.path() + "/server.log"))
         << server_->stderr_text();
     client_ = std::make_unique<WorkflowClient>(server_->address());
   }
@@ -102,6 +109,14 @@ TEST_P(ArchitecturePipelineTest, ListsTheArchitectureAndItsModes) {
   EXPECT_EQ(model.name(), GetParam().name);
   EXPECT_EQ(model.architecture(), GetParam().reported);
   EXPECT_GT(model.state_bytes(), 0);
+  // The server says how it runs the model.
+  const bool resident =
+      GetParam().server_flag != nullptr &&
+      std::string(GetParam().server_flag) == "--executor=resident";
+  EXPECT_NE(server_->stderr_text().find(resident ? "executor=resident"
+                                                 : "executor=offload"),
+            std::string::npos)
+      << server_->stderr_text();
   const auto& modes = model.modes();
   for (v1::AskMode mode : {v1::ASK_MODE_DEFAULT, v1::ASK_MODE_READ_TWICE,
                            v1::ASK_MODE_READ_TWICE_FULL}) {
@@ -200,6 +215,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Architecture{"based", "based", "tiny", "based", false},
                       Architecture{"jrt", "jrt", "tiny", "jrt", true},
                       Architecture{"mamba2", "mamba2", "tiny", "mamba2", false},
+                      // The resident executor's slots, residency and
+                      // device sampling on the cpu device.
+                      Architecture{"mamba2resident", "mamba2", "tiny", "mamba2",
+                                   false, "--executor=resident"},
                       Architecture{"llama", "llama", "tiny", "llama", false},
                       Architecture{"rat", "rat", "tiny", "rat", false},
                       Architecture{"ratswa", "rat", "tiny-swa", "rat", false},

@@ -1,0 +1,97 @@
+// ResidentMamba2Model: a Mamba-2 model served by a resident executor
+// (mamba2_executor.h) behind the ordinary Model interface, so the decode
+// loop, the workflows and the store use it unchanged.
+//
+// A SequenceState read by this model gets a device slot (its residency,
+// engine/state/sequence_state.h) on its first read: the host layers are
+// uploaded once, every later read runs on the device, and the host layers
+// are stale until something on the host needs them (the codec and the
+// store's save path sync them back; Clone gives a host copy). Destroying
+// the state frees its slot. A state that a model on the host (or another
+// executor) read is uploaded again at its next read here.
+//
+// StepBatchSampled samples on the device, so a decode step brings back B
+// ids. Prefix PrefillModes are UNIMPLEMENTED, as for Mamba2Model. Errors:
+// those of Mamba2Model for bad input, with every state unchanged;
+// RESOURCE_EXHAUSTED when every slot holds a live state (size the slots for
+// the sequences served at once); a device failure marks the states of the
+// call damaged. Thread-safe: reads are serialised on the executor's device.
+#ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
+#define TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/executor/executor_device.h"
+#include "engine/executor/mamba2_executor.h"
+#include "engine/models/mamba2_model.h"
+#include "engine/models/model.h"
+
+namespace twice::engine {
+
+class ResidentMamba2Model final : public Model {
+ public:
+  // `model` must be a Mamba2Model (INVALID_ARGUMENT otherwise; see
+  // SupportsResidentExecutor).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ResidentMamba2Model>>
+  Create(std::unique_ptr<Model> model, std::unique_ptr<ExecutorDevice> device,
+         const Mamba2ExecutorOptions& options = {});
+
+  const ModelDescription& description() const override {
+    return core_->model->description();
+  }
+  const Tokenizer& tokenizer() const override {
+    return core_->model->tokenizer();
+  }
+  std::unique_ptr<SequenceState> NewState() const override {
+    return core_->model->NewState();
+  }
+
+  [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
+      absl::Span<const int32_t> tokens, SequenceState& state,
+      PrefillMode mode) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<float>> Step(
+      int32_t token, SequenceState& state) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<float>> StepBatch(
+      absl::Span<const int32_t> tokens,
+      absl::Span<SequenceState* const> states) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> StepBatchSampled(
+      absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states,
+      absl::Span<const kernels::SamplingRule> rules) const override;
+
+  Mamba2Executor& executor() const { return *core_->executor; }
+
+  // The model and its executor, shared with the states' residencies (which
+  // may outlive this object); the executor is destroyed first.
+  struct Core {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Mamba2Executor> executor;
+  };
+
+ private:
+  explicit ResidentMamba2Model(std::shared_ptr<Core> core)
+      : core_(std::move(core)) {}
+
+  // The states' slots, after checking every state (model, damage) and
+  // uploading those without a slot of this executor. Nothing is read yet,
+  // so a failure leaves every state as it was.
+  [[nodiscard]] absl::StatusOr<std::vector<SlotId>> Bind(
+      absl::Span<SequenceState* const> states) const;
+  // After a device read of `states`: token counts from the executor, host
+  // layers stale; on failure, the states are damaged.
+  [[nodiscard]] absl::Status Finish(absl::Status read,
+                                    absl::Span<SequenceState* const> states,
+                                    absl::Span<const SlotId> slots) const;
+
+  std::shared_ptr<Core> core_;
+};
+
+// Whether `model` can run on a resident executor (Mamba-2 today).
+bool SupportsResidentExecutor(const Model& model);
+// Whether `model` is one (LoadOptions::resident wrapped it).
+bool IsResidentModel(const Model& model);
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_

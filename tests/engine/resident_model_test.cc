@@ -1,0 +1,179 @@
+// ResidentMamba2Model on the CPU executor device: the residency rules of
+// engine/state/sequence_state.h (a state read on the device is stale on the
+// host until synced; the codec, Clone and host models sync it; slots are
+// freed with their states) and its answers against Mamba2Model. The
+// decode-loop and batching equivalences run in step_batch_test.cc
+// ("mamba2-resident").
+#include "engine/executor/resident_model.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/models/mamba2_model.h"
+#include "engine/state/state_codec.h"
+#include "gtest/gtest.h"
+#include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
+
+namespace twice::engine {
+namespace {
+
+using testing::RandomTokens;
+using testing::TempDir;
+
+constexpr int kResidentVocab = 300;
+
+class ResidentModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ASSERT_OK(testing::WriteTinyModelOf("mamba2", dir_->Sub("mamba2"), 31,
+                                        kResidentVocab));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("mamba2"), 4.0f));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    host_ = testing::LoadOrDie(dir_->Sub("mamba2"));
+    ASSERT_NE(host_, nullptr);
+    resident_ = NewResident(4);
+    ASSERT_NE(resident_, nullptr);
+  }
+
+  std::unique_ptr<ResidentMamba2Model> NewResident(int32_t slots) {
+    Mamba2ExecutorOptions options;
+    options.slots = slots;
+    absl::StatusOr<std::unique_ptr<ResidentMamba2Model>> m =
+        ResidentMamba2Model::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
+                                    NewCpuExecutorDevice(), options);
+    EXPECT_OK(m);
+    return m.ok() ? *std::move(m) : nullptr;
+  }
+
+  static TempDir* dir_;
+  std::unique_ptr<Model> host_;
+  std::unique_ptr<ResidentMamba2Model> resident_;
+};
+
+TempDir* ResidentModelTest::dir_ = nullptr;
+
+TEST_F(ResidentModelTest, ReadsMatchTheHostModelAndStayOnTheDevice) {
+  const std::vector<int32_t> prompt = RandomTokens(90, kResidentVocab, 1);
+  auto on_device = resident_->NewState();
+  auto on_host = host_->NewState();
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<float> got,
+      resident_->Prefill(prompt, *on_device, PrefillMode::kCausal));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                       host_->Prefill(prompt, *on_host, PrefillMode::kCausal));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+  EXPECT_EQ(on_device->token_count(), 90);
+  ASSERT_NE(on_device->residency(), nullptr);
+  EXPECT_TRUE(on_device->host_stale());
+  EXPECT_EQ(resident_->executor().sequences(), 1);
+  for (int32_t t : {4, 99, 250}) {
+    ASSERT_OK_AND_ASSIGN(got, resident_->Step(t, *on_device));
+    ASSERT_OK_AND_ASSIGN(want, host_->Step(t, *on_host));
+    EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+  }
+  // The codec syncs the host layers first: the blob is the host model's.
+  const std::string blob = EncodeState(*on_device);
+  EXPECT_FALSE(on_device->host_stale());
+  auto decoded = host_->NewState();
+  ASSERT_OK(DecodeStateInto(blob, *decoded));
+  EXPECT_EQ(decoded->token_count(), 93);
+  ASSERT_OK_AND_ASSIGN(got, host_->Step(7, *decoded));
+  ASSERT_OK_AND_ASSIGN(want, host_->Step(7, *on_host));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
+TEST_F(ResidentModelTest, CloneIsAHostCopyAndAHostReadTakesTheStateHome) {
+  auto state = resident_->NewState();
+  ASSERT_OK(resident_->Prefill(RandomTokens(20, kResidentVocab, 2), *state,
+                               PrefillMode::kCausal));
+  auto copy = state->Clone();
+  EXPECT_EQ(copy->residency(), nullptr);
+  EXPECT_FALSE(copy->damaged());
+  EXPECT_EQ(copy->token_count(), 20);
+  // The clone continues on the host like the original on the device.
+  ASSERT_OK_AND_ASSIGN(std::vector<float> host_logits, host_->Step(11, *copy));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> device_logits,
+                       resident_->Step(11, *state));
+  EXPECT_LE(testing::ExcessOverSummationOrder(host_logits, device_logits), 0.0);
+  // A host model reading the resident state syncs it and frees its slot;
+  // the next device read uploads it again.
+  ASSERT_OK_AND_ASSIGN(host_logits, host_->Step(12, *state));
+  EXPECT_EQ(state->residency(), nullptr);
+  EXPECT_EQ(resident_->executor().sequences(), 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want, host_->Step(12, *copy));
+  EXPECT_LE(testing::ExcessOverSummationOrder(host_logits, want), 0.0);
+  ASSERT_OK_AND_ASSIGN(device_logits, resident_->Step(13, *state));
+  ASSERT_OK_AND_ASSIGN(want, host_->Step(13, *copy));
+  EXPECT_LE(testing::ExcessOverSummationOrder(device_logits, want), 0.0);
+  EXPECT_EQ(state->token_count(), 23);
+  EXPECT_EQ(resident_->executor().sequences(), 1);
+}
+
+TEST_F(ResidentModelTest, SlotsAreFreedWithTheirStatesAndBoundedClearly) {
+  std::vector<std::unique_ptr<SequenceState>> states;
+  for (int i = 0; i < 4; ++i) {
+    states.push_back(resident_->NewState());
+    ASSERT_OK(resident_->Prefill(RandomTokens(5, kResidentVocab, 10 + i),
+                                 *states.back(), PrefillMode::kCausal));
+  }
+  EXPECT_EQ(resident_->executor().sequences(), 4);
+  auto fifth = resident_->NewState();
+  const absl::Status full = resident_
+                                ->Prefill(RandomTokens(5, kResidentVocab, 20),
+                                          *fifth, PrefillMode::kCausal)
+                                .status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(fifth->token_count(), 0);
+  EXPECT_FALSE(fifth->damaged());
+  states.pop_back();  // frees a slot
+  EXPECT_EQ(resident_->executor().sequences(), 3);
+  ASSERT_OK(resident_->Prefill(RandomTokens(5, kResidentVocab, 20), *fifth,
+                               PrefillMode::kCausal));
+  EXPECT_EQ(fifth->token_count(), 5);
+  // A state outliving its model keeps the executor alive until it goes.
+  resident_.reset();
+  EXPECT_OK(fifth->SyncToHost());
+  fifth.reset();
+  states.clear();
+}
+
+TEST_F(ResidentModelTest, RefusedReadsChangeNothing) {
+  auto state = resident_->NewState();
+  ASSERT_OK(resident_->Prefill(RandomTokens(8, kResidentVocab, 3), *state,
+                               PrefillMode::kCausal));
+  const std::string before = EncodeState(*state);
+  EXPECT_EQ(resident_->Step(kResidentVocab + 3, *state).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(resident_
+                ->Prefill(RandomTokens(3, kResidentVocab, 4), *state,
+                          PrefillMode::kPrefix)
+                .status()
+                .code(),
+            absl::StatusCode::kUnimplemented);
+  kernels::SamplingRule bad;
+  bad.temperature = -1.0f;
+  SequenceState* one[] = {state.get()};
+  EXPECT_EQ(resident_
+                ->StepBatchSampled(std::vector<int32_t>{1}, one,
+                                   absl::MakeConstSpan(&bad, 1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  SequenceState other("another-model", {});
+  EXPECT_EQ(resident_->Step(1, other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(EncodeState(*state), before);
+  EXPECT_EQ(state->token_count(), 8);
+}
+
+}  // namespace
+}  // namespace twice::engine
