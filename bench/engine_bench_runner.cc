@@ -21,6 +21,7 @@
 #include "bench/engine_cost.h"
 #include "bench/scratch_dir.h"
 #include "bench/synthetic_state.h"
+#include "engine/executor/resident_model.h"
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
 #include "kernels/linear.h"
@@ -334,32 +335,40 @@ std::string PresetFor(std::string_view arch, const std::string& preset) {
   TWICE_ASSIGN_OR_RETURN(const EngineCost cost,
                          EngineCost::FromConfigJson(config_json));
   for (const std::optional<kernels::DType>& dtype : options.weights_dtypes) {
-    engine::LoadOptions load;
-    load.weights_dtype = dtype;
-    TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
-                           engine::LoadModel(dir, load));
-    auto new_row = [&](std::string kind) {
-      EngineBenchRow row;
-      row.kind = std::move(kind);
-      row.arch = arch;
-      row.preset = init.preset;
-      row.weights_dtype = engine::WeightsDTypeName(dtype);
-      row.threads = kernels::CpuThreads();
-      return row;
-    };
-    for (int64_t prompt : options.tokens) {
-      EngineBenchRow row = new_row("prefill");
-      TWICE_RETURN_IF_ERROR(
-          MeasurePrefillRow(*model, cost, options, prompt, row));
-      on_row(row);
-    }
-    for (int64_t position : options.decode_positions) {
-      for (int64_t batch : options.decode_batches) {
-        EngineBenchRow row = new_row("decode");
-        row.decode_batch = batch;
+    for (const std::string& executor : options.executors) {
+      engine::LoadOptions load;
+      load.weights_dtype = dtype;
+      load.resident = executor == "resident";
+      load.resident_slots = static_cast<int32_t>(std::max<int64_t>(
+          1, *std::max_element(options.decode_batches.begin(),
+                               options.decode_batches.end())));
+      TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
+                             engine::LoadModel(dir, load));
+      if (load.resident && !engine::IsResidentModel(*model)) continue;
+      auto new_row = [&](std::string kind) {
+        EngineBenchRow row;
+        row.kind = std::move(kind);
+        row.arch = arch;
+        row.preset = init.preset;
+        row.weights_dtype = engine::WeightsDTypeName(dtype);
+        row.executor = executor;
+        row.threads = kernels::CpuThreads();
+        return row;
+      };
+      for (int64_t prompt : options.tokens) {
+        EngineBenchRow row = new_row("prefill");
         TWICE_RETURN_IF_ERROR(
-            MeasureDecodeRow(*model, cost, options, position, row));
+            MeasurePrefillRow(*model, cost, options, prompt, row));
         on_row(row);
+      }
+      for (int64_t position : options.decode_positions) {
+        for (int64_t batch : options.decode_batches) {
+          EngineBenchRow row = new_row("decode");
+          row.decode_batch = batch;
+          TWICE_RETURN_IF_ERROR(
+              MeasureDecodeRow(*model, cost, options, position, row));
+          on_row(row);
+        }
       }
     }
   }
@@ -389,6 +398,16 @@ absl::Status RunEngineBench(
   }
   if (options.decode_batches.empty()) {
     return absl::InvalidArgumentError("bench: no decode batch sizes");
+  }
+  if (options.executors.empty()) {
+    return absl::InvalidArgumentError("bench: no executor");
+  }
+  for (const std::string& e : options.executors) {
+    if (e != "offload" && e != "resident") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bench: --executor must list offload and/or resident, got \"", e,
+          "\""));
+    }
   }
   for (int64_t b : options.decode_batches) {
     if (b < 1) {
@@ -435,8 +454,9 @@ std::string EngineBenchTableRow(const EngineBenchRow& r) {
   return absl::StrFormat(
       "%-16s %-24s %-4s %3d | %s | %6d %3d %8.2f %8.2f %5.0f | %9.2f %8.0f%s "
       "%5.2f | %5.2f",
-      r.arch, r.preset, r.weights_dtype, r.threads, prefill, r.decode_position,
-      r.decode_batch, r.decode_tokens_per_s, r.decode_bound_tokens_per_s,
+      r.executor == "resident" ? r.arch + "/resident" : r.arch, r.preset,
+      r.weights_dtype, r.threads, prefill, r.decode_position, r.decode_batch,
+      r.decode_tokens_per_s, r.decode_bound_tokens_per_s,
       100.0 * r.decode_tokens_per_s / r.decode_bound_tokens_per_s,
       static_cast<double>(r.state_bytes) / kMiB,
       static_cast<double>(r.peak_rss_bytes) / kMiB,
@@ -452,6 +472,7 @@ std::string EngineBenchRowJson(const EngineBenchRow& r) {
   j["arch"] = r.arch;
   j["preset"] = r.preset;
   j["weights_dtype"] = r.weights_dtype;
+  j["executor"] = r.executor;
   j["threads"] = r.threads;
   j["tokens"] = r.tokens;
   j["read_tokens"] = r.read_tokens;

@@ -85,13 +85,19 @@ struct EngineBenchOptions {
   // turn (engine::LoadOptions::weights_dtype; nullopt = as stored, f32).
   // Default {nullopt}.
   std::vector<std::optional<kernels::DType>> weights_dtypes = {std::nullopt};
+  // How each load runs (engine::LoadOptions::resident): "offload" (the
+  // model's own forward on the kernels) and/or "resident" (the resident
+  // executor on the CPU device, for architectures that have one; others
+  // give no resident rows). Default {"offload"}.
+  std::vector<std::string> executors = {"offload"};
 };
 
 struct EngineBenchRow {
   std::string kind;  // "prefill" or "decode" (decode columns only)
   std::string arch;
   std::string preset;
-  std::string weights_dtype;  // "auto", "f32", "bf16", "f16", "int8"
+  std::string weights_dtype;         // "auto", "f32", "bf16", "f16", "int8"
+  std::string executor = "offload";  // or "resident"
   int threads = 0;
   int64_t tokens = 0;       // prompt length T
   int64_t read_tokens = 0;  // tokens the prefill read (JRT pads to M)

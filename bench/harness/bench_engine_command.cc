@@ -31,6 +31,11 @@ ABSL_FLAG(std::vector<std::string>, decode_batches,
           (std::vector<std::string>{"1"}),
           "bench: sequences stepped together in each decode-only row "
           "(StepBatch), comma-separated, one row each");
+ABSL_FLAG(std::vector<std::string>, executor,
+          (std::vector<std::string>{"offload"}),
+          "bench: how each model runs, comma-separated, rows of each: offload "
+          "(its own forward on the kernels) and/or resident (the resident "
+          "executor on the CPU device; Mamba-2 only)");
 ABSL_FLAG(bool, layer_rows, false,
           "bench: instead of whole models, one mixer layer's batched decode "
           "step, attention against RAT at each --layer_chunks size, at each "
@@ -55,7 +60,8 @@ int RunBenchEngine(const CliContext& cli) {
                  "[--arch=based,jrt,mamba2,llama,rat] "
                  "[--preset=tiny|realistic|<preset>] [--tokens=512,2048,8192] "
                  "[--decode-positions=2048,8192,32768] [--threads=N] "
-                 "[--weights_dtype=f32,bf16,int8] [--json] | --layer_rows "
+                 "[--weights_dtype=f32,bf16,int8] "
+                 "[--executor=offload,resident] [--json] | --layer_rows "
                  "[--layer_positions=4096,16384,32768] [--layer_chunks=16,64] "
                  "[--layer_batch_tokens=65536]"));
   }
@@ -76,6 +82,7 @@ int RunBenchEngine(const CliContext& cli) {
     options.weights_dtypes.push_back(*dtype);
   }
   if (options.weights_dtypes.empty()) options.weights_dtypes.push_back({});
+  options.executors = absl::GetFlag(FLAGS_executor);
   auto parse_list = [&](const std::vector<std::string>& texts, const char* flag,
                         std::vector<int64_t>& out) -> absl::Status {
     out.clear();

@@ -1,12 +1,15 @@
 // The host as an ExecutorDevice: arrays are host vectors, matrices are the
 // loaded tensors themselves (memory-mapped or converted at load, never
 // copied again), and every operation is the kernels/ entry point.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/executor/executor_device.h"
 #include "kernels/causal_conv1d.h"
 #include "kernels/linear.h"
@@ -24,16 +27,27 @@ absl::Span<float> Host(DeviceFloats x) {
   return absl::MakeSpan(x.data, static_cast<size_t>(x.size));
 }
 
+// calloc'd: a large block comes as untouched zero pages, so a state pool's
+// unused slots cost address space, not resident memory.
 class HostArray final : public DeviceArray {
  public:
-  explicit HostArray(int64_t floats) : values_(static_cast<size_t>(floats)) {}
-  DeviceFloats floats() const override {
-    return {const_cast<float*>(values_.data()),
-            static_cast<int64_t>(values_.size())};
+  static absl::StatusOr<std::unique_ptr<DeviceArray>> Create(int64_t floats) {
+    void* p = std::calloc(static_cast<size_t>(std::max<int64_t>(floats, 1)),
+                          sizeof(float));
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", floats * 4, " bytes"));
+    }
+    return std::unique_ptr<DeviceArray>(
+        new HostArray(static_cast<float*>(p), floats));
   }
+  ~HostArray() override { std::free(values_); }
+  DeviceFloats floats() const override { return {values_, size_}; }
 
  private:
-  std::vector<float> values_;
+  HostArray(float* values, int64_t size) : values_(values), size_(size) {}
+  float* values_;
+  int64_t size_;
 };
 
 class HostMatrix final : public DeviceMatrix {
@@ -70,7 +84,7 @@ class CpuExecutorDevice final : public ExecutorDevice {
   absl::StatusOr<std::unique_ptr<DeviceArray>> Allocate(
       int64_t floats) override {
     if (floats < 0) return absl::InvalidArgumentError("Allocate: floats < 0");
-    return std::make_unique<HostArray>(floats);
+    return HostArray::Create(floats);
   }
   absl::Status Zero(DeviceFloats x) override {
     std::fill_n(x.data, x.size, 0.0f);
