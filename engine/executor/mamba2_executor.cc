@@ -264,6 +264,11 @@ absl::StatusOr<int64_t> Mamba2Executor::TokenCount(SlotId slot) const {
   return slot_info_[slot.index].tokens;
 }
 
+DeviceTraffic Mamba2Executor::traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_->traffic();
+}
+
 bool Mamba2Executor::IsDamaged(SlotId slot) const {
   std::lock_guard<std::mutex> lock(mu_);
   return pool_.Check(slot).ok() && slot_info_[slot.index].damaged;

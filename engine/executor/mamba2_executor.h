@@ -93,6 +93,9 @@ class Mamba2Executor {
       absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots);
 
   ExecutorDevice& device() { return *device_; }
+  // The device's traffic, read under the executor's lock (for metrics
+  // threads).
+  DeviceTraffic traffic() const;
   int32_t capacity() const { return pool_.capacity(); }
   int32_t sequences() const { return pool_.in_use(); }
   // Device bytes of one slot's states, and of the weights.

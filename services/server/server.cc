@@ -227,6 +227,46 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           "Bytes of weights uploaded to the device (once per weight)",
           stat(&engine::KernelDeviceCounts::weight_bytes_to_device));
     }
+    // The resident executors' traffic (--executor=resident): what crossed
+    // between host and device besides the one upload of the weights.
+    std::vector<const engine::ResidentMamba2Model*> resident;
+    for (const std::string& name : server->models_.names()) {
+      absl::StatusOr<const engine::Model*> model = server->models_.Find(name);
+      if (!model.ok()) continue;
+      if (const auto* r =
+              dynamic_cast<const engine::ResidentMamba2Model*>(*model)) {
+        resident.push_back(r);
+      }
+    }
+    if (!resident.empty()) {
+      auto sum = [resident](auto read) {
+        return [resident, read] {
+          double total = 0.0;
+          for (const engine::ResidentMamba2Model* r : resident) {
+            total += static_cast<double>(read(r->executor()));
+          }
+          return total;
+        };
+      };
+      server->metrics_->AddGauge(
+          "twice_resident_bytes_to_device",
+          "Bytes resident executors copied host to device (token ids, slot "
+          "maps, sampling rules, states resumed from the host)",
+          sum([](const engine::Mamba2Executor& e) {
+            return e.traffic().bytes_to_device;
+          }));
+      server->metrics_->AddGauge(
+          "twice_resident_bytes_to_host",
+          "Bytes resident executors copied device to host (sampled ids, "
+          "prefill logits, states saved to the store)",
+          sum([](const engine::Mamba2Executor& e) {
+            return e.traffic().bytes_to_host;
+          }));
+      server->metrics_->AddGauge(
+          "twice_resident_sequences",
+          "Sequence states held in resident executors' device slots",
+          sum([](const engine::Mamba2Executor& e) { return e.sequences(); }));
+    }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,
                      " port=", server->metrics_->port()));

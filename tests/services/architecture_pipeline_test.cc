@@ -17,15 +17,18 @@
 //     when the model has a prefix encoder; a model without one answers
 //     prefix asks with a precise UNIMPLEMENTED.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/services/lighthouse_document.h"
 #include "tests/services/workflow_client.h"
 #include "tests/testing/grpc_status_matchers.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/server_process.h"
 
 namespace twice {
@@ -80,6 +83,7 @@ class ArchitecturePipelineTest : public ::testing::TestWithParam<Architecture> {
         "--data-dir=" + dir_.path() + "/store"};
     if (GetParam().server_flag != nullptr) {
       flags.push_back(GetParam().server_flag);
+      flags.push_back("--metrics_listen=127.0.0.1:0");
     }
     ASSERT_TRUE(server_->Start(flags, dir_.path() + "/server.log"))
         << server_->stderr_text();
@@ -162,6 +166,21 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
   const WorkflowAnswer second = Ask(doc.document_id(), v1::ASK_MODE_DEFAULT);
   ASSERT_OK(second.status);
   EXPECT_EQ(second.tokens, first.tokens);
+  if (GetParam().server_flag != nullptr) {
+    // The resident executor brought states and ids back, and every
+    // request's slot is free again once its answer is done.
+    const int port = testing::MetricsPort(server_->stderr_text());
+    ASSERT_GT(port, 0) << server_->stderr_text();
+    std::string page = testing::HttpGet(port, "/metrics");
+    EXPECT_GT(testing::Sample(page, "twice_resident_bytes_to_host"), 0) << page;
+    for (int i = 0;
+         i < 50 && testing::Sample(page, "twice_resident_sequences") != 0;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      page = testing::HttpGet(port, "/metrics");
+    }
+    EXPECT_EQ(testing::Sample(page, "twice_resident_sequences"), 0) << page;
+  }
 
   // Read-twice: the first read comes from the store, the second is read
   // after it in the answering call.
