@@ -1,32 +1,127 @@
 #include "engine/executor/resident_model.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/models/state_checks.h"
+#include "engine/state/state_io.h"
 #include "kernels/status_macros.h"
 
 namespace twice::engine {
-namespace {
 
-// A state's device copy: its slot in the executor. Holding the core keeps
-// the executor (and the model its weights come from) alive.
-class SlotResidency final : public StateResidency {
+// A state's device copy: its slot in the executor, or, once spilled to
+// make room, a host copy until its next read. Holding the core keeps the
+// executor (and the model its weights come from) alive. Every field is
+// guarded by core->mu.
+class ResidentMamba2Model::Residency final : public StateResidency {
  public:
-  SlotResidency(std::shared_ptr<ResidentMamba2Model::Core> core, SlotId slot)
-      : core_(std::move(core)), slot_(slot) {}
-  ~SlotResidency() override { (void)core_->executor->Release(slot_); }
+  explicit Residency(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  ~Residency() override {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    if (listed_) core_->lru.erase(place_);
+    if (slot_.has_value()) (void)core_->executor->Release(*slot_);
+  }
 
   absl::Status CopyToHost(SequenceState& state) override {
-    return core_->executor->SaveInto(slot_, state);
+    std::lock_guard<std::mutex> lock(core_->mu);
+    if (slot_.has_value()) return core_->executor->SaveInto(*slot_, state);
+    return CopySpillTo(state);
   }
-  const ResidentMamba2Model::Core* core() const { return core_.get(); }
-  SlotId slot() const { return slot_; }
+
+  // ---- under core->mu
+  const Core* core() const { return core_.get(); }
+  const std::optional<SlotId>& slot() const { return slot_; }
+  void set_slot(SlotId slot) {
+    slot_ = slot;
+    spill_.reset();
+  }
+  int pins() const { return pins_; }
+  void Pin() { ++pins_; }
+  void Unpin() { --pins_; }
+  // Most recently used: first in the core's list.
+  void Touch() {
+    if (listed_) core_->lru.erase(place_);
+    core_->lru.push_front(this);
+    place_ = core_->lru.begin();
+    listed_ = true;
+  }
+  // The spilled host copy to upload again (null while resident).
+  const SequenceState* spill() const { return spill_.get(); }
+  // Saves the device copy into a host copy and frees the slot.
+  absl::Status Spill() {
+    std::unique_ptr<SequenceState> copy = core_->model->NewState();
+    TWICE_RETURN_IF_ERROR(core_->executor->SaveInto(*slot_, *copy));
+    TWICE_RETURN_IF_ERROR(core_->executor->Release(*slot_));
+    spill_ = std::move(copy);
+    slot_.reset();
+    return absl::OkStatus();
+  }
 
  private:
-  std::shared_ptr<ResidentMamba2Model::Core> core_;
-  SlotId slot_;
+  // The spilled copy's layers into `state`'s (both of this model).
+  absl::Status CopySpillTo(SequenceState& state) const {
+    for (int l = 0; l < state.num_layers(); ++l) {
+      std::string bytes;
+      StateWriter writer(&bytes);
+      spill_->layer(l).Serialize(writer);
+      StateReader reader(bytes);
+      TWICE_RETURN_IF_ERROR(state.layer(l).Deserialize(reader));
+    }
+    state.set_token_count(spill_->token_count());
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<Core> core_;
+  std::optional<SlotId> slot_;
+  std::unique_ptr<SequenceState> spill_;
+  int pins_ = 0;
+  bool listed_ = false;
+  std::list<Residency*>::iterator place_;
 };
+
+class ResidentMamba2Model::Pins {
+ public:
+  explicit Pins(Core& core) : core_(core) {}
+  ~Pins() {
+    std::lock_guard<std::mutex> lock(core_.mu);
+    for (Residency* r : pinned_) r->Unpin();
+  }
+  // Under core.mu.
+  void Add(Residency* r) {
+    r->Pin();
+    pinned_.push_back(r);
+  }
+
+ private:
+  Core& core_;
+  // The states of the call own these and outlive it.
+  std::vector<Residency*> pinned_;
+};
+
+namespace {
+
+// A slot holding `source`, spilling the least recently used unpinned
+// resident state while the pool is full (core.mu held).
+absl::StatusOr<SlotId> AcquireSlot(
+    ResidentMamba2Model::Core& core, const SequenceState& source,
+    const std::function<ResidentMamba2Model::Residency*()>& victim) {
+  while (true) {
+    absl::StatusOr<SlotId> slot = core.executor->Resume(source);
+    if (slot.status().code() != absl::StatusCode::kResourceExhausted) {
+      return slot;
+    }
+    ResidentMamba2Model::Residency* idle = victim();
+    if (idle == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("all ", core.executor->capacity(),
+                       " resident state slots are held by running reads; raise "
+                       "--resident_slots or lower the decode batch"));
+    }
+    TWICE_RETURN_IF_ERROR(idle->Spill());
+  }
+}
 
 }  // namespace
 
@@ -58,8 +153,16 @@ ResidentMamba2Model::Create(std::unique_ptr<Model> model,
 }
 
 absl::StatusOr<std::vector<SlotId>> ResidentMamba2Model::Bind(
-    absl::Span<SequenceState* const> states) const {
+    absl::Span<SequenceState* const> states, Pins& pins) const {
   const std::string& fingerprint = description().fingerprint;
+  if (static_cast<int64_t>(states.size()) > core_->executor->capacity()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a read of ", states.size(),
+                     " sequences needs more than "
+                     "the ",
+                     core_->executor->capacity(),
+                     " resident state slots; raise --resident_slots"));
+  }
   for (SequenceState* state : states) {
     if (state->fingerprint() != fingerprint) {
       return absl::FailedPreconditionError(
@@ -69,22 +172,40 @@ absl::StatusOr<std::vector<SlotId>> ResidentMamba2Model::Bind(
       return absl::FailedPreconditionError(
           "the state was damaged by a failed read; read the document again");
     }
+    // Held by another executor: its newest copy comes home first (outside
+    // this core's lock, which that executor's sync does not take).
+    const auto* r = dynamic_cast<const Residency*>(state->residency());
+    if (state->residency() != nullptr &&
+        (r == nullptr || r->core() != core_.get())) {
+      TWICE_RETURN_IF_ERROR(state->SyncToHost());
+      state->DetachResidency();
+    }
   }
+  std::lock_guard<std::mutex> lock(core_->mu);
+  const auto victim = [this]() -> Residency* {
+    for (auto it = core_->lru.rbegin(); it != core_->lru.rend(); ++it) {
+      if ((*it)->pins() == 0 && (*it)->slot().has_value()) return *it;
+    }
+    return nullptr;
+  };
   std::vector<SlotId> slots;
   slots.reserve(states.size());
   for (SequenceState* state : states) {
-    const auto* resident =
-        dynamic_cast<const SlotResidency*>(state->residency());
-    if (resident != nullptr && resident->core() == core_.get()) {
-      slots.push_back(resident->slot());
-      continue;
+    auto* r = dynamic_cast<Residency*>(state->residency());
+    if (r == nullptr) {
+      TWICE_ASSIGN_OR_RETURN(SlotId slot, AcquireSlot(*core_, *state, victim));
+      auto fresh = std::make_shared<Residency>(core_);
+      r = fresh.get();
+      r->set_slot(slot);
+      state->AttachResidency(std::move(fresh));
+    } else if (!r->slot().has_value()) {
+      TWICE_ASSIGN_OR_RETURN(SlotId slot,
+                             AcquireSlot(*core_, *r->spill(), victim));
+      r->set_slot(slot);
     }
-    // Held elsewhere (another executor): its newest copy comes home first.
-    TWICE_RETURN_IF_ERROR(state->SyncToHost());
-    state->DetachResidency();
-    TWICE_ASSIGN_OR_RETURN(SlotId slot, core_->executor->Resume(*state));
-    state->AttachResidency(std::make_shared<SlotResidency>(core_, slot));
-    slots.push_back(slot);
+    r->Touch();
+    pins.Add(r);
+    slots.push_back(*r->slot());
   }
   return slots;
 }
@@ -115,7 +236,8 @@ absl::StatusOr<std::vector<float>> ResidentMamba2Model::Prefill(
   }
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
   SequenceState* const one[] = {&state};
-  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(one));
+  Pins pins(*core_);
+  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(one, pins));
   absl::StatusOr<std::vector<float>> logits =
       core_->executor->Prefill(slots[0], tokens);
   TWICE_RETURN_IF_ERROR(Finish(logits.status(), one, slots));
@@ -133,7 +255,8 @@ absl::StatusOr<std::vector<float>> ResidentMamba2Model::StepBatch(
     absl::Span<SequenceState* const> states) const {
   TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
-  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(states));
+  Pins pins(*core_);
+  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(states, pins));
   absl::StatusOr<std::vector<float>> logits =
       core_->executor->StepLogits(tokens, slots);
   TWICE_RETURN_IF_ERROR(Finish(logits.status(), states, slots));
@@ -153,7 +276,8 @@ absl::StatusOr<std::vector<int32_t>> ResidentMamba2Model::StepBatchSampled(
   for (const kernels::SamplingRule& rule : rules) {
     TWICE_RETURN_IF_ERROR(kernels::ValidateSamplingRule(rule));
   }
-  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(states));
+  Pins pins(*core_);
+  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(states, pins));
   absl::StatusOr<std::vector<int32_t>> ids =
       core_->executor->Step(tokens, slots, rules);
   TWICE_RETURN_IF_ERROR(Finish(ids.status(), states, slots));

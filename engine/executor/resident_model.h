@@ -10,16 +10,25 @@
 // the state frees its slot. A state that a model on the host (or another
 // executor) read is uploaded again at its next read here.
 //
+// The slots are a cache: when a read needs a slot and none is free, the
+// least recently used state that no running call holds is spilled (its
+// device copy saved into a host copy kept by its residency, its slot
+// freed) and comes back at its next read. Only a call that needs more
+// slots than exist, or a pool whose every slot is held by running calls,
+// fails (RESOURCE_EXHAUSTED, nothing changed).
+//
 // StepBatchSampled samples on the device, so a decode step brings back B
 // ids. Prefix PrefillModes are UNIMPLEMENTED, as for Mamba2Model. Errors:
-// those of Mamba2Model for bad input, with every state unchanged;
-// RESOURCE_EXHAUSTED when every slot holds a live state (size the slots for
-// the sequences served at once); a device failure marks the states of the
-// call damaged. Thread-safe: reads are serialised on the executor's device.
+// those of Mamba2Model for bad input, with every state unchanged; a device
+// failure marks the states of the call damaged. Thread-safe: reads are
+// serialised on the executor's device; slots are handed out under the
+// core's lock.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
 
+#include <list>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,22 +71,30 @@ class ResidentMamba2Model final : public Model {
 
   Mamba2Executor& executor() const { return *core_->executor; }
 
+  class Residency;
   // The model and its executor, shared with the states' residencies (which
-  // may outlive this object); the executor is destroyed first.
+  // may outlive this object); the executor is destroyed first. `mu` guards
+  // every residency's slot, spill, pins and place in `lru` (most recently
+  // used first); it is taken before the executor's own lock.
   struct Core {
     std::unique_ptr<Model> model;
     std::unique_ptr<Mamba2Executor> executor;
+    std::mutex mu;
+    std::list<Residency*> lru;
   };
 
  private:
   explicit ResidentMamba2Model(std::shared_ptr<Core> core)
       : core_(std::move(core)) {}
 
+  // The residencies of one call, pinned (never spilled) until it ends.
+  class Pins;
   // The states' slots, after checking every state (model, damage) and
-  // uploading those without a slot of this executor. Nothing is read yet,
-  // so a failure leaves every state as it was.
+  // uploading those without a slot of this executor (spilling idle states
+  // when the pool is full). Nothing is read yet, so a failure leaves every
+  // state as it was. `pins` holds the states' slots until the read ends.
   [[nodiscard]] absl::StatusOr<std::vector<SlotId>> Bind(
-      absl::Span<SequenceState* const> states) const;
+      absl::Span<SequenceState* const> states, Pins& pins) const;
   // After a device read of `states`: token counts from the executor, host
   // layers stale; on failure, the states are damaged.
   [[nodiscard]] absl::Status Finish(absl::Status read,

@@ -147,8 +147,11 @@ absl::Status ServerOptions::Validate() const {
         "--executor must be auto, offload or resident, got \"" + executor +
         "\"");
   }
-  if (resident_slots < 1 || resident_slots > 65536) {
-    return absl::InvalidArgumentError("--resident_slots must be in [1, 65536]");
+  // A decode step reads up to max_batch sequences at once, each in a slot.
+  if (resident_slots < decode_limits.max_batch || resident_slots > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resident_slots must be in [", decode_limits.max_batch,
+                     " (the decode batch), 65536], got ", resident_slots));
   }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(

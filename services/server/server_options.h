@@ -136,7 +136,9 @@ struct ServerOptions {
   // offload on the CPU. Other architectures always run as offload.
   // Default: "auto".
   std::string executor = "auto";
-  // States resident at once per model (--resident_slots). Default: 256.
+  // States resident at once per model (--resident_slots), at least the
+  // decode batch (64); when all are taken, idle states spill to the host
+  // until their next read. Default: 256.
   int resident_slots = 256;
   // The LoadOptions weights_dtype and the executor give.
   engine::LoadOptions ModelLoadOptions() const;

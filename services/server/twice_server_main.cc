@@ -116,7 +116,8 @@ ABSL_FLAG(std::string, executor, "auto",
           "or auto (resident with --device=cuda, offload on the cpu)");
 ABSL_FLAG(int, resident_slots, 256,
           "Sequence states resident at once per model with --executor "
-          "resident; a read beyond them fails RESOURCE_EXHAUSTED");
+          "resident (at least 64, the decode batch); beyond them, idle "
+          "states spill to host memory until their next read");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");

@@ -118,32 +118,58 @@ TEST_F(ResidentModelTest, CloneIsAHostCopyAndAHostReadTakesTheStateHome) {
   EXPECT_EQ(resident_->executor().sequences(), 1);
 }
 
-TEST_F(ResidentModelTest, SlotsAreFreedWithTheirStatesAndBoundedClearly) {
-  std::vector<std::unique_ptr<SequenceState>> states;
-  for (int i = 0; i < 4; ++i) {
-    states.push_back(resident_->NewState());
-    ASSERT_OK(resident_->Prefill(RandomTokens(5, kResidentVocab, 10 + i),
-                                 *states.back(), PrefillMode::kCausal));
+TEST_F(ResidentModelTest, AFullPoolSpillsIdleStatesAndBringsThemBack) {
+  // Six sequences through four slots: reading the fifth and sixth spills
+  // the least recently used to the host; each comes back at its next read
+  // and continues exactly like the host model's copy of it.
+  constexpr int kSequences = 6;
+  std::vector<std::unique_ptr<SequenceState>> device, host;
+  for (int i = 0; i < kSequences; ++i) {
+    const std::vector<int32_t> prompt =
+        RandomTokens(5 + 3 * i, kResidentVocab, 10 + i);
+    device.push_back(resident_->NewState());
+    host.push_back(host_->NewState());
+    ASSERT_OK(resident_->Prefill(prompt, *device.back(), PrefillMode::kCausal));
+    ASSERT_OK(host_->Prefill(prompt, *host.back(), PrefillMode::kCausal));
+    EXPECT_LE(resident_->executor().sequences(), 4);
   }
   EXPECT_EQ(resident_->executor().sequences(), 4);
-  auto fifth = resident_->NewState();
-  const absl::Status full = resident_
-                                ->Prefill(RandomTokens(5, kResidentVocab, 20),
-                                          *fifth, PrefillMode::kCausal)
-                                .status();
+  // A spilled state still encodes its newest copy.
+  auto decoded = host_->NewState();
+  ASSERT_OK(DecodeStateInto(EncodeState(*device[0]), *decoded));
+  EXPECT_EQ(decoded->token_count(), 5);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kSequences; ++i) {
+      const int32_t token = static_cast<int32_t>((31 * i + 7 * round) % 250);
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           resident_->Step(token, *device[i]));
+      ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                           host_->Step(token, *host[i]));
+      EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0)
+          << "sequence " << i << ", round " << round;
+      EXPECT_EQ(device[i]->token_count(), host[i]->token_count());
+    }
+  }
+  // One read needing more slots than exist is refused, nothing changed.
+  std::vector<SequenceState*> all;
+  for (auto& state : device) all.push_back(state.get());
+  const std::string before = EncodeState(*device[2]);
+  const absl::Status full =
+      resident_->StepBatch(std::vector<int32_t>(kSequences, 1), all).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
-  EXPECT_EQ(fifth->token_count(), 0);
-  EXPECT_FALSE(fifth->damaged());
-  states.pop_back();  // frees a slot
-  EXPECT_EQ(resident_->executor().sequences(), 3);
-  ASSERT_OK(resident_->Prefill(RandomTokens(5, kResidentVocab, 20), *fifth,
-                               PrefillMode::kCausal));
-  EXPECT_EQ(fifth->token_count(), 5);
-  // A state outliving its model keeps the executor alive until it goes.
+  EXPECT_EQ(EncodeState(*device[2]), before);
+  // Four at once fit (the others spill).
+  ASSERT_OK(resident_->StepBatch(std::vector<int32_t>(4, 1),
+                                 absl::MakeConstSpan(all).subspan(2, 4)));
+  // Slots are freed with their states; a state may outlive its model.
+  device.pop_back();
+  EXPECT_LE(resident_->executor().sequences(), 3);
+  std::unique_ptr<SequenceState> last = std::move(device.back());
+  device.clear();
+  EXPECT_EQ(resident_->executor().sequences(), 1);
   resident_.reset();
-  EXPECT_OK(fifth->SyncToHost());
-  fifth.reset();
-  states.clear();
+  EXPECT_OK(last->SyncToHost());
+  EXPECT_EQ(last->token_count(), host[4]->token_count() + 1);
 }
 
 TEST_F(ResidentModelTest, RefusedReadsChangeNothing) {

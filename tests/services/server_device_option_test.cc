@@ -4,6 +4,7 @@
 // else is INVALID_ARGUMENT. Every --weights_dtype works with either device
 // and loads the same way (the CUDA backend keeps projections as bf16 made on
 // the GPU), so a state's fingerprint does not depend on the device.
+// --executor picks the resident executor (auto: with --device=cuda).
 #include "engine/runtime/kernel_device.h"
 #include "gtest/gtest.h"
 #include "services/server/server.h"
@@ -84,6 +85,31 @@ TEST(ServerDeviceOptionTest, UnknownDeviceIsInvalid) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine::UseKernelDevice("gpu").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServerDeviceOptionTest, ExecutorIsResidentWithCudaByDefault) {
+  // auto: the resident executor with --device=cuda, the model's own forward
+  // on the cpu; either can be asked for on either device.
+  EXPECT_FALSE(WithDevice("cpu").ModelLoadOptions().resident);
+  const engine::LoadOptions cuda = WithDevice("cuda").ModelLoadOptions();
+  EXPECT_TRUE(cuda.resident);
+  EXPECT_EQ(cuda.resident_device, "cuda");
+  EXPECT_EQ(cuda.resident_slots, 256);
+  ServerOptions cpu_resident = WithDevice("cpu");
+  cpu_resident.executor = "resident";
+  EXPECT_OK(cpu_resident.Validate());
+  EXPECT_TRUE(cpu_resident.ModelLoadOptions().resident);
+  EXPECT_EQ(cpu_resident.ModelLoadOptions().resident_device, "cpu");
+  ServerOptions cuda_offload = WithDevice("cuda");
+  cuda_offload.executor = "offload";
+  EXPECT_FALSE(cuda_offload.ModelLoadOptions().resident);
+
+  ServerOptions bad = WithDevice("cpu");
+  bad.executor = "gpu";
+  EXPECT_EQ(bad.Validate().code(), absl::StatusCode::kInvalidArgument);
+  bad = WithDevice("cpu");
+  bad.resident_slots = 8;  // under one decode batch
+  EXPECT_EQ(bad.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
