@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<Mamba2Executor>> Mamba2Executor::Create(
 absl::Status Mamba2Executor::Load() {
   ExecutorDevice& dev = *device_;
   if (params_.layers.empty()) {
-    return absl::InvalidArgumentError("Mamba2Executor: the model has no layers");
+    return absl::InvalidArgumentError(
+        "Mamba2Executor: the model has no layers");
   }
   TWICE_ASSIGN_OR_RETURN(embedding_, dev.UploadMatrix(params_.embedding));
   // A tied head is the embedding's buffer: one device copy serves both.
