@@ -14,8 +14,9 @@
 //   prefill B=16, T=2048  16 sequences read at once from 16 threads
 //   decode B              one StepBatch of B sequences (states after 64
 //                         tokens), median step latency and tokens/s
-// and, for Mamba-2, the same phases through the resident executor
-// (engine/executor/mamba2_executor.h: weights, workspace and states stay on
+// and, for models it runs (Mamba-2, Based), the same phases through the
+// resident executor
+// (engine/executor/resident_executor.h: weights, workspace and states stay on
 // the GPU; a decode step samples on the device and returns B ids):
 //   executor prefill T    Prefill of one sequence (passes of 2048 tokens)
 //   executor decode B     Step of B sequences (states after 64 tokens),
@@ -48,10 +49,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "engine/executor/mamba2_executor.h"
+#include "engine/executor/resident_executor.h"
 #include "engine/models/init_model.h"
-#include "engine/models/mamba2_model.h"
 #include "engine/models/model.h"
+#include "engine/models/stacked_model.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_kernel_backend.h"
 #include "kernels/cuda/device_info.h"
@@ -118,7 +119,7 @@ class Bench {
   void Print(std::FILE* f) const;
 
  private:
-  absl::Status ExecutorRows(const engine::Mamba2Model& model,
+  absl::Status ExecutorRows(const engine::StackedModel& model,
                             const std::string& name);
   // Times `body` (after one warm-up) and fills ms and the per-unit bytes.
   absl::Status Measure(Row& row, double units,
@@ -155,18 +156,18 @@ absl::Status Bench::MeasureCopyBandwidth() {
   return absl::OkStatus();
 }
 
-absl::Status Bench::ExecutorRows(const engine::Mamba2Model& model,
+absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
                                  const std::string& name) {
   int64_t max_batch = 1;
   for (int64_t b : o_.decode_batches) max_batch = std::max(max_batch, b);
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::ExecutorDevice> device,
                          engine::NewCudaExecutorDevice(0));
-  engine::Mamba2ExecutorOptions options;
+  engine::ResidentExecutorOptions options;
   options.slots = static_cast<int32_t>(max_batch);
   options.prefill_chunk = 2048;
   TWICE_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::Mamba2Executor> executor,
-      engine::Mamba2Executor::Create(model, std::move(device), options));
+      std::unique_ptr<engine::ResidentExecutor> executor,
+      engine::ResidentExecutor::Create(model, std::move(device), options));
   const int32_t vocab = model.description().vocab_size;
   const std::string label = name + " (executor)";
   // Times `body` after one warm-up; bytes from the executor's device.
@@ -333,8 +334,9 @@ absl::Status Bench::RunModel(const std::string& arch,
     std::fprintf(stderr, "%s decode B=%lld: %.2f ms\n", name.c_str(),
                  static_cast<long long>(b), row.ms);
   }
-  if (const auto* mamba2 = dynamic_cast<const engine::Mamba2Model*>(&model)) {
-    TWICE_RETURN_IF_ERROR(ExecutorRows(*mamba2, name));
+  const auto* stacked = dynamic_cast<const engine::StackedModel*>(&model);
+  if (stacked != nullptr && engine::SupportsResident(*stacked).ok()) {
+    TWICE_RETURN_IF_ERROR(ExecutorRows(*stacked, name));
   }
   return absl::OkStatus();
 }

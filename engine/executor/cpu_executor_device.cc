@@ -11,14 +11,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/executor/executor_device.h"
+#include "kernels/activations.h"
 #include "kernels/causal_conv1d.h"
 #include "kernels/linear.h"
 #include "kernels/rms_norm.h"
+#include "kernels/rope.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/ssm_gating.h"
+#include "kernels/status_macros.h"
+#include "kernels/taylor_linear_attention.h"
 #include "kernels/tensor_convert.h"
+#include "kernels/window_attention.h"
 
 namespace twice::engine {
 namespace {
@@ -64,12 +69,16 @@ class HostMatrix final : public DeviceMatrix {
 
 class HostSlotMap final : public DeviceSlotMap {
  public:
-  explicit HostSlotMap(absl::Span<const int32_t> slots)
-      : slots_(slots.begin(), slots.end()) {}
+  HostSlotMap(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions)
+      : slots_(slots.begin(), slots.end()),
+        positions_(positions.begin(), positions.end()) {}
   absl::Span<const int32_t> slots() const override { return slots_; }
+  absl::Span<const int64_t> positions() const override { return positions_; }
 
  private:
   std::vector<int32_t> slots_;
+  std::vector<int64_t> positions_;
 };
 
 const kernels::Tensor& TensorOf(const DeviceMatrix& m) {
@@ -109,8 +118,21 @@ class CpuExecutorDevice final : public ExecutorDevice {
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(
-      absl::Span<const int32_t> slots) override {
-    return std::make_unique<HostSlotMap>(slots);
+      absl::Span<const int32_t> slots,
+      absl::Span<const int64_t> positions) override {
+    TWICE_RETURN_IF_ERROR(CheckSlotMap(slots, positions));
+    return std::make_unique<HostSlotMap>(slots, positions);
+  }
+  absl::Status CopyRows(DeviceFloats src, int64_t src_stride, DeviceFloats dst,
+                        int64_t dst_stride, int64_t rows,
+                        int64_t cols) override {
+    TWICE_RETURN_IF_ERROR(
+        CheckCopyRows(src, src_stride, dst, dst_stride, rows, cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memmove(dst.data + r * dst_stride, src.data + r * src_stride,
+                   static_cast<size_t>(cols) * sizeof(float));
+    }
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
       const kernels::Tensor& weight) override {
@@ -142,15 +164,18 @@ class CpuExecutorDevice final : public ExecutorDevice {
     return kernels::RmsNorm(Host(x), rows, dim, Host(weight), eps, Host(y));
   }
   absl::Status Linear(DeviceFloats x, int64_t rows, const DeviceMatrix& weight,
-                      DeviceFloats y) override {
-    return kernels::Linear(Host(x), rows, weight.cols(), TensorOf(weight),
-                           weight.rows(), {}, Host(y));
-  }
-  absl::Status AddInPlace(DeviceFloats x, DeviceFloats y) override {
-    if (x.size != y.size) {
-      return absl::InvalidArgumentError("AddInPlace: size mismatch");
+                      DeviceFloats y, const LinearEpilogue& epilogue) override {
+    const absl::Span<const float> bias = Host(epilogue.bias);
+    if (!epilogue.accumulate) {
+      return kernels::Linear(Host(x), rows, weight.cols(), TensorOf(weight),
+                             weight.rows(), bias, Host(y));
     }
-    for (int64_t i = 0; i < x.size; ++i) x.data[i] += y.data[i];
+    // The product then the add, as a host model adds its residual.
+    product_.resize(static_cast<size_t>(std::max<int64_t>(y.size, 0)));
+    TWICE_RETURN_IF_ERROR(kernels::Linear(Host(x), rows, weight.cols(),
+                                          TensorOf(weight), weight.rows(), bias,
+                                          absl::MakeSpan(product_)));
+    for (int64_t i = 0; i < y.size; ++i) y.data[i] += product_[i];
     return absl::OkStatus();
   }
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
@@ -205,6 +230,55 @@ class CpuExecutorDevice final : public ExecutorDevice {
                                  bc_stride, Host(dt), Host(a), Host(d),
                                  Host(states), slots.slots(), Host(y));
   }
+  absl::Status RopeRotateHalf(DeviceFloats x, int64_t rows, int64_t row_stride,
+                              int64_t heads, int64_t head_dim,
+                              int64_t start_pos, float base) override {
+    return kernels::RopeRotateHalf(Host(x), rows, row_stride, heads, head_dim,
+                                   start_pos, base);
+  }
+  absl::Status SiluMul(DeviceFloats gate, int64_t gate_stride,
+                       DeviceFloats mult, int64_t mult_stride, int64_t rows,
+                       int64_t cols, DeviceFloats out) override {
+    return kernels::SiluMul(Host(gate), gate_stride, Host(mult), mult_stride,
+                            rows, cols, Host(out));
+  }
+  absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
+                      DeviceFloats out) override {
+    return kernels::SwiGlu(Host(u), rows, hidden, Host(out));
+  }
+  absl::Status LinearAttention(DeviceFloats q, DeviceFloats k, DeviceFloats v,
+                               int64_t tokens,
+                               const kernels::TaylorAttentionDims& dims,
+                               float eps, DeviceFloats kv, DeviceFloats k_sum,
+                               DeviceFloats y) override {
+    return kernels::TaylorLinearAttention(Host(q), Host(k), Host(v), tokens, {},
+                                          {}, /*encoder_tokens=*/0, dims, eps,
+                                          Host(kv), Host(k_sum), Host(y));
+  }
+  absl::Status WindowAttention(DeviceFloats q, int64_t q_stride, DeviceFloats k,
+                               DeviceFloats v,
+                               const kernels::WindowAttentionDims& dims,
+                               float scale, DeviceFloats out) override {
+    return kernels::WindowAttention(Host(q), q_stride, Host(k), Host(v), dims,
+                                    scale, Host(out));
+  }
+  absl::Status LinearAttentionStepSlots(
+      DeviceFloats q, DeviceFloats k, DeviceFloats v,
+      const kernels::TaylorAttentionDims& dims, float eps,
+      DeviceFloats kv_states, DeviceFloats k_states, const DeviceSlotMap& slots,
+      DeviceFloats y) override {
+    return kernels::LinearAttentionStepSlots(
+        Host(q), Host(k), Host(v), dims, eps, Host(kv_states), Host(k_states),
+        slots.slots(), Host(y));
+  }
+  absl::Status WindowAttentionStepSlots(
+      DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+      float rotary_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+      const DeviceSlotMap& slots, DeviceFloats y) override {
+    return kernels::WindowAttentionStepSlots(
+        Host(qkv), qkv_stride, dims, rotary_base, scale, slots.positions(),
+        Host(ring_k), Host(ring_v), slots.slots(), Host(y));
+  }
   absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
                           int64_t vocab,
                           absl::Span<const kernels::SamplingRule> rules,
@@ -217,6 +291,7 @@ class CpuExecutorDevice final : public ExecutorDevice {
 
  private:
   DeviceTraffic traffic_;
+  std::vector<float> product_;  // an accumulating Linear's product
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #if TWICE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -69,19 +70,33 @@ class CudaMatrix final : public DeviceMatrix {
   int64_t cols_;
 };
 
+// Slots and positions in one device block: [rows] int64 positions, then
+// [rows] int32 slots.
 class CudaSlotMap final : public DeviceSlotMap {
  public:
-  CudaSlotMap(absl::Span<const int32_t> slots, cuda::DeviceBuffer device)
-      : slots_(slots.begin(), slots.end()), device_(std::move(device)) {}
+  CudaSlotMap(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions, cuda::DeviceBuffer device)
+      : slots_(slots.begin(), slots.end()),
+        positions_(positions.begin(), positions.end()),
+        device_(std::move(device)) {}
   absl::Span<const int32_t> slots() const override { return slots_; }
+  absl::Span<const int64_t> positions() const override { return positions_; }
   cuda::DeviceSlotRows rows() const {
     return {slots_,
-            {static_cast<const int32_t*>(device_.data()),
+            {reinterpret_cast<const int32_t*>(device_positions() +
+                                              positions_.size()),
              static_cast<int64_t>(slots_.size())}};
+  }
+  cuda::DeviceSpan<const int64_t> device_positions_span() const {
+    return {device_positions(), static_cast<int64_t>(positions_.size())};
   }
 
  private:
+  const int64_t* device_positions() const {
+    return static_cast<const int64_t*>(device_.data());
+  }
   std::vector<int32_t> slots_;
+  std::vector<int64_t> positions_;
   cuda::DeviceBuffer device_;
 };
 
@@ -150,17 +165,39 @@ class CudaExecutorDevice final : public ExecutorDevice {
                             stream_->get());
   }
   absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(
-      absl::Span<const int32_t> slots) override {
-    const int64_t bytes = static_cast<int64_t>(slots.size() * sizeof(int32_t));
+      absl::Span<const int32_t> slots,
+      absl::Span<const int64_t> positions) override {
+    TWICE_RETURN_IF_ERROR(CheckSlotMap(slots, positions));
+    // One copy for both: positions first keeps the int64 values aligned.
+    const size_t rows = slots.size();
+    std::vector<char> packed(rows * (sizeof(int64_t) + sizeof(int32_t)));
+    if (rows > 0) {
+      std::memcpy(packed.data(), positions.data(), rows * sizeof(int64_t));
+      std::memcpy(packed.data() + rows * sizeof(int64_t), slots.data(),
+                  rows * sizeof(int32_t));
+    }
+    const int64_t bytes = static_cast<int64_t>(packed.size());
     TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
                            allocator_.Allocate(bytes));
     if (bytes > 0) {
-      TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(slots.data(), device.data(),
+      TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(packed.data(), device.data(),
                                                bytes, stream_->get()));
     }
     traffic_.bytes_to_device += bytes;
     return std::unique_ptr<DeviceSlotMap>(
-        std::make_unique<CudaSlotMap>(slots, std::move(device)));
+        std::make_unique<CudaSlotMap>(slots, positions, std::move(device)));
+  }
+  absl::Status CopyRows(DeviceFloats src, int64_t src_stride, DeviceFloats dst,
+                        int64_t dst_stride, int64_t rows,
+                        int64_t cols) override {
+    TWICE_RETURN_IF_ERROR(
+        CheckCopyRows(src, src_stride, dst, dst_stride, rows, cols));
+    if (rows == 0 || cols == 0) return absl::OkStatus();
+    TWICE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        dst.data, FloatBytes(dst_stride), src.data, FloatBytes(src_stride),
+        FloatBytes(cols), static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+        stream_->get()));
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
       const kernels::Tensor& weight) override {
@@ -208,7 +245,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
                          eps, Span(y));
   }
   absl::Status Linear(DeviceFloats x, int64_t rows, const DeviceMatrix& weight,
-                      DeviceFloats y) override {
+                      DeviceFloats y, const LinearEpilogue& epilogue) override {
     const int64_t k = weight.cols();
     if (x.size != rows * k || y.size != rows * weight.rows()) {
       return absl::InvalidArgumentError(
@@ -217,13 +254,9 @@ class CudaExecutorDevice final : public ExecutorDevice {
     }
     TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> x16, Scratch(rows * k));
     TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(x), x16));
-    return gemm_->Linear(x16, MatrixOf(weight).values(),
-                         cuda::DeviceSpan<const float>{},
-                         cuda::GemmShape{rows, weight.rows(), k},
-                         /*accumulate=*/false, Span(y));
-  }
-  absl::Status AddInPlace(DeviceFloats x, DeviceFloats y) override {
-    return cuda::AddInPlace(*stream_, Span(x), ConstSpan(y));
+    return gemm_->Linear(
+        x16, MatrixOf(weight).values(), ConstSpan(epilogue.bias),
+        cuda::GemmShape{rows, weight.rows(), k}, epilogue.accumulate, Span(y));
   }
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
                             int64_t x_stride, DeviceFloats weight,
@@ -280,6 +313,97 @@ class CudaExecutorDevice final : public ExecutorDevice {
                               ConstSpan(dt), ConstSpan(a), ConstSpan(d),
                               Span(states), SlotRowsOf(slots), Span(y));
   }
+  absl::Status RopeRotateHalf(DeviceFloats x, int64_t rows, int64_t row_stride,
+                              int64_t heads, int64_t head_dim,
+                              int64_t start_pos, float base) override {
+    return cuda::RopeRotateHalf(*stream_, Span(x), rows, row_stride, heads,
+                                head_dim, start_pos, base);
+  }
+  absl::Status SiluMul(DeviceFloats gate, int64_t gate_stride,
+                       DeviceFloats mult, int64_t mult_stride, int64_t rows,
+                       int64_t cols, DeviceFloats out) override {
+    return cuda::SiluMul(*stream_, ConstSpan(gate), gate_stride,
+                         ConstSpan(mult), mult_stride, rows, cols, Span(out));
+  }
+  absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
+                      DeviceFloats out) override {
+    return cuda::SwiGlu(*stream_, ConstSpan(u), rows, hidden, Span(out));
+  }
+  // The published shape (F = 16, hd = 64) runs the fused chunk-parallel
+  // bf16 kernel on bf16 copies of q, k, v; other shapes the feature maps
+  // into scratch, then the recurrent featurized form.
+  absl::Status LinearAttention(DeviceFloats q, DeviceFloats k, DeviceFloats v,
+                               int64_t tokens,
+                               const kernels::TaylorAttentionDims& dims,
+                               float eps, DeviceFloats kv, DeviceFloats k_sum,
+                               DeviceFloats y) override {
+    const int64_t f = dims.feature_dim;
+    const int64_t fs = 1 + f + f * f;
+    const int64_t rows = tokens * dims.heads;
+    if (tokens < 1 || f < 1 || q.size != rows * f || k.size != rows * f ||
+        v.size != rows * dims.head_dim || y.size != v.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LinearAttention: q and k need ", rows * f,
+                       " floats, v and y ", rows * dims.head_dim, "; got ",
+                       q.size, ", ", k.size, ", ", v.size, " and ", y.size));
+    }
+    if (f == 16 && dims.head_dim == 64) {
+      TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> block,
+                             Scratch(2 * q.size + 2 * v.size));
+      const cuda::DeviceSpan<cuda::Bf16> q16{block.data, q.size};
+      const cuda::DeviceSpan<cuda::Bf16> k16{block.data + q.size, k.size};
+      const cuda::DeviceSpan<cuda::Bf16> v16{block.data + 2 * q.size, v.size};
+      const cuda::DeviceSpan<cuda::Bf16> y16{block.data + 2 * q.size + v.size,
+                                             y.size};
+      TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(q), q16));
+      TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(k), k16));
+      TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(v), v16));
+      TWICE_RETURN_IF_ERROR(cuda::LinearAttentionPrefillBf16(
+          *stream_, q16, k16, v16, tokens,
+          cuda::FusedLinearAttentionDims{1, dims.heads, dims.head_dim, f}, eps,
+          Span(kv), Span(k_sum), y16));
+      return cuda::ConvertToF32(*stream_, y16, Span(y));
+    }
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<float> phi,
+                           F32Scratch(2 * rows * fs));
+    const cuda::DeviceSpan<float> phi_q{phi.data, rows * fs};
+    const cuda::DeviceSpan<float> phi_k{phi.data + rows * fs, rows * fs};
+    TWICE_RETURN_IF_ERROR(
+        cuda::TaylorFeatureMap(*stream_, ConstSpan(q), rows, f, phi_q));
+    TWICE_RETURN_IF_ERROR(
+        cuda::TaylorFeatureMap(*stream_, ConstSpan(k), rows, f, phi_k));
+    return cuda::FeaturizedLinearAttention(
+        *stream_, phi_q, phi_k, ConstSpan(v), tokens, {}, {},
+        /*encoder_tokens=*/0,
+        kernels::LinearAttentionDims{dims.heads, dims.head_dim, fs}, eps,
+        Span(kv), Span(k_sum), Span(y));
+  }
+  absl::Status WindowAttention(DeviceFloats q, int64_t q_stride, DeviceFloats k,
+                               DeviceFloats v,
+                               const kernels::WindowAttentionDims& dims,
+                               float scale, DeviceFloats out) override {
+    return cuda::WindowAttention(*stream_, ConstSpan(q), q_stride, ConstSpan(k),
+                                 ConstSpan(v), dims, scale, Span(out));
+  }
+  absl::Status LinearAttentionStepSlots(
+      DeviceFloats q, DeviceFloats k, DeviceFloats v,
+      const kernels::TaylorAttentionDims& dims, float eps,
+      DeviceFloats kv_states, DeviceFloats k_states, const DeviceSlotMap& slots,
+      DeviceFloats y) override {
+    return cuda::LinearAttentionStepSlots(
+        *stream_, ConstSpan(q), ConstSpan(k), ConstSpan(v), dims, eps,
+        Span(kv_states), Span(k_states), SlotRowsOf(slots), Span(y));
+  }
+  absl::Status WindowAttentionStepSlots(
+      DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+      float rotary_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+      const DeviceSlotMap& slots, DeviceFloats y) override {
+    const auto& map = static_cast<const CudaSlotMap&>(slots);
+    return cuda::WindowAttentionStepSlots(
+        *stream_, ConstSpan(qkv), qkv_stride, dims, rotary_base, scale,
+        map.device_positions_span(), map.positions(), Span(ring_k),
+        Span(ring_v), map.rows(), Span(y));
+  }
   absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
                           int64_t vocab,
                           absl::Span<const kernels::SamplingRule> rules,
@@ -316,6 +440,16 @@ class CudaExecutorDevice final : public ExecutorDevice {
         static_cast<cuda::Bf16*>(scratch_.data()), count};
   }
 
+  // The same for f32 (the linear attention's feature maps).
+  absl::StatusOr<cuda::DeviceSpan<float>> F32Scratch(int64_t count) {
+    if (f32_scratch_.bytes() < FloatBytes(count)) {
+      TWICE_ASSIGN_OR_RETURN(f32_scratch_,
+                             allocator_.AllocateArray<float>(count));
+    }
+    return cuda::DeviceSpan<float>{static_cast<float*>(f32_scratch_.data()),
+                                   count};
+  }
+
   const std::string name_;
   // Declaration order is destruction order reversed: the runner and the
   // blocks go before the stream and the allocator they use.
@@ -323,6 +457,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   std::unique_ptr<cuda::Stream> stream_;
   std::unique_ptr<cuda::GemmRunner> gemm_;
   cuda::DeviceBuffer scratch_;
+  cuda::DeviceBuffer f32_scratch_;
   DeviceTraffic traffic_;
 };
 

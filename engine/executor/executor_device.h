@@ -1,5 +1,5 @@
 // ExecutorDevice: the memory and the operations a resident model executor
-// runs on one device. The executor (mamba2_executor.h) keeps its weights,
+// runs on one device. The executor (resident_executor.h) keeps its weights,
 // its activation workspace and its sequences' states in the device's memory
 // and drives a whole forward pass through these calls; the only data that
 // crosses to the host is what the caller asks for (token ids, a state the
@@ -26,8 +26,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/sampling.h"
+#include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/taylor_linear_attention.h"
 #include "kernels/tensor.h"
+#include "kernels/window_attention.h"
 
 namespace twice::engine {
 
@@ -58,12 +61,21 @@ class DeviceMatrix {
   virtual int64_t bytes() const = 0;
 };
 
-// The row -> slot map of one batched step, resident on the device for the
-// step's slot-indexed operations (uploaded once per step).
+// The row -> slot map of one batched step and each row's position (the
+// tokens its sequence has read before this one), resident on the device
+// for the step's slot-indexed operations (uploaded once per step).
 class DeviceSlotMap {
  public:
   virtual ~DeviceSlotMap() = default;
-  virtual absl::Span<const int32_t> slots() const = 0;  // host copy
+  virtual absl::Span<const int32_t> slots() const = 0;      // host copy
+  virtual absl::Span<const int64_t> positions() const = 0;  // host copy
+};
+
+// What a Linear does besides the product: a bias per output column, and
+// accumulation into y (a residual add fused into the GEMM's epilogue).
+struct LinearEpilogue {
+  DeviceFloats bias;        // [W.rows], or empty: no bias
+  bool accumulate = false;  // y += x · W^T (+ bias) instead of y =
 };
 
 // Bytes the device moved to and from the host since it was created.
@@ -91,9 +103,18 @@ class ExecutorDevice {
   // Waits for the queued work that writes `device`.
   [[nodiscard]] virtual absl::Status CopyToHost(DeviceFloats device,
                                                 absl::Span<float> host) = 0;
-  // `slots` (distinct slot indices, one per row) on the device.
+  // `slots` (distinct slot indices, one per row) and `positions` (one per
+  // row, >= 0) on the device.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceSlotMap>>
-  UploadSlotMap(absl::Span<const int32_t> slots) = 0;
+  UploadSlotMap(absl::Span<const int32_t> slots,
+                absl::Span<const int64_t> positions) = 0;
+  // Copies `rows` rows of `cols` floats between two strided views (row
+  // strides >= cols) on the device: the gathers and scatters of a ring.
+  [[nodiscard]] virtual absl::Status CopyRows(DeviceFloats src,
+                                              int64_t src_stride,
+                                              DeviceFloats dst,
+                                              int64_t dst_stride, int64_t rows,
+                                              int64_t cols) = 0;
   // A matrix [rows, cols] (rank 2, or rank 3 flattened to rows x rest) of
   // any weight dtype. UNIMPLEMENTED for a dtype the device does not read.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrix>>
@@ -110,13 +131,17 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status RmsNorm(DeviceFloats x, int64_t rows,
                                              int64_t dim, DeviceFloats weight,
                                              float eps, DeviceFloats y) = 0;
-  // y [rows, W.rows] = x [rows, W.cols] · W^T (kernels/linear.h).
+  // y [rows, W.rows] = x [rows, W.cols] · W^T (kernels/linear.h), with the
+  // epilogue's bias and accumulation.
   [[nodiscard]] virtual absl::Status Linear(DeviceFloats x, int64_t rows,
                                             const DeviceMatrix& weight,
-                                            DeviceFloats y) = 0;
-  // x += y, element-wise.
-  [[nodiscard]] virtual absl::Status AddInPlace(DeviceFloats x,
-                                                DeviceFloats y) = 0;
+                                            DeviceFloats y,
+                                            const LinearEpilogue& epilogue) = 0;
+  [[nodiscard]] absl::Status Linear(DeviceFloats x, int64_t rows,
+                                    const DeviceMatrix& weight,
+                                    DeviceFloats y) {
+    return Linear(x, rows, weight, y, LinearEpilogue{});
+  }
   // kernels/causal_conv1d.h.
   [[nodiscard]] virtual absl::Status CausalConv1d(
       DeviceFloats x, int64_t tokens, int64_t channels, int64_t x_stride,
@@ -151,6 +176,40 @@ class ExecutorDevice {
       DeviceFloats b, DeviceFloats c, int64_t bc_stride, DeviceFloats dt,
       DeviceFloats a, DeviceFloats d, DeviceFloats states,
       const DeviceSlotMap& slots, DeviceFloats y) = 0;
+  // kernels/rope.h RopeRotateHalf (in place).
+  [[nodiscard]] virtual absl::Status RopeRotateHalf(
+      DeviceFloats x, int64_t rows, int64_t row_stride, int64_t heads,
+      int64_t head_dim, int64_t start_pos, float base) = 0;
+  // kernels/activations.h.
+  [[nodiscard]] virtual absl::Status SiluMul(
+      DeviceFloats gate, int64_t gate_stride, DeviceFloats mult,
+      int64_t mult_stride, int64_t rows, int64_t cols, DeviceFloats out) = 0;
+  [[nodiscard]] virtual absl::Status SwiGlu(DeviceFloats u, int64_t rows,
+                                            int64_t hidden,
+                                            DeviceFloats out) = 0;
+  // kernels/taylor_linear_attention.h with no encoder tokens: `tokens` raw
+  // q, k [T, H, F] and v [T, H, hd] of one sequence into its state
+  // kv [H, hd, D], k_sum [H, D]; y [T, H, hd].
+  [[nodiscard]] virtual absl::Status LinearAttention(
+      DeviceFloats q, DeviceFloats k, DeviceFloats v, int64_t tokens,
+      const kernels::TaylorAttentionDims& dims, float eps, DeviceFloats kv,
+      DeviceFloats k_sum, DeviceFloats y) = 0;
+  // kernels/window_attention.h.
+  [[nodiscard]] virtual absl::Status WindowAttention(
+      DeviceFloats q, int64_t q_stride, DeviceFloats k, DeviceFloats v,
+      const kernels::WindowAttentionDims& dims, float scale,
+      DeviceFloats out) = 0;
+  // kernels/slot_steps.h: the Based decode steps, each row on its slot's
+  // state (the map's positions are the window step's).
+  [[nodiscard]] virtual absl::Status LinearAttentionStepSlots(
+      DeviceFloats q, DeviceFloats k, DeviceFloats v,
+      const kernels::TaylorAttentionDims& dims, float eps,
+      DeviceFloats kv_states, DeviceFloats k_states, const DeviceSlotMap& slots,
+      DeviceFloats y) = 0;
+  [[nodiscard]] virtual absl::Status WindowAttentionStepSlots(
+      DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+      float rotary_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+      const DeviceSlotMap& slots, DeviceFloats y) = 0;
   // kernels/sampling.h; the `rows` ids land in `ids` on the host (the only
   // bytes a decode step brings back).
   [[nodiscard]] virtual absl::Status SampleRows(
@@ -158,6 +217,15 @@ class ExecutorDevice {
       absl::Span<const kernels::SamplingRule> rules,
       absl::Span<int32_t> ids) = 0;
 };
+
+// The checks every device runs on UploadSlotMap's and CopyRows's arguments
+// (INVALID_ARGUMENT: one position per slot, positions >= 0; strides >=
+// cols and both views holding `rows` strided rows).
+[[nodiscard]] absl::Status CheckSlotMap(absl::Span<const int32_t> slots,
+                                        absl::Span<const int64_t> positions);
+[[nodiscard]] absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
+                                         DeviceFloats dst, int64_t dst_stride,
+                                         int64_t rows, int64_t cols);
 
 // The host as an executor device.
 std::unique_ptr<ExecutorDevice> NewCpuExecutorDevice();

@@ -15,7 +15,7 @@ namespace twice::engine {
 // make room, a host copy until its next read. Holding the core keeps the
 // executor (and the model its weights come from) alive. Every field is
 // guarded by core->mu.
-class ResidentMamba2Model::Residency final : public StateResidency {
+class ResidentModel::Residency final : public StateResidency {
  public:
   explicit Residency(std::shared_ptr<Core> core) : core_(std::move(core)) {}
   ~Residency() override {
@@ -81,7 +81,7 @@ class ResidentMamba2Model::Residency final : public StateResidency {
   std::list<Residency*>::iterator place_;
 };
 
-class ResidentMamba2Model::Pins {
+class ResidentModel::Pins {
  public:
   explicit Pins(Core& core) : core_(core) {}
   ~Pins() {
@@ -105,14 +105,14 @@ namespace {
 // A slot holding `source`, spilling the least recently used unpinned
 // resident state while the pool is full (core.mu held).
 absl::StatusOr<SlotId> AcquireSlot(
-    ResidentMamba2Model::Core& core, const SequenceState& source,
-    const std::function<ResidentMamba2Model::Residency*()>& victim) {
+    ResidentModel::Core& core, const SequenceState& source,
+    const std::function<ResidentModel::Residency*()>& victim) {
   while (true) {
     absl::StatusOr<SlotId> slot = core.executor->Resume(source);
     if (slot.status().code() != absl::StatusCode::kResourceExhausted) {
       return slot;
     }
-    ResidentMamba2Model::Residency* idle = victim();
+    ResidentModel::Residency* idle = victim();
     if (idle == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("all ", core.executor->capacity(),
@@ -126,33 +126,38 @@ absl::StatusOr<SlotId> AcquireSlot(
 }  // namespace
 
 bool SupportsResidentExecutor(const Model& model) {
-  return dynamic_cast<const Mamba2Model*>(&model) != nullptr;
+  const auto* stacked = dynamic_cast<const StackedModel*>(&model);
+  return stacked != nullptr && SupportsResident(*stacked).ok();
 }
 
 bool IsResidentModel(const Model& model) {
-  return dynamic_cast<const ResidentMamba2Model*>(&model) != nullptr;
+  return dynamic_cast<const ResidentModel*>(&model) != nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<ResidentMamba2Model>>
-ResidentMamba2Model::Create(std::unique_ptr<Model> model,
-                            std::unique_ptr<ExecutorDevice> device,
-                            const Mamba2ExecutorOptions& options) {
-  const auto* mamba2 = dynamic_cast<const Mamba2Model*>(model.get());
-  if (mamba2 == nullptr) {
+absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
+    std::unique_ptr<Model> model, std::unique_ptr<ExecutorDevice> device,
+    const ResidentExecutorOptions& options) {
+  const auto* stacked = dynamic_cast<const StackedModel*>(model.get());
+  if (stacked == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the resident executor runs Mamba-2 models; this model is \"",
+        "the resident executor runs Mamba-2 and Based models; this model is "
+        "\"",
         model == nullptr ? "none" : model->description().architecture, "\""));
+  }
+  if (absl::Status s = SupportsResident(*stacked); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("the \"", stacked->description().architecture,
+                               "\" model cannot run resident: ", s.message()));
   }
   auto core = std::make_shared<Core>();
   TWICE_ASSIGN_OR_RETURN(
       core->executor,
-      Mamba2Executor::Create(*mamba2, std::move(device), options));
+      ResidentExecutor::Create(*stacked, std::move(device), options));
   core->model = std::move(model);
-  return std::unique_ptr<ResidentMamba2Model>(
-      new ResidentMamba2Model(std::move(core)));
+  return std::unique_ptr<ResidentModel>(new ResidentModel(std::move(core)));
 }
 
-absl::StatusOr<std::vector<SlotId>> ResidentMamba2Model::Bind(
+absl::StatusOr<std::vector<SlotId>> ResidentModel::Bind(
     absl::Span<SequenceState* const> states, Pins& pins) const {
   const std::string& fingerprint = description().fingerprint;
   if (static_cast<int64_t>(states.size()) > core_->executor->capacity()) {
@@ -210,9 +215,9 @@ absl::StatusOr<std::vector<SlotId>> ResidentMamba2Model::Bind(
   return slots;
 }
 
-absl::Status ResidentMamba2Model::Finish(
-    absl::Status read, absl::Span<SequenceState* const> states,
-    absl::Span<const SlotId> slots) const {
+absl::Status ResidentModel::Finish(absl::Status read,
+                                   absl::Span<SequenceState* const> states,
+                                   absl::Span<const SlotId> slots) const {
   for (size_t b = 0; b < states.size(); ++b) {
     if (!read.ok()) {
       // Refused calls change nothing; a device failure mid-read does.
@@ -227,11 +232,11 @@ absl::Status ResidentMamba2Model::Finish(
   return read;
 }
 
-absl::StatusOr<std::vector<float>> ResidentMamba2Model::Prefill(
+absl::StatusOr<std::vector<float>> ResidentModel::Prefill(
     absl::Span<const int32_t> tokens, SequenceState& state,
     PrefillMode mode) const {
   if (mode != PrefillMode::kCausal) {
-    // Mamba-2 has no prefix encoder: the model's own answer.
+    // No prefix encoder here (SupportsResident): the model's own answer.
     return core_->model->Prefill(tokens, state, mode);
   }
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
@@ -244,13 +249,13 @@ absl::StatusOr<std::vector<float>> ResidentMamba2Model::Prefill(
   return logits;
 }
 
-absl::StatusOr<std::vector<float>> ResidentMamba2Model::Step(
+absl::StatusOr<std::vector<float>> ResidentModel::Step(
     int32_t token, SequenceState& state) const {
   SequenceState* const one[] = {&state};
   return StepBatch(absl::MakeConstSpan(&token, 1), one);
 }
 
-absl::StatusOr<std::vector<float>> ResidentMamba2Model::StepBatch(
+absl::StatusOr<std::vector<float>> ResidentModel::StepBatch(
     absl::Span<const int32_t> tokens,
     absl::Span<SequenceState* const> states) const {
   TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));
@@ -263,7 +268,7 @@ absl::StatusOr<std::vector<float>> ResidentMamba2Model::StepBatch(
   return logits;
 }
 
-absl::StatusOr<std::vector<int32_t>> ResidentMamba2Model::StepBatchSampled(
+absl::StatusOr<std::vector<int32_t>> ResidentModel::StepBatchSampled(
     absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states,
     absl::Span<const kernels::SamplingRule> rules) const {
   TWICE_RETURN_IF_ERROR(CheckStepBatchShape(tokens, states));

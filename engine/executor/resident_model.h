@@ -1,6 +1,7 @@
-// ResidentMamba2Model: a Mamba-2 model served by a resident executor
-// (mamba2_executor.h) behind the ordinary Model interface, so the decode
-// loop, the workflows and the store use it unchanged.
+// ResidentModel: a model served by a resident executor
+// (resident_executor.h: Mamba-2 and Based today) behind the ordinary Model
+// interface, so the decode loop, the workflows and the store use it
+// unchanged.
 //
 // A SequenceState read by this model gets a device slot (its residency,
 // engine/state/sequence_state.h) on its first read: the host layers are
@@ -18,8 +19,9 @@
 // fails (RESOURCE_EXHAUSTED, nothing changed).
 //
 // StepBatchSampled samples on the device, so a decode step brings back B
-// ids. Prefix PrefillModes are UNIMPLEMENTED, as for Mamba2Model. Errors:
-// those of Mamba2Model for bad input, with every state unchanged; a device
+// ids. Prefix PrefillModes are the wrapped model's answer (neither has a
+// prefix encoder). Errors: those of the wrapped model for bad input, with
+// every state unchanged; a device
 // failure marks the states of the call damaged. Thread-safe: reads are
 // serialised on the executor's device; slots are handed out under the
 // core's lock.
@@ -33,19 +35,18 @@
 
 #include "absl/status/statusor.h"
 #include "engine/executor/executor_device.h"
-#include "engine/executor/mamba2_executor.h"
-#include "engine/models/mamba2_model.h"
+#include "engine/executor/resident_executor.h"
 #include "engine/models/model.h"
 
 namespace twice::engine {
 
-class ResidentMamba2Model final : public Model {
+class ResidentModel final : public Model {
  public:
-  // `model` must be a Mamba2Model (INVALID_ARGUMENT otherwise; see
-  // SupportsResidentExecutor).
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ResidentMamba2Model>>
-  Create(std::unique_ptr<Model> model, std::unique_ptr<ExecutorDevice> device,
-         const Mamba2ExecutorOptions& options = {});
+  // `model` must be a StackedModel the executor can run (INVALID_ARGUMENT
+  // or UNIMPLEMENTED otherwise; see SupportsResidentExecutor).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ResidentModel>> Create(
+      std::unique_ptr<Model> model, std::unique_ptr<ExecutorDevice> device,
+      const ResidentExecutorOptions& options = {});
 
   const ModelDescription& description() const override {
     return core_->model->description();
@@ -69,7 +70,7 @@ class ResidentMamba2Model final : public Model {
       absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states,
       absl::Span<const kernels::SamplingRule> rules) const override;
 
-  Mamba2Executor& executor() const { return *core_->executor; }
+  ResidentExecutor& executor() const { return *core_->executor; }
 
   class Residency;
   // The model and its executor, shared with the states' residencies (which
@@ -78,14 +79,13 @@ class ResidentMamba2Model final : public Model {
   // used first); it is taken before the executor's own lock.
   struct Core {
     std::unique_ptr<Model> model;
-    std::unique_ptr<Mamba2Executor> executor;
+    std::unique_ptr<ResidentExecutor> executor;
     std::mutex mu;
     std::list<Residency*> lru;
   };
 
  private:
-  explicit ResidentMamba2Model(std::shared_ptr<Core> core)
-      : core_(std::move(core)) {}
+  explicit ResidentModel(std::shared_ptr<Core> core) : core_(std::move(core)) {}
 
   // The residencies of one call, pinned (never spilled) until it ends.
   class Pins;
@@ -104,7 +104,8 @@ class ResidentMamba2Model final : public Model {
   std::shared_ptr<Core> core_;
 };
 
-// Whether `model` can run on a resident executor (Mamba-2 today).
+// Whether `model` can run on a resident executor (Mamba-2 and Based, not
+// JRT-RNN, today).
 bool SupportsResidentExecutor(const Model& model);
 // Whether `model` is one (LoadOptions::resident wrapped it).
 bool IsResidentModel(const Model& model);

@@ -46,6 +46,24 @@ class BaseConv final : public Mixer {
                                        absl::Span<const int64_t> positions,
                                        absl::Span<float> out) const override;
 
+  // The loaded parameters, for an executor that keeps its own copy on a
+  // device (engine/executor/resident_executor.h). Views valid while the
+  // mixer lives.
+  struct Parameters {
+    const Tensor& in_proj;   // [2C, d], any weight dtype
+    const Tensor& in_bias;   // [2C]
+    const Tensor& out_proj;  // [d, C], any weight dtype
+    const Tensor& out_bias;  // [d]
+    const Tensor& conv;      // [C, 1, K] f32
+    int64_t dim;             // d
+    int64_t inner;           // C
+    int64_t kernel_size;     // K
+  };
+  Parameters parameters() const {
+    return {in_proj_, in_bias_, out_proj_, out_bias_,
+            conv_,    dim_,     inner_,    kernel_size_};
+  }
+
  private:
   BaseConv() = default;
 

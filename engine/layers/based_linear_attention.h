@@ -96,6 +96,10 @@ class BasedLinearAttention final : public Mixer {
                                        absl::Span<const int64_t> positions,
                                        absl::Span<float> out) const override;
 
+  // The loaded parameters (weights, sizes), for an executor that keeps its
+  // own copy on a device (engine/executor/resident_executor.h).
+  const LinearAttentionCore& core() const { return core_; }
+
  private:
   BasedLinearAttention() = default;
 

@@ -35,6 +35,8 @@ class LinearAttentionState final : public LayerState {
   int64_t feature_size() const { return feature_size_; }
   absl::Span<float> kv() { return absl::MakeSpan(kv_); }
   absl::Span<float> k_sum() { return absl::MakeSpan(k_sum_); }
+  absl::Span<const float> kv() const { return kv_; }
+  absl::Span<const float> k_sum() const { return k_sum_; }
 
  private:
   int64_t heads_;

@@ -79,7 +79,7 @@ class Mamba2Mixer final : public Mixer {
   const Mamba2StateShape& state_shape() const { return shape_; }
 
   // The loaded parameters, for an executor that keeps its own copy on a
-  // device (engine/executor/mamba2_executor.h). Views valid while the
+  // device (engine/executor/resident_executor.h). Views valid while the
   // mixer lives.
   struct Parameters {
     const Tensor& in_proj;      // [2E + 2GN + H, D], any weight dtype

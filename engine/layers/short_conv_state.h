@@ -31,6 +31,7 @@ class ShortConvState final : public LayerState {
   int64_t channels() const { return channels_; }
   // [K-1, C].
   absl::Span<float> tail() { return absl::MakeSpan(tail_); }
+  absl::Span<const float> tail() const { return tail_; }
 
  private:
   int64_t kernel_size_;

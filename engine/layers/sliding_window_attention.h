@@ -53,6 +53,13 @@ class SlidingWindowAttention final : public Mixer {
                                        absl::Span<const int64_t> positions,
                                        absl::Span<float> out) const override;
 
+  // The loaded parameters, for an executor that keeps its own copy on a
+  // device (engine/executor/resident_executor.h).
+  const SlidingWindowOptions& options() const { return options_; }
+  int64_t head_dim() const { return head_dim_; }
+  const Tensor& wqkv() const { return wqkv_; }  // [3d, d]
+  const Tensor& wo() const { return wo_; }      // [d, d]
+
  private:
   SlidingWindowAttention() = default;
 

@@ -30,6 +30,12 @@ class SwiGluMlp final : public FeedForward {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
 
+  // The loaded parameters, for an executor that keeps its own copy on a
+  // device (engine/executor/resident_executor.h).
+  const Tensor& fc1() const { return fc1_; }  // [2·hidden, d]
+  const Tensor& fc2() const { return fc2_; }  // [d, hidden]
+  int64_t hidden() const { return hidden_; }
+
  private:
   Tensor fc1_;
   Tensor fc2_;

@@ -42,6 +42,11 @@ class WindowKvState final : public LayerState {
   float* value(int64_t slot) {
     return values_.data() + slot * heads_ * head_dim_;
   }
+  // The whole rings, [L, H, hd] each.
+  absl::Span<float> keys() { return absl::MakeSpan(keys_); }
+  absl::Span<float> values() { return absl::MakeSpan(values_); }
+  absl::Span<const float> keys() const { return keys_; }
+  absl::Span<const float> values() const { return values_; }
 
  private:
   int64_t capacity_;

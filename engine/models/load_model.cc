@@ -79,11 +79,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
         absl::StrCat("resident executor device must be cpu or cuda, got \"",
                      options.resident_device, "\""));
   }
-  Mamba2ExecutorOptions executor;
+  ResidentExecutorOptions executor;
   executor.slots = options.resident_slots;
-  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<ResidentMamba2Model> resident,
-                         ResidentMamba2Model::Create(
-                             std::move(model), std::move(device), executor));
+  TWICE_ASSIGN_OR_RETURN(
+      std::unique_ptr<ResidentModel> resident,
+      ResidentModel::Create(std::move(model), std::move(device), executor));
   return std::unique_ptr<Model>(std::move(resident));
 }
 

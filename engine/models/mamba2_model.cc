@@ -82,15 +82,4 @@ absl::StatusOr<std::unique_ptr<Mamba2Model>> Mamba2Model::Create(
   return m;
 }
 
-Mamba2Model::Parameters Mamba2Model::parameters() const {
-  Parameters p{embedding(), lm_head(), final_norm(), {}};
-  p.layers.reserve(blocks().size());
-  for (const Block& b : blocks()) {
-    // Create builds every block's mixer as a Mamba2Mixer.
-    p.layers.push_back(
-        {b.norm1, static_cast<const Mamba2Mixer&>(*b.mixer).parameters()});
-  }
-  return p;
-}
-
 }  // namespace twice::engine

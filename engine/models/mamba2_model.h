@@ -55,21 +55,6 @@ class Mamba2Model final : public StackedModel {
   // layers · ((K-1)·(E + 2GN) + H·P·N) · 4, independent of its length.
   int64_t StatePayloadBytes() const { return state_payload_bytes_; }
 
-  // The loaded parameters, for an executor that keeps its own copy on a
-  // device (engine/executor/mamba2_executor.h); views valid while the model
-  // lives.
-  struct LayerParameters {
-    const RmsNormLayer& norm;
-    Mamba2Mixer::Parameters mixer;
-  };
-  struct Parameters {
-    const Tensor& embedding;  // [V_pad, D]
-    const Tensor& lm_head;    // [V_pad, D]; the embedding's buffer if tied
-    const RmsNormLayer& final_norm;
-    std::vector<LayerParameters> layers;
-  };
-  Parameters parameters() const;
-
  private:
   Mamba2Model() = default;
   Mamba2Config config_;

@@ -66,6 +66,19 @@ class StackedModel : public Model {
       absl::Span<const int32_t> tokens,
       absl::Span<SequenceState* const> states) const override;
 
+  // The loaded layers, for an executor that keeps its own copy on a device
+  // (engine/executor/resident_executor.h); valid while the model lives.
+  const std::vector<Block>& blocks() const { return blocks_; }
+  const Tensor& embedding() const { return embedding_; }
+  // The embedding's buffer when tied.
+  const Tensor& lm_head() const { return lm_head_; }
+  const RmsNormLayer& final_norm() const { return final_norm_; }
+  // Granite-4.0-H's multipliers; 1 elsewhere.
+  bool has_unit_scales() const {
+    return embedding_scale_ == 1.0f && residual_scale_ == 1.0f &&
+           logit_scale_ == 1.0f;
+  }
+
  protected:
   // What a subclass's Create fills in before calling Finish.
   struct Parts {
@@ -126,10 +139,6 @@ class StackedModel : public Model {
       Parts& parts);
   // Validates the vocabulary and takes ownership of the parts.
   [[nodiscard]] absl::Status Finish(Parts parts);
-  const std::vector<Block>& blocks() const { return blocks_; }
-  const Tensor& embedding() const { return embedding_; }
-  const Tensor& lm_head() const { return lm_head_; }
-  const RmsNormLayer& final_norm() const { return final_norm_; }
 
  private:
   [[nodiscard]] absl::StatusOr<std::vector<float>> PrefillPrefix(

@@ -333,68 +333,6 @@ __global__ void TaylorFeatureMapKernel(const float* x, int64_t rows, int f,
   }
 }
 
-// Recurrent step, f32: one block per (b, h); features in shared memory.
-// Update first, then read (the state includes the token).
-__global__ void LinearAttentionStepKernel(const float* q, const float* k,
-                                          const float* v, int heads, int hd,
-                                          int f, float eps, float* kv_state,
-                                          float* k_state, float* y) {
-  extern __shared__ float sm[];
-  const int d = 1 + f + f * f;
-  float* pq = sm;
-  float* pk = sm + d;
-  float* red = sm + 2 * d;  // [warps]
-  const int64_t bh = int64_t{blockIdx.y} * heads + blockIdx.x;
-  const float* qr = q + bh * f;
-  const float* kr = k + bh * f;
-  const float s1 = rsqrtf(sqrtf(static_cast<float>(f)));
-  const float s2 = 1.0f / (sqrtf(2.0f) * sqrtf(static_cast<float>(f)));
-  for (int m = threadIdx.x; m < d; m += blockDim.x) {
-    if (m == 0) {
-      pq[m] = 1.0f;
-      pk[m] = 1.0f;
-    } else if (m <= f) {
-      pq[m] = qr[m - 1] * s1;
-      pk[m] = kr[m - 1] * s1;
-    } else {
-      const int j = m - 1 - f;
-      pq[m] = qr[j / f] * qr[j % f] * s2;
-      pk[m] = kr[j / f] * kr[j % f] * s2;
-    }
-  }
-  __syncthreads();
-  float* z = k_state + bh * d;
-  float part = 0.0f;
-  for (int m = threadIdx.x; m < d; m += blockDim.x) {
-    const float zm = z[m] + pk[m];
-    z[m] = zm;
-    part += pq[m] * zm;
-  }
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int warps = blockDim.x >> 5;
-  part = WarpSum(part);
-  if (lane == 0) red[warp] = part;
-  __syncthreads();
-  float den = 0.0f;
-  for (int w = 0; w < warps; ++w) den += red[w];
-  float* s = kv_state + bh * hd * d;
-  const float* vr = v + bh * hd;
-  float* yr = y + bh * hd;
-  for (int e = warp; e < hd; e += warps) {
-    float* se = s + int64_t{e} * d;
-    const float ve = vr[e];
-    float num = 0.0f;
-    for (int m = lane; m < d; m += 32) {
-      const float sv = se[m] + ve * pk[m];
-      se[m] = sv;
-      num += pq[m] * sv;
-    }
-    num = WarpSum(num);
-    if (lane == 0) yr[e] = num / (den + eps);
-  }
-}
-
 }  // namespace
 
 cudaError_t LinearAttentionPrefill(const LinearAttentionArgs& args,
@@ -426,23 +364,10 @@ cudaError_t LinearAttentionStep(const float* q, const float* k, const float* v,
                                 int64_t batch, int heads, int head_dim,
                                 int feature_dim, float eps, float* kv_state,
                                 float* k_state, float* y, cudaStream_t stream) {
-  const int d = 1 + feature_dim + feature_dim * feature_dim;
-  const int threads = 256;
-  const size_t smem =
-      (2 * static_cast<size_t>(d) + threads / 32) * sizeof(float);
-  if (smem > 48 * 1024) {
-    if (const cudaError_t e =
-            cudaFuncSetAttribute(LinearAttentionStepKernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem));
-        e != cudaSuccess) {
-      return e;
-    }
-  }
-  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(batch));
-  LinearAttentionStepKernel<<<grid, threads, smem, stream>>>(
-      q, k, v, heads, head_dim, feature_dim, eps, kv_state, k_state, y);
-  return cudaGetLastError();
+  // The slot-indexed step (slot_steps_cuda.cu) with row b on state b.
+  return LinearAttentionStepSlots(q, k, v, batch, heads, head_dim, feature_dim,
+                                  eps, kv_state, k_state, /*slots=*/nullptr, y,
+                                  stream);
 }
 
 }  // namespace twice::kernels::cuda::launch

@@ -26,8 +26,8 @@
 //
 // Shapes the device kernels do not cover are declined (UNIMPLEMENTED) and
 // run on the CPU, counted per op in stats(): Linear with k or n not a
-// multiple of 8, softmax/RAT attention with head_dim not in {32, 64, 96,
-// 128}, SSD with N > 128, feature widths above 2048, conv kernels above 64.
+// multiple of 8, softmax/RAT attention with head_dim above 128, SSD with
+// N > 128, feature widths above 2048, conv kernels above 64.
 //
 // Concurrency: a call runs on a lane — a stream with its own GEMM runner
 // and allocator — taken from a pool of up to `max_lanes` for the duration

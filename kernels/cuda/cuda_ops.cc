@@ -57,7 +57,7 @@ absl::Status CheckFused(const char* op, const FusedLinearAttentionDims& d,
 }  // namespace
 
 bool AttentionHeadDimSupported(int64_t head_dim) {
-  return head_dim >= 32 && head_dim <= 128 && head_dim % 32 == 0;
+  return head_dim >= 1 && head_dim <= 128;
 }
 
 absl::Status LinearAttentionPrefillBf16(
@@ -230,7 +230,7 @@ absl::Status WindowAttention(const Stream& stream, DeviceSpan<const float> q,
       CheckArg(d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.window >= 0 &&
                    AttentionHeadDimSupported(d.head_dim) &&
                    q_stride >= d.heads * d.head_dim,
-               kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
+               kOp, "bad dimensions (head_dim must be in [1, 128])"));
   const int64_t row = d.heads * d.head_dim;
   TWICE_RETURN_IF_ERROR(
       CheckAtLeast(kOp, "q", q.size, StridedExtent(d.tokens, row, q_stride)));
@@ -264,7 +264,7 @@ absl::Status CausalGqaAttention(const Stream& stream, DeviceSpan<const float> q,
       d.tokens >= 0 && d.past >= 0 && d.heads >= 1 && d.kv_heads >= 1 &&
           d.heads % d.kv_heads == 0 && AttentionHeadDimSupported(d.head_dim) &&
           q_stride >= d.heads * d.head_dim,
-      kOp, "bad dimensions (head_dim must be 32, 64, 96 or 128)"));
+      kOp, "bad dimensions (head_dim must be in [1, 128])"));
   const int64_t row = d.heads * d.head_dim;
   const int64_t kv_row = d.kv_heads * d.head_dim;
   TWICE_RETURN_IF_ERROR(

@@ -25,6 +25,7 @@
 #include "kernels/linear_attention.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/sampling.h"
+#include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/window_attention.h"
 
@@ -100,17 +101,18 @@ struct FusedLinearAttentionDims {
     int64_t kernel_size, DeviceSpan<float> tail, DeviceSpan<float> out);
 
 // Whether the softmax attention kernels below (window, causal GQA, RAT
-// chunk) take this head_dim: one warp per row, each lane holding head_dim / 32
-// of its dimensions in registers sized for four.
+// chunk) take this head_dim: one warp per row, lane l holding dimensions
+// l, l + 32, ... below head_dim in registers sized for four, so any
+// head_dim in [1, 128].
 bool AttentionHeadDimSupported(int64_t head_dim);
 
-// kernels/window_attention.h (head_dim a multiple of 32, <= 128).
+// kernels/window_attention.h (head_dim <= 128).
 [[nodiscard]] absl::Status WindowAttention(
     const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
     DeviceSpan<const float> k, DeviceSpan<const float> v,
     const WindowAttentionDims& dims, float scale, DeviceSpan<float> out);
 
-// kernels/attention_decode.h (head_dim a multiple of 32, <= 128).
+// kernels/attention_decode.h (head_dim <= 128).
 [[nodiscard]] absl::Status CausalGqaAttention(
     const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
     DeviceSpan<const float> k, DeviceSpan<const float> v,
@@ -153,7 +155,9 @@ struct DeviceSlotRows {
 };
 
 // kernels/slot_steps.h, one launch for all rows (rows <= 65535; SSD:
-// N <= 128).
+// N <= 128; linear attention: any head_dim, D = 1 + F + F^2 <= 2048;
+// window: head_dim <= 128). The window step's positions come as the host
+// copy the checks read and the same int64 values on the device.
 [[nodiscard]] absl::Status CausalConv1dStepSlots(
     const Stream& stream, DeviceSpan<const float> x, int64_t channels,
     int64_t x_stride, DeviceSpan<const float> weight, int64_t kernel_size,
@@ -165,6 +169,17 @@ struct DeviceSlotRows {
     int64_t bc_stride, DeviceSpan<const float> dt, DeviceSpan<const float> a,
     DeviceSpan<const float> d, DeviceSpan<float> states,
     const DeviceSlotRows& slots, DeviceSpan<float> y);
+[[nodiscard]] absl::Status LinearAttentionStepSlots(
+    const Stream& stream, DeviceSpan<const float> q, DeviceSpan<const float> k,
+    DeviceSpan<const float> v, const LinearAttentionStepDims& dims, float eps,
+    DeviceSpan<float> kv_states, DeviceSpan<float> k_states,
+    const DeviceSlotRows& slots, DeviceSpan<float> y);
+[[nodiscard]] absl::Status WindowAttentionStepSlots(
+    const Stream& stream, DeviceSpan<const float> qkv, int64_t qkv_stride,
+    const WindowStepDims& dims, float rotary_base, float scale,
+    DeviceSpan<const int64_t> positions_device,
+    absl::Span<const int64_t> positions_host, DeviceSpan<float> ring_k,
+    DeviceSpan<float> ring_v, const DeviceSlotRows& slots, DeviceSpan<float> y);
 
 // Causal softmax attention, bf16, head_dim 64, q/k/v/out [B, T, H, 64]: the
 // flash-style baseline of the benchmarks (CPU twin: CausalGqaAttention with
@@ -207,8 +222,7 @@ struct DeviceSlotRows {
 [[nodiscard]] absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                                 DeviceSpan<float> out);
 
-// kernels/ssm_gating.h (the Mamba-2 steps around the SSD scan), and
-// x += y.
+// kernels/ssm_gating.h (the Mamba-2 steps around the SSD scan).
 [[nodiscard]] absl::Status BiasSiluRows(const Stream& stream,
                                         DeviceSpan<float> x, int64_t rows,
                                         DeviceSpan<const float> bias);
@@ -221,8 +235,6 @@ struct DeviceSlotRows {
     const Stream& stream, DeviceSpan<const float> z, int64_t z_stride,
     DeviceSpan<const float> y, int64_t rows, int64_t width, int64_t groups,
     DeviceSpan<const float> weight, double eps, DeviceSpan<float> out);
-[[nodiscard]] absl::Status AddInPlace(const Stream& stream, DeviceSpan<float> x,
-                                      DeviceSpan<const float> y);
 
 // out[i, :] = f32(table[ids[i], :]); ids on the host, checked against
 // `vocab` and uploaded through `allocator`. table [vocab, dim] bf16.

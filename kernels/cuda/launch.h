@@ -144,6 +144,35 @@ cudaError_t ConvStepSlots(const float* x, int64_t rows, int64_t channels,
                           cudaStream_t stream);
 cudaError_t SsdStepSlots(const SsdArgs& args, int64_t rows,
                          const int32_t* slots, cudaStream_t stream);
+// Based's step: q, k [rows, H, F] raw (feature map fused), v, y
+// [rows, H, hd]; kv_states [capacity, H, hd, D], k_states [capacity, H, D];
+// D = 1 + F + F^2 <= 4161 (F <= 64), rows <= 65535; slots null: row r
+// updates state r (LinearAttentionStep).
+cudaError_t LinearAttentionStepSlots(const float* q, const float* k,
+                                     const float* v, int64_t rows, int heads,
+                                     int head_dim, int feature_dim, float eps,
+                                     float* kv_states, float* k_states,
+                                     const int32_t* slots, float* y,
+                                     cudaStream_t stream);
+// Sliding-window attention step with its ring (kernels/slot_steps.h
+// WindowAttentionStepSlots); head_dim even and <= 128.
+struct WindowStepArgs {
+  const float* qkv = nullptr;  // [rows, 3·H·hd] q | k | v
+  int64_t qkv_stride = 0;
+  const int64_t* positions = nullptr;  // [rows], >= 0
+  const int32_t* slots = nullptr;      // [rows]
+  int64_t rows = 0;
+  int heads = 0;
+  int head_dim = 0;
+  int64_t window = 0;  // L, ring rows per slot
+  float rotary_base = 0.0f;
+  float scale = 1.0f;
+  float* ring_k = nullptr;  // [capacity, L, H, hd]
+  float* ring_v = nullptr;  // [capacity, L, H, hd]
+  float* y = nullptr;       // [rows, H·hd]
+};
+cudaError_t WindowAttentionStepSlots(const WindowStepArgs& args,
+                                     cudaStream_t stream);
 // The chunked form (ssd_chunked_cuda.cu) for shapes SsdChunkedSupported
 // accepts: passes of at most `chunks_per_pass` chunks, each with
 // `workspace` [chunks_per_pass, H, P, N] and `decay` [chunks_per_pass, H].
@@ -193,8 +222,6 @@ cudaError_t BiasSiluRows(float* x, int64_t rows, int64_t cols,
 cudaError_t SoftplusBiasRows(const float* raw, int64_t rows, int64_t stride,
                              int64_t cols, const float* bias, float* out,
                              cudaStream_t stream);
-cudaError_t AddInPlace(float* x, const float* y, int64_t count,
-                       cudaStream_t stream);
 cudaError_t GatedGroupRmsNorm(const float* z, int64_t z_stride, const float* y,
                               int64_t rows, int64_t width, int64_t groups,
                               const float* w, double eps, float* out,

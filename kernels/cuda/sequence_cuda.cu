@@ -7,8 +7,10 @@
 //
 //   CausalConv1d   thread per (t, c) output; then one thread per channel
 //                  shifts the tail in order (rows are read before written).
-//   Softmax rows   one warp per (query, head); lanes own hd / 32 dims; keys
-//                  in order with the online softmax (running max m, sum l):
+//   Softmax rows   one warp per (query, head); lane l owns dims l + 32 r
+//                  below hd (r < 4, so any hd <= 128; dims past hd are
+//                  never loaded or stored); keys in order with the online
+//                  softmax (running max m, sum l):
 //                  m' = max(m, s), l = l e^{m-m'} + e^{s-m'},
 //                  acc = acc e^{m-m'} + e^{s-m'} v.
 //   RAT            the same loop over the visible closed-chunk keys, then
@@ -88,32 +90,46 @@ __device__ void SoftmaxRow(const float* qrow, const float* k0, int64_t k_stride,
                            int64_t hi, const float* own_k, const float* own_v,
                            int hd, float scale, float* out_row) {
   const int lane = threadIdx.x & 31;
-  const int per = hd / 32;
+  // Lane l's dims l + 32 r below hd, the rest zero and never touched; for
+  // hd a multiple of 32 every lane owns hd / 32 live dims.
   float q[kMaxHdPerLane];
   float acc[kMaxHdPerLane];
-  for (int r = 0; r < per; ++r) {
-    q[r] = qrow[lane + 32 * r];
+#pragma unroll
+  for (int r = 0; r < kMaxHdPerLane; ++r) {
+    const int e = lane + 32 * r;
+    q[r] = e < hd ? qrow[e] : 0.0f;
     acc[r] = 0.0f;
   }
   float m = -FLT_MAX;
   float l = 0.0f;
   auto visit = [&](const float* kr, const float* vr) {
     float dot = 0.0f;
-    for (int r = 0; r < per; ++r) dot += q[r] * kr[lane + 32 * r];
+#pragma unroll
+    for (int r = 0; r < kMaxHdPerLane; ++r) {
+      const int e = lane + 32 * r;
+      if (e < hd) dot += q[r] * kr[e];
+    }
     const float s = WarpSum(dot) * scale;
     const float m_new = fmaxf(m, s);
     const float corr = __expf(m - m_new);
     const float p = __expf(s - m_new);
     l = l * corr + p;
-    for (int r = 0; r < per; ++r)
-      acc[r] = acc[r] * corr + p * vr[lane + 32 * r];
+#pragma unroll
+    for (int r = 0; r < kMaxHdPerLane; ++r) {
+      const int e = lane + 32 * r;
+      if (e < hd) acc[r] = acc[r] * corr + p * vr[e];
+    }
     m = m_new;
   };
   for (int64_t j = lo; j <= hi; ++j)
     visit(k0 + j * k_stride, v0 + j * v_stride);
   if (own_k != nullptr) visit(own_k, own_v);
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  for (int r = 0; r < per; ++r) out_row[lane + 32 * r] = acc[r] * inv;
+#pragma unroll
+  for (int r = 0; r < kMaxHdPerLane; ++r) {
+    const int e = lane + 32 * r;
+    if (e < hd) out_row[e] = acc[r] * inv;
+  }
 }
 
 // Warp-per-(token, head) kernels loop over their work by the grid's warp

@@ -8,6 +8,7 @@
 #include "kernels/cuda/ssd_args.h"
 #include "kernels/slot_steps.h"
 #include "kernels/status_macros.h"
+#include "kernels/taylor_feature_map.h"
 
 namespace twice::kernels::cuda {
 namespace {
@@ -68,6 +69,69 @@ absl::Status SsdStepSlots(const Stream& stream, const SsdShape& shape,
       launch::SsdStepSlots(args, static_cast<int64_t>(slots.host.size()),
                            slots.device.data, stream.get()),
       kOp);
+}
+
+absl::Status LinearAttentionStepSlots(
+    const Stream& stream, DeviceSpan<const float> q, DeviceSpan<const float> k,
+    DeviceSpan<const float> v, const LinearAttentionStepDims& dims, float eps,
+    DeviceSpan<float> kv_states, DeviceSpan<float> k_states,
+    const DeviceSlotRows& slots, DeviceSpan<float> y) {
+  constexpr char kOp[] = "LinearAttentionStepSlots";
+  TWICE_RETURN_IF_ERROR(CheckLinearAttentionStepSlots(
+      dims, q.size, k.size, v.size, kv_states.size, k_states.size, slots.host,
+      y.size));
+  TWICE_RETURN_IF_ERROR(CheckDeviceRows(kOp, slots));
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      dims.feature_dim <= 64 &&
+          TaylorFeatureDim(dims.feature_dim) <= launch::kMaxFeatureWidth &&
+          dims.heads <= 65535 && dims.head_dim <= 65535,
+      kOp, "need D = 1 + F + F^2 <= 2048 and heads, head_dim <= 65535"));
+  if (slots.host.empty()) return absl::OkStatus();
+  return CudaStatus(
+      launch::LinearAttentionStepSlots(
+          q.data, k.data, v.data, static_cast<int64_t>(slots.host.size()),
+          static_cast<int>(dims.heads), static_cast<int>(dims.head_dim),
+          static_cast<int>(dims.feature_dim), eps, kv_states.data,
+          k_states.data, slots.device.data, y.data, stream.get()),
+      kOp);
+}
+
+absl::Status WindowAttentionStepSlots(
+    const Stream& stream, DeviceSpan<const float> qkv, int64_t qkv_stride,
+    const WindowStepDims& dims, float rotary_base, float scale,
+    DeviceSpan<const int64_t> positions_device,
+    absl::Span<const int64_t> positions_host, DeviceSpan<float> ring_k,
+    DeviceSpan<float> ring_v, const DeviceSlotRows& slots,
+    DeviceSpan<float> y) {
+  constexpr char kOp[] = "WindowAttentionStepSlots";
+  TWICE_RETURN_IF_ERROR(CheckWindowAttentionStepSlots(
+      dims, qkv.size, qkv_stride, rotary_base, positions_host, ring_k.size,
+      ring_v.size, slots.host, y.size));
+  TWICE_RETURN_IF_ERROR(CheckDeviceRows(kOp, slots));
+  if (positions_device.size != static_cast<int64_t>(positions_host.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": the device positions have ", positions_device.size,
+                     " rows, the host copy ", positions_host.size()));
+  }
+  TWICE_RETURN_IF_ERROR(CheckArg(dims.head_dim <= 128 && dims.heads <= 65535,
+                                 kOp,
+                                 "need head_dim <= 128 and heads <= 65535"));
+  if (slots.host.empty()) return absl::OkStatus();
+  launch::WindowStepArgs args;
+  args.qkv = qkv.data;
+  args.qkv_stride = qkv_stride;
+  args.positions = positions_device.data;
+  args.slots = slots.device.data;
+  args.rows = static_cast<int64_t>(slots.host.size());
+  args.heads = static_cast<int>(dims.heads);
+  args.head_dim = static_cast<int>(dims.head_dim);
+  args.window = dims.window;
+  args.rotary_base = rotary_base;
+  args.scale = scale;
+  args.ring_k = ring_k.data;
+  args.ring_v = ring_v.data;
+  args.y = y.data;
+  return CudaStatus(launch::WindowAttentionStepSlots(args, stream.get()), kOp);
 }
 
 }  // namespace twice::kernels::cuda

@@ -1,8 +1,6 @@
-// The Mamba-2 gating steps on CUDA (CPU twins: kernels/ssm_gating.h) and the
-// residual add of the resident executor.
+// The Mamba-2 gating steps on CUDA (CPU twins: kernels/ssm_gating.h).
 //
-//   BiasSiluRows, SoftplusBiasRows, AddInPlace   grid-stride, one element
-//                                                per thread
+//   BiasSiluRows, SoftplusBiasRows   grid-stride, one element per thread
 //   GatedGroupRmsNorm   one block per (row, group): v = y · SiLU(z) kept in
 //                       out, sum of squares in double (as the CPU twin),
 //                       then out = v · rstd · w
@@ -40,13 +38,6 @@ __global__ void SoftplusBiasRowsKernel(const float* raw, int64_t rows,
     const int64_t c = i % cols;
     const float v = raw[r * stride + c] + bias[c];
     out[i] = v > kSoftplusThresholdDevice ? v : log1pf(expf(v));
-  }
-}
-
-__global__ void AddInPlaceKernel(float* x, const float* y, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    x[i] += y[i];
   }
 }
 
@@ -99,12 +90,6 @@ cudaError_t SoftplusBiasRows(const float* raw, int64_t rows, int64_t stride,
                              cudaStream_t stream) {
   SoftplusBiasRowsKernel<<<GatingBlocks(rows * cols, 256), 256, 0, stream>>>(
       raw, rows, stride, cols, bias, out);
-  return cudaGetLastError();
-}
-
-cudaError_t AddInPlace(float* x, const float* y, int64_t count,
-                       cudaStream_t stream) {
-  AddInPlaceKernel<<<GatingBlocks(count, 256), 256, 0, stream>>>(x, y, count);
   return cudaGetLastError();
 }
 

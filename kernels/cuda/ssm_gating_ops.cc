@@ -53,13 +53,4 @@ absl::Status GatedGroupRmsNorm(const Stream& stream, DeviceSpan<const float> z,
       kOp);
 }
 
-absl::Status AddInPlace(const Stream& stream, DeviceSpan<float> x,
-                        DeviceSpan<const float> y) {
-  constexpr char kOp[] = "AddInPlace";
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, x.size));
-  if (x.size == 0) return absl::OkStatus();
-  return CudaStatus(launch::AddInPlace(x.data, y.data, x.size, stream.get()),
-                    kOp);
-}
-
 }  // namespace twice::kernels::cuda

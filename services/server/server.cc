@@ -229,12 +229,11 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
     }
     // The resident executors' traffic (--executor=resident): what crossed
     // between host and device besides the one upload of the weights.
-    std::vector<const engine::ResidentMamba2Model*> resident;
+    std::vector<const engine::ResidentModel*> resident;
     for (const std::string& name : server->models_.names()) {
       absl::StatusOr<const engine::Model*> model = server->models_.Find(name);
       if (!model.ok()) continue;
-      if (const auto* r =
-              dynamic_cast<const engine::ResidentMamba2Model*>(*model)) {
+      if (const auto* r = dynamic_cast<const engine::ResidentModel*>(*model)) {
         resident.push_back(r);
       }
     }
@@ -242,7 +241,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       auto sum = [resident](auto read) {
         return [resident, read] {
           double total = 0.0;
-          for (const engine::ResidentMamba2Model* r : resident) {
+          for (const engine::ResidentModel* r : resident) {
             total += static_cast<double>(read(r->executor()));
           }
           return total;
@@ -252,20 +251,20 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           "twice_resident_bytes_to_device",
           "Bytes resident executors copied host to device (token ids, slot "
           "maps, sampling rules, states resumed from the host)",
-          sum([](const engine::Mamba2Executor& e) {
+          sum([](const engine::ResidentExecutor& e) {
             return e.traffic().bytes_to_device;
           }));
       server->metrics_->AddGauge(
           "twice_resident_bytes_to_host",
           "Bytes resident executors copied device to host (sampled ids, "
           "prefill logits, states saved to the store)",
-          sum([](const engine::Mamba2Executor& e) {
+          sum([](const engine::ResidentExecutor& e) {
             return e.traffic().bytes_to_host;
           }));
       server->metrics_->AddGauge(
           "twice_resident_sequences",
           "Sequence states held in resident executors' device slots",
-          sum([](const engine::Mamba2Executor& e) { return e.sequences(); }));
+          sum([](const engine::ResidentExecutor& e) { return e.sequences(); }));
     }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,

@@ -55,7 +55,7 @@ for f in /usr/lib/*/cmake/openblas/OpenBLASConfig.cmake \
 done
 [ -n "$openblas" ] || missing+=(libopenblas-dev)
 # The engine's packages are optional: with them the check also runs whole
-# models on the GPU (cuda_model_test, mamba2_executor_cuda_test).
+# models on the GPU (cuda_model_test, resident_executor_cuda_test).
 engine_missing=()
 [ -f /usr/include/nlohmann/json.hpp ] || engine_missing+=(nlohmann-json3-dev)
 [ -f /usr/include/openssl/sha.h ] || engine_missing+=(libssl-dev)
@@ -137,7 +137,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 # The engine is configured when its packages were found (CMake says so).
 engine_bench=()
 if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^cuda_model_test:'; then
-  tests+=(cuda_model_test mamba2_executor_cuda_test)
+  tests+=(cuda_model_test resident_executor_cuda_test)
   engine_bench=(cuda_engine_bench)
 else
   log "engine not configured: the whole-model tests and cuda_engine_bench skipped"

@@ -2,6 +2,7 @@
 // flash attention baseline at 1e-2): causal convolution with a carried
 // tail, sliding-window and causal GQA softmax attention, RAT inter-chunk
 // attention, the Mamba-2 SSD scan with an initial state.
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,8 @@ TEST_F(SequenceCudaTest, CausalConv1dMatchesCpuAcrossCalls) {
 
 TEST_F(SequenceCudaTest, WindowAttentionMatchesCpu) {
   const int64_t heads = 3;
-  for (int64_t hd : {32, 64, 128}) {
+  // Multiples of 32 and head dims that leave lanes idle (16, 48).
+  for (int64_t hd : {16, 32, 48, 64, 128}) {
     for (const auto& [past, tokens, window] :
          {std::tuple<int64_t, int64_t, int64_t>{0, 50, 16},
           {20, 7, 8},
@@ -85,9 +87,15 @@ TEST_F(SequenceCudaTest, WindowAttentionMatchesCpu) {
 }
 
 TEST_F(SequenceCudaTest, CausalGqaAttentionMatchesCpu) {
-  const int64_t heads = 8, kv_heads = 2, hd = 64;
-  for (const auto& [past, tokens] :
-       {std::pair<int64_t, int64_t>{0, 40}, {100, 1}, {17, 9}}) {
+  const int64_t heads = 8, kv_heads = 2;
+  for (const auto& [hd, past, tokens] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 0, 40},
+        {64, 100, 1},
+        {64, 17, 9},
+        {48, 17, 9},
+        {16, 100, 1}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "hd=" << hd << " P=" << past << " T=" << tokens);
     const int64_t row = heads * hd;
     const int64_t kv_row = kv_heads * hd;
     const std::vector<float> q = Random(tokens * row, 93);

@@ -1,4 +1,4 @@
-// ResidentMamba2Model on the CPU executor device: the residency rules of
+// ResidentModel on the CPU executor device: the residency rules of
 // engine/state/sequence_state.h (a state read on the device is stale on the
 // host until synced; the codec, Clone and host models sync it; slots are
 // freed with their states) and its answers against Mamba2Model. The
@@ -44,19 +44,19 @@ class ResidentModelTest : public ::testing::Test {
     ASSERT_NE(resident_, nullptr);
   }
 
-  std::unique_ptr<ResidentMamba2Model> NewResident(int32_t slots) {
-    Mamba2ExecutorOptions options;
+  std::unique_ptr<ResidentModel> NewResident(int32_t slots) {
+    ResidentExecutorOptions options;
     options.slots = slots;
-    absl::StatusOr<std::unique_ptr<ResidentMamba2Model>> m =
-        ResidentMamba2Model::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
-                                    NewCpuExecutorDevice(), options);
+    absl::StatusOr<std::unique_ptr<ResidentModel>> m =
+        ResidentModel::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
+                              NewCpuExecutorDevice(), options);
     EXPECT_OK(m);
     return m.ok() ? *std::move(m) : nullptr;
   }
 
   static TempDir* dir_;
   std::unique_ptr<Model> host_;
-  std::unique_ptr<ResidentMamba2Model> resident_;
+  std::unique_ptr<ResidentModel> resident_;
 };
 
 TempDir* ResidentModelTest::dir_ = nullptr;

@@ -75,11 +75,11 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
     if (resident) arch.resize(arch.size() - std::string("-resident").size());
     model_ = LoadOrDie(dir_->Sub(arch));
     if (resident && model_ != nullptr) {
-      Mamba2ExecutorOptions options;
+      ResidentExecutorOptions options;
       options.slots = 128;
-      absl::StatusOr<std::unique_ptr<ResidentMamba2Model>> wrapped =
-          ResidentMamba2Model::Create(std::move(model_), NewCpuExecutorDevice(),
-                                      options);
+      absl::StatusOr<std::unique_ptr<ResidentModel>> wrapped =
+          ResidentModel::Create(std::move(model_), NewCpuExecutorDevice(),
+                                options);
       ASSERT_OK(wrapped);
       model_ = *std::move(wrapped);
     }
@@ -271,7 +271,8 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, StepBatchTest,
                          ::testing::Values("based", "jrt", "mamba2", "rat",
-                                           "llama", "mamba2-resident"),
+                                           "llama", "mamba2-resident",
+                                           "based-resident"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

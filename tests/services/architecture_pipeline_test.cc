@@ -11,8 +11,8 @@
 //     again after it (state passing over a non-empty state);
 //   - after a restart the same questions give the same answers from the
 //     stored state, not a recomputation;
-//   - Mamba-2 also runs with --executor=resident (states in executor slots
-//     between reads, synced to the host only for the store);
+//   - Mamba-2 and Based also run with --executor=resident (states in
+//     executor slots between reads, synced to the host only for the store);
 //   - ListModels names the architecture and offers the prefix modes exactly
 //     when the model has a prefix encoder; a model without one answers
 //     prefix asks with a precise UNIMPLEMENTED.
@@ -237,6 +237,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // The resident executor's slots, residency and
                       // device sampling on the cpu device.
                       Architecture{"mamba2resident", "mamba2", "tiny", "mamba2",
+                                   false, "--executor=resident"},
+                      Architecture{"basedresident", "based", "tiny", "based",
                                    false, "--executor=resident"},
                       Architecture{"llama", "llama", "tiny", "llama", false},
                       Architecture{"rat", "rat", "tiny", "rat", false},

@@ -1,34 +1,36 @@
-// Mamba2Executor: a loaded Mamba-2 model resident on one ExecutorDevice.
+// ResidentExecutor: a loaded model resident on one ExecutorDevice.
 //
 // At creation the weights go to the device once (matrices in the form the
-// device's Linear reads; a tied head shares the embedding's copy), with a
-// fixed activation workspace and `slots` state slots: per layer a conv-tail
-// array [slots, (K-1)·(E + 2GN)] and an SSM array [slots, H·P·N]. A
-// sequence lives in a slot (SlotPool) from NewSequence / Resume until
-// Release; between calls its states never leave the device.
+// device's Linear reads; a tied head shares the embedding's copy), with one
+// activation workspace and `slots` state slots: each block's mixer keeps a
+// pool [slots, ...] of its state (resident_layer.h). A sequence lives in a
+// slot (SlotPool) from NewSequence / Resume until Release; between calls
+// its states never leave the device.
 //
 //   Prefill(slot, tokens)        reads tokens into the slot, in passes of
-//                                `prefill_chunk` tokens (the chunked SSD
-//                                form), and returns the last position's
+//                                `prefill_chunk` tokens (chunk-parallel
+//                                forms), and returns the last position's
 //                                logits;
 //   Step(tokens, slots, rules)   one decode step for B sequences at once:
-//                                embedding, every layer (one GEMM per
-//                                projection for the B rows; the conv and
-//                                SSD step per slot), head and sampling on
-//                                the device; only the B ids come back;
+//                                embedding, every block (one GEMM per
+//                                projection for the B rows; the state
+//                                updates slot-indexed, one call each),
+//                                head and sampling on the device; only the
+//                                B ids come back;
 //   Save(slot) / Resume(state)   the only times a state crosses to the
 //                                host: for the store's codec, and back. A
 //                                saved state is the engine's SequenceState
 //                                of the same model, so a state read on one
 //                                device continues on the other.
 //
-// The equations are Mamba2Model's (mamba2_model.h, mamba2_mixer.h), computed
-// by the same kernels on the CPU device. Checks run before anything changes
-// (ids in [0, vocab), slots live and distinct, rules valid: INVALID_ARGUMENT
-// / FAILED_PRECONDITION with every slot unchanged); a device failure after
-// that marks the slots of the call damaged, and they are refused until
-// released. Thread-safe: calls are serialised (one device stream); the
-// model must outlive the executor.
+// Models: Mamba-2 and Based (BaseConv, linear attention, sliding window,
+// SwiGLU); resident_layers.h lists the layers. The equations are the host
+// model's, computed by the same kernels on the CPU device. Checks run
+// before anything changes (ids in [0, vocab), slots live and distinct,
+// rules valid: INVALID_ARGUMENT / FAILED_PRECONDITION with every slot
+// unchanged); a device failure after that marks the slots of the call
+// damaged, and they are refused until released. Thread-safe: calls are
+// serialised (one device stream); the model must outlive the executor.
 #ifndef TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
 #define TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
 
@@ -40,31 +42,40 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/executor/executor_device.h"
+#include "engine/executor/resident_layer.h"
 #include "engine/executor/slot_pool.h"
-#include "engine/models/mamba2_model.h"
+#include "engine/models/stacked_model.h"
 #include "engine/state/sequence_state.h"
 #include "kernels/sampling.h"
 
 namespace twice::engine {
 
-struct Mamba2ExecutorOptions {
+struct ResidentExecutorOptions {
   int32_t slots = 64;           // sequences resident at once, >= 1
   int64_t prefill_chunk = 512;  // tokens per layer-by-layer prefill pass
 };
 
-class Mamba2Executor {
+// Whether every layer of `model` has a resident form (resident_layers.h)
+// and the model has no prefix encoder or scales: OK, or UNIMPLEMENTED
+// naming what is missing.
+[[nodiscard]] absl::Status SupportsResident(const StackedModel& model);
+
+class ResidentExecutor {
  public:
-  // INVALID_ARGUMENT for options out of range; the device's errors
-  // (RESOURCE_EXHAUSTED without room for weights, workspace and slots).
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Mamba2Executor>> Create(
-      const Mamba2Model& model, std::unique_ptr<ExecutorDevice> device,
-      const Mamba2ExecutorOptions& options = {});
-  ~Mamba2Executor();
+  // INVALID_ARGUMENT for options out of range; UNIMPLEMENTED for a model
+  // with a layer the executor has no form of (SupportsResident); the
+  // device's errors (RESOURCE_EXHAUSTED without room for weights,
+  // workspace and slots).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ResidentExecutor>> Create(
+      const StackedModel& model, std::unique_ptr<ExecutorDevice> device,
+      const ResidentExecutorOptions& options = {});
+  ~ResidentExecutor();
 
   // A slot holding an empty sequence (zero tokens read).
   [[nodiscard]] absl::StatusOr<SlotId> NewSequence();
   // A slot holding `state` (a state of this model: FAILED_PRECONDITION for
-  // another model's, a damaged one or one of another shape).
+  // another model's, a damaged one, one of another shape or a window that
+  // has not read the state's tokens).
   [[nodiscard]] absl::StatusOr<SlotId> Resume(const SequenceState& state);
   // The slot's sequence as a host SequenceState of the model (for the
   // store's codec); the slot keeps it.
@@ -103,32 +114,23 @@ class Mamba2Executor {
   int64_t weight_bytes() const { return weight_bytes_; }
 
  private:
-  struct Layer;
-  // One pass over the first `rows` rows of the workspace: a prefill pass
-  // (`rows` tokens of the sequence in slot `prefill_slot`) or a decode step
-  // (row r is one token of the sequence in slot step->slots()[r]).
-  struct Pass {
-    int64_t rows = 0;
-    int32_t prefill_slot = -1;
-    const DeviceSlotMap* step = nullptr;
-  };
+  struct Block;
   struct SlotInfo {
     int64_t tokens = 0;
     bool damaged = false;
   };
 
-  Mamba2Executor(const Mamba2Model& model,
-                 std::unique_ptr<ExecutorDevice> device,
-                 const Mamba2ExecutorOptions& options);
+  ResidentExecutor(const StackedModel& model,
+                   std::unique_ptr<ExecutorDevice> device,
+                   const ResidentExecutorOptions& options);
   [[nodiscard]] absl::Status Load();
   // Live, not damaged, distinct (callers hold mu_).
   [[nodiscard]] absl::Status CheckSlots(absl::Span<const SlotId> slots) const;
   [[nodiscard]] absl::Status ZeroSlot(int32_t slot);
-  // x = embedding of `ids` (pass.rows of them), then every layer in
+  // x = embedding of `ids` (pass.rows of them), then every block in
   // place; the states of the pass's slots advance.
-  [[nodiscard]] absl::Status RunLayers(absl::Span<const int32_t> ids,
-                                       const Pass& pass);
-  [[nodiscard]] absl::Status RunLayer(const Layer& layer, const Pass& pass);
+  [[nodiscard]] absl::Status RunBlocks(absl::Span<const int32_t> ids,
+                                       const ResidentPass& pass);
   // logits rows [0, rows) = head(final_norm(x rows [first, first + rows))).
   [[nodiscard]] absl::Status Head(int64_t first, int64_t rows);
   // The step up to the logits (checks done by the caller).
@@ -136,10 +138,9 @@ class Mamba2Executor {
                                           absl::Span<const SlotId> slots);
   void MarkDamaged(absl::Span<const SlotId> slots);
 
-  const Mamba2Model& model_;
-  const Mamba2Model::Parameters params_;
+  const StackedModel& model_;
   std::unique_ptr<ExecutorDevice> device_;
-  const Mamba2ExecutorOptions options_;
+  const ResidentExecutorOptions options_;
   const int64_t dim_;
   const int64_t vocab_rows_;
   const int64_t rows_;  // workspace rows: max(prefill_chunk, slots)
@@ -147,13 +148,13 @@ class Mamba2Executor {
   mutable std::mutex mu_;
   SlotPool pool_;
   std::vector<SlotInfo> slot_info_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<DeviceMatrix> embedding_;
   std::unique_ptr<DeviceMatrix> lm_head_;  // null when tied to embedding_
   std::unique_ptr<DeviceArray> final_norm_;
-  // Workspace.
-  std::unique_ptr<DeviceArray> x_, h_, zxbcdt_, conv_, delta_, y_, out_,
-      logits_;
+  // Workspace: the residual stream, the normalised rows, the layers'
+  // shared scratch, the logits.
+  std::unique_ptr<DeviceArray> x_, h_, scratch_, logits_;
   int64_t weight_bytes_ = 0;
 };
 

@@ -1,8 +1,8 @@
-// Mamba2Executor on the CPU device: the resident executor's logic (slots,
-// batching, checks, save/resume) against Mamba2Model, which computes the
-// same equations without it (its own goldens hold it to the float64
-// reference, golden_mamba2_test.cc).
-#include "engine/executor/mamba2_executor.h"
+// ResidentExecutor on the CPU device: the resident executor's logic (slots,
+// batching, checks, save/resume) and its layers against the host models
+// (Mamba2Model, BasedModel), which compute the same equations without it
+// (their own goldens hold them to the float64 references).
+#include "engine/executor/resident_executor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/layers/linear_attention_state.h"
+#include "engine/layers/mamba2_state.h"
+#include "engine/layers/short_conv_state.h"
+#include "engine/layers/window_kv_state.h"
 #include "engine/models/init_model.h"
-#include "engine/models/mamba2_model.h"
+#include "engine/models/stacked_model.h"
 #include "gtest/gtest.h"
 #include "kernels/sampling.h"
 #include "tests/engine/test_model_util.h"
@@ -36,14 +40,44 @@ kernels::SamplingRule ExecutorSampled(uint64_t seed) {
   return r;
 }
 
-class Mamba2ExecutorTest : public ::testing::Test {
+// A layer state's numbers, whatever its kind (the window's count last).
+std::vector<float> LayerFloats(const LayerState& layer) {
+  std::vector<float> out;
+  auto add = [&out](absl::Span<const float> v) {
+    out.insert(out.end(), v.begin(), v.end());
+  };
+  if (const auto* s = dynamic_cast<const Mamba2State*>(&layer)) {
+    add(s->conv_tail());
+    add(s->ssm());
+  } else if (const auto* s = dynamic_cast<const ShortConvState*>(&layer)) {
+    add(s->tail());
+  } else if (const auto* s =
+                 dynamic_cast<const LinearAttentionState*>(&layer)) {
+    add(s->kv());
+    add(s->k_sum());
+  } else if (const auto* s = dynamic_cast<const WindowKvState*>(&layer)) {
+    add(s->keys());
+    add(s->values());
+    out.push_back(static_cast<float>(s->count()));
+  } else {
+    ADD_FAILURE() << "unexpected layer state " << layer.kind();
+  }
+  return out;
+}
+
+// Parameter: the architecture of the tiny model (every layer kind the
+// executor has: Mamba-2's mixer; Based's BaseConv, linear attention,
+// sliding window and SwiGLU).
+class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    const std::string out = dir_->Sub("mamba2");
-    ASSERT_OK(testing::WriteTinyModelOf("mamba2", out, 23, kExecutorVocab));
-    // Sharper weights make a row reading another row's state show.
-    ASSERT_OK(testing::SharpenWeights(out, 4.0f));
+    for (const char* arch : {"mamba2", "based", "jrt"}) {
+      const std::string out = dir_->Sub(arch);
+      ASSERT_OK(testing::WriteTinyModelOf(arch, out, 23, kExecutorVocab));
+      // Sharper weights make a row reading another row's state show.
+      ASSERT_OK(testing::SharpenWeights(out, 4.0f));
+    }
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -51,19 +85,19 @@ class Mamba2ExecutorTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    model_ = testing::LoadOrDie(dir_->Sub("mamba2"));
+    model_ = testing::LoadOrDie(dir_->Sub(GetParam()));
     ASSERT_NE(model_, nullptr);
-    mamba2_ = dynamic_cast<const Mamba2Model*>(model_.get());
-    ASSERT_NE(mamba2_, nullptr);
+    stacked_ = dynamic_cast<const StackedModel*>(model_.get());
+    ASSERT_NE(stacked_, nullptr);
   }
 
-  std::unique_ptr<Mamba2Executor> NewExecutor(int32_t slots = 8,
-                                              int64_t prefill_chunk = 64) {
-    Mamba2ExecutorOptions o;
+  std::unique_ptr<ResidentExecutor> NewExecutor(int32_t slots = 8,
+                                                int64_t prefill_chunk = 64) {
+    ResidentExecutorOptions o;
     o.slots = slots;
     o.prefill_chunk = prefill_chunk;
-    absl::StatusOr<std::unique_ptr<Mamba2Executor>> e =
-        Mamba2Executor::Create(*mamba2_, NewCpuExecutorDevice(), o);
+    absl::StatusOr<std::unique_ptr<ResidentExecutor>> e =
+        ResidentExecutor::Create(*stacked_, NewCpuExecutorDevice(), o);
     EXPECT_OK(e);
     return e.ok() ? *std::move(e) : nullptr;
   }
@@ -91,14 +125,14 @@ class Mamba2ExecutorTest : public ::testing::Test {
 
   static TempDir* dir_;
   std::unique_ptr<Model> model_;
-  const Mamba2Model* mamba2_ = nullptr;
+  const StackedModel* stacked_ = nullptr;
 };
 
-TempDir* Mamba2ExecutorTest::dir_ = nullptr;
+TempDir* ResidentExecutorTest::dir_ = nullptr;
 
-TEST_F(Mamba2ExecutorTest, PrefillInPassesMatchesTheModel) {
-  std::unique_ptr<Mamba2Executor> e = NewExecutor(/*slots=*/4,
-                                                  /*prefill_chunk=*/64);
+TEST_P(ResidentExecutorTest, PrefillInPassesMatchesTheModel) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/4,
+                                                    /*prefill_chunk=*/64);
   ASSERT_NE(e, nullptr);
   for (int n : {1, 63, 64, 150}) {
     SCOPED_TRACE(n);
@@ -115,19 +149,17 @@ TEST_F(Mamba2ExecutorTest, PrefillInPassesMatchesTheModel) {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> saved, e->Save(slot));
     EXPECT_EQ(saved->token_count(), n);
     for (int l = 0; l < saved->num_layers(); ++l) {
-      const auto& a = static_cast<const Mamba2State&>(saved->layer(l));
-      const auto& b = static_cast<const Mamba2State&>(state->layer(l));
-      EXPECT_LE(testing::ExcessOverSummationOrder(a.conv_tail(), b.conv_tail()),
+      EXPECT_LE(testing::ExcessOverSummationOrder(LayerFloats(saved->layer(l)),
+                                                  LayerFloats(state->layer(l))),
                 0.0)
           << l;
-      EXPECT_LE(testing::ExcessOverSummationOrder(a.ssm(), b.ssm()), 0.0) << l;
     }
     ASSERT_OK(e->Release(slot));
   }
 }
 
-TEST_F(Mamba2ExecutorTest, BatchedStepsMatchTheModelsStepBatch) {
-  std::unique_ptr<Mamba2Executor> e = NewExecutor(/*slots=*/6);
+TEST_P(ResidentExecutorTest, BatchedStepsMatchTheModelsStepBatch) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/6);
   ASSERT_NE(e, nullptr);
   constexpr int kRows = 5;
   std::vector<SlotId> slots;
@@ -158,11 +190,11 @@ TEST_F(Mamba2ExecutorTest, BatchedStepsMatchTheModelsStepBatch) {
   }
 }
 
-TEST_F(Mamba2ExecutorTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
+TEST_P(ResidentExecutorTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
   constexpr int kSequences = 64;
   constexpr int kSteps = 6;
-  std::unique_ptr<Mamba2Executor> batched = NewExecutor(kSequences);
-  std::unique_ptr<Mamba2Executor> alone = NewExecutor(1);
+  std::unique_ptr<ResidentExecutor> batched = NewExecutor(kSequences);
+  std::unique_ptr<ResidentExecutor> alone = NewExecutor(1);
   ASSERT_NE(batched, nullptr);
   ASSERT_NE(alone, nullptr);
   std::vector<std::vector<int32_t>> prompts;
@@ -216,8 +248,8 @@ TEST_F(Mamba2ExecutorTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
   }
 }
 
-TEST_F(Mamba2ExecutorTest, AStepBringsBackOnlyTheIds) {
-  std::unique_ptr<Mamba2Executor> e = NewExecutor(/*slots=*/16);
+TEST_P(ResidentExecutorTest, AStepBringsBackOnlyTheIds) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/16);
   ASSERT_NE(e, nullptr);
   std::vector<SlotId> slots;
   for (int b = 0; b < 16; ++b) {
@@ -235,8 +267,8 @@ TEST_F(Mamba2ExecutorTest, AStepBringsBackOnlyTheIds) {
   EXPECT_EQ(after.bytes_to_device - before.bytes_to_device, 0);
 }
 
-TEST_F(Mamba2ExecutorTest, StatesMoveBetweenTheExecutorAndTheModel) {
-  std::unique_ptr<Mamba2Executor> e = NewExecutor();
+TEST_P(ResidentExecutorTest, StatesMoveBetweenTheExecutorAndTheModel) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor();
   ASSERT_NE(e, nullptr);
   const std::vector<int32_t> prompt = RandomTokens(40, kExecutorVocab, 9);
   const std::vector<int32_t> want = ModelTokens(prompt, ExecutorGreedy(), 8);
@@ -279,8 +311,8 @@ TEST_F(Mamba2ExecutorTest, StatesMoveBetweenTheExecutorAndTheModel) {
   EXPECT_EQ(on_executor, want);
 }
 
-TEST_F(Mamba2ExecutorTest, BadCallsAreRefusedWithTheSlotsUnchanged) {
-  std::unique_ptr<Mamba2Executor> e = NewExecutor(/*slots=*/2);
+TEST_P(ResidentExecutorTest, BadCallsAreRefusedWithTheSlotsUnchanged) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/2);
   ASSERT_NE(e, nullptr);
   ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
   ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
@@ -318,11 +350,7 @@ TEST_F(Mamba2ExecutorTest, BadCallsAreRefusedWithTheSlotsUnchanged) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> after, e->Save(a));
   EXPECT_EQ(after->token_count(), 12);
   for (int l = 0; l < after->num_layers(); ++l) {
-    const auto& x = static_cast<const Mamba2State&>(after->layer(l));
-    const auto& y = static_cast<const Mamba2State&>(before->layer(l));
-    EXPECT_TRUE(std::equal(x.ssm().begin(), x.ssm().end(), y.ssm().begin()));
-    EXPECT_TRUE(std::equal(x.conv_tail().begin(), x.conv_tail().end(),
-                           y.conv_tail().begin()));
+    EXPECT_EQ(LayerFloats(after->layer(l)), LayerFloats(before->layer(l))) << l;
   }
 
   // A released slot's id is refused, also once the slot is reused.
@@ -338,8 +366,8 @@ TEST_F(Mamba2ExecutorTest, BadCallsAreRefusedWithTheSlotsUnchanged) {
   EXPECT_EQ(e->sequences(), 2);
 }
 
-TEST_F(Mamba2ExecutorTest, ResumeRefusesStatesOfOtherModels) {
-  std::unique_ptr<Mamba2Executor> e = NewExecutor();
+TEST_P(ResidentExecutorTest, ResumeRefusesStatesOfOtherModels) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor();
   ASSERT_NE(e, nullptr);
   std::unique_ptr<SequenceState> state = model_->NewState();
   ASSERT_OK(model_->Prefill(RandomTokens(4, kExecutorVocab, 1), *state,
@@ -363,13 +391,13 @@ TEST_F(Mamba2ExecutorTest, ResumeRefusesStatesOfOtherModels) {
   EXPECT_EQ(e->sequences(), 0);
 }
 
-TEST_F(Mamba2ExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
+TEST_P(ResidentExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
   std::unique_ptr<Model> bf16 =
-      testing::LoadOrDie(dir_->Sub("mamba2"), DType::kBF16);
+      testing::LoadOrDie(dir_->Sub(GetParam()), DType::kBF16);
   ASSERT_NE(bf16, nullptr);
-  const auto& m = dynamic_cast<const Mamba2Model&>(*bf16);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Mamba2Executor> e,
-                       Mamba2Executor::Create(m, NewCpuExecutorDevice()));
+  const auto& m = dynamic_cast<const StackedModel&>(*bf16);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ResidentExecutor> e,
+                       ResidentExecutor::Create(m, NewCpuExecutorDevice()));
   const std::vector<int32_t> tokens = RandomTokens(30, kExecutorVocab, 77);
   std::unique_ptr<SequenceState> state = bf16->NewState();
   ASSERT_OK_AND_ASSIGN(std::vector<float> want,
@@ -377,15 +405,55 @@ TEST_F(Mamba2ExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
   ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
   ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->Prefill(slot, tokens));
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
-  // The projections are the loaded bf16 matrices, not widened copies.
-  const Mamba2Model::Parameters p = m.parameters();
-  EXPECT_EQ(p.layers[0].mixer.in_proj.dtype(), DType::kBF16);
-  int64_t bf16_bytes = p.embedding.ByteSize();
-  for (const auto& l : p.layers) {
-    bf16_bytes += l.mixer.in_proj.ByteSize() + l.mixer.out_proj.ByteSize();
-  }
-  EXPECT_LT(e->weight_bytes(), bf16_bytes + bf16_bytes / 4);
+  // The matrices are the loaded bf16 ones, not widened copies: the
+  // executor's weights take little more than half the f32 model's.
+  std::unique_ptr<ResidentExecutor> f32 = NewExecutor();
+  ASSERT_NE(f32, nullptr);
+  EXPECT_EQ(m.embedding().dtype(), DType::kBF16);
+  EXPECT_LT(e->weight_bytes(), f32->weight_bytes() * 6 / 10);
 }
+
+TEST_P(ResidentExecutorTest, ResumeRefusesAStateWhoseLayersDisagree) {
+  if (GetParam() != "based") {
+    GTEST_SKIP() << "every Mamba-2 layer has the same state shape";
+  }
+  std::unique_ptr<ResidentExecutor> e = NewExecutor();
+  ASSERT_NE(e, nullptr);
+  std::unique_ptr<SequenceState> state = model_->NewState();
+  ASSERT_OK(model_->Prefill(RandomTokens(9, kExecutorVocab, 4), *state,
+                            PrefillMode::kCausal));
+  // The layers in another order: each is some other layer's kind or shape.
+  std::vector<std::unique_ptr<LayerState>> rotated;
+  for (int l = 0; l < state->num_layers(); ++l) {
+    rotated.push_back(state->layer((l + 1) % state->num_layers()).Clone());
+  }
+  SequenceState mixed(model_->description().fingerprint, std::move(rotated));
+  mixed.set_token_count(9);
+  EXPECT_EQ(e->Resume(mixed).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A window that has read other tokens than the state says.
+  state->set_token_count(10);
+  EXPECT_EQ(e->Resume(*state).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(e->sequences(), 0);
+}
+
+TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
+  // JRT-RNN's prefix encoder has no resident form yet.
+  std::unique_ptr<Model> jrt = testing::LoadOrDie(dir_->Sub("jrt"));
+  ASSERT_NE(jrt, nullptr);
+  const auto& m = dynamic_cast<const StackedModel&>(*jrt);
+  EXPECT_EQ(SupportsResident(m).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ResidentExecutor::Create(m, NewCpuExecutorDevice()).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_OK(SupportsResident(*stacked_));
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ResidentExecutorTest,
+                         ::testing::Values("mamba2", "based"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param;
+                         });
 
 }  // namespace
 }  // namespace twice::engine

@@ -1,7 +1,7 @@
-// Mamba2Executor on the CUDA device against the same executor on the CPU
-// device (whose logic and equations engine/mamba2_executor_test.cc and the
-// Mamba-2 goldens check): weights resident in bf16, states in device slots,
-// the step's sampling on the device. GEMMs run in bf16, so logits are
+// ResidentExecutor on the CUDA device against the same executor on the CPU
+// device (whose logic and equations engine/resident_executor_test.cc and the
+// Mamba-2 and Based goldens check): weights resident in bf16, states in device
+// slots, the step's sampling on the device. GEMMs run in bf16, so logits are
 // compared by the norm-wise relative error with the whole-model bf16
 // tolerance of cuda_model_test.cc (3e-2); the rows' GPU-vs-CPU top-1
 // agreement and mean KL divergence are printed, and on the shipped
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/executor/mamba2_executor.h"
+#include "engine/executor/resident_executor.h"
 #include "engine/models/init_model.h"
-#include "engine/models/mamba2_model.h"
+#include "engine/models/stacked_model.h"
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_info.h"
@@ -40,14 +40,15 @@ constexpr double kExecutorTolerance = 3e-2;
 
 struct ExecutorCase {
   std::string name;
-  std::string dir;     // a shipped model, or empty for random weights
-  std::string preset;  // mamba2 preset of the random weights
+  std::string dir;           // a shipped model, or empty for random weights
+  std::string architecture;  // and preset of the random weights
+  std::string preset;
   bool trained = false;
 };
 
 void PrintTo(const ExecutorCase& c, std::ostream* os) { *os << c.name; }
 
-class Mamba2ExecutorCudaTest : public ::testing::TestWithParam<ExecutorCase> {
+class ResidentExecutorCudaTest : public ::testing::TestWithParam<ExecutorCase> {
  protected:
   void SetUp() override {
     if (kernels::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
@@ -59,7 +60,7 @@ class Mamba2ExecutorCudaTest : public ::testing::TestWithParam<ExecutorCase> {
            ("twice-cuda-executor-" + c.name + "-" + std::to_string(::getpid())))
               .string();
       InitModelOptions init;
-      init.architecture = "mamba2";
+      init.architecture = c.architecture;
       init.preset = c.preset;
       init.out_dir = dir;
       init.seed = kernels::cuda::testing::TestSeed();
@@ -67,16 +68,16 @@ class Mamba2ExecutorCudaTest : public ::testing::TestWithParam<ExecutorCase> {
       cleanup_ = dir;
     }
     ASSERT_OK_AND_ASSIGN(model_, LoadModel(dir));
-    mamba2_ = dynamic_cast<const Mamba2Model*>(model_.get());
-    ASSERT_NE(mamba2_, nullptr);
-    Mamba2ExecutorOptions options;
+    stacked_ = dynamic_cast<const StackedModel*>(model_.get());
+    ASSERT_NE(stacked_, nullptr);
+    ResidentExecutorOptions options;
     options.slots = 64;
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> gpu,
                          NewCudaExecutorDevice(0));
     ASSERT_OK_AND_ASSIGN(
-        gpu_, Mamba2Executor::Create(*mamba2_, std::move(gpu), options));
-    ASSERT_OK_AND_ASSIGN(cpu_, Mamba2Executor::Create(
-                                   *mamba2_, NewCpuExecutorDevice(), options));
+        gpu_, ResidentExecutor::Create(*stacked_, std::move(gpu), options));
+    ASSERT_OK_AND_ASSIGN(cpu_, ResidentExecutor::Create(
+                                   *stacked_, NewCpuExecutorDevice(), options));
     ASSERT_EQ(gpu_->device().name().rfind("cuda:0", 0), 0u)
         << gpu_->device().name();
     EXPECT_GT(gpu_->device().traffic().weight_bytes, 0);
@@ -121,13 +122,13 @@ class Mamba2ExecutorCudaTest : public ::testing::TestWithParam<ExecutorCase> {
   }
 
   std::unique_ptr<Model> model_;
-  const Mamba2Model* mamba2_ = nullptr;
-  std::unique_ptr<Mamba2Executor> gpu_;
-  std::unique_ptr<Mamba2Executor> cpu_;
+  const StackedModel* stacked_ = nullptr;
+  std::unique_ptr<ResidentExecutor> gpu_;
+  std::unique_ptr<ResidentExecutor> cpu_;
   std::string cleanup_;
 };
 
-TEST_P(Mamba2ExecutorCudaTest, PrefillAndBatchedStepsMatchTheCpu) {
+TEST_P(ResidentExecutorCudaTest, PrefillAndBatchedStepsMatchTheCpu) {
   // Long enough for the chunked SSD scan (>= 64 tokens) over several
   // prefill passes.
   const std::vector<int32_t> prompt = Tokens(1300, 1);
@@ -177,15 +178,15 @@ TEST_P(Mamba2ExecutorCudaTest, PrefillAndBatchedStepsMatchTheCpu) {
   }
 }
 
-TEST_P(Mamba2ExecutorCudaTest, StatesCrossBetweenGpuAndCpuThroughTheCodec) {
+TEST_P(ResidentExecutorCudaTest, StatesCrossBetweenGpuAndCpuThroughTheCodec) {
   const std::vector<int32_t> prompt = Tokens(300, 2);
   ASSERT_OK_AND_ASSIGN(SlotId g, gpu_->NewSequence());
   ASSERT_OK_AND_ASSIGN(SlotId c, cpu_->NewSequence());
   ASSERT_OK(gpu_->Prefill(g, prompt));
   ASSERT_OK(cpu_->Prefill(c, prompt));
   // Stored as the store keeps it, and resumed on the other device.
-  auto through_codec = [&](Mamba2Executor& from, SlotId slot,
-                           Mamba2Executor& to) -> absl::StatusOr<SlotId> {
+  auto through_codec = [&](ResidentExecutor& from, SlotId slot,
+                           ResidentExecutor& to) -> absl::StatusOr<SlotId> {
     absl::StatusOr<std::unique_ptr<SequenceState>> saved = from.Save(slot);
     if (!saved.ok()) return saved.status();
     std::unique_ptr<SequenceState> decoded = model_->NewState();
@@ -215,7 +216,7 @@ TEST_P(Mamba2ExecutorCudaTest, StatesCrossBetweenGpuAndCpuThroughTheCodec) {
   }
 }
 
-TEST_P(Mamba2ExecutorCudaTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
+TEST_P(ResidentExecutorCudaTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
   if (!GetParam().trained) GTEST_SKIP() << "greedy ties need trained weights";
   constexpr int kSequences = 64;
   constexpr int kSteps = 8;
@@ -269,10 +270,14 @@ TEST_P(Mamba2ExecutorCudaTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Models, Mamba2ExecutorCudaTest,
-    ::testing::Values(ExecutorCase{"tiny", "", "tiny", false},
-                      ExecutorCase{"shape130m", "", "mamba2-130m-shape", false},
-                      ExecutorCase{"qa", "models/mamba2-qa", "", true}),
+    Models, ResidentExecutorCudaTest,
+    ::testing::Values(
+        ExecutorCase{"tiny", "", "mamba2", "tiny", false},
+        ExecutorCase{"shape130m", "", "mamba2", "mamba2-130m-shape", false},
+        ExecutorCase{"qa", "models/mamba2-qa", "", "", true},
+        ExecutorCase{"based_tiny", "", "based", "tiny", false},
+        ExecutorCase{"based_360m_shape", "", "based", "360m-shape", false},
+        ExecutorCase{"based_qa", "models/based-qa", "", "", true}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {
       return info.param.name;
     });

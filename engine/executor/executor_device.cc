@@ -1,0 +1,41 @@
+#include "engine/executor/executor_device.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace twice::engine {
+
+absl::Status CheckSlotMap(absl::Span<const int32_t> slots,
+                          absl::Span<const int64_t> positions) {
+  if (slots.size() != positions.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot map: ", slots.size(), " slots and ",
+                     positions.size(), " positions; need one per row"));
+  }
+  for (const int64_t p : positions) {
+    if (p < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot map: position ", p, " < 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
+                           DeviceFloats dst, int64_t dst_stride, int64_t rows,
+                           int64_t cols) {
+  if (rows < 0 || cols < 0 || src_stride < cols || dst_stride < cols) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CopyRows: need rows, cols >= 0 and strides >= cols; got rows ", rows,
+        ", cols ", cols, ", strides ", src_stride, " and ", dst_stride));
+  }
+  if (rows == 0 || cols == 0) return absl::OkStatus();
+  if (src.size < (rows - 1) * src_stride + cols ||
+      dst.size < (rows - 1) * dst_stride + cols) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CopyRows: ", rows, " rows of ", cols, " floats do not fit views of ",
+        src.size, " and ", dst.size, " floats"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace twice::engine

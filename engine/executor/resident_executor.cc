@@ -1,0 +1,394 @@
+#include "engine/executor/resident_executor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/executor/resident_layers.h"
+#include "engine/models/state_checks.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+
+// One block on the device: its norms' weights, its mixer (with the state
+// pool) and its feed-forward, if any.
+struct ResidentExecutor::Block {
+  const StackedModel::Block* host = nullptr;
+  std::unique_ptr<DeviceArray> norm1_w, norm2_w;
+  std::unique_ptr<ResidentMixer> mixer;
+  std::unique_ptr<ResidentFeedForward> ffn;  // null: a mixer-only block
+};
+
+absl::Status SupportsResident(const StackedModel& model) {
+  if (model.description().prefix_length > 0) {
+    return absl::UnimplementedError(
+        "the resident executor has no prefix encoder (JRT-RNN) yet");
+  }
+  if (!model.has_unit_scales()) {
+    return absl::UnimplementedError(
+        "the resident executor has no embedding, residual or logit scales "
+        "yet");
+  }
+  if (model.blocks().empty()) {
+    return absl::InvalidArgumentError("the model has no layers");
+  }
+  for (const StackedModel::Block& b : model.blocks()) {
+    TWICE_RETURN_IF_ERROR(NewResidentMixer(*b.mixer).status());
+    if (b.ffn != nullptr) {
+      TWICE_RETURN_IF_ERROR(NewResidentFeedForward(*b.ffn).status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+ResidentExecutor::ResidentExecutor(const StackedModel& model,
+                                   std::unique_ptr<ExecutorDevice> device,
+                                   const ResidentExecutorOptions& options)
+    : model_(model),
+      device_(std::move(device)),
+      options_(options),
+      dim_(model.description().hidden_size),
+      vocab_rows_(model.description().padded_vocab_size),
+      rows_(std::max<int64_t>(options.prefill_chunk, options.slots)),
+      pool_(options.slots),
+      slot_info_(static_cast<size_t>(options.slots)) {}
+
+ResidentExecutor::~ResidentExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<ResidentExecutor>> ResidentExecutor::Create(
+    const StackedModel& model, std::unique_ptr<ExecutorDevice> device,
+    const ResidentExecutorOptions& options) {
+  if (device == nullptr) {
+    return absl::InvalidArgumentError("ResidentExecutor: no device");
+  }
+  if (options.slots < 1 || options.slots > 65536 || options.prefill_chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ResidentExecutor: need 1 <= slots <= 65536 and prefill_chunk >= 1, "
+        "got slots ",
+        options.slots, ", prefill_chunk ", options.prefill_chunk));
+  }
+  TWICE_RETURN_IF_ERROR(SupportsResident(model));
+  std::unique_ptr<ResidentExecutor> e(
+      new ResidentExecutor(model, std::move(device), options));
+  TWICE_RETURN_IF_ERROR(e->Load());
+  return e;
+}
+
+absl::Status ResidentExecutor::Load() {
+  ExecutorDevice& dev = *device_;
+  TWICE_ASSIGN_OR_RETURN(embedding_, dev.UploadMatrix(model_.embedding()));
+  // A tied head is the embedding's buffer: one device copy serves both.
+  if (model_.lm_head().raw_data() != model_.embedding().raw_data()) {
+    TWICE_ASSIGN_OR_RETURN(lm_head_, dev.UploadMatrix(model_.lm_head()));
+  }
+  TWICE_ASSIGN_OR_RETURN(
+      final_norm_, UploadVector(dev, model_.final_norm().weight().span()));
+  weight_bytes_ = embedding_->bytes() +
+                  (lm_head_ != nullptr ? lm_head_->bytes() : 0) +
+                  ArrayBytes(*final_norm_);
+  int64_t scratch = 0;
+  for (const StackedModel::Block& b : model_.blocks()) {
+    auto block = std::make_unique<Block>();
+    block->host = &b;
+    TWICE_ASSIGN_OR_RETURN(block->norm1_w,
+                           UploadVector(dev, b.norm1.weight().span()));
+    TWICE_ASSIGN_OR_RETURN(block->mixer, NewResidentMixer(*b.mixer));
+    TWICE_RETURN_IF_ERROR(block->mixer->Load(dev, options_.slots));
+    weight_bytes_ += ArrayBytes(*block->norm1_w) + block->mixer->weight_bytes();
+    scratch = std::max(scratch, block->mixer->ScratchFloats(rows_));
+    if (b.ffn != nullptr) {
+      TWICE_ASSIGN_OR_RETURN(block->norm2_w,
+                             UploadVector(dev, b.norm2.weight().span()));
+      TWICE_ASSIGN_OR_RETURN(block->ffn, NewResidentFeedForward(*b.ffn));
+      TWICE_RETURN_IF_ERROR(block->ffn->Load(dev));
+      weight_bytes_ += ArrayBytes(*block->norm2_w) + block->ffn->weight_bytes();
+      scratch = std::max(scratch, block->ffn->ScratchFloats(rows_));
+    }
+    blocks_.push_back(std::move(block));
+  }
+  // Workspace, sized once for the largest pass.
+  TWICE_ASSIGN_OR_RETURN(x_, dev.Allocate(rows_ * dim_));
+  TWICE_ASSIGN_OR_RETURN(h_, dev.Allocate(rows_ * dim_));
+  TWICE_ASSIGN_OR_RETURN(scratch_, dev.Allocate(scratch));
+  TWICE_ASSIGN_OR_RETURN(logits_, dev.Allocate(options_.slots * vocab_rows_));
+  return dev.Synchronize();
+}
+
+int64_t ResidentExecutor::state_bytes_per_slot() const {
+  int64_t floats = 0;
+  for (const auto& b : blocks_) floats += b->mixer->state_floats_per_slot();
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status ResidentExecutor::CheckSlots(
+    absl::Span<const SlotId> slots) const {
+  std::vector<bool> seen(slot_info_.size(), false);
+  for (const SlotId& s : slots) {
+    TWICE_RETURN_IF_ERROR(pool_.Check(s));
+    if (slot_info_[s.index].damaged) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          SlotIdName(s),
+          " holds a state damaged by a failed device call; release it and "
+          "read the document again"));
+    }
+    if (seen[s.index]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(SlotIdName(s), " appears twice in one step"));
+    }
+    seen[s.index] = true;
+  }
+  return absl::OkStatus();
+}
+
+void ResidentExecutor::MarkDamaged(absl::Span<const SlotId> slots) {
+  for (const SlotId& s : slots) slot_info_[s.index].damaged = true;
+}
+
+absl::Status ResidentExecutor::ZeroSlot(int32_t slot) {
+  for (const auto& b : blocks_) {
+    TWICE_RETURN_IF_ERROR(b->mixer->ZeroSlot(*device_, slot));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SlotId> ResidentExecutor::NewSequence() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
+  slot_info_[id.index] = SlotInfo{};
+  if (absl::Status s = ZeroSlot(id.index); !s.ok()) {
+    (void)pool_.Release(id);
+    return s;
+  }
+  return id;
+}
+
+absl::StatusOr<SlotId> ResidentExecutor::Resume(const SequenceState& state) {
+  if (state.fingerprint() != model_.description().fingerprint) {
+    return absl::FailedPreconditionError(
+        "ResidentExecutor: the state belongs to another model");
+  }
+  if (state.damaged()) {
+    return absl::FailedPreconditionError(
+        "ResidentExecutor: the state is damaged; read the document again");
+  }
+  if (state.num_layers() != static_cast<int>(blocks_.size())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ResidentExecutor: the state has ", state.num_layers(),
+                     " layers, the model ", blocks_.size()));
+  }
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    absl::Status s = blocks_[l]->mixer->CheckState(
+        state.layer(static_cast<int>(l)), state.token_count());
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ResidentExecutor: layer ", l, ": ", s.message()));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
+  absl::Status s;
+  for (size_t l = 0; l < blocks_.size() && s.ok(); ++l) {
+    s = blocks_[l]->mixer->Upload(*device_, state.layer(static_cast<int>(l)),
+                                  id.index);
+  }
+  if (!s.ok()) {
+    (void)pool_.Release(id);
+    return s;
+  }
+  slot_info_[id.index] = SlotInfo{state.token_count(), false};
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<SequenceState>> ResidentExecutor::Save(
+    SlotId slot) {
+  std::unique_ptr<SequenceState> state = model_.NewState();
+  TWICE_RETURN_IF_ERROR(SaveInto(slot, *state));
+  return state;
+}
+
+absl::Status ResidentExecutor::SaveInto(SlotId slot, SequenceState& state) {
+  if (state.fingerprint() != model_.description().fingerprint ||
+      state.num_layers() != static_cast<int>(blocks_.size())) {
+    return absl::FailedPreconditionError(
+        "ResidentExecutor: saving into a state of another model");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const SlotId one[] = {slot};
+  TWICE_RETURN_IF_ERROR(CheckSlots(one));
+  const int64_t tokens = slot_info_[slot.index].tokens;
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    // The kind and shape only: the host layer's own count is overwritten.
+    absl::Status s = blocks_[l]->mixer->CheckState(
+        state.layer(static_cast<int>(l)), /*tokens=*/-1);
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ResidentExecutor: layer ", l, ": ", s.message()));
+    }
+  }
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    TWICE_RETURN_IF_ERROR(blocks_[l]->mixer->Download(
+        *device_, slot.index, tokens, state.layer(static_cast<int>(l))));
+  }
+  state.set_token_count(tokens);
+  return absl::OkStatus();
+}
+
+absl::Status ResidentExecutor::Release(SlotId slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_.Release(slot);
+}
+
+absl::StatusOr<int64_t> ResidentExecutor::TokenCount(SlotId slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(pool_.Check(slot));
+  return slot_info_[slot.index].tokens;
+}
+
+DeviceTraffic ResidentExecutor::traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_->traffic();
+}
+
+bool ResidentExecutor::IsDamaged(SlotId slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_.Check(slot).ok() && slot_info_[slot.index].damaged;
+}
+
+absl::Status ResidentExecutor::RunBlocks(absl::Span<const int32_t> ids,
+                                         const ResidentPass& pass) {
+  ExecutorDevice& dev = *device_;
+  const int64_t rows = pass.rows;
+  const DeviceFloats x = x_->floats().sub(0, rows * dim_);
+  const DeviceFloats h = h_->floats().sub(0, rows * dim_);
+  const DeviceFloats scratch = scratch_->floats();
+  TWICE_RETURN_IF_ERROR(dev.Embedding(ids, *embedding_, x));
+  for (const auto& b : blocks_) {
+    TWICE_RETURN_IF_ERROR(dev.RmsNorm(x, rows, dim_, b->norm1_w->floats(),
+                                      b->host->norm1.eps(), h));
+    TWICE_RETURN_IF_ERROR(b->mixer->Forward(dev, pass, h, scratch, x));
+    if (b->ffn == nullptr) continue;
+    TWICE_RETURN_IF_ERROR(dev.RmsNorm(x, rows, dim_, b->norm2_w->floats(),
+                                      b->host->norm2.eps(), h));
+    TWICE_RETURN_IF_ERROR(b->ffn->Forward(dev, rows, h, scratch, x));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResidentExecutor::Head(int64_t first, int64_t rows) {
+  const DeviceFloats hn = h_->floats().sub(0, rows * dim_);
+  TWICE_RETURN_IF_ERROR(
+      device_->RmsNorm(x_->floats().sub(first * dim_, rows * dim_), rows, dim_,
+                       final_norm_->floats(), model_.final_norm().eps(), hn));
+  const DeviceMatrix& head = lm_head_ != nullptr ? *lm_head_ : *embedding_;
+  return device_->Linear(hn, rows, head,
+                         logits_->floats().sub(0, rows * vocab_rows_));
+}
+
+absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
+    SlotId slot, absl::Span<const int32_t> tokens) {
+  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, model_.description().vocab_size));
+  std::lock_guard<std::mutex> lock(mu_);
+  const SlotId one[] = {slot};
+  TWICE_RETURN_IF_ERROR(CheckSlots(one));
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  absl::Status s;
+  int64_t last_rows = 0;
+  for (int64_t begin = 0; begin < total && s.ok();
+       begin += options_.prefill_chunk) {
+    last_rows = std::min(options_.prefill_chunk, total - begin);
+    s = RunBlocks(tokens.subspan(begin, last_rows),
+                  ResidentPass{last_rows, slot.index,
+                               slot_info_[slot.index].tokens + begin, nullptr});
+  }
+  std::vector<float> logits(static_cast<size_t>(vocab_rows_));
+  if (s.ok()) s = Head(last_rows - 1, 1);
+  if (s.ok()) {
+    s = device_->CopyToHost(logits_->floats().sub(0, vocab_rows_),
+                            absl::MakeSpan(logits));
+  }
+  if (!s.ok()) {
+    MarkDamaged(one);
+    return s;
+  }
+  slot_info_[slot.index].tokens += total;
+  return logits;
+}
+
+absl::Status ResidentExecutor::StepToLogits(absl::Span<const int32_t> tokens,
+                                            absl::Span<const SlotId> slots) {
+  std::vector<int32_t> indices(slots.size());
+  std::vector<int64_t> positions(slots.size());
+  for (size_t b = 0; b < slots.size(); ++b) {
+    indices[b] = slots[b].index;
+    positions[b] = slot_info_[slots[b].index].tokens;
+  }
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSlotMap> map,
+                         device_->UploadSlotMap(indices, positions));
+  const int64_t rows = static_cast<int64_t>(slots.size());
+  TWICE_RETURN_IF_ERROR(
+      RunBlocks(tokens, ResidentPass{rows, -1, 0, map.get()}));
+  return Head(0, rows);
+}
+
+absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
+    absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots,
+    absl::Span<const kernels::SamplingRule> rules) {
+  if (tokens.size() != slots.size() || rules.size() != slots.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ResidentExecutor::Step: ", tokens.size(), " tokens, ", slots.size(),
+        " slots and ", rules.size(), " rules; need one of each per sequence"));
+  }
+  for (const kernels::SamplingRule& r : rules) {
+    TWICE_RETURN_IF_ERROR(kernels::ValidateSamplingRule(r));
+  }
+  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, model_.description().vocab_size));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int64_t>(slots.size()) > options_.slots) {
+    return absl::InvalidArgumentError("ResidentExecutor::Step: too many rows");
+  }
+  TWICE_RETURN_IF_ERROR(CheckSlots(slots));
+  const int64_t batch = static_cast<int64_t>(slots.size());
+  std::vector<int32_t> ids(static_cast<size_t>(batch));
+  absl::Status s = StepToLogits(tokens, slots);
+  if (s.ok()) {
+    s = device_->SampleRows(logits_->floats().sub(0, batch * vocab_rows_),
+                            batch, vocab_rows_, model_.description().vocab_size,
+                            rules, absl::MakeSpan(ids));
+  }
+  if (!s.ok()) {
+    MarkDamaged(slots);
+    return s;
+  }
+  for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
+  return ids;
+}
+
+absl::StatusOr<std::vector<float>> ResidentExecutor::StepLogits(
+    absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots) {
+  if (tokens.size() != slots.size()) {
+    return absl::InvalidArgumentError(
+        "ResidentExecutor::StepLogits: need one token per slot");
+  }
+  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, model_.description().vocab_size));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int64_t>(slots.size()) > options_.slots) {
+    return absl::InvalidArgumentError(
+        "ResidentExecutor::StepLogits: too many rows");
+  }
+  TWICE_RETURN_IF_ERROR(CheckSlots(slots));
+  const int64_t batch = static_cast<int64_t>(slots.size());
+  std::vector<float> logits(static_cast<size_t>(batch * vocab_rows_));
+  absl::Status s = StepToLogits(tokens, slots);
+  if (s.ok()) {
+    s = device_->CopyToHost(logits_->floats().sub(0, batch * vocab_rows_),
+                            absl::MakeSpan(logits));
+  }
+  if (!s.ok()) {
+    MarkDamaged(slots);
+    return s;
+  }
+  for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
+  return logits;
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,92 @@
+// ResidentMixer, ResidentFeedForward: one block's sequence mixer and MLP
+// kept on an ExecutorDevice by a resident executor (resident_executor.h).
+//
+// Each is built from a loaded host layer (resident_layers.h picks the kind)
+// and computes that layer's equations with the device's operations, so the
+// CPU device gives the host model's results. A block runs
+//
+//   h = RMSNorm1(x);  x += Mixer(h)       Forward(pass, h, scratch, x)
+//   h = RMSNorm2(x);  x += FFN(h)         Forward(rows, h, scratch, x)
+//
+// with the residual add in the last projection's epilogue (LinearEpilogue::
+// accumulate). `scratch` is a shared activation workspace of at least
+// ScratchFloats(pass rows) floats that the layer may overwrite.
+//
+// A mixer owns its state pool: per slot the same numbers as its host
+// LayerState (Upload / Download convert between the two, so a state read on
+// one device continues on the other). Checks of a host state (kind, shape)
+// run before anything changes.
+#ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_LAYER_H_
+#define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/executor/executor_device.h"
+#include "engine/state/layer_state.h"
+
+namespace twice::engine {
+
+// The rows one forward pass runs: a prefill pass (`rows` consecutive tokens
+// of the sequence in slot `prefill_slot`, the first at position
+// `prefill_start`) or a decode step (row r is one token of the sequence in
+// slot step->slots()[r], at position step->positions()[r]).
+struct ResidentPass {
+  int64_t rows = 0;
+  int32_t prefill_slot = -1;
+  int64_t prefill_start = 0;
+  const DeviceSlotMap* step = nullptr;
+};
+
+class ResidentMixer {
+ public:
+  virtual ~ResidentMixer() = default;
+
+  // Uploads the weights and allocates the state pool of `slots` slots.
+  [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device,
+                                          int32_t slots) = 0;
+  virtual int64_t ScratchFloats(int64_t rows) const = 0;
+  virtual int64_t weight_bytes() const = 0;
+  virtual int64_t state_floats_per_slot() const = 0;
+
+  [[nodiscard]] virtual absl::Status ZeroSlot(ExecutorDevice& device,
+                                              int32_t slot) = 0;
+  // FAILED_PRECONDITION unless `state` is this mixer's kind and shape, and
+  // has read `tokens` tokens where it counts them (tokens < 0: the count
+  // is not checked).
+  [[nodiscard]] virtual absl::Status CheckState(const LayerState& state,
+                                                int64_t tokens) const = 0;
+  // The host state (checked) into the slot, and the slot into the host
+  // state; `tokens` is the sequence's token count.
+  [[nodiscard]] virtual absl::Status Upload(ExecutorDevice& device,
+                                            const LayerState& state,
+                                            int32_t slot) = 0;
+  [[nodiscard]] virtual absl::Status Download(ExecutorDevice& device,
+                                              int32_t slot, int64_t tokens,
+                                              LayerState& state) = 0;
+
+  // x [rows, d] += Mixer(h [rows, d]); the pass's states advance.
+  [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
+                                             const ResidentPass& pass,
+                                             DeviceFloats h,
+                                             DeviceFloats scratch,
+                                             DeviceFloats x) = 0;
+};
+
+class ResidentFeedForward {
+ public:
+  virtual ~ResidentFeedForward() = default;
+
+  [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device) = 0;
+  virtual int64_t ScratchFloats(int64_t rows) const = 0;
+  virtual int64_t weight_bytes() const = 0;
+  // x [rows, d] += FFN(h [rows, d]).
+  [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
+                                             int64_t rows, DeviceFloats h,
+                                             DeviceFloats scratch,
+                                             DeviceFloats x) = 0;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_RESIDENT_LAYER_H_

@@ -1,0 +1,54 @@
+// The resident form of each host layer an executor can run, and the
+// helpers the layers share.
+//
+//   Mamba2Mixer             -> SSD mixer (conv tail + SSM state per slot)
+//   BaseConv                -> gated short convolution (conv tail per slot)
+//   BasedLinearAttention    -> Taylor linear attention (S and z per slot)
+//   SlidingWindowAttention  -> window attention (key/value ring per slot)
+//   SwiGluMlp               -> SwiGLU MLP
+//
+// Other layers (prefix linear attention, Llama / RAT attention, MoE, ...)
+// are UNIMPLEMENTED: a model holding one runs on the offload path.
+#ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
+#define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/executor/executor_device.h"
+#include "engine/executor/resident_layer.h"
+#include "engine/layers/base_conv.h"
+#include "engine/layers/based_linear_attention.h"
+#include "engine/layers/feed_forward.h"
+#include "engine/layers/mamba2_mixer.h"
+#include "engine/layers/mixer.h"
+#include "engine/layers/sliding_window_attention.h"
+#include "engine/layers/swiglu_mlp.h"
+
+namespace twice::engine {
+
+// The resident form of `mixer` / `ffn` (which must outlive it), or
+// UNIMPLEMENTED naming the layer.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ResidentMixer>> NewResidentMixer(
+    const Mixer& mixer);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ResidentFeedForward>>
+NewResidentFeedForward(const FeedForward& ffn);
+
+std::unique_ptr<ResidentMixer> NewResidentMamba2Mixer(const Mamba2Mixer& m);
+std::unique_ptr<ResidentMixer> NewResidentBaseConv(const BaseConv& m);
+std::unique_ptr<ResidentMixer> NewResidentLinearAttention(
+    const BasedLinearAttention& m);
+std::unique_ptr<ResidentMixer> NewResidentWindowAttention(
+    const SlidingWindowAttention& m);
+std::unique_ptr<ResidentFeedForward> NewResidentSwiGlu(const SwiGluMlp& m);
+
+// A host vector as a new device array.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<DeviceArray>> UploadVector(
+    ExecutorDevice& device, absl::Span<const float> values);
+// Bytes of a device array's floats.
+int64_t ArrayBytes(const DeviceArray& array);
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
