@@ -247,13 +247,14 @@ class CpuExecutorDevice final : public ExecutorDevice {
     return kernels::SwiGlu(Host(u), rows, hidden, Host(out));
   }
   absl::Status LinearAttention(DeviceFloats q, DeviceFloats k, DeviceFloats v,
-                               int64_t tokens,
+                               int64_t tokens, DeviceFloats k_enc,
+                               DeviceFloats v_enc, int64_t encoder_tokens,
                                const kernels::TaylorAttentionDims& dims,
                                float eps, DeviceFloats kv, DeviceFloats k_sum,
                                DeviceFloats y) override {
-    return kernels::TaylorLinearAttention(Host(q), Host(k), Host(v), tokens, {},
-                                          {}, /*encoder_tokens=*/0, dims, eps,
-                                          Host(kv), Host(k_sum), Host(y));
+    return kernels::TaylorLinearAttention(
+        Host(q), Host(k), Host(v), tokens, Host(k_enc), Host(v_enc),
+        encoder_tokens, dims, eps, Host(kv), Host(k_sum), Host(y));
   }
   absl::Status WindowAttention(DeviceFloats q, int64_t q_stride, DeviceFloats k,
                                DeviceFloats v,

@@ -330,54 +330,84 @@ class CudaExecutorDevice final : public ExecutorDevice {
     return cuda::SwiGlu(*stream_, ConstSpan(u), rows, hidden, Span(out));
   }
   // The published shape (F = 16, hd = 64) runs the fused chunk-parallel
-  // bf16 kernel on bf16 copies of q, k, v; other shapes the feature maps
-  // into scratch, then the recurrent featurized form.
+  // bf16 kernel (with JRT-RNN's encoder pass when E > 0) on bf16 copies of
+  // the inputs; other shapes the feature maps into scratch, then the
+  // recurrent featurized form.
   absl::Status LinearAttention(DeviceFloats q, DeviceFloats k, DeviceFloats v,
-                               int64_t tokens,
+                               int64_t tokens, DeviceFloats k_enc,
+                               DeviceFloats v_enc, int64_t encoder_tokens,
                                const kernels::TaylorAttentionDims& dims,
                                float eps, DeviceFloats kv, DeviceFloats k_sum,
                                DeviceFloats y) override {
     const int64_t f = dims.feature_dim;
     const int64_t fs = 1 + f + f * f;
     const int64_t rows = tokens * dims.heads;
-    if (tokens < 1 || f < 1 || q.size != rows * f || k.size != rows * f ||
-        v.size != rows * dims.head_dim || y.size != v.size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LinearAttention: q and k need ", rows * f,
-                       " floats, v and y ", rows * dims.head_dim, "; got ",
-                       q.size, ", ", k.size, ", ", v.size, " and ", y.size));
+    const int64_t enc_rows = encoder_tokens * dims.heads;
+    if (tokens < 1 || f < 1 || encoder_tokens < 0 || q.size != rows * f ||
+        k.size != rows * f || v.size != rows * dims.head_dim ||
+        y.size != v.size || k_enc.size != enc_rows * f ||
+        v_enc.size != enc_rows * dims.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LinearAttention: q and k need ", rows * f, " floats, v and y ",
+          rows * dims.head_dim, ", k_enc ", enc_rows * f, ", v_enc ",
+          enc_rows * dims.head_dim, "; got ", q.size, ", ", k.size, ", ",
+          v.size, ", ", y.size, ", ", k_enc.size, " and ", v_enc.size));
     }
     if (f == 16 && dims.head_dim == 64) {
-      TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> block,
-                             Scratch(2 * q.size + 2 * v.size));
-      const cuda::DeviceSpan<cuda::Bf16> q16{block.data, q.size};
-      const cuda::DeviceSpan<cuda::Bf16> k16{block.data + q.size, k.size};
-      const cuda::DeviceSpan<cuda::Bf16> v16{block.data + 2 * q.size, v.size};
-      const cuda::DeviceSpan<cuda::Bf16> y16{block.data + 2 * q.size + v.size,
-                                             y.size};
-      TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(q), q16));
-      TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(k), k16));
-      TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(v), v16));
-      TWICE_RETURN_IF_ERROR(cuda::LinearAttentionPrefillBf16(
-          *stream_, q16, k16, v16, tokens,
+      // bf16 copies of the inputs, one scratch block: q | k | v | y | k_enc
+      // | v_enc.
+      TWICE_ASSIGN_OR_RETURN(
+          cuda::DeviceSpan<cuda::Bf16> block,
+          Scratch(2 * q.size + 2 * v.size + k_enc.size + v_enc.size));
+      int64_t used = 0;
+      auto carve = [&](int64_t count) {
+        const cuda::DeviceSpan<cuda::Bf16> part{block.data + used, count};
+        used += count;
+        return part;
+      };
+      const cuda::DeviceSpan<cuda::Bf16> q16 = carve(q.size),
+                                         k16 = carve(k.size),
+                                         v16 = carve(v.size),
+                                         y16 = carve(y.size),
+                                         ke16 = carve(k_enc.size),
+                                         ve16 = carve(v_enc.size);
+      auto convert = [&](DeviceFloats from, cuda::DeviceSpan<cuda::Bf16> to) {
+        return from.size == 0
+                   ? absl::OkStatus()
+                   : cuda::ConvertToBf16(*stream_, ConstSpan(from), to);
+      };
+      TWICE_RETURN_IF_ERROR(convert(q, q16));
+      TWICE_RETURN_IF_ERROR(convert(k, k16));
+      TWICE_RETURN_IF_ERROR(convert(v, v16));
+      TWICE_RETURN_IF_ERROR(convert(k_enc, ke16));
+      TWICE_RETURN_IF_ERROR(convert(v_enc, ve16));
+      TWICE_RETURN_IF_ERROR(cuda::PrefixLinearAttentionPrefillBf16(
+          *stream_, q16, k16, v16, tokens, ke16, ve16, encoder_tokens,
           cuda::FusedLinearAttentionDims{1, dims.heads, dims.head_dim, f}, eps,
           Span(kv), Span(k_sum), y16));
       return cuda::ConvertToF32(*stream_, y16, Span(y));
     }
     TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<float> phi,
-                           F32Scratch(2 * rows * fs));
+                           F32Scratch((2 * rows + enc_rows) * fs));
     const cuda::DeviceSpan<float> phi_q{phi.data, rows * fs};
     const cuda::DeviceSpan<float> phi_k{phi.data + rows * fs, rows * fs};
+    const cuda::DeviceSpan<float> phi_k_enc{phi.data + 2 * rows * fs,
+                                            enc_rows * fs};
     TWICE_RETURN_IF_ERROR(
         cuda::TaylorFeatureMap(*stream_, ConstSpan(q), rows, f, phi_q));
     TWICE_RETURN_IF_ERROR(
         cuda::TaylorFeatureMap(*stream_, ConstSpan(k), rows, f, phi_k));
+    if (enc_rows > 0) {
+      TWICE_RETURN_IF_ERROR(cuda::TaylorFeatureMap(*stream_, ConstSpan(k_enc),
+                                                   enc_rows, f, phi_k_enc));
+    }
     return cuda::FeaturizedLinearAttention(
-        *stream_, phi_q, phi_k, ConstSpan(v), tokens, {}, {},
-        /*encoder_tokens=*/0,
+        *stream_, phi_q, phi_k, ConstSpan(v), tokens, phi_k_enc,
+        ConstSpan(v_enc), encoder_tokens,
         kernels::LinearAttentionDims{dims.heads, dims.head_dim, fs}, eps,
         Span(kv), Span(k_sum), Span(y));
   }
+
   absl::Status WindowAttention(DeviceFloats q, int64_t q_stride, DeviceFloats k,
                                DeviceFloats v,
                                const kernels::WindowAttentionDims& dims,

@@ -187,11 +187,13 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status SwiGlu(DeviceFloats u, int64_t rows,
                                             int64_t hidden,
                                             DeviceFloats out) = 0;
-  // kernels/taylor_linear_attention.h with no encoder tokens: `tokens` raw
-  // q, k [T, H, F] and v [T, H, hd] of one sequence into its state
-  // kv [H, hd, D], k_sum [H, D]; y [T, H, hd].
+  // kernels/taylor_linear_attention.h: `tokens` raw q, k [T, H, F] and
+  // v [T, H, hd] of one sequence, after the E encoder keys k_enc [E, H, F]
+  // and values v_enc [E, H, hd] (E = 0: none; JRT-RNN's prefix), into its
+  // state kv [H, hd, D], k_sum [H, D]; y [T, H, hd].
   [[nodiscard]] virtual absl::Status LinearAttention(
       DeviceFloats q, DeviceFloats k, DeviceFloats v, int64_t tokens,
+      DeviceFloats k_enc, DeviceFloats v_enc, int64_t encoder_tokens,
       const kernels::TaylorAttentionDims& dims, float eps, DeviceFloats kv,
       DeviceFloats k_sum, DeviceFloats y) = 0;
   // kernels/window_attention.h.

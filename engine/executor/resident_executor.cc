@@ -20,10 +20,6 @@ struct ResidentExecutor::Block {
 };
 
 absl::Status SupportsResident(const StackedModel& model) {
-  if (model.description().prefix_length > 0) {
-    return absl::UnimplementedError(
-        "the resident executor has no prefix encoder (JRT-RNN) yet");
-  }
   if (!model.has_unit_scales()) {
     return absl::UnimplementedError(
         "the resident executor has no embedding, residual or logit scales "
@@ -49,7 +45,8 @@ ResidentExecutor::ResidentExecutor(const StackedModel& model,
       options_(options),
       dim_(model.description().hidden_size),
       vocab_rows_(model.description().padded_vocab_size),
-      rows_(std::max<int64_t>(options.prefill_chunk, options.slots)),
+      rows_(std::max({options.prefill_chunk, int64_t{options.slots},
+                      model.description().prefix_length})),
       pool_(options.slots),
       slot_info_(static_cast<size_t>(options.slots)) {}
 
@@ -285,20 +282,42 @@ absl::Status ResidentExecutor::Head(int64_t first, int64_t rows) {
 }
 
 absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
-    SlotId slot, absl::Span<const int32_t> tokens) {
+    SlotId slot, absl::Span<const int32_t> tokens,
+    const PrefixEncoding* prefix) {
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, model_.description().vocab_size));
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  int64_t first = options_.prefill_chunk;
+  if (prefix != nullptr) {
+    first = std::min(
+        total, StackedModel::FirstPrefixPass(*prefix, options_.prefill_chunk));
+    if (model_.description().prefix_length <= 0 ||
+        !(0 <= prefix->masked_tokens &&
+          prefix->masked_tokens <= prefix->encoder_tokens &&
+          prefix->encoder_tokens <= model_.description().prefix_length &&
+          prefix->encoder_tokens <= total)) {
+      return absl::InvalidArgumentError(
+          "ResidentExecutor: a prefix read needs a model with a prefix "
+          "encoder and 0 <= masked <= encoder <= min(prefix length, tokens)");
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   const SlotId one[] = {slot};
   TWICE_RETURN_IF_ERROR(CheckSlots(one));
-  const int64_t total = static_cast<int64_t>(tokens.size());
+  if (prefix != nullptr && slot_info_[slot.index].tokens != 0) {
+    return absl::FailedPreconditionError(
+        "ResidentExecutor: a prefix read needs an empty sequence");
+  }
   absl::Status s;
+  int64_t begin = 0;
   int64_t last_rows = 0;
-  for (int64_t begin = 0; begin < total && s.ok();
-       begin += options_.prefill_chunk) {
-    last_rows = std::min(options_.prefill_chunk, total - begin);
-    s = RunBlocks(tokens.subspan(begin, last_rows),
-                  ResidentPass{last_rows, slot.index,
-                               slot_info_[slot.index].tokens + begin, nullptr});
+  while (begin < total && s.ok()) {
+    last_rows =
+        std::min(begin == 0 ? first : options_.prefill_chunk, total - begin);
+    ResidentPass pass{last_rows, slot.index,
+                      slot_info_[slot.index].tokens + begin, nullptr};
+    if (begin == 0) pass.prefix = prefix;
+    s = RunBlocks(tokens.subspan(begin, last_rows), pass);
+    begin += last_rows;
   }
   std::vector<float> logits(static_cast<size_t>(vocab_rows_));
   if (s.ok()) s = Head(last_rows - 1, 1);

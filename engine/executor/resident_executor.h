@@ -23,14 +23,15 @@
 //                                of the same model, so a state read on one
 //                                device continues on the other.
 //
-// Models: Mamba-2 and Based (BaseConv, linear attention, sliding window,
-// SwiGLU); resident_layers.h lists the layers. The equations are the host
-// model's, computed by the same kernels on the CPU device. Checks run
-// before anything changes (ids in [0, vocab), slots live and distinct,
-// rules valid: INVALID_ARGUMENT / FAILED_PRECONDITION with every slot
-// unchanged); a device failure after that marks the slots of the call
-// damaged, and they are refused until released. Thread-safe: calls are
-// serialised (one device stream); the model must outlive the executor.
+// Models: Mamba-2, Based (BaseConv, linear attention, sliding window,
+// SwiGLU) and JRT-RNN (prefix reads included); resident_layers.h lists the
+// layers. The equations are the host model's, computed by the same
+// kernels on the CPU device. Checks run before anything changes (ids in
+// [0, vocab), slots live and distinct, rules valid: INVALID_ARGUMENT /
+// FAILED_PRECONDITION with every slot unchanged); a device failure after
+// that marks the slots of the call damaged, and they are refused until
+// released. Thread-safe: calls are serialised (one device stream); the
+// model must outlive the executor.
 #ifndef TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
 #define TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
 
@@ -56,8 +57,8 @@ struct ResidentExecutorOptions {
 };
 
 // Whether every layer of `model` has a resident form (resident_layers.h)
-// and the model has no prefix encoder or scales: OK, or UNIMPLEMENTED
-// naming what is missing.
+// and the model has no scales: OK, or UNIMPLEMENTED naming what is
+// missing.
 [[nodiscard]] absl::Status SupportsResident(const StackedModel& model);
 
 class ResidentExecutor {
@@ -90,9 +91,12 @@ class ResidentExecutor {
   bool IsDamaged(SlotId slot) const;
 
   // Reads `tokens` (>= 1) into the slot; the logits of the last position
-  // (padded_vocab_size floats).
+  // (padded_vocab_size floats). With `prefix` (StackedModel::MakePrefixRead)
+  // the read is a JRT-RNN prefix read of an empty sequence: its first pass
+  // holds the whole encoder.
   [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
-      SlotId slot, absl::Span<const int32_t> tokens);
+      SlotId slot, absl::Span<const int32_t> tokens,
+      const PrefixEncoding* prefix = nullptr);
   // Reads tokens[b] into slots[b] (distinct, B <= slots) and returns the id
   // rules[b] picks from each row's logits.
   [[nodiscard]] absl::StatusOr<std::vector<int32_t>> Step(
@@ -143,7 +147,8 @@ class ResidentExecutor {
   const ResidentExecutorOptions options_;
   const int64_t dim_;
   const int64_t vocab_rows_;
-  const int64_t rows_;  // workspace rows: max(prefill_chunk, slots)
+  // Workspace rows: max(prefill_chunk, slots, the prefix encoder's length).
+  const int64_t rows_;
 
   mutable std::mutex mu_;
   SlotPool pool_;

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "engine/executor/executor_device.h"
+#include "engine/layers/mixer.h"
 #include "engine/state/layer_state.h"
 
 namespace twice::engine {
@@ -30,12 +31,16 @@ namespace twice::engine {
 // The rows one forward pass runs: a prefill pass (`rows` consecutive tokens
 // of the sequence in slot `prefill_slot`, the first at position
 // `prefill_start`) or a decode step (row r is one token of the sequence in
-// slot step->slots()[r], at position step->positions()[r]).
+// slot step->slots()[r], at position step->positions()[r]). The first pass
+// of a prefix read (JRT-RNN) carries its encoding: rows [0, encoder) also
+// form the non-causal encoder, rows [0, masked) are left padding; mixers
+// without an encoder read them as ordinary tokens.
 struct ResidentPass {
   int64_t rows = 0;
   int32_t prefill_slot = -1;
   int64_t prefill_start = 0;
   const DeviceSlotMap* step = nullptr;
+  const PrefixEncoding* prefix = nullptr;
 };
 
 class ResidentMixer {

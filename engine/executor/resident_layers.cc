@@ -18,6 +18,9 @@ absl::StatusOr<std::unique_ptr<ResidentMixer>> NewResidentMixer(
   if (const auto* m = dynamic_cast<const BasedLinearAttention*>(&mixer)) {
     return NewResidentLinearAttention(*m);
   }
+  if (const auto* m = dynamic_cast<const PrefixLinearAttention*>(&mixer)) {
+    return NewResidentPrefixLinearAttention(*m);
+  }
   if (const auto* m = dynamic_cast<const SlidingWindowAttention*>(&mixer)) {
     return NewResidentWindowAttention(*m);
   }

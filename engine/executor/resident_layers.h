@@ -4,10 +4,11 @@
 //   Mamba2Mixer             -> SSD mixer (conv tail + SSM state per slot)
 //   BaseConv                -> gated short convolution (conv tail per slot)
 //   BasedLinearAttention    -> Taylor linear attention (S and z per slot)
+//   PrefixLinearAttention   -> the same with JRT-RNN's prefix encoder
 //   SlidingWindowAttention  -> window attention (key/value ring per slot)
 //   SwiGluMlp               -> SwiGLU MLP
 //
-// Other layers (prefix linear attention, Llama / RAT attention, MoE, ...)
+// Other layers (Llama / RAT attention, MoE, ...)
 // are UNIMPLEMENTED: a model holding one runs on the offload path.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
@@ -23,6 +24,7 @@
 #include "engine/layers/feed_forward.h"
 #include "engine/layers/mamba2_mixer.h"
 #include "engine/layers/mixer.h"
+#include "engine/layers/prefix_linear_attention.h"
 #include "engine/layers/sliding_window_attention.h"
 #include "engine/layers/swiglu_mlp.h"
 
@@ -39,6 +41,8 @@ std::unique_ptr<ResidentMixer> NewResidentMamba2Mixer(const Mamba2Mixer& m);
 std::unique_ptr<ResidentMixer> NewResidentBaseConv(const BaseConv& m);
 std::unique_ptr<ResidentMixer> NewResidentLinearAttention(
     const BasedLinearAttention& m);
+std::unique_ptr<ResidentMixer> NewResidentPrefixLinearAttention(
+    const PrefixLinearAttention& m);
 std::unique_ptr<ResidentMixer> NewResidentWindowAttention(
     const SlidingWindowAttention& m);
 std::unique_ptr<ResidentFeedForward> NewResidentSwiGlu(const SwiGluMlp& m);

@@ -1,7 +1,11 @@
 // BasedLinearAttention on a device (based_linear_attention.h has the
 // equations): q, k = h · Wq^T, h · Wk^T [rows, H·F], v = h · Wv^T; the
 // Taylor feature map and the causal linear attention over the slot's
-// S [H, hd, D] and z [H, D]; x += y · Wo^T.
+// S [H, hd, D] and z [H, D]; x += y · Wo^T. JRT-RNN's
+// PrefixLinearAttention (prefix_linear_attention.h) is the same layer with
+// an encoder: the first pass of a prefix read also projects its first E
+// rows with Wk_enc, Wv_enc and sums them into the state before the causal
+// scan; the pads' raw keys (decoder and encoder) are zero before the map.
 #include <memory>
 
 #include "engine/executor/resident_layers.h"
@@ -13,9 +17,14 @@ namespace {
 
 class ResidentLinearAttention final : public ResidentMixer {
  public:
-  explicit ResidentLinearAttention(const BasedLinearAttention& mixer)
-      : core_(mixer.core()),
+  // wk_enc, wv_enc: the encoder's projections, or null (Based).
+  ResidentLinearAttention(const LinearAttentionCore& core, const Tensor* wk_enc,
+                          const Tensor* wv_enc)
+      : core_(core),
+        wk_enc_host_(wk_enc),
+        wv_enc_host_(wv_enc),
         dims_(core_.attention_dims()),
+        hf_(dims_.heads * dims_.feature_dim),
         kv_floats_(dims_.heads * dims_.head_dim * core_.feature_size),
         k_floats_(dims_.heads * core_.feature_size) {}
 
@@ -24,16 +33,22 @@ class ResidentLinearAttention final : public ResidentMixer {
     TWICE_ASSIGN_OR_RETURN(wk_, dev.UploadMatrix(core_.wk));
     TWICE_ASSIGN_OR_RETURN(wv_, dev.UploadMatrix(core_.wv));
     TWICE_ASSIGN_OR_RETURN(wo_, dev.UploadMatrix(core_.wo));
+    if (wk_enc_host_ != nullptr) {
+      TWICE_ASSIGN_OR_RETURN(wk_enc_, dev.UploadMatrix(*wk_enc_host_));
+      TWICE_ASSIGN_OR_RETURN(wv_enc_, dev.UploadMatrix(*wv_enc_host_));
+    }
     TWICE_ASSIGN_OR_RETURN(kv_, dev.Allocate(slots * kv_floats_));
     TWICE_ASSIGN_OR_RETURN(k_sum_, dev.Allocate(slots * k_floats_));
     return absl::OkStatus();
   }
   int64_t ScratchFloats(int64_t rows) const override {
-    // q | k [H·F] | v | y [d]
-    return rows * (2 * dims_.heads * dims_.feature_dim + 2 * dim());
+    // q | k [H·F] | v | y [d], and with an encoder k_enc [H·F] | v_enc [d].
+    const int64_t encoder = wk_enc_host_ != nullptr ? hf_ + dim() : 0;
+    return rows * (2 * hf_ + 2 * dim() + encoder);
   }
   int64_t weight_bytes() const override {
-    return wq_->bytes() + wk_->bytes() + wv_->bytes() + wo_->bytes();
+    return wq_->bytes() + wk_->bytes() + wv_->bytes() + wo_->bytes() +
+           (wk_enc_ != nullptr ? wk_enc_->bytes() + wv_enc_->bytes() : 0);
   }
   int64_t state_floats_per_slot() const override {
     return kv_floats_ + k_floats_;
@@ -71,11 +86,10 @@ class ResidentLinearAttention final : public ResidentMixer {
                        DeviceFloats h, DeviceFloats scratch,
                        DeviceFloats x) override {
     const int64_t rows = pass.rows;
-    const int64_t qk = rows * dims_.heads * dims_.feature_dim;
-    const DeviceFloats q = scratch.sub(0, qk);
-    const DeviceFloats k = scratch.sub(qk, qk);
-    const DeviceFloats v = scratch.sub(2 * qk, rows * dim());
-    const DeviceFloats y = scratch.sub(2 * qk + v.size, rows * dim());
+    const DeviceFloats q = scratch.sub(0, rows * hf_);
+    const DeviceFloats k = scratch.sub(q.size, rows * hf_);
+    const DeviceFloats v = scratch.sub(2 * q.size, rows * dim());
+    const DeviceFloats y = scratch.sub(2 * q.size + v.size, rows * dim());
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wq_, q));
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wk_, k));
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wv_, v));
@@ -84,8 +98,27 @@ class ResidentLinearAttention final : public ResidentMixer {
       TWICE_RETURN_IF_ERROR(dev.LinearAttentionStepSlots(
           q, k, v, dims_, eps, kv_->floats(), k_sum_->floats(), *pass.step, y));
     } else {
+      // The encoder's rows, on the first pass of a prefix read.
+      const bool encodes = pass.prefix != nullptr && wk_enc_ != nullptr;
+      const int64_t e = encodes ? pass.prefix->encoder_tokens : 0;
+      const int64_t masked = encodes ? pass.prefix->masked_tokens : 0;
+      if (!(0 <= masked && masked <= e && e <= rows)) {
+        return absl::InvalidArgumentError(
+            "a prefix read's encoder must fit in its first pass");
+      }
+      const int64_t used = 2 * q.size + 2 * v.size;
+      const DeviceFloats k_enc = scratch.sub(used, e * hf_);
+      const DeviceFloats v_enc = scratch.sub(used + rows * hf_, e * dim());
+      if (e > 0) {
+        const DeviceFloats h_enc = h.sub(0, e * dim());
+        TWICE_RETURN_IF_ERROR(dev.Linear(h_enc, e, *wk_enc_, k_enc));
+        TWICE_RETURN_IF_ERROR(dev.Linear(h_enc, e, *wv_enc_, v_enc));
+        // The released mask: the pads' raw keys are zero; values stay.
+        TWICE_RETURN_IF_ERROR(dev.Zero(k.sub(0, masked * hf_)));
+        TWICE_RETURN_IF_ERROR(dev.Zero(k_enc.sub(0, masked * hf_)));
+      }
       TWICE_RETURN_IF_ERROR(dev.LinearAttention(
-          q, k, v, rows, dims_, eps, kv_of(pass.prefill_slot),
+          q, k, v, rows, k_enc, v_enc, e, dims_, eps, kv_of(pass.prefill_slot),
           k_sum_of(pass.prefill_slot), y));
     }
     return dev.Linear(y, rows, *wo_, x, LinearEpilogue{{}, true});
@@ -101,19 +134,29 @@ class ResidentLinearAttention final : public ResidentMixer {
   }
 
   const LinearAttentionCore& core_;
+  const Tensor* const wk_enc_host_;
+  const Tensor* const wv_enc_host_;
   const kernels::TaylorAttentionDims dims_;
+  const int64_t hf_;  // H·F, the raw query / key width
   const int64_t kv_floats_;
   const int64_t k_floats_;
   std::unique_ptr<DeviceMatrix> wq_, wk_, wv_, wo_;
-  std::unique_ptr<DeviceArray> kv_;     // [slots, H, hd, D]
-  std::unique_ptr<DeviceArray> k_sum_;  // [slots, H, D]
+  std::unique_ptr<DeviceMatrix> wk_enc_, wv_enc_;  // null without an encoder
+  std::unique_ptr<DeviceArray> kv_;                // [slots, H, hd, D]
+  std::unique_ptr<DeviceArray> k_sum_;             // [slots, H, D]
 };
 
 }  // namespace
 
 std::unique_ptr<ResidentMixer> NewResidentLinearAttention(
     const BasedLinearAttention& m) {
-  return std::make_unique<ResidentLinearAttention>(m);
+  return std::make_unique<ResidentLinearAttention>(m.core(), nullptr, nullptr);
+}
+
+std::unique_ptr<ResidentMixer> NewResidentPrefixLinearAttention(
+    const PrefixLinearAttention& m) {
+  return std::make_unique<ResidentLinearAttention>(m.core(), &m.wk_enc(),
+                                                   &m.wv_enc());
 }
 
 }  // namespace twice::engine

@@ -140,7 +140,8 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   const auto* stacked = dynamic_cast<const StackedModel*>(model.get());
   if (stacked == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the resident executor runs Mamba-2 and Based models; this model is "
+        "the resident executor runs Mamba-2, Based and JRT-RNN models; this "
+        "model is "
         "\"",
         model == nullptr ? "none" : model->description().architecture, "\""));
   }
@@ -153,6 +154,7 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   TWICE_ASSIGN_OR_RETURN(
       core->executor,
       ResidentExecutor::Create(*stacked, std::move(device), options));
+  core->stacked = stacked;
   core->model = std::move(model);
   return std::unique_ptr<ResidentModel>(new ResidentModel(std::move(core)));
 }
@@ -235,16 +237,21 @@ absl::Status ResidentModel::Finish(absl::Status read,
 absl::StatusOr<std::vector<float>> ResidentModel::Prefill(
     absl::Span<const int32_t> tokens, SequenceState& state,
     PrefillMode mode) const {
-  if (mode != PrefillMode::kCausal) {
-    // No prefix encoder here (SupportsResident): the model's own answer.
-    return core_->model->Prefill(tokens, state, mode);
+  std::optional<StackedModel::PrefixRead> prefix;
+  if (IsPrefixMode(mode)) {
+    // The host model's checks and input (pads, Read-2x), read here.
+    TWICE_ASSIGN_OR_RETURN(prefix, core_->stacked->MakePrefixRead(
+                                       tokens, mode, state.token_count()));
+  } else {
+    TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
   }
-  TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
   SequenceState* const one[] = {&state};
   Pins pins(*core_);
   TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(one, pins));
   absl::StatusOr<std::vector<float>> logits =
-      core_->executor->Prefill(slots[0], tokens);
+      prefix.has_value()
+          ? core_->executor->Prefill(slots[0], prefix->input, &prefix->encoding)
+          : core_->executor->Prefill(slots[0], tokens);
   TWICE_RETURN_IF_ERROR(Finish(logits.status(), one, slots));
   return logits;
 }

@@ -1,7 +1,7 @@
 // ResidentModel: a model served by a resident executor
-// (resident_executor.h: Mamba-2 and Based today) behind the ordinary Model
-// interface, so the decode loop, the workflows and the store use it
-// unchanged.
+// (resident_executor.h: Mamba-2, Based and JRT-RNN today) behind the
+// ordinary Model interface, so the decode loop, the workflows and the store
+// use it unchanged.
 //
 // A SequenceState read by this model gets a device slot (its residency,
 // engine/state/sequence_state.h) on its first read: the host layers are
@@ -19,10 +19,10 @@
 // fails (RESOURCE_EXHAUSTED, nothing changed).
 //
 // StepBatchSampled samples on the device, so a decode step brings back B
-// ids. Prefix PrefillModes are the wrapped model's answer (neither has a
-// prefix encoder). Errors: those of the wrapped model for bad input, with
-// every state unchanged; a device
-// failure marks the states of the call damaged. Thread-safe: reads are
+// ids. Prefix PrefillModes (JRT-RNN) read on the device too, with the
+// wrapped model's checks and input. Errors: those of the wrapped model for
+// bad input, with every state unchanged; a device failure marks the states
+// of the call damaged. Thread-safe: reads are
 // serialised on the executor's device; slots are handed out under the
 // core's lock.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
@@ -79,6 +79,7 @@ class ResidentModel final : public Model {
   // used first); it is taken before the executor's own lock.
   struct Core {
     std::unique_ptr<Model> model;
+    const StackedModel* stacked = nullptr;  // `model`, as the executor reads it
     std::unique_ptr<ResidentExecutor> executor;
     std::mutex mu;
     std::list<Residency*> lru;
@@ -104,8 +105,8 @@ class ResidentModel final : public Model {
   std::shared_ptr<Core> core_;
 };
 
-// Whether `model` can run on a resident executor (Mamba-2 and Based, not
-// JRT-RNN, today).
+// Whether `model` can run on a resident executor (Mamba-2, Based and
+// JRT-RNN today).
 bool SupportsResidentExecutor(const Model& model);
 // Whether `model` is one (LoadOptions::resident wrapped it).
 bool IsResidentModel(const Model& model);

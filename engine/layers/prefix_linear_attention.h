@@ -64,6 +64,13 @@ class PrefixLinearAttention final : public Mixer {
       absl::Span<const float> x, int64_t tokens, const PrefixEncoding& prefix,
       LayerState& state, absl::Span<float> out) const override;
 
+  // The loaded parameters, for an executor that keeps its own copy on a
+  // device (engine/executor/resident_executor.h): the decoder's (the Based
+  // core) and the encoder's keys [H·F, d] and values [d, d].
+  const LinearAttentionCore& core() const { return core_; }
+  const Tensor& wk_enc() const { return wk_enc_; }
+  const Tensor& wv_enc() const { return wv_enc_; }
+
  private:
   PrefixLinearAttention() = default;
 

@@ -154,7 +154,7 @@ absl::Status StackedModel::Read(absl::Span<const int32_t> tokens,
     // the state and the rest is causal.
     const size_t first = std::min<size_t>(
         tokens.size(),
-        static_cast<size_t>(std::max(prefill_chunk_, prefix->encoder_tokens)));
+        static_cast<size_t>(FirstPrefixPass(*prefix, prefill_chunk_)));
     TWICE_RETURN_IF_ERROR(
         ForwardChunk(tokens.subspan(0, first), state, prefix, x));
     begin = first;
@@ -187,9 +187,9 @@ absl::StatusOr<std::vector<float>> StackedModel::Prefill(
   return logits;
 }
 
-absl::StatusOr<std::vector<float>> StackedModel::PrefillPrefix(
-    absl::Span<const int32_t> tokens, SequenceState& state,
-    PrefillMode mode) const {
+absl::StatusOr<StackedModel::PrefixRead> StackedModel::MakePrefixRead(
+    absl::Span<const int32_t> tokens, PrefillMode mode,
+    int64_t state_tokens) const {
   const int64_t m = description_.prefix_length;
   if (m <= 0) {
     return absl::UnimplementedError(absl::StrCat(
@@ -197,12 +197,10 @@ absl::StatusOr<std::vector<float>> StackedModel::PrefillPrefix(
         " model has no prefix encoder; prefix encoding needs a JRT-RNN model"));
   }
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description_.vocab_size));
-  TWICE_RETURN_IF_ERROR(
-      CheckReadableState(state, description_.fingerprint, mixers_));
-  if (state.token_count() != 0) {
+  if (state_tokens != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "a prefix prefill needs an empty state, but this one has read ",
-        state.token_count(),
+        state_tokens,
         " tokens: the non-causal prefix encoder cannot be applied after the "
         "fact; read the prefix first, then continue causally"));
   }
@@ -211,19 +209,31 @@ absl::StatusOr<std::vector<float>> StackedModel::PrefillPrefix(
   const int64_t body = copies * static_cast<int64_t>(tokens.size());
   const int64_t pads =
       mode == PrefillMode::kPrefixUnpadded ? 0 : std::max<int64_t>(0, m - body);
-  std::vector<int32_t> input(static_cast<size_t>(pads),
-                             static_cast<int32_t>(prefix_pad_token_id_));
-  input.reserve(static_cast<size_t>(pads + body));
+  PrefixRead read;
+  read.input.assign(static_cast<size_t>(pads),
+                    static_cast<int32_t>(prefix_pad_token_id_));
+  read.input.reserve(static_cast<size_t>(pads + body));
   for (int c = 0; c < copies; ++c) {
-    input.insert(input.end(), tokens.begin(), tokens.end());
+    read.input.insert(read.input.end(), tokens.begin(), tokens.end());
   }
-  PrefixEncoding prefix;
-  prefix.encoder_tokens = std::min<int64_t>(m, pads + body);
-  prefix.masked_tokens = pads;
+  read.encoding.encoder_tokens = std::min<int64_t>(m, pads + body);
+  read.encoding.masked_tokens = pads;
+  return read;
+}
+
+absl::StatusOr<std::vector<float>> StackedModel::PrefillPrefix(
+    absl::Span<const int32_t> tokens, SequenceState& state,
+    PrefillMode mode) const {
+  if (description_.prefix_length > 0) {
+    TWICE_RETURN_IF_ERROR(
+        CheckReadableState(state, description_.fingerprint, mixers_));
+  }
+  TWICE_ASSIGN_OR_RETURN(PrefixRead read,
+                         MakePrefixRead(tokens, mode, state.token_count()));
   std::vector<float> logits;
   SequenceState* states[] = {&state};
   TWICE_RETURN_IF_ERROR(
-      DamagedOnError(Read(input, state, &prefix, logits), states));
+      DamagedOnError(Read(read.input, state, &read.encoding, logits), states));
   return logits;
 }
 

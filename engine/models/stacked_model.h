@@ -25,6 +25,7 @@
 #ifndef TWICE_ENGINE_MODELS_STACKED_MODEL_H_
 #define TWICE_ENGINE_MODELS_STACKED_MODEL_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -73,6 +74,22 @@ class StackedModel : public Model {
   // The embedding's buffer when tied.
   const Tensor& lm_head() const { return lm_head_; }
   const RmsNormLayer& final_norm() const { return final_norm_; }
+  // A prefix read (JRT-RNN, PrefillMode): the tokens the model reads (left
+  // pads, the tokens, again for Read-2x) and how its first rows encode.
+  struct PrefixRead {
+    std::vector<int32_t> input;
+    PrefixEncoding encoding;
+  };
+  // UNIMPLEMENTED without a prefix encoder; INVALID_ARGUMENT for bad ids;
+  // FAILED_PRECONDITION unless the state is empty (`state_tokens` == 0).
+  [[nodiscard]] absl::StatusOr<PrefixRead> MakePrefixRead(
+      absl::Span<const int32_t> tokens, PrefillMode mode,
+      int64_t state_tokens) const;
+  // Tokens the first pass of a prefix read takes: the encoder must fit in
+  // it (every query sees the complete encoder sums).
+  static int64_t FirstPrefixPass(const PrefixEncoding& prefix, int64_t chunk) {
+    return std::max(chunk, prefix.encoder_tokens);
+  }
   // Granite-4.0-H's multipliers; 1 elsewhere.
   bool has_unit_scales() const {
     return embedding_scale_ == 1.0f && residual_scale_ == 1.0f &&

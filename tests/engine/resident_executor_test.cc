@@ -67,12 +67,12 @@ std::vector<float> LayerFloats(const LayerState& layer) {
 
 // Parameter: the architecture of the tiny model (every layer kind the
 // executor has: Mamba-2's mixer; Based's BaseConv, linear attention,
-// sliding window and SwiGLU).
+// sliding window and SwiGLU; JRT-RNN's prefix linear attention).
 class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    for (const char* arch : {"mamba2", "based", "jrt"}) {
+    for (const char* arch : {"mamba2", "based", "jrt", "llama"}) {
       const std::string out = dir_->Sub(arch);
       ASSERT_OK(testing::WriteTinyModelOf(arch, out, 23, kExecutorVocab));
       // Sharper weights make a row reading another row's state show.
@@ -414,7 +414,7 @@ TEST_P(ResidentExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
 }
 
 TEST_P(ResidentExecutorTest, ResumeRefusesAStateWhoseLayersDisagree) {
-  if (GetParam() != "based") {
+  if (GetParam() == "mamba2") {
     GTEST_SKIP() << "every Mamba-2 layer has the same state shape";
   }
   std::unique_ptr<ResidentExecutor> e = NewExecutor();
@@ -438,11 +438,54 @@ TEST_P(ResidentExecutorTest, ResumeRefusesAStateWhoseLayersDisagree) {
   EXPECT_EQ(e->sequences(), 0);
 }
 
+TEST_P(ResidentExecutorTest, PrefixReadsMatchTheModel) {
+  if (model_->description().prefix_length == 0) {
+    GTEST_SKIP() << "no prefix encoder";
+  }
+  // Passes of 16 tokens: the first pass of a prefix read grows to hold the
+  // whole encoder (M = 64), the rest are causal.
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/4,
+                                                    /*prefill_chunk=*/16);
+  ASSERT_NE(e, nullptr);
+  for (const PrefillMode mode :
+       {PrefillMode::kPrefix, PrefillMode::kPrefixReadTwice,
+        PrefillMode::kPrefixUnpadded}) {
+    for (const int n : {5, 40, 64, 100}) {
+      SCOPED_TRACE(::testing::Message() << static_cast<int>(mode) << " " << n);
+      const std::vector<int32_t> tokens = RandomTokens(n, kExecutorVocab, n);
+      std::unique_ptr<SequenceState> state = model_->NewState();
+      ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                           model_->Prefill(tokens, *state, mode));
+      ASSERT_OK_AND_ASSIGN(StackedModel::PrefixRead read,
+                           stacked_->MakePrefixRead(tokens, mode, 0));
+      ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           e->Prefill(slot, read.input, &read.encoding));
+      EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> saved, e->Save(slot));
+      EXPECT_EQ(saved->token_count(), state->token_count());
+      for (int l = 0; l < saved->num_layers(); ++l) {
+        EXPECT_LE(
+            testing::ExcessOverSummationOrder(LayerFloats(saved->layer(l)),
+                                              LayerFloats(state->layer(l))),
+            0.0)
+            << l;
+      }
+      // A second prefix read of the same sequence is refused, unchanged.
+      EXPECT_EQ(e->Prefill(slot, read.input, &read.encoding).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+      ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(slot));
+      EXPECT_EQ(count, state->token_count());
+      ASSERT_OK(e->Release(slot));
+    }
+  }
+}
+
 TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
-  // JRT-RNN's prefix encoder has no resident form yet.
-  std::unique_ptr<Model> jrt = testing::LoadOrDie(dir_->Sub("jrt"));
-  ASSERT_NE(jrt, nullptr);
-  const auto& m = dynamic_cast<const StackedModel&>(*jrt);
+  // Llama's attention has no resident form yet.
+  std::unique_ptr<Model> llama = testing::LoadOrDie(dir_->Sub("llama"));
+  ASSERT_NE(llama, nullptr);
+  const auto& m = dynamic_cast<const StackedModel&>(*llama);
   EXPECT_EQ(SupportsResident(m).code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(ResidentExecutor::Create(m, NewCpuExecutorDevice()).status().code(),
             absl::StatusCode::kUnimplemented);
@@ -450,7 +493,7 @@ TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ResidentExecutorTest,
-                         ::testing::Values("mamba2", "based"),
+                         ::testing::Values("mamba2", "based", "jrt"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            return i.param;
                          });

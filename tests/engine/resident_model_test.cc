@@ -201,5 +201,40 @@ TEST_F(ResidentModelTest, RefusedReadsChangeNothing) {
   EXPECT_EQ(state->token_count(), 8);
 }
 
+// JRT-RNN's prefix reads run on the device with the host model's input
+// and checks: the same logits and state, and a prefix read of a state that
+// has read tokens is refused unchanged.
+TEST(ResidentJrtModelTest, PrefixReadsRunOnTheDeviceLikeTheHostModel) {
+  TempDir dir;
+  ASSERT_OK(
+      testing::WriteTinyModelOf("jrt", dir.Sub("jrt"), 37, kResidentVocab));
+  std::unique_ptr<Model> host = testing::LoadOrDie(dir.Sub("jrt"));
+  ASSERT_NE(host, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ResidentModel> resident,
+                       ResidentModel::Create(testing::LoadOrDie(dir.Sub("jrt")),
+                                             NewCpuExecutorDevice()));
+  const std::vector<int32_t> doc = RandomTokens(30, kResidentVocab, 8);
+  auto on_device = resident->NewState();
+  auto on_host = host->NewState();
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<float> got,
+      resident->Prefill(doc, *on_device, PrefillMode::kPrefixReadTwice));
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<float> want,
+      host->Prefill(doc, *on_host, PrefillMode::kPrefixReadTwice));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+  EXPECT_EQ(on_device->token_count(), on_host->token_count());
+  EXPECT_TRUE(on_device->host_stale());
+  ASSERT_OK_AND_ASSIGN(got, resident->Step(11, *on_device));
+  ASSERT_OK_AND_ASSIGN(want, host->Step(11, *on_host));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+
+  const std::string before = EncodeState(*on_device);
+  EXPECT_EQ(
+      resident->Prefill(doc, *on_device, PrefillMode::kPrefix).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(EncodeState(*on_device), before);
+}
+
 }  // namespace
 }  // namespace twice::engine

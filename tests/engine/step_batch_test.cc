@@ -272,7 +272,7 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
 INSTANTIATE_TEST_SUITE_P(Architectures, StepBatchTest,
                          ::testing::Values("based", "jrt", "mamba2", "rat",
                                            "llama", "mamba2-resident",
-                                           "based-resident"),
+                                           "based-resident", "jrt-resident"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -11,8 +11,9 @@
 //     again after it (state passing over a non-empty state);
 //   - after a restart the same questions give the same answers from the
 //     stored state, not a recomputation;
-//   - Mamba-2 and Based also run with --executor=resident (states in
-//     executor slots between reads, synced to the host only for the store);
+//   - Mamba-2, Based and JRT-RNN (prefix reads included) also run with
+//     --executor=resident (states in executor slots between reads, synced
+//     to the host only for the store);
 //   - ListModels names the architecture and offers the prefix modes exactly
 //     when the model has a prefix encoder; a model without one answers
 //     prefix asks with a precise UNIMPLEMENTED.
@@ -240,6 +241,8 @@ INSTANTIATE_TEST_SUITE_P(
                                    false, "--executor=resident"},
                       Architecture{"basedresident", "based", "tiny", "based",
                                    false, "--executor=resident"},
+                      Architecture{"jrtresident", "jrt", "tiny", "jrt", true,
+                                   "--executor=resident"},
                       Architecture{"llama", "llama", "tiny", "llama", false},
                       Architecture{"rat", "rat", "tiny", "rat", false},
                       Architecture{"ratswa", "rat", "tiny-swa", "rat", false},

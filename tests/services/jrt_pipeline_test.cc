@@ -43,7 +43,9 @@ constexpr int kMaxTokens = 8;
 
 using Answer = testing::WorkflowAnswer;
 
-class JrtPipelineTest : public ::testing::Test {
+// Parameter: --executor (the resident executor reads prefixes on its
+// device; the answers are the same).
+class JrtPipelineTest : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() {
     models_ = new TempDir();
@@ -67,7 +69,8 @@ class JrtPipelineTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start(
         {"--model=jrt=" + models_->path() + "/jrt," +
              "based=" + models_->path() + "/based",
-         "--data-dir=" + StoreDir(), "--internal-listen=127.0.0.1:0"},
+         "--data-dir=" + StoreDir(), "--internal-listen=127.0.0.1:0",
+         std::string("--executor=") + GetParam()},
         data_.path() + "/server.log"))
         << server_->stderr_text();
     auto channel = grpc::CreateChannel(server_->address(),
@@ -154,7 +157,7 @@ bool HasPrefixMode(const v1::DocumentInfo& info) {
                     v1::PREFILL_MODE_PREFIX) == 1;
 }
 
-TEST_F(JrtPipelineTest, ModelsDescribeTheirModes) {
+TEST_P(JrtPipelineTest, ModelsDescribeTheirModes) {
   StartServer();
   grpc::ClientContext context;
   v1::ListModelsResponse models;
@@ -173,7 +176,7 @@ TEST_F(JrtPipelineTest, ModelsDescribeTheirModes) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-TEST_F(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
+TEST_P(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
   StartServer();
   const int64_t doc_tokens = CountTokens(kDocument);
   ASSERT_GT(doc_tokens, 64);
@@ -218,7 +221,7 @@ TEST_F(JrtPipelineTest, AskPrefixReusesTheStateIngestPrepared) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-TEST_F(JrtPipelineTest, ShortDocumentsAreEncodedLeftPadded) {
+TEST_P(JrtPipelineTest, ShortDocumentsAreEncodedLeftPadded) {
   StartServer();
   const int64_t doc_tokens = CountTokens(kShortDocument);
   ASSERT_LT(doc_tokens, 64);
@@ -233,7 +236,7 @@ TEST_F(JrtPipelineTest, ShortDocumentsAreEncodedLeftPadded) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-TEST_F(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
+TEST_P(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
   StartServer();
   const v1::DocumentInfo doc = IngestOk(kDocument);
   const Answer before = Ask(doc.document_id(), v1::ASK_MODE_PREFIX);
@@ -262,7 +265,7 @@ TEST_F(JrtPipelineTest, LostPrefixStateIsRecomputedWithTheSameAnswer) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-TEST_F(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
+TEST_P(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
   StartServer();
   const v1::DocumentInfo doc = IngestOk(kDocument);
   const Answer answer =
@@ -281,7 +284,7 @@ TEST_F(JrtPipelineTest, PrefixWithQuestionEncodesQuestionAndDocument) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-TEST_F(JrtPipelineTest, PrefixChainsStartWithTheWholeEncoder) {
+TEST_P(JrtPipelineTest, PrefixChainsStartWithTheWholeEncoder) {
   StartServer();
   std::vector<int32_t> tokens(100);
   for (int i = 0; i < 100; ++i) tokens[i] = 1000 + i;
@@ -309,7 +312,7 @@ TEST_F(JrtPipelineTest, PrefixChainsStartWithTheWholeEncoder) {
   EXPECT_EQ(StopServer(), 0);
 }
 
-TEST_F(JrtPipelineTest, BasedModelsAnswerPrefixModesPrecisely) {
+TEST_P(JrtPipelineTest, BasedModelsAnswerPrefixModesPrecisely) {
   StartServer();
   const v1::DocumentInfo doc = IngestOk(kDocument, "based");
   EXPECT_FALSE(HasPrefixMode(doc));
@@ -332,6 +335,12 @@ TEST_F(JrtPipelineTest, BasedModelsAnswerPrefixModesPrecisely) {
   EXPECT_OK(Ask(doc.document_id(), v1::ASK_MODE_DEFAULT).status);
   EXPECT_EQ(StopServer(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Executors, JrtPipelineTest,
+                         ::testing::Values("offload", "resident"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 }  // namespace
 }  // namespace twice
