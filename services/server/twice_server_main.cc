@@ -110,10 +110,11 @@ ABSL_FLAG(std::string, weights_dtype, "auto",
           "f16, or int8 (symmetric, one scale per 64 weights of a row, made "
           "at load); part of the model fingerprint");
 ABSL_FLAG(std::string, executor, "auto",
-          "How a model with a resident executor (Mamba-2) runs: resident "
-          "(weights, workspace and sequence states stay on --device, sampling "
-          "there), offload (the model's own forward on the kernel backend), "
-          "or auto (resident with --device=cuda, offload on the cpu)");
+          "How a model with a resident executor (Mamba-2, Based, JRT-RNN) "
+          "runs: resident (weights, workspace and sequence states stay on "
+          "--device, sampling there), offload (the model's own forward on "
+          "the kernel backend), or auto (resident with --device=cuda, "
+          "offload on the cpu)");
 ABSL_FLAG(int, resident_slots, 256,
           "Sequence states resident at once per model with --executor "
           "resident (at least 64, the decode batch); beyond them, idle "
