@@ -1,9 +1,10 @@
 // ResidentExecutor on the CUDA device against the same executor on the CPU
-// device (whose logic and equations engine/resident_executor_test.cc and the
-// Mamba-2 and Based goldens check): weights resident in bf16, states in device
-// slots, the step's sampling on the device. GEMMs run in bf16, so logits are
-// compared by the norm-wise relative error with the whole-model bf16
-// tolerance of cuda_model_test.cc (3e-2); the rows' GPU-vs-CPU top-1
+// device (whose logic and equations engine/resident_executor_test.cc and
+// the Mamba-2, Based and JRT-RNN goldens check): weights resident in bf16,
+// states in device slots, JRT's prefix reads, the step's sampling on the
+// device. GEMMs run in bf16, so logits are compared by the norm-wise
+// relative error with the whole-model bf16 tolerance of cuda_model_test.cc
+// (3e-2); the rows' GPU-vs-CPU top-1
 // agreement and mean KL divergence are printed, and on the shipped
 // (trained) model required to be >= 90 % and <= 0.05 nats, with greedy
 // continuations the same alone and in a batch of 64. A state read on the
@@ -178,6 +179,43 @@ TEST_P(ResidentExecutorCudaTest, PrefillAndBatchedStepsMatchTheCpu) {
   }
 }
 
+// JRT-RNN's prefix reads (the encoder pass in the fused bf16 kernel at the
+// published shape, the featurized kernels otherwise) against the CPU, in
+// every mode, shorter and longer than the encoder, then a few steps.
+TEST_P(ResidentExecutorCudaTest, PrefixReadsMatchTheCpu) {
+  if (model_->description().prefix_length == 0) {
+    GTEST_SKIP() << "no prefix encoder";
+  }
+  const int64_t m = model_->description().prefix_length;
+  for (const PrefillMode mode :
+       {PrefillMode::kPrefix, PrefillMode::kPrefixReadTwice,
+        PrefillMode::kPrefixUnpadded}) {
+    for (const int64_t n : {m / 3, m + 100}) {
+      SCOPED_TRACE(::testing::Message() << static_cast<int>(mode) << " " << n);
+      ASSERT_OK_AND_ASSIGN(
+          StackedModel::PrefixRead read,
+          stacked_->MakePrefixRead(Tokens(n, 40 + static_cast<uint32_t>(n)),
+                                   mode, 0));
+      ASSERT_OK_AND_ASSIGN(SlotId g, gpu_->NewSequence());
+      ASSERT_OK_AND_ASSIGN(SlotId c, cpu_->NewSequence());
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           gpu_->Prefill(g, read.input, &read.encoding));
+      ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                           cpu_->Prefill(c, read.input, &read.encoding));
+      EXPECT_LE(RelativeError(got, want), kExecutorTolerance);
+      const SlotId gs[] = {g}, cs[] = {c};
+      for (int step = 0; step < 3; ++step) {
+        const std::vector<int32_t> token = Tokens(1, 300 + step);
+        ASSERT_OK_AND_ASSIGN(got, gpu_->StepLogits(token, gs));
+        ASSERT_OK_AND_ASSIGN(want, cpu_->StepLogits(token, cs));
+        EXPECT_LE(RelativeError(got, want), kExecutorTolerance) << step;
+      }
+      ASSERT_OK(gpu_->Release(g));
+      ASSERT_OK(cpu_->Release(c));
+    }
+  }
+}
+
 TEST_P(ResidentExecutorCudaTest, StatesCrossBetweenGpuAndCpuThroughTheCodec) {
   const std::vector<int32_t> prompt = Tokens(300, 2);
   ASSERT_OK_AND_ASSIGN(SlotId g, gpu_->NewSequence());
@@ -277,7 +315,10 @@ INSTANTIATE_TEST_SUITE_P(
         ExecutorCase{"qa", "models/mamba2-qa", "", "", true},
         ExecutorCase{"based_tiny", "", "based", "tiny", false},
         ExecutorCase{"based_360m_shape", "", "based", "360m-shape", false},
-        ExecutorCase{"based_qa", "models/based-qa", "", "", true}),
+        ExecutorCase{"based_qa", "models/based-qa", "", "", true},
+        ExecutorCase{"jrt_tiny", "", "jrt", "tiny", false},
+        ExecutorCase{"jrt_360m_shape", "", "jrt", "360m-shape", false},
+        ExecutorCase{"jrt_qa", "models/jrt-qa", "", "", true}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {
       return info.param.name;
     });
