@@ -130,8 +130,8 @@ struct LoadOptions {
   // Serve the model from a resident executor (engine/executor/
   // resident_model.h: weights, workspace and sequence states kept on
   // `resident_device`, "cpu" or "cuda") when its layers have resident forms
-  // (Mamba-2, Based, JRT-RNN); other architectures load as usual. `resident_slots` states
-  // are resident at once (--resident_slots).
+  // (Mamba-2, Based, JRT-RNN); other architectures load as usual.
+  // `resident_slots` states are resident at once (--resident_slots).
   bool resident = false;
   std::string resident_device = "cpu";
   int32_t resident_slots = 256;
