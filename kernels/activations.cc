@@ -48,4 +48,8 @@ absl::Status SwiGlu(absl::Span<const float> u, int64_t rows, int64_t hidden,
       });
 }
 
+void ReluSquared(absl::Span<float> x) {
+  for (float& v : x) v = v > 0.0f ? v * v : 0.0f;
+}
+
 }  // namespace twice::kernels

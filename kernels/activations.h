@@ -7,6 +7,7 @@
 // SwiGlu: the Based / GPT "GatedMlp" activation over a fused fc1 output
 //   u [rows, 2h]: out[i, j] = u[i, j] · silu(u[i, h + j]), out [rows, h].
 //   The SECOND half is the gate.
+// ReluSquared: x = relu(x)^2 in place (Nemotron-H's MLP activation).
 #ifndef TWICE_KERNELS_ACTIVATIONS_H_
 #define TWICE_KERNELS_ACTIVATIONS_H_
 
@@ -25,6 +26,9 @@ namespace twice::kernels {
 
 [[nodiscard]] absl::Status SwiGlu(absl::Span<const float> u, int64_t rows,
                                   int64_t hidden, absl::Span<float> out);
+
+// Elementwise and cheap next to the GEMMs around it: no backend dispatch.
+void ReluSquared(absl::Span<float> x);
 
 }  // namespace twice::kernels
 

@@ -34,4 +34,29 @@ absl::Status RopeRotateHalf(absl::Span<float> x, int64_t rows,
       });
 }
 
+absl::Status RopeRotateHalfAt(absl::Span<float> x, int64_t rows,
+                              int64_t row_stride, int64_t heads,
+                              int64_t head_dim,
+                              absl::Span<const int64_t> positions, float base) {
+  constexpr char kOp[] = "RopeRotateHalfAt";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && static_cast<int64_t>(positions.size()) == rows, kOp,
+               "need one position per row"));
+  TWICE_RETURN_IF_ERROR(CheckArg(row_stride >= heads * head_dim, kOp,
+                                 "row_stride < heads * head_dim"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "x", x.size(), StridedExtent(rows, heads * head_dim, row_stride)));
+  for (int64_t p : positions) {
+    TWICE_RETURN_IF_ERROR(CheckArg(p >= 0, kOp, "a position is negative"));
+  }
+  // Row by row through the consecutive-position op: its checks and its
+  // backend dispatch hold for each one-row call.
+  for (int64_t i = 0; i < rows; ++i) {
+    TWICE_RETURN_IF_ERROR(RopeRotateHalf(x.subspan(i * row_stride), 1,
+                                         row_stride, heads, head_dim,
+                                         positions[i], base));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace twice::kernels

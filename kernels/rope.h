@@ -25,6 +25,14 @@ namespace twice::kernels {
                                           int64_t head_dim, int64_t start_pos,
                                           float base);
 
+// The same with row i at position positions[i] (one per row, >= 0): the
+// rows of a batched decode step, each sequence at its own position.
+[[nodiscard]] absl::Status RopeRotateHalfAt(absl::Span<float> x, int64_t rows,
+                                            int64_t row_stride, int64_t heads,
+                                            int64_t head_dim,
+                                            absl::Span<const int64_t> positions,
+                                            float base);
+
 }  // namespace twice::kernels
 
 #endif  // TWICE_KERNELS_ROPE_H_

@@ -3,7 +3,8 @@
 // Markdown table. This times the engine, not a second implementation of the
 // forward; tests/cuda/device_check.sh runs it when the engine is built.
 //
-//   cuda_engine_bench [--models=based:360m-shape,mamba2:mamba2-130m-shape]
+//   cuda_engine_bench [--models=based:360m-shape,mamba2:mamba2-130m-shape,
+//                               llama:llama-360m-shape]
 //                     [--tokens=2048,8192,32768] [--batch=16]
 //                     [--decode_batches=1,16,64,256] [--reps=3]
 //                     [--out=FILE]
@@ -14,8 +15,8 @@
 //   prefill B=16, T=2048  16 sequences read at once from 16 threads
 //   decode B              one StepBatch of B sequences (states after 64
 //                         tokens), median step latency and tokens/s
-// and, for models it runs (Mamba-2, Based), the same phases through the
-// resident executor
+// and, for models it runs (Mamba-2, Based, JRT-RNN, Llama), the same
+// phases through the resident executor
 // (engine/executor/resident_executor.h: weights, workspace and states stay on
 // the GPU; a decode step samples on the device and returns B ids):
 //   executor prefill T    Prefill of one sequence (passes of 2048 tokens)
@@ -165,6 +166,12 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
   engine::ResidentExecutorOptions options;
   options.slots = static_cast<int32_t>(max_batch);
   options.prefill_chunk = 2048;
+  // Full-attention KV room for the longest prefill or the largest decode
+  // batch (64 tokens read, then the warm-up and timed steps), one at a time.
+  int64_t max_tokens = 0;
+  for (int64_t t : o_.tokens) max_tokens = std::max(max_tokens, t);
+  options.kv_cache_tokens =
+      std::max(max_tokens, max_batch * (64 + 16 * (o_.reps + 1)));
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::ResidentExecutor> executor,
       engine::ResidentExecutor::Create(model, std::move(device), options));
@@ -220,9 +227,12 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
       return executor->Step(next, slots, greedy).status();
     }));
     row.tokens_per_s = b / (row.ms / 1e3);
+    // Fixed states are read and written; a KV cache is read (~64 tokens
+    // per sequence) and one row written.
     const double bytes =
         static_cast<double>(executor->weight_bytes()) +
-        2.0 * static_cast<double>(b) * executor->state_bytes_per_slot();
+        2.0 * static_cast<double>(b) * executor->state_bytes_per_slot() +
+        65.0 * static_cast<double>(b) * executor->kv_bytes_per_token();
     row.bound_ms = copy_gbs_ > 0.0 ? bytes / (copy_gbs_ * 1e9) * 1e3 : 0.0;
     rows_.push_back(row);
     std::fprintf(stderr, "%s decode B=%lld: %.3f ms (bound %.3f ms)\n",

@@ -14,6 +14,7 @@
 #include "kernels/activations.h"
 #include "kernels/causal_conv1d.h"
 #include "kernels/linear.h"
+#include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
@@ -81,6 +82,24 @@ class HostSlotMap final : public DeviceSlotMap {
   std::vector<int64_t> positions_;
 };
 
+class HostBlockTable final : public DeviceBlockTable {
+ public:
+  HostBlockTable(absl::Span<const int32_t> blocks, int64_t width)
+      : blocks_(blocks.begin(), blocks.end()), width_(width) {}
+  absl::Span<const int32_t> blocks() const override { return blocks_; }
+  int64_t width() const override { return width_; }
+
+ private:
+  std::vector<int32_t> blocks_;
+  int64_t width_;
+};
+
+kernels::PagedRows PagedRowsOf(const DevicePassRows& rows) {
+  return {rows.rows, rows.start,
+          rows.step != nullptr ? rows.step->positions()
+                               : absl::Span<const int64_t>()};
+}
+
 const kernels::Tensor& TensorOf(const DeviceMatrix& m) {
   return static_cast<const HostMatrix&>(m).tensor();
 }
@@ -133,6 +152,11 @@ class CpuExecutorDevice final : public ExecutorDevice {
                    static_cast<size_t>(cols) * sizeof(float));
     }
     return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<DeviceBlockTable>> UploadBlockTable(
+      absl::Span<const int32_t> table, int64_t width) override {
+    TWICE_RETURN_IF_ERROR(CheckBlockTable(table, width));
+    return std::make_unique<HostBlockTable>(table, width);
   }
   absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
       const kernels::Tensor& weight) override {
@@ -236,11 +260,42 @@ class CpuExecutorDevice final : public ExecutorDevice {
     return kernels::RopeRotateHalf(Host(x), rows, row_stride, heads, head_dim,
                                    start_pos, base);
   }
+  absl::Status RopeRotateHalfAt(DeviceFloats x, int64_t row_stride,
+                                int64_t heads, int64_t head_dim,
+                                const DeviceSlotMap& step,
+                                float base) override {
+    return kernels::RopeRotateHalfAt(
+        Host(x), static_cast<int64_t>(step.positions().size()), row_stride,
+        heads, head_dim, step.positions(), base);
+  }
+  absl::Status PagedKvWrite(DeviceFloats k, int64_t k_stride, DeviceFloats v,
+                            int64_t v_stride, const DevicePassRows& rows,
+                            const kernels::PagedKvDims& dims,
+                            const DeviceBlockTable& table, DeviceFloats k_pool,
+                            DeviceFloats v_pool) override {
+    return kernels::PagedKvWrite(Host(k), k_stride, Host(v), v_stride,
+                                 PagedRowsOf(rows), WithTableWidth(dims, table),
+                                 table.blocks(), Host(k_pool), Host(v_pool));
+  }
+  absl::Status PagedAttention(DeviceFloats q, int64_t q_stride,
+                              const DevicePassRows& rows,
+                              const kernels::PagedKvDims& dims,
+                              const DeviceBlockTable& table,
+                              DeviceFloats k_pool, DeviceFloats v_pool,
+                              float scale, DeviceFloats y) override {
+    return kernels::PagedCausalAttention(
+        Host(q), q_stride, PagedRowsOf(rows), WithTableWidth(dims, table),
+        table.blocks(), Host(k_pool), Host(v_pool), scale, Host(y));
+  }
   absl::Status SiluMul(DeviceFloats gate, int64_t gate_stride,
                        DeviceFloats mult, int64_t mult_stride, int64_t rows,
                        int64_t cols, DeviceFloats out) override {
     return kernels::SiluMul(Host(gate), gate_stride, Host(mult), mult_stride,
                             rows, cols, Host(out));
+  }
+  absl::Status ReluSquared(DeviceFloats x) override {
+    kernels::ReluSquared(Host(x));
+    return absl::OkStatus();
   }
   absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
                       DeviceFloats out) override {

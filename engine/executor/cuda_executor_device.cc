@@ -100,12 +100,45 @@ class CudaSlotMap final : public DeviceSlotMap {
   cuda::DeviceBuffer device_;
 };
 
+// A block table's entries on the device, with the host copy the checks
+// read.
+class CudaBlockTable final : public DeviceBlockTable {
+ public:
+  CudaBlockTable(absl::Span<const int32_t> blocks, int64_t width,
+                 cuda::DeviceBuffer device)
+      : blocks_(blocks.begin(), blocks.end()),
+        width_(width),
+        device_(std::move(device)) {}
+  absl::Span<const int32_t> blocks() const override { return blocks_; }
+  int64_t width() const override { return width_; }
+  cuda::DeviceBlockTableView view() const {
+    return {blocks_,
+            {static_cast<const int32_t*>(device_.data()),
+             static_cast<int64_t>(blocks_.size())}};
+  }
+
+ private:
+  std::vector<int32_t> blocks_;
+  int64_t width_;
+  cuda::DeviceBuffer device_;
+};
+
 const CudaMatrix& MatrixOf(const DeviceMatrix& m) {
   return static_cast<const CudaMatrix&>(m);
 }
 
 cuda::DeviceSlotRows SlotRowsOf(const DeviceSlotMap& m) {
   return static_cast<const CudaSlotMap&>(m).rows();
+}
+
+cuda::DevicePagedRows CudaPagedRowsOf(const DevicePassRows& rows) {
+  cuda::DevicePagedRows out{rows.rows, rows.start, {}, {}};
+  if (rows.step != nullptr) {
+    const auto& map = static_cast<const CudaSlotMap&>(*rows.step);
+    out.positions_host = map.positions();
+    out.positions_device = map.device_positions_span();
+  }
+  return out;
 }
 
 class CudaExecutorDevice final : public ExecutorDevice {
@@ -186,6 +219,20 @@ class CudaExecutorDevice final : public ExecutorDevice {
     traffic_.bytes_to_device += bytes;
     return std::unique_ptr<DeviceSlotMap>(
         std::make_unique<CudaSlotMap>(slots, positions, std::move(device)));
+  }
+  absl::StatusOr<std::unique_ptr<DeviceBlockTable>> UploadBlockTable(
+      absl::Span<const int32_t> table, int64_t width) override {
+    TWICE_RETURN_IF_ERROR(CheckBlockTable(table, width));
+    const int64_t bytes = static_cast<int64_t>(table.size() * sizeof(int32_t));
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
+                           allocator_.Allocate(std::max<int64_t>(bytes, 4)));
+    if (bytes > 0) {
+      TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(table.data(), device.data(),
+                                               bytes, stream_->get()));
+    }
+    traffic_.bytes_to_device += bytes;
+    return std::unique_ptr<DeviceBlockTable>(
+        std::make_unique<CudaBlockTable>(table, width, std::move(device)));
   }
   absl::Status CopyRows(DeviceFloats src, int64_t src_stride, DeviceFloats dst,
                         int64_t dst_stride, int64_t rows,
@@ -325,6 +372,9 @@ class CudaExecutorDevice final : public ExecutorDevice {
     return cuda::SiluMul(*stream_, ConstSpan(gate), gate_stride,
                          ConstSpan(mult), mult_stride, rows, cols, Span(out));
   }
+  absl::Status ReluSquared(DeviceFloats x) override {
+    return cuda::ReluSquared(*stream_, Span(x));
+  }
   absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
                       DeviceFloats out) override {
     return cuda::SwiGlu(*stream_, ConstSpan(u), rows, hidden, Span(out));
@@ -406,6 +456,40 @@ class CudaExecutorDevice final : public ExecutorDevice {
         ConstSpan(v_enc), encoder_tokens,
         kernels::LinearAttentionDims{dims.heads, dims.head_dim, fs}, eps,
         Span(kv), Span(k_sum), Span(y));
+  }
+
+  absl::Status RopeRotateHalfAt(DeviceFloats x, int64_t row_stride,
+                                int64_t heads, int64_t head_dim,
+                                const DeviceSlotMap& step,
+                                float base) override {
+    const auto& map = static_cast<const CudaSlotMap&>(step);
+    return cuda::RopeRotateHalfAt(*stream_, Span(x),
+                                  static_cast<int64_t>(map.positions().size()),
+                                  row_stride, heads, head_dim, map.positions(),
+                                  map.device_positions_span(), base);
+  }
+  absl::Status PagedKvWrite(DeviceFloats k, int64_t k_stride, DeviceFloats v,
+                            int64_t v_stride, const DevicePassRows& rows,
+                            const kernels::PagedKvDims& dims,
+                            const DeviceBlockTable& table, DeviceFloats k_pool,
+                            DeviceFloats v_pool) override {
+    return cuda::PagedKvWrite(*stream_, ConstSpan(k), k_stride, ConstSpan(v),
+                              v_stride, CudaPagedRowsOf(rows),
+                              WithTableWidth(dims, table),
+                              static_cast<const CudaBlockTable&>(table).view(),
+                              Span(k_pool), Span(v_pool));
+  }
+  absl::Status PagedAttention(DeviceFloats q, int64_t q_stride,
+                              const DevicePassRows& rows,
+                              const kernels::PagedKvDims& dims,
+                              const DeviceBlockTable& table,
+                              DeviceFloats k_pool, DeviceFloats v_pool,
+                              float scale, DeviceFloats y) override {
+    return cuda::PagedCausalAttention(
+        *stream_, ConstSpan(q), q_stride, CudaPagedRowsOf(rows),
+        WithTableWidth(dims, table),
+        static_cast<const CudaBlockTable&>(table).view(), ConstSpan(k_pool),
+        ConstSpan(v_pool), scale, Span(y));
   }
 
   absl::Status WindowAttention(DeviceFloats q, int64_t q_stride, DeviceFloats k,

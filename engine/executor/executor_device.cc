@@ -20,6 +20,21 @@ absl::Status CheckSlotMap(absl::Span<const int32_t> slots,
   return absl::OkStatus();
 }
 
+absl::Status CheckBlockTable(absl::Span<const int32_t> table, int64_t width) {
+  if (width < 1 || static_cast<int64_t>(table.size()) % width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block table: ", table.size(),
+                     " entries are not whole rows of width ", width));
+  }
+  return absl::OkStatus();
+}
+
+kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
+                                    const DeviceBlockTable& table) {
+  dims.table_width = table.width();
+  return dims;
+}
+
 absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
                            DeviceFloats dst, int64_t dst_stride, int64_t rows,
                            int64_t cols) {

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/paged_attention.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
@@ -71,6 +72,26 @@ class DeviceSlotMap {
   virtual absl::Span<const int64_t> positions() const = 0;  // host copy
 };
 
+// The block tables [rows, width] of one pass's sequences over a paged KV
+// cache (kernels/paged_attention.h), resident on the device for the pass's
+// paged operations (uploaded once per pass, shared by every layer).
+class DeviceBlockTable {
+ public:
+  virtual ~DeviceBlockTable() = default;
+  virtual absl::Span<const int32_t> blocks() const = 0;  // host copy
+  virtual int64_t width() const = 0;
+};
+
+// The rows of one pass as the paged operations see them: `rows`
+// consecutive tokens of one sequence from position `start` (a prefill
+// pass, block table row 0), or one token per row of a step at the map's
+// positions (table row r).
+struct DevicePassRows {
+  int64_t rows = 0;
+  int64_t start = 0;
+  const DeviceSlotMap* step = nullptr;
+};
+
 // What a Linear does besides the product: a bias per output column, and
 // accumulation into y (a residual add fused into the GEMM's epilogue).
 struct LinearEpilogue {
@@ -115,6 +136,10 @@ class ExecutorDevice {
                                               DeviceFloats dst,
                                               int64_t dst_stride, int64_t rows,
                                               int64_t cols) = 0;
+  // A block table [table.size() / width, width] of block indices (-1:
+  // none) on the device.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceBlockTable>>
+  UploadBlockTable(absl::Span<const int32_t> table, int64_t width) = 0;
   // A matrix [rows, cols] (rank 2, or rank 3 flattened to rows x rest) of
   // any weight dtype. UNIMPLEMENTED for a dtype the device does not read.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrix>>
@@ -180,6 +205,23 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status RopeRotateHalf(
       DeviceFloats x, int64_t rows, int64_t row_stride, int64_t heads,
       int64_t head_dim, int64_t start_pos, float base) = 0;
+  // kernels/rope.h RopeRotateHalfAt: the step's rows, each at its map
+  // position.
+  [[nodiscard]] virtual absl::Status RopeRotateHalfAt(
+      DeviceFloats x, int64_t row_stride, int64_t heads, int64_t head_dim,
+      const DeviceSlotMap& step, float base) = 0;
+  // kernels/paged_attention.h for the pass's rows; dims.table_width is the
+  // table's width.
+  [[nodiscard]] virtual absl::Status PagedKvWrite(
+      DeviceFloats k, int64_t k_stride, DeviceFloats v, int64_t v_stride,
+      const DevicePassRows& rows, const kernels::PagedKvDims& dims,
+      const DeviceBlockTable& table, DeviceFloats k_pool,
+      DeviceFloats v_pool) = 0;
+  [[nodiscard]] virtual absl::Status PagedAttention(
+      DeviceFloats q, int64_t q_stride, const DevicePassRows& rows,
+      const kernels::PagedKvDims& dims, const DeviceBlockTable& table,
+      DeviceFloats k_pool, DeviceFloats v_pool, float scale,
+      DeviceFloats y) = 0;
   // kernels/activations.h.
   [[nodiscard]] virtual absl::Status SiluMul(
       DeviceFloats gate, int64_t gate_stride, DeviceFloats mult,
@@ -187,6 +229,7 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status SwiGlu(DeviceFloats u, int64_t rows,
                                             int64_t hidden,
                                             DeviceFloats out) = 0;
+  [[nodiscard]] virtual absl::Status ReluSquared(DeviceFloats x) = 0;
   // kernels/taylor_linear_attention.h: `tokens` raw q, k [T, H, F] and
   // v [T, H, hd] of one sequence, after the E encoder keys k_enc [E, H, F]
   // and values v_enc [E, H, hd] (E = 0: none; JRT-RNN's prefix), into its
@@ -221,10 +264,16 @@ class ExecutorDevice {
 };
 
 // The checks every device runs on UploadSlotMap's and CopyRows's arguments
-// (INVALID_ARGUMENT: one position per slot, positions >= 0; strides >=
-// cols and both views holding `rows` strided rows).
+// (INVALID_ARGUMENT: one position per slot, positions >= 0; a table a
+// whole number of rows of width >= 1; strides >= cols and both views
+// holding `rows` strided rows).
 [[nodiscard]] absl::Status CheckSlotMap(absl::Span<const int32_t> slots,
                                         absl::Span<const int64_t> positions);
+[[nodiscard]] absl::Status CheckBlockTable(absl::Span<const int32_t> table,
+                                           int64_t width);
+// `dims` with the table's width (what the paged operations pass on).
+kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
+                                    const DeviceBlockTable& table);
 [[nodiscard]] absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
                                          DeviceFloats dst, int64_t dst_stride,
                                          int64_t rows, int64_t cols);

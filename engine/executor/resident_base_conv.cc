@@ -15,13 +15,13 @@ class ResidentBaseConv final : public ResidentMixer {
   explicit ResidentBaseConv(const BaseConv& mixer)
       : m_(mixer.parameters()), tail_floats_((m_.kernel_size - 1) * m_.inner) {}
 
-  absl::Status Load(ExecutorDevice& dev, int32_t slots) override {
+  absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
     TWICE_ASSIGN_OR_RETURN(in_proj_, dev.UploadMatrix(m_.in_proj));
     TWICE_ASSIGN_OR_RETURN(out_proj_, dev.UploadMatrix(m_.out_proj));
     TWICE_ASSIGN_OR_RETURN(in_bias_, UploadVector(dev, m_.in_bias.span()));
     TWICE_ASSIGN_OR_RETURN(out_bias_, UploadVector(dev, m_.out_bias.span()));
     TWICE_ASSIGN_OR_RETURN(conv_w_, UploadVector(dev, m_.conv.span()));
-    TWICE_ASSIGN_OR_RETURN(tails_, dev.Allocate(slots * tail_floats_));
+    TWICE_ASSIGN_OR_RETURN(tails_, dev.Allocate(pools.slots * tail_floats_));
     return absl::OkStatus();
   }
   int64_t ScratchFloats(int64_t rows) const override {

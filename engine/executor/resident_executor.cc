@@ -48,7 +48,10 @@ ResidentExecutor::ResidentExecutor(const StackedModel& model,
       rows_(std::max({options.prefill_chunk, int64_t{options.slots},
                       model.description().prefix_length})),
       pool_(options.slots),
-      slot_info_(static_cast<size_t>(options.slots)) {}
+      slot_info_(static_cast<size_t>(options.slots)),
+      kv_blocks_((options.kv_cache_tokens + options.kv_block_size - 1) /
+                     options.kv_block_size,
+                 options.kv_block_size, options.slots) {}
 
 ResidentExecutor::~ResidentExecutor() = default;
 
@@ -58,11 +61,16 @@ absl::StatusOr<std::unique_ptr<ResidentExecutor>> ResidentExecutor::Create(
   if (device == nullptr) {
     return absl::InvalidArgumentError("ResidentExecutor: no device");
   }
-  if (options.slots < 1 || options.slots > 65536 || options.prefill_chunk < 1) {
+  if (options.slots < 1 || options.slots > 65536 || options.prefill_chunk < 1 ||
+      options.kv_block_size < 1 || options.kv_cache_tokens < 0 ||
+      options.kv_cache_tokens / options.kv_block_size >= (int64_t{1} << 31)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ResidentExecutor: need 1 <= slots <= 65536 and prefill_chunk >= 1, "
-        "got slots ",
-        options.slots, ", prefill_chunk ", options.prefill_chunk));
+        "ResidentExecutor: need 1 <= slots <= 65536, prefill_chunk >= 1, "
+        "kv_block_size >= 1 and 0 <= kv_cache_tokens < 2^31 blocks; got "
+        "slots ",
+        options.slots, ", prefill_chunk ", options.prefill_chunk,
+        ", kv_block_size ", options.kv_block_size, ", kv_cache_tokens ",
+        options.kv_cache_tokens));
   }
   TWICE_RETURN_IF_ERROR(SupportsResident(model));
   std::unique_ptr<ResidentExecutor> e(
@@ -90,7 +98,9 @@ absl::Status ResidentExecutor::Load() {
     TWICE_ASSIGN_OR_RETURN(block->norm1_w,
                            UploadVector(dev, b.norm1.weight().span()));
     TWICE_ASSIGN_OR_RETURN(block->mixer, NewResidentMixer(*b.mixer));
-    TWICE_RETURN_IF_ERROR(block->mixer->Load(dev, options_.slots));
+    TWICE_RETURN_IF_ERROR(
+        block->mixer->Load(dev, ResidentPools{options_.slots, &kv_blocks_}));
+    paged_ = paged_ || block->mixer->paged();
     weight_bytes_ += ArrayBytes(*block->norm1_w) + block->mixer->weight_bytes();
     scratch = std::max(scratch, block->mixer->ScratchFloats(rows_));
     if (b.ffn != nullptr) {
@@ -113,8 +123,45 @@ absl::Status ResidentExecutor::Load() {
 
 int64_t ResidentExecutor::state_bytes_per_slot() const {
   int64_t floats = 0;
-  for (const auto& b : blocks_) floats += b->mixer->state_floats_per_slot();
+  for (const auto& b : blocks_) {
+    if (!b->mixer->paged()) floats += b->mixer->state_floats_per_slot();
+  }
   return floats * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t ResidentExecutor::kv_bytes_per_token() const {
+  int64_t floats = 0;
+  for (const auto& b : blocks_) {
+    if (b->mixer->paged()) floats += b->mixer->state_floats_per_slot();
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t ResidentExecutor::free_kv_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kv_blocks_.free_blocks();
+}
+
+absl::Status ResidentExecutor::ReserveKv(absl::Span<const SlotId> slots,
+                                         int64_t extra) {
+  if (!paged_) return absl::OkStatus();
+  std::vector<int32_t> indices(slots.size());
+  std::vector<int64_t> tokens(slots.size());
+  for (size_t b = 0; b < slots.size(); ++b) {
+    indices[b] = slots[b].index;
+    tokens[b] = slot_info_[slots[b].index].tokens + extra;
+  }
+  return kv_blocks_.Reserve(indices, tokens);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBlockTable>> ResidentExecutor::PassKvTable(
+    absl::Span<const SlotId> slots) {
+  if (!paged_) return nullptr;
+  std::vector<int32_t> indices(slots.size());
+  for (size_t b = 0; b < slots.size(); ++b) indices[b] = slots[b].index;
+  int64_t width = 0;
+  const std::vector<int32_t> rows = kv_blocks_.Rows(indices, width);
+  return device_->UploadBlockTable(rows, width);
 }
 
 absl::Status ResidentExecutor::CheckSlots(
@@ -152,6 +199,7 @@ absl::StatusOr<SlotId> ResidentExecutor::NewSequence() {
   std::lock_guard<std::mutex> lock(mu_);
   TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
   slot_info_[id.index] = SlotInfo{};
+  kv_blocks_.Free(id.index);
   if (absl::Status s = ZeroSlot(id.index); !s.ok()) {
     (void)pool_.Release(id);
     return s;
@@ -183,12 +231,16 @@ absl::StatusOr<SlotId> ResidentExecutor::Resume(const SequenceState& state) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
-  absl::Status s;
+  slot_info_[id.index] = SlotInfo{};
+  kv_blocks_.Free(id.index);
+  const SlotId one[] = {id};
+  absl::Status s = ReserveKv(one, state.token_count());
   for (size_t l = 0; l < blocks_.size() && s.ok(); ++l) {
     s = blocks_[l]->mixer->Upload(*device_, state.layer(static_cast<int>(l)),
                                   id.index);
   }
   if (!s.ok()) {
+    kv_blocks_.Free(id.index);
     (void)pool_.Release(id);
     return s;
   }
@@ -232,7 +284,9 @@ absl::Status ResidentExecutor::SaveInto(SlotId slot, SequenceState& state) {
 
 absl::Status ResidentExecutor::Release(SlotId slot) {
   std::lock_guard<std::mutex> lock(mu_);
-  return pool_.Release(slot);
+  TWICE_RETURN_IF_ERROR(pool_.Release(slot));
+  kv_blocks_.Free(slot.index);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> ResidentExecutor::TokenCount(SlotId slot) const {
@@ -307,7 +361,10 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
     return absl::FailedPreconditionError(
         "ResidentExecutor: a prefix read needs an empty sequence");
   }
-  absl::Status s;
+  TWICE_RETURN_IF_ERROR(ReserveKv(one, total));
+  // One table for every pass: the blocks for all the tokens are reserved.
+  absl::StatusOr<std::unique_ptr<DeviceBlockTable>> kv_table = PassKvTable(one);
+  absl::Status s = kv_table.status();
   int64_t begin = 0;
   int64_t last_rows = 0;
   while (begin < total && s.ok()) {
@@ -316,6 +373,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
     ResidentPass pass{last_rows, slot.index,
                       slot_info_[slot.index].tokens + begin, nullptr};
     if (begin == 0) pass.prefix = prefix;
+    pass.kv_blocks = kv_table->get();
     s = RunBlocks(tokens.subspan(begin, last_rows), pass);
     begin += last_rows;
   }
@@ -343,9 +401,12 @@ absl::Status ResidentExecutor::StepToLogits(absl::Span<const int32_t> tokens,
   }
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSlotMap> map,
                          device_->UploadSlotMap(indices, positions));
+  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBlockTable> kv_table,
+                         PassKvTable(slots));
   const int64_t rows = static_cast<int64_t>(slots.size());
-  TWICE_RETURN_IF_ERROR(
-      RunBlocks(tokens, ResidentPass{rows, -1, 0, map.get()}));
+  ResidentPass pass{rows, -1, 0, map.get()};
+  pass.kv_blocks = kv_table.get();
+  TWICE_RETURN_IF_ERROR(RunBlocks(tokens, pass));
   return Head(0, rows);
 }
 
@@ -366,6 +427,7 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
     return absl::InvalidArgumentError("ResidentExecutor::Step: too many rows");
   }
   TWICE_RETURN_IF_ERROR(CheckSlots(slots));
+  TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
   const int64_t batch = static_cast<int64_t>(slots.size());
   std::vector<int32_t> ids(static_cast<size_t>(batch));
   absl::Status s = StepToLogits(tokens, slots);
@@ -395,6 +457,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::StepLogits(
         "ResidentExecutor::StepLogits: too many rows");
   }
   TWICE_RETURN_IF_ERROR(CheckSlots(slots));
+  TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
   const int64_t batch = static_cast<int64_t>(slots.size());
   std::vector<float> logits(static_cast<size_t>(batch * vocab_rows_));
   absl::Status s = StepToLogits(tokens, slots);

@@ -24,16 +24,20 @@
 //                                device continues on the other.
 //
 // Models: Mamba-2, Based (BaseConv, linear attention, sliding window,
-// SwiGLU) and JRT-RNN (prefix reads included); resident_layers.h lists the
-// layers. The equations are the host model's, computed by the same
+// SwiGLU), JRT-RNN (prefix reads included) and Llama; resident_layers.h
+// lists the layers. Full-attention layers keep their KV caches in blocks
+// of one shared pool (KvBlockTable): a read first reserves the blocks its
+// tokens need for every slot of the call, so a full pool answers
+// RESOURCE_EXHAUSTED before anything runs, and Release returns a slot's
+// blocks. The equations are the host model's, computed by the same
 // kernels on the CPU device. Checks run before anything changes (ids in
 // [0, vocab), slots live and distinct, rules valid: INVALID_ARGUMENT /
 // FAILED_PRECONDITION with every slot unchanged); a device failure after
 // that marks the slots of the call damaged, and they are refused until
 // released. Thread-safe: calls are serialised (one device stream); the
 // model must outlive the executor.
-#ifndef TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
-#define TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
+#ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
+#define TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -43,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/executor/executor_device.h"
+#include "engine/executor/kv_block_table.h"
 #include "engine/executor/resident_layer.h"
 #include "engine/executor/slot_pool.h"
 #include "engine/models/stacked_model.h"
@@ -54,6 +59,10 @@ namespace twice::engine {
 struct ResidentExecutorOptions {
   int32_t slots = 64;           // sequences resident at once, >= 1
   int64_t prefill_chunk = 512;  // tokens per layer-by-layer prefill pass
+  // Full-attention layers (Llama): tokens their paged KV caches hold, all
+  // slots together (rounded up to whole blocks), and tokens per block.
+  int64_t kv_cache_tokens = 65536;
+  int64_t kv_block_size = 16;
 };
 
 // Whether every layer of `model` has a resident form (resident_layers.h)
@@ -113,8 +122,15 @@ class ResidentExecutor {
   DeviceTraffic traffic() const;
   int32_t capacity() const { return pool_.capacity(); }
   int32_t sequences() const { return pool_.in_use(); }
-  // Device bytes of one slot's states, and of the weights.
+  // Device bytes of one slot's fixed-size states, of one token in the
+  // paged KV caches (0 without full attention), and of the weights.
   int64_t state_bytes_per_slot() const;
+  int64_t kv_bytes_per_token() const;
+  // Whether some layer keeps a paged KV cache; its free blocks (tokens:
+  // times kv_block_size).
+  bool has_paged_kv() const { return paged_; }
+  int64_t free_kv_blocks() const;
+  int64_t kv_block_size() const { return kv_blocks_.block_size(); }
   int64_t weight_bytes() const { return weight_bytes_; }
 
  private:
@@ -141,6 +157,14 @@ class ResidentExecutor {
   [[nodiscard]] absl::Status StepToLogits(absl::Span<const int32_t> tokens,
                                           absl::Span<const SlotId> slots);
   void MarkDamaged(absl::Span<const SlotId> slots);
+  // Blocks for `extra` more tokens in each slot (nothing to do without
+  // paged layers); RESOURCE_EXHAUSTED, nothing taken, when the pool is
+  // short. Then the slots' block tables on the device for the pass (null
+  // without paged layers).
+  [[nodiscard]] absl::Status ReserveKv(absl::Span<const SlotId> slots,
+                                       int64_t extra);
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<DeviceBlockTable>> PassKvTable(
+      absl::Span<const SlotId> slots);
 
   const StackedModel& model_;
   std::unique_ptr<ExecutorDevice> device_;
@@ -153,6 +177,8 @@ class ResidentExecutor {
   mutable std::mutex mu_;
   SlotPool pool_;
   std::vector<SlotInfo> slot_info_;
+  KvBlockTable kv_blocks_;
+  bool paged_ = false;  // some mixer keeps a paged KV cache
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<DeviceMatrix> embedding_;
   std::unique_ptr<DeviceMatrix> lm_head_;  // null when tied to embedding_
@@ -165,4 +191,4 @@ class ResidentExecutor {
 
 }  // namespace twice::engine
 
-#endif  // TWICE_ENGINE_EXECUTOR_MAMBA2_EXECUTOR_H_
+#endif  // TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "engine/executor/executor_device.h"
+#include "engine/executor/kv_block_table.h"
 #include "engine/layers/mixer.h"
 #include "engine/state/layer_state.h"
 
@@ -35,23 +36,42 @@ namespace twice::engine {
 // of a prefix read (JRT-RNN) carries its encoding: rows [0, encoder) also
 // form the non-causal encoder, rows [0, masked) are left padding; mixers
 // without an encoder read them as ordinary tokens.
+// Paged KV caches (full attention) read the pass's block tables
+// (KvBlockTable::Rows of the pass's slots, on the device): set when the
+// model has such layers.
 struct ResidentPass {
   int64_t rows = 0;
   int32_t prefill_slot = -1;
   int64_t prefill_start = 0;
   const DeviceSlotMap* step = nullptr;
   const PrefixEncoding* prefix = nullptr;
+  const DeviceBlockTable* kv_blocks = nullptr;
+
+  DevicePassRows pass_rows() const { return {rows, prefill_start, step}; }
+};
+
+// What a mixer's state pool is sized for: `slots` sequences; a paged KV
+// cache takes kv_blocks->blocks() blocks and reads the slots' block lists
+// from it (the executor owns it; it outlives the mixer).
+struct ResidentPools {
+  int32_t slots = 0;
+  const KvBlockTable* kv_blocks = nullptr;
 };
 
 class ResidentMixer {
  public:
   virtual ~ResidentMixer() = default;
 
-  // Uploads the weights and allocates the state pool of `slots` slots.
+  // Uploads the weights and allocates the state pool.
   [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device,
-                                          int32_t slots) = 0;
+                                          const ResidentPools& pools) = 0;
+  // Whether the state is a paged KV cache: its slots hold blocks of
+  // ResidentPools::kv_blocks (reserved by the executor before a pass or an
+  // Upload) instead of a fixed region.
+  virtual bool paged() const { return false; }
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
   virtual int64_t weight_bytes() const = 0;
+  // A fixed state's floats per slot; a paged cache's floats per token.
   virtual int64_t state_floats_per_slot() const = 0;
 
   [[nodiscard]] virtual absl::Status ZeroSlot(ExecutorDevice& device,

@@ -1,6 +1,7 @@
 #include "engine/executor/resident_layers.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
@@ -24,6 +25,14 @@ absl::StatusOr<std::unique_ptr<ResidentMixer>> NewResidentMixer(
   if (const auto* m = dynamic_cast<const SlidingWindowAttention*>(&mixer)) {
     return NewResidentWindowAttention(*m);
   }
+  if (const auto* m = dynamic_cast<const LlamaAttention*>(&mixer)) {
+    return NewResidentFullAttention(*m);
+  }
+  if (const auto* m = dynamic_cast<const FeedForwardMixer*>(&mixer)) {
+    TWICE_ASSIGN_OR_RETURN(std::unique_ptr<ResidentFeedForward> ffn,
+                           NewResidentFeedForward(m->ffn()));
+    return NewResidentFeedForwardMixer(std::move(ffn));
+  }
   return absl::UnimplementedError(
       absl::StrCat("the resident executor has no form yet of a mixer with \"",
                    std::string(mixer.NewState()->kind()), "\" states"));
@@ -34,9 +43,15 @@ absl::StatusOr<std::unique_ptr<ResidentFeedForward>> NewResidentFeedForward(
   if (const auto* m = dynamic_cast<const SwiGluMlp*>(&ffn)) {
     return NewResidentSwiGlu(*m);
   }
+  if (const auto* m = dynamic_cast<const LlamaMlp*>(&ffn)) {
+    return NewResidentLlamaMlp(*m);
+  }
+  if (const auto* m = dynamic_cast<const Relu2Mlp*>(&ffn)) {
+    return NewResidentRelu2Mlp(*m);
+  }
   return absl::UnimplementedError(
       "the resident executor has no form yet of this model's feed-forward "
-      "layers (SwiGLU only)");
+      "layers (SwiGLU and squared-ReLU MLPs only)");
 }
 
 absl::StatusOr<std::unique_ptr<DeviceArray>> UploadVector(

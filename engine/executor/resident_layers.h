@@ -6,10 +6,14 @@
 //   BasedLinearAttention    -> Taylor linear attention (S and z per slot)
 //   PrefixLinearAttention   -> the same with JRT-RNN's prefix encoder
 //   SlidingWindowAttention  -> window attention (key/value ring per slot)
-//   SwiGluMlp               -> SwiGLU MLP
+//   LlamaAttention          -> causal GQA attention over a paged KV cache
+//                              (blocks of the executor's KvBlockTable)
+//   SwiGluMlp, LlamaMlp     -> SwiGLU MLPs (fused fc1 / gate and up)
+//   Relu2Mlp                -> squared-ReLU MLP (Nemotron-H)
+//   FeedForwardMixer        -> any of those MLPs as a layer of its own
 //
-// Other layers (Llama / RAT attention, MoE, ...)
-// are UNIMPLEMENTED: a model holding one runs on the offload path.
+// Other layers (RAT attention, MoE, ...) are UNIMPLEMENTED: a model
+// holding one runs on the offload path.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 
@@ -22,9 +26,13 @@
 #include "engine/layers/base_conv.h"
 #include "engine/layers/based_linear_attention.h"
 #include "engine/layers/feed_forward.h"
+#include "engine/layers/feed_forward_mixer.h"
+#include "engine/layers/llama_attention.h"
+#include "engine/layers/llama_mlp.h"
 #include "engine/layers/mamba2_mixer.h"
 #include "engine/layers/mixer.h"
 #include "engine/layers/prefix_linear_attention.h"
+#include "engine/layers/relu2_mlp.h"
 #include "engine/layers/sliding_window_attention.h"
 #include "engine/layers/swiglu_mlp.h"
 
@@ -45,7 +53,13 @@ std::unique_ptr<ResidentMixer> NewResidentPrefixLinearAttention(
     const PrefixLinearAttention& m);
 std::unique_ptr<ResidentMixer> NewResidentWindowAttention(
     const SlidingWindowAttention& m);
+std::unique_ptr<ResidentMixer> NewResidentFullAttention(
+    const LlamaAttention& m);
 std::unique_ptr<ResidentFeedForward> NewResidentSwiGlu(const SwiGluMlp& m);
+std::unique_ptr<ResidentFeedForward> NewResidentLlamaMlp(const LlamaMlp& m);
+std::unique_ptr<ResidentFeedForward> NewResidentRelu2Mlp(const Relu2Mlp& m);
+std::unique_ptr<ResidentMixer> NewResidentFeedForwardMixer(
+    std::unique_ptr<ResidentFeedForward> ffn);
 
 // A host vector as a new device array.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<DeviceArray>> UploadVector(

@@ -28,7 +28,7 @@ class ResidentLinearAttention final : public ResidentMixer {
         kv_floats_(dims_.heads * dims_.head_dim * core_.feature_size),
         k_floats_(dims_.heads * core_.feature_size) {}
 
-  absl::Status Load(ExecutorDevice& dev, int32_t slots) override {
+  absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
     TWICE_ASSIGN_OR_RETURN(wq_, dev.UploadMatrix(core_.wq));
     TWICE_ASSIGN_OR_RETURN(wk_, dev.UploadMatrix(core_.wk));
     TWICE_ASSIGN_OR_RETURN(wv_, dev.UploadMatrix(core_.wv));
@@ -37,8 +37,8 @@ class ResidentLinearAttention final : public ResidentMixer {
       TWICE_ASSIGN_OR_RETURN(wk_enc_, dev.UploadMatrix(*wk_enc_host_));
       TWICE_ASSIGN_OR_RETURN(wv_enc_, dev.UploadMatrix(*wv_enc_host_));
     }
-    TWICE_ASSIGN_OR_RETURN(kv_, dev.Allocate(slots * kv_floats_));
-    TWICE_ASSIGN_OR_RETURN(k_sum_, dev.Allocate(slots * k_floats_));
+    TWICE_ASSIGN_OR_RETURN(kv_, dev.Allocate(pools.slots * kv_floats_));
+    TWICE_ASSIGN_OR_RETURN(k_sum_, dev.Allocate(pools.slots * k_floats_));
     return absl::OkStatus();
   }
   int64_t ScratchFloats(int64_t rows) const override {

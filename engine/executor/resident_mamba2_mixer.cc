@@ -20,7 +20,7 @@ class ResidentMamba2Mixer final : public ResidentMixer {
         tail_floats_((m_.shape.conv_kernel - 1) * m_.shape.conv_dim),
         ssm_floats_(m_.shape.heads * m_.shape.head_dim * m_.shape.state_dim) {}
 
-  absl::Status Load(ExecutorDevice& dev, int32_t slots) override {
+  absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
     TWICE_ASSIGN_OR_RETURN(conv_w_, UploadVector(dev, m_.conv_w.span()));
     TWICE_ASSIGN_OR_RETURN(conv_b_, UploadVector(dev, m_.conv_b.span()));
     TWICE_ASSIGN_OR_RETURN(dt_bias_, UploadVector(dev, m_.dt_bias.span()));
@@ -29,8 +29,8 @@ class ResidentMamba2Mixer final : public ResidentMixer {
     TWICE_ASSIGN_OR_RETURN(gate_w_, UploadVector(dev, m_.norm_w.span()));
     TWICE_ASSIGN_OR_RETURN(in_proj_, dev.UploadMatrix(m_.in_proj));
     TWICE_ASSIGN_OR_RETURN(out_proj_, dev.UploadMatrix(m_.out_proj));
-    TWICE_ASSIGN_OR_RETURN(tails_, dev.Allocate(slots * tail_floats_));
-    TWICE_ASSIGN_OR_RETURN(ssm_, dev.Allocate(slots * ssm_floats_));
+    TWICE_ASSIGN_OR_RETURN(tails_, dev.Allocate(pools.slots * tail_floats_));
+    TWICE_ASSIGN_OR_RETURN(ssm_, dev.Allocate(pools.slots * ssm_floats_));
     return absl::OkStatus();
   }
   int64_t ScratchFloats(int64_t rows) const override {

@@ -102,6 +102,34 @@ class ResidentModel::Pins {
 
 namespace {
 
+// The least recently used state with a slot that no running call holds
+// (core.mu held), or null.
+ResidentModel::Residency* IdleResident(ResidentModel::Core& core) {
+  for (auto it = core.lru.rbegin(); it != core.lru.rend(); ++it) {
+    if ((*it)->pins() == 0 && (*it)->slot().has_value()) return *it;
+  }
+  return nullptr;
+}
+
+// `read` again after spilling an idle state, for as long as it answers
+// RESOURCE_EXHAUSTED (a full KV cache: the executor reserved nothing and
+// changed nothing) and an idle state is left; the call's own states are
+// pinned.
+template <typename T>
+absl::StatusOr<T> ReadWithRoom(ResidentModel::Core& core,
+                               const std::function<absl::StatusOr<T>()>& read) {
+  while (true) {
+    absl::StatusOr<T> result = read();
+    if (result.status().code() != absl::StatusCode::kResourceExhausted) {
+      return result;
+    }
+    std::lock_guard<std::mutex> lock(core.mu);
+    ResidentModel::Residency* idle = IdleResident(core);
+    if (idle == nullptr) return result;
+    TWICE_RETURN_IF_ERROR(idle->Spill());
+  }
+}
+
 // A slot holding `source`, spilling the least recently used unpinned
 // resident state while the pool is full (core.mu held).
 absl::StatusOr<SlotId> AcquireSlot(
@@ -140,7 +168,8 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   const auto* stacked = dynamic_cast<const StackedModel*>(model.get());
   if (stacked == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the resident executor runs Mamba-2, Based and JRT-RNN models; this "
+        "the resident executor runs Mamba-2, Based, JRT-RNN and Llama "
+        "models; this "
         "model is "
         "\"",
         model == nullptr ? "none" : model->description().architecture, "\""));
@@ -189,12 +218,7 @@ absl::StatusOr<std::vector<SlotId>> ResidentModel::Bind(
     }
   }
   std::lock_guard<std::mutex> lock(core_->mu);
-  const auto victim = [this]() -> Residency* {
-    for (auto it = core_->lru.rbegin(); it != core_->lru.rend(); ++it) {
-      if ((*it)->pins() == 0 && (*it)->slot().has_value()) return *it;
-    }
-    return nullptr;
-  };
+  const auto victim = [this] { return IdleResident(*core_); };
   std::vector<SlotId> slots;
   slots.reserve(states.size());
   for (SequenceState* state : states) {
@@ -249,9 +273,12 @@ absl::StatusOr<std::vector<float>> ResidentModel::Prefill(
   Pins pins(*core_);
   TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(one, pins));
   absl::StatusOr<std::vector<float>> logits =
-      prefix.has_value()
-          ? core_->executor->Prefill(slots[0], prefix->input, &prefix->encoding)
-          : core_->executor->Prefill(slots[0], tokens);
+      ReadWithRoom<std::vector<float>>(*core_, [&] {
+        return prefix.has_value()
+                   ? core_->executor->Prefill(slots[0], prefix->input,
+                                              &prefix->encoding)
+                   : core_->executor->Prefill(slots[0], tokens);
+      });
   TWICE_RETURN_IF_ERROR(Finish(logits.status(), one, slots));
   return logits;
 }
@@ -269,8 +296,8 @@ absl::StatusOr<std::vector<float>> ResidentModel::StepBatch(
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
   Pins pins(*core_);
   TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(states, pins));
-  absl::StatusOr<std::vector<float>> logits =
-      core_->executor->StepLogits(tokens, slots);
+  absl::StatusOr<std::vector<float>> logits = ReadWithRoom<std::vector<float>>(
+      *core_, [&] { return core_->executor->StepLogits(tokens, slots); });
   TWICE_RETURN_IF_ERROR(Finish(logits.status(), states, slots));
   return logits;
 }
@@ -290,8 +317,8 @@ absl::StatusOr<std::vector<int32_t>> ResidentModel::StepBatchSampled(
   }
   Pins pins(*core_);
   TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(states, pins));
-  absl::StatusOr<std::vector<int32_t>> ids =
-      core_->executor->Step(tokens, slots, rules);
+  absl::StatusOr<std::vector<int32_t>> ids = ReadWithRoom<std::vector<int32_t>>(
+      *core_, [&] { return core_->executor->Step(tokens, slots, rules); });
   TWICE_RETURN_IF_ERROR(Finish(ids.status(), states, slots));
   return ids;
 }

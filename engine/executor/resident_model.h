@@ -1,5 +1,5 @@
 // ResidentModel: a model served by a resident executor
-// (resident_executor.h: Mamba-2, Based and JRT-RNN today) behind the
+// (resident_executor.h: Mamba-2, Based, JRT-RNN and Llama today) behind the
 // ordinary Model interface, so the decode loop, the workflows and the store
 // use it unchanged.
 //
@@ -11,12 +11,14 @@
 // the state frees its slot. A state that a model on the host (or another
 // executor) read is uploaded again at its next read here.
 //
-// The slots are a cache: when a read needs a slot and none is free, the
-// least recently used state that no running call holds is spilled (its
-// device copy saved into a host copy kept by its residency, its slot
-// freed) and comes back at its next read. Only a call that needs more
-// slots than exist, or a pool whose every slot is held by running calls,
-// fails (RESOURCE_EXHAUSTED, nothing changed).
+// The slots are a cache: when a read needs a slot and none is free, or a
+// full-attention model's KV cache has no blocks left for the read's
+// tokens, the least recently used state that no running call holds is
+// spilled (its device copy saved into a host copy kept by its residency,
+// its slot and blocks freed) and comes back at its next read. Only a call
+// that needs more slots or KV blocks than exist, or a pool whose every
+// slot is held by running calls, fails (RESOURCE_EXHAUSTED, nothing
+// changed).
 //
 // StepBatchSampled samples on the device, so a decode step brings back B
 // ids. Prefix PrefillModes (JRT-RNN) read on the device too, with the
@@ -105,8 +107,8 @@ class ResidentModel final : public Model {
   std::shared_ptr<Core> core_;
 };
 
-// Whether `model` can run on a resident executor (Mamba-2, Based and
-// JRT-RNN today).
+// Whether `model` can run on a resident executor (Mamba-2, Based, JRT-RNN
+// and Llama today).
 bool SupportsResidentExecutor(const Model& model);
 // Whether `model` is one (LoadOptions::resident wrapped it).
 bool IsResidentModel(const Model& model);

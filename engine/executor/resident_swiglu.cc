@@ -1,5 +1,8 @@
-// SwiGluMlp on a device (swiglu_mlp.h): u = h · fc1^T [rows, 2I];
-// a = u[:, :I] · silu(u[:, I:]); x += a · fc2^T.
+// The SwiGLU MLPs on a device:
+//   SwiGluMlp (swiglu_mlp.h)  u = h · fc1^T [rows, 2I];
+//                             a = u[:, :I] · silu(u[:, I:]); x += a · fc2^T
+//   LlamaMlp (llama_mlp.h)    g = h · gate^T, u = h · up^T [rows, I];
+//                             a = silu(g) · u; x += a · down^T
 #include <memory>
 
 #include "engine/executor/resident_layers.h"
@@ -38,7 +41,44 @@ class ResidentSwiGlu final : public ResidentFeedForward {
   std::unique_ptr<DeviceMatrix> fc1_, fc2_;
 };
 
+class ResidentLlamaMlp final : public ResidentFeedForward {
+ public:
+  explicit ResidentLlamaMlp(const LlamaMlp& mlp) : mlp_(mlp) {}
+
+  absl::Status Load(ExecutorDevice& dev) override {
+    TWICE_ASSIGN_OR_RETURN(gate_, dev.UploadMatrix(mlp_.gate()));
+    TWICE_ASSIGN_OR_RETURN(up_, dev.UploadMatrix(mlp_.up()));
+    TWICE_ASSIGN_OR_RETURN(down_, dev.UploadMatrix(mlp_.down()));
+    return absl::OkStatus();
+  }
+  int64_t ScratchFloats(int64_t rows) const override {
+    return rows * 3 * mlp_.hidden();  // g | u | a
+  }
+  int64_t weight_bytes() const override {
+    return gate_->bytes() + up_->bytes() + down_->bytes();
+  }
+  absl::Status Forward(ExecutorDevice& dev, int64_t rows, DeviceFloats h,
+                       DeviceFloats scratch, DeviceFloats x) override {
+    const int64_t hidden = mlp_.hidden();
+    const DeviceFloats g = scratch.sub(0, rows * hidden);
+    const DeviceFloats u = scratch.sub(g.size, rows * hidden);
+    const DeviceFloats a = scratch.sub(g.size + u.size, rows * hidden);
+    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *gate_, g));
+    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *up_, u));
+    TWICE_RETURN_IF_ERROR(dev.SiluMul(g, hidden, u, hidden, rows, hidden, a));
+    return dev.Linear(a, rows, *down_, x, LinearEpilogue{{}, true});
+  }
+
+ private:
+  const LlamaMlp& mlp_;
+  std::unique_ptr<DeviceMatrix> gate_, up_, down_;
+};
+
 }  // namespace
+
+std::unique_ptr<ResidentFeedForward> NewResidentLlamaMlp(const LlamaMlp& m) {
+  return std::make_unique<ResidentLlamaMlp>(m);
+}
 
 std::unique_ptr<ResidentFeedForward> NewResidentSwiGlu(const SwiGluMlp& m) {
   return std::make_unique<ResidentSwiGlu>(m);

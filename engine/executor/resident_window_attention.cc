@@ -28,11 +28,11 @@ class ResidentWindowAttention final : public ResidentMixer {
         window_(mixer.options().window),
         ring_floats_(window_ * d_) {}
 
-  absl::Status Load(ExecutorDevice& dev, int32_t slots) override {
+  absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
     TWICE_ASSIGN_OR_RETURN(wqkv_, dev.UploadMatrix(mixer_.wqkv()));
     TWICE_ASSIGN_OR_RETURN(wo_, dev.UploadMatrix(mixer_.wo()));
-    TWICE_ASSIGN_OR_RETURN(ring_k_, dev.Allocate(slots * ring_floats_));
-    TWICE_ASSIGN_OR_RETURN(ring_v_, dev.Allocate(slots * ring_floats_));
+    TWICE_ASSIGN_OR_RETURN(ring_k_, dev.Allocate(pools.slots * ring_floats_));
+    TWICE_ASSIGN_OR_RETURN(ring_v_, dev.Allocate(pools.slots * ring_floats_));
     return absl::OkStatus();
   }
   int64_t ScratchFloats(int64_t rows) const override {

@@ -32,6 +32,8 @@ class FeedForwardMixer final : public Mixer {
                                        absl::Span<const int64_t> positions,
                                        absl::Span<float> out) const override;
 
+  const FeedForward& ffn() const { return *ffn_; }
+
  private:
   std::unique_ptr<FeedForward> ffn_;
 };

@@ -28,6 +28,12 @@ void FullKvState::Append(const float* k, const float* v, int64_t tokens,
   count_ += tokens;
 }
 
+void FullKvState::Resize(int64_t tokens) {
+  keys_.resize(static_cast<size_t>(tokens * row()));
+  values_.resize(static_cast<size_t>(tokens * row()));
+  count_ = tokens;
+}
+
 void FullKvState::Serialize(StateWriter& writer) const {
   writer.WriteI64(count_);
   writer.WriteTensor({count_, kv_heads_, head_dim_}, keys_);

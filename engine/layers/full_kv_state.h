@@ -49,6 +49,11 @@ class FullKvState final : public LayerState, public BlockRowsState {
   int64_t elements() const { return 2 * count_ * row(); }
   absl::Span<const float> keys() const { return keys_; }
   absl::Span<const float> values() const { return values_; }
+  // Holds `tokens` rows (new rows zero, the first kept): a copy from a
+  // device then fills keys and values in place.
+  void Resize(int64_t tokens);
+  absl::Span<float> mutable_keys() { return absl::MakeSpan(keys_); }
+  absl::Span<float> mutable_values() { return absl::MakeSpan(values_); }
   // Appends `tokens` rows of keys / values ([tokens, H_kv, hd] each, row
   // stride `stride`).
   void Append(const float* k, const float* v, int64_t tokens, int64_t stride);

@@ -61,6 +61,13 @@ class LlamaAttention final : public Mixer {
                                        absl::Span<const int64_t> positions,
                                        absl::Span<float> out) const override;
 
+  // For a device copy of the layer (engine/executor/).
+  const LlamaAttentionOptions& options() const { return options_; }
+  const Tensor& wq() const { return wq_; }
+  const Tensor& wk() const { return wk_; }
+  const Tensor& wv() const { return wv_; }
+  const Tensor& wo() const { return wo_; }
+
  private:
   LlamaAttention() = default;
 

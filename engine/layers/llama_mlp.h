@@ -26,6 +26,11 @@ class LlamaMlp final : public FeedForward {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
 
+  const Tensor& gate() const { return gate_; }
+  const Tensor& up() const { return up_; }
+  const Tensor& down() const { return down_; }
+  int64_t hidden() const { return hidden_; }
+
  private:
   Tensor gate_, up_, down_;
   int64_t dim_ = 0;

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "kernels/activations.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
 
@@ -25,8 +26,7 @@ absl::Status Relu2Mlp::Forward(absl::Span<const float> x, int64_t tokens,
   std::vector<float> u(tokens * hidden_);
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, tokens, dim_, up_, hidden_, {}, absl::MakeSpan(u)));
-  // Elementwise and cheap next to the two GEMMs.
-  for (float& v : u) v = v > 0.0f ? v * v : 0.0f;
+  kernels::ReluSquared(absl::MakeSpan(u));
   return kernels::Linear(u, tokens, hidden_, down_, dim_, {}, out);
 }
 

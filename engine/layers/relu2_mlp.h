@@ -27,6 +27,10 @@ class Relu2Mlp final : public FeedForward {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
 
+  const Tensor& up() const { return up_; }
+  const Tensor& down() const { return down_; }
+  int64_t hidden() const { return hidden_; }
+
  private:
   Tensor up_, down_;
   int64_t dim_ = 0;

@@ -130,11 +130,14 @@ struct LoadOptions {
   // Serve the model from a resident executor (engine/executor/
   // resident_model.h: weights, workspace and sequence states kept on
   // `resident_device`, "cpu" or "cuda") when its layers have resident forms
-  // (Mamba-2, Based, JRT-RNN); other architectures load as usual.
-  // `resident_slots` states are resident at once (--resident_slots).
+  // (Mamba-2, Based, JRT-RNN, Llama); other architectures load as usual.
+  // `resident_slots` states are resident at once (--resident_slots);
+  // full-attention layers keep `resident_kv_tokens` tokens of KV cache for
+  // all of them together (--resident_kv_tokens).
   bool resident = false;
   std::string resident_device = "cpu";
   int32_t resident_slots = 256;
+  int64_t resident_kv_tokens = 65536;
 };
 
 // The --weights_dtype flag: "auto" (nullopt), "f32", "bf16", "f16" or

@@ -506,6 +506,12 @@ absl::Status SwiGlu(const Stream& stream, DeviceSpan<const float> u,
                  2 * hidden, rows, hidden, out);
 }
 
+absl::Status ReluSquared(const Stream& stream, DeviceSpan<float> x) {
+  if (x.size == 0) return absl::OkStatus();
+  return Launched(launch::ReluSquared(x.data, x.size, stream.get()),
+                  "ReluSquared");
+}
+
 absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                   DeviceSpan<float> out) {
   TWICE_RETURN_IF_ERROR(CheckSize("Gelu", "out", out.size, x.size));

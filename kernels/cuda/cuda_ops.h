@@ -23,6 +23,7 @@
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/linear_attention.h"
+#include "kernels/paged_attention.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
@@ -189,6 +190,41 @@ struct DeviceSlotRows {
     DeviceSpan<const Bf16> v, int64_t batch, int64_t tokens, int64_t heads,
     int64_t head_dim, float scale, DeviceSpan<Bf16> out);
 
+// ---- paged KV cache (f32) ---------------------------------------------------
+
+// A pass's rows (kernels/paged_attention.h PagedRows): positions empty for
+// a prefill pass, else one per row, the host copy the checks read and the
+// same values on the device.
+struct DevicePagedRows {
+  int64_t rows = 0;
+  int64_t start = 0;
+  absl::Span<const int64_t> positions_host;
+  DeviceSpan<const int64_t> positions_device;
+};
+
+// A block table [table rows, width]: host copy for the checks, device copy
+// for the kernels.
+struct DeviceBlockTableView {
+  absl::Span<const int32_t> host;
+  DeviceSpan<const int32_t> device;
+};
+
+// kernels/paged_attention.h on device pools [blocks, block_size, H_kv, hd]:
+// the CPU twins' checks (CheckPagedRows and the span sizes) run on the host
+// copies before any launch, and the device copies must match them in size.
+// PagedCausalAttention needs head_dim <= 128 (AttentionHeadDimSupported);
+// both need H and head_dim <= 65535.
+[[nodiscard]] absl::Status PagedKvWrite(
+    const Stream& stream, DeviceSpan<const float> k, int64_t k_stride,
+    DeviceSpan<const float> v, int64_t v_stride, const DevicePagedRows& rows,
+    const PagedKvDims& dims, const DeviceBlockTableView& table,
+    DeviceSpan<float> k_pool, DeviceSpan<float> v_pool);
+[[nodiscard]] absl::Status PagedCausalAttention(
+    const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
+    const DevicePagedRows& rows, const PagedKvDims& dims,
+    const DeviceBlockTableView& table, DeviceSpan<const float> k_pool,
+    DeviceSpan<const float> v_pool, float scale, DeviceSpan<float> out);
+
 // ---- row-wise and element-wise ----------------------------------------------
 
 // kernels/rms_norm.h; the bf16 overload feeds a GEMM directly.
@@ -207,6 +243,13 @@ struct DeviceSlotRows {
                                           int64_t row_stride, int64_t heads,
                                           int64_t head_dim, int64_t start_pos,
                                           float base);
+// kernels/rope.h RopeRotateHalfAt: row r at position positions[r], the
+// host copy the checks read and the same values on the device
+// (paged_attention_ops.cc).
+[[nodiscard]] absl::Status RopeRotateHalfAt(
+    const Stream& stream, DeviceSpan<float> x, int64_t rows, int64_t row_stride,
+    int64_t heads, int64_t head_dim, absl::Span<const int64_t> positions_host,
+    DeviceSpan<const int64_t> positions_device, float base);
 
 // kernels/activations.h.
 [[nodiscard]] absl::Status SiluMul(const Stream& stream,
@@ -218,6 +261,9 @@ struct DeviceSlotRows {
 [[nodiscard]] absl::Status SwiGlu(const Stream& stream,
                                   DeviceSpan<const float> u, int64_t rows,
                                   int64_t hidden, DeviceSpan<float> out);
+// kernels/activations.h ReluSquared (in place).
+[[nodiscard]] absl::Status ReluSquared(const Stream& stream,
+                                       DeviceSpan<float> x);
 // Exact GELU, u/2 (1 + erf(u / sqrt 2)) (engine/layers/gelu_mlp.h).
 [[nodiscard]] absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                                 DeviceSpan<float> out);

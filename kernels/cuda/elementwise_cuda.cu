@@ -6,7 +6,9 @@
 //   RmsNorm   one block per row; sum of squares in double (as the CPU twin),
 //             y = (x · rstd) · w.
 //   Rope      one thread per (row, head, pair); angle = pos · base^(-2i/hd)
-//             in double (long positions keep their precision).
+//             in double (long positions keep their precision); row r's
+//             pos is start_pos + r, or positions[r] when given (the rows
+//             of a batched step, each at its own position).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -62,7 +64,7 @@ __global__ void RmsNormKernel(const float* x, int dim, const float* w,
 
 __global__ void RopeKernel(float* x, int64_t rows, int64_t row_stride,
                            int heads, int head_dim, int64_t start_pos,
-                           float base) {
+                           const int64_t* positions, float base) {
   const int half = head_dim / 2;
   const int64_t total = rows * heads * half;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -73,7 +75,8 @@ __global__ void RopeKernel(float* x, int64_t rows, int64_t row_stride,
     const int64_t r = rh / heads;
     const double inv_freq = pow(static_cast<double>(base),
                                 -2.0 * f / static_cast<double>(head_dim));
-    const double angle = static_cast<double>(start_pos + r) * inv_freq;
+    const int64_t pos = positions != nullptr ? positions[r] : start_pos + r;
+    const double angle = static_cast<double>(pos) * inv_freq;
     double s;
     double c;
     sincos(angle, &s, &c);
@@ -98,6 +101,14 @@ __global__ void SiluMulKernel(const float* gate, int64_t gate_stride,
     const int64_t c = i % cols;
     const float g = gate[r * gate_stride + c];
     out[i] = g / (1.0f + expf(-g)) * mult[r * mult_stride + c];
+  }
+}
+
+__global__ void ReluSquaredKernel(float* x, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float u = x[i];
+    x[i] = u > 0.0f ? u * u : 0.0f;
   }
 }
 
@@ -194,7 +205,15 @@ cudaError_t RopeRotateHalf(float* x, int64_t rows, int64_t row_stride,
                            int heads, int head_dim, int64_t start_pos,
                            float base, cudaStream_t stream) {
   RopeKernel<<<Blocks(rows * heads * (head_dim / 2), 256), 256, 0, stream>>>(
-      x, rows, row_stride, heads, head_dim, start_pos, base);
+      x, rows, row_stride, heads, head_dim, start_pos, nullptr, base);
+  return cudaGetLastError();
+}
+
+cudaError_t RopeRotateHalfAt(float* x, int64_t rows, int64_t row_stride,
+                             int heads, int head_dim, const int64_t* positions,
+                             float base, cudaStream_t stream) {
+  RopeKernel<<<Blocks(rows * heads * (head_dim / 2), 256), 256, 0, stream>>>(
+      x, rows, row_stride, heads, head_dim, 0, positions, base);
   return cudaGetLastError();
 }
 
@@ -203,6 +222,11 @@ cudaError_t SiluMul(const float* gate, int64_t gate_stride, const float* mult,
                     cudaStream_t stream) {
   SiluMulKernel<<<Blocks(rows * cols, 256), 256, 0, stream>>>(
       gate, gate_stride, mult, mult_stride, rows, cols, out);
+  return cudaGetLastError();
+}
+
+cudaError_t ReluSquared(float* x, int64_t count, cudaStream_t stream) {
+  ReluSquaredKernel<<<Blocks(count, 256), 256, 0, stream>>>(x, count);
   return cudaGetLastError();
 }
 

@@ -188,6 +188,34 @@ cudaError_t FlashAttentionBf16(const bf16_bits* q, const bf16_bits* k,
                                int64_t tokens, int heads, float scale,
                                bf16_bits* out, cudaStream_t stream);
 
+// ---- paged KV cache (paged_attention_cuda.cu) -------------------------------
+// A pass's rows over a pool of KV blocks (kernels/paged_attention.h): with
+// `positions` null (prefill) row r is position start + r of table row 0,
+// else position positions[r] of table row r. Pools [blocks, block_size,
+// H_kv, hd]; position p of table row t lives in pool row
+// table[t · table_width + p / block_size] · block_size + p % block_size.
+struct PagedRowsArgs {
+  int64_t rows = 0;
+  int64_t start = 0;
+  const int64_t* positions = nullptr;  // [rows] or null
+  const int32_t* table = nullptr;      // [table rows, table_width]
+  int64_t table_width = 0;
+  int64_t block_size = 0;
+  int heads = 0;  // H
+  int kv_heads = 0;
+  int head_dim = 0;
+};
+// k, v [rows, H_kv, hd] (row strides k_stride, v_stride) into the pools.
+cudaError_t PagedKvWrite(const PagedRowsArgs& rows, const float* k,
+                         int64_t k_stride, const float* v, int64_t v_stride,
+                         float* k_pool, float* v_pool, cudaStream_t stream);
+// out [rows, H, hd]: row r's softmax attention over positions [0, p_r] of
+// its table row; q [rows, H, hd] with row stride q_stride; hd <= 128.
+cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
+                                 int64_t q_stride, const float* k_pool,
+                                 const float* v_pool, float scale, float* out,
+                                 cudaStream_t stream);
+
 // ---- sampling (sampling_cuda.cu) --------------------------------------------
 // kernels::SamplingRule's fields, field for field (cuda_ops.cc copies them).
 struct SampleRule {
@@ -211,9 +239,14 @@ cudaError_t RmsNormToBf16(const float* x, int64_t rows, int dim, const float* w,
 cudaError_t RopeRotateHalf(float* x, int64_t rows, int64_t row_stride,
                            int heads, int head_dim, int64_t start_pos,
                            float base, cudaStream_t stream);
+// The same with row r at position positions[r] (device int64 [rows]).
+cudaError_t RopeRotateHalfAt(float* x, int64_t rows, int64_t row_stride,
+                             int heads, int head_dim, const int64_t* positions,
+                             float base, cudaStream_t stream);
 cudaError_t SiluMul(const float* gate, int64_t gate_stride, const float* mult,
                     int64_t mult_stride, int64_t rows, int64_t cols, float* out,
                     cudaStream_t stream);
+cudaError_t ReluSquared(float* x, int64_t count, cudaStream_t stream);
 cudaError_t Gelu(const float* x, int64_t count, float* out,
                  cudaStream_t stream);
 // ssm_gating_cuda.cu

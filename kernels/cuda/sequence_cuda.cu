@@ -32,20 +32,13 @@
 #include <cfloat>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/warp_softmax_row.cuh"
 
 namespace twice::kernels::cuda::launch {
 namespace {
 
 namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
-
-constexpr int kMaxHdPerLane = 4;  // head_dim <= 128
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 unsigned Blocks(int64_t work, int threads) {
   return static_cast<unsigned>(
@@ -89,47 +82,11 @@ __device__ void SoftmaxRow(const float* qrow, const float* k0, int64_t k_stride,
                            const float* v0, int64_t v_stride, int64_t lo,
                            int64_t hi, const float* own_k, const float* own_v,
                            int hd, float scale, float* out_row) {
-  const int lane = threadIdx.x & 31;
-  // Lane l's dims l + 32 r below hd, the rest zero and never touched; for
-  // hd a multiple of 32 every lane owns hd / 32 live dims.
-  float q[kMaxHdPerLane];
-  float acc[kMaxHdPerLane];
-#pragma unroll
-  for (int r = 0; r < kMaxHdPerLane; ++r) {
-    const int e = lane + 32 * r;
-    q[r] = e < hd ? qrow[e] : 0.0f;
-    acc[r] = 0.0f;
-  }
-  float m = -FLT_MAX;
-  float l = 0.0f;
-  auto visit = [&](const float* kr, const float* vr) {
-    float dot = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kMaxHdPerLane; ++r) {
-      const int e = lane + 32 * r;
-      if (e < hd) dot += q[r] * kr[e];
-    }
-    const float s = WarpSum(dot) * scale;
-    const float m_new = fmaxf(m, s);
-    const float corr = __expf(m - m_new);
-    const float p = __expf(s - m_new);
-    l = l * corr + p;
-#pragma unroll
-    for (int r = 0; r < kMaxHdPerLane; ++r) {
-      const int e = lane + 32 * r;
-      if (e < hd) acc[r] = acc[r] * corr + p * vr[e];
-    }
-    m = m_new;
-  };
+  WarpSoftmaxRow row(qrow, hd, scale);
   for (int64_t j = lo; j <= hi; ++j)
-    visit(k0 + j * k_stride, v0 + j * v_stride);
-  if (own_k != nullptr) visit(own_k, own_v);
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-  for (int r = 0; r < kMaxHdPerLane; ++r) {
-    const int e = lane + 32 * r;
-    if (e < hd) out_row[e] = acc[r] * inv;
-  }
+    row.Visit(k0 + j * k_stride, v0 + j * v_stride);
+  if (own_k != nullptr) row.Visit(own_k, own_v);
+  row.Store(out_row);
 }
 
 // Warp-per-(token, head) kernels loop over their work by the grid's warp

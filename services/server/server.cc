@@ -265,6 +265,13 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           "twice_resident_sequences",
           "Sequence states held in resident executors' device slots",
           sum([](const engine::ResidentExecutor& e) { return e.sequences(); }));
+      server->metrics_->AddGauge(
+          "twice_resident_kv_free_tokens",
+          "Free tokens in resident full-attention models' paged KV caches",
+          sum([](const engine::ResidentExecutor& e) {
+            return e.has_paged_kv() ? e.free_kv_blocks() * e.kv_block_size()
+                                    : 0;
+          }));
     }
     Log(LogLevel::kInfo, "metrics.started",
         absl::StrCat("listen=", options.metrics_listen,

@@ -153,6 +153,11 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("--resident_slots must be in [", decode_limits.max_batch,
                      " (the decode batch), 65536], got ", resident_slots));
   }
+  if (resident_kv_tokens < 16 || resident_kv_tokens > (int64_t{1} << 34)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resident_kv_tokens must be in [16, 2^34], got ",
+                     resident_kv_tokens));
+  }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key must be given together");
@@ -263,6 +268,7 @@ engine::LoadOptions ServerOptions::ModelLoadOptions() const {
       executor == "resident" || (executor == "auto" && device == "cuda");
   load.resident_device = device;
   load.resident_slots = resident_slots;
+  load.resident_kv_tokens = resident_kv_tokens;
   return load;
 }
 

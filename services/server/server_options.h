@@ -140,6 +140,9 @@ struct ServerOptions {
   // decode batch (64); when all are taken, idle states spill to the host
   // until their next read. Default: 256.
   int resident_slots = 256;
+  // Tokens of KV cache per resident full-attention model, all sequences
+  // together (--resident_kv_tokens); >= 16. Default: 65536.
+  int64_t resident_kv_tokens = 65536;
   // The LoadOptions weights_dtype and the executor give.
   engine::LoadOptions ModelLoadOptions() const;
 

@@ -110,7 +110,8 @@ ABSL_FLAG(std::string, weights_dtype, "auto",
           "f16, or int8 (symmetric, one scale per 64 weights of a row, made "
           "at load); part of the model fingerprint");
 ABSL_FLAG(std::string, executor, "auto",
-          "How a model with a resident executor (Mamba-2, Based, JRT-RNN) "
+          "How a model with a resident executor (Mamba-2, Based, JRT-RNN, "
+          "Llama) "
           "runs: resident (weights, workspace and sequence states stay on "
           "--device, sampling there), offload (the model's own forward on "
           "the kernel backend), or auto (resident with --device=cuda, "
@@ -119,6 +120,10 @@ ABSL_FLAG(int, resident_slots, 256,
           "Sequence states resident at once per model with --executor "
           "resident (at least 64, the decode batch); beyond them, idle "
           "states spill to host memory until their next read");
+ABSL_FLAG(int64_t, resident_kv_tokens, 65536,
+          "Tokens of KV cache the full-attention layers (Llama) of a "
+          "resident model hold for all its sequences together, in blocks of "
+          "16; when a read needs more, idle states spill to host memory");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");
@@ -268,6 +273,7 @@ int main(int argc, char** argv) {
   options.weights_dtype = absl::GetFlag(FLAGS_weights_dtype);
   options.executor = absl::GetFlag(FLAGS_executor);
   options.resident_slots = absl::GetFlag(FLAGS_resident_slots);
+  options.resident_kv_tokens = absl::GetFlag(FLAGS_resident_kv_tokens);
   options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);

@@ -247,6 +247,16 @@ if [ ${#engine_bench[@]} -gt 0 ]; then
     echo "engine bench FAILED: $(tail -3 "$build.engine_bench.log")" >>"$out"
   fi
   cat "$build.engine_bench.log"
+  # Llama (the paged KV cache) at short lengths: its offload rows attend
+  # in O(T^2) per layer, so 32k tokens would not fit the check's time.
+  log "engine bench (llama-360m-shape)"
+  if ! (cd "$root" && timeout 120 "$ebench" --models=llama:llama-360m-shape \
+          --tokens=2048 --decode_batches=1,16,64 --reps=2 \
+          --out="$out") >"$build.engine_bench_llama.log" 2>&1; then
+    failed=1
+    echo "engine bench (llama) FAILED: $(tail -3 "$build.engine_bench_llama.log")" >>"$out"
+  fi
+  cat "$build.engine_bench_llama.log"
 fi
 {
   echo

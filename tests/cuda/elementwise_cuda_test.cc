@@ -100,6 +100,15 @@ TEST_F(ElementwiseCudaTest, GeluMatchesExactErf) {
   TWICE_EXPECT_REL(Get<float>(dy), want, kF32Tolerance);
 }
 
+TEST_F(ElementwiseCudaTest, ReluSquaredMatchesTheCpu) {
+  const std::vector<float> x = Random(5001, 7, 3.0f);
+  std::vector<float> want = x;
+  kernels::ReluSquared(absl::MakeSpan(want));
+  DeviceBuffer dx = Put(x);
+  ASSERT_OK(ReluSquared(*stream_, dx.span<float>()));
+  EXPECT_EQ(Get<float>(dx), want);  // one multiply: exact
+}
+
 TEST_F(ElementwiseCudaTest, EmbeddingGathersRows) {
   const int64_t vocab = 1000, dim = 96;
   const std::vector<float> table = RoundBf16(Random(vocab * dim, 6));

@@ -1,6 +1,6 @@
 // ResidentExecutor on the CUDA device against the same executor on the CPU
 // device (whose logic and equations engine/resident_executor_test.cc and
-// the Mamba-2, Based and JRT-RNN goldens check): weights resident in bf16,
+// the Mamba-2, Based, JRT-RNN and Llama goldens check): weights resident in bf16,
 // states in device slots, JRT's prefix reads, the step's sampling on the
 // device. GEMMs run in bf16, so logits are compared by the norm-wise
 // relative error with the whole-model bf16 tolerance of cuda_model_test.cc
@@ -321,7 +321,12 @@ INSTANTIATE_TEST_SUITE_P(
         ExecutorCase{"based_qa", "models/based-qa", "", "", true},
         ExecutorCase{"jrt_tiny", "", "jrt", "tiny", false},
         ExecutorCase{"jrt_360m_shape", "", "jrt", "360m-shape", false},
-        ExecutorCase{"jrt_qa", "models/jrt-qa", "", "", true}),
+        ExecutorCase{"jrt_qa", "models/jrt-qa", "", "", true},
+        // Llama: attention over the paged KV cache (GQA 15/5 at 360M).
+        ExecutorCase{"llama_tiny", "", "llama", "tiny", false},
+        ExecutorCase{"llama_360m_shape", "", "llama", "llama-360m-shape",
+                     false},
+        ExecutorCase{"llama_qa", "models/llama-qa", "", "", true}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {
       return info.param.name;
     });

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/layers/full_kv_state.h"
 #include "engine/layers/linear_attention_state.h"
 #include "engine/layers/mamba2_state.h"
 #include "engine/layers/short_conv_state.h"
+#include "engine/layers/stateless_state.h"
 #include "engine/layers/window_kv_state.h"
 #include "engine/models/init_model.h"
 #include "engine/models/stacked_model.h"
@@ -59,6 +61,12 @@ std::vector<float> LayerFloats(const LayerState& layer) {
     add(s->keys());
     add(s->values());
     out.push_back(static_cast<float>(s->count()));
+  } else if (dynamic_cast<const StatelessState*>(&layer) != nullptr) {
+    // An MLP layer: nothing to compare.
+  } else if (const auto* s = dynamic_cast<const FullKvState*>(&layer)) {
+    add(s->keys());
+    add(s->values());
+    out.push_back(static_cast<float>(s->count()));
   } else {
     ADD_FAILURE() << "unexpected layer state " << layer.kind();
   }
@@ -67,12 +75,15 @@ std::vector<float> LayerFloats(const LayerState& layer) {
 
 // Parameter: the architecture of the tiny model (every layer kind the
 // executor has: Mamba-2's mixer; Based's BaseConv, linear attention,
-// sliding window and SwiGLU; JRT-RNN's prefix linear attention).
+// sliding window and SwiGLU; JRT-RNN's prefix linear attention; Llama's
+// attention over the paged KV cache and its MLP; Nemotron-H's Mamba-2,
+// attention without rotary and squared-ReLU MLP layers).
 class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    for (const char* arch : {"mamba2", "based", "jrt", "llama"}) {
+    for (const char* arch :
+         {"mamba2", "based", "jrt", "llama", "nemotron_h", "rat"}) {
       const std::string out = dir_->Sub(arch);
       ASSERT_OK(testing::WriteTinyModelOf(arch, out, 23, kExecutorVocab));
       // Sharper weights make a row reading another row's state show.
@@ -92,10 +103,14 @@ class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<ResidentExecutor> NewExecutor(int32_t slots = 8,
-                                                int64_t prefill_chunk = 64) {
+                                                int64_t prefill_chunk = 64,
+                                                int64_t kv_cache_tokens = 4096,
+                                                int64_t kv_block_size = 16) {
     ResidentExecutorOptions o;
     o.slots = slots;
     o.prefill_chunk = prefill_chunk;
+    o.kv_cache_tokens = kv_cache_tokens;
+    o.kv_block_size = kv_block_size;
     absl::StatusOr<std::unique_ptr<ResidentExecutor>> e =
         ResidentExecutor::Create(*stacked_, NewCpuExecutorDevice(), o);
     EXPECT_OK(e);
@@ -414,8 +429,8 @@ TEST_P(ResidentExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
 }
 
 TEST_P(ResidentExecutorTest, ResumeRefusesAStateWhoseLayersDisagree) {
-  if (GetParam() == "mamba2") {
-    GTEST_SKIP() << "every Mamba-2 layer has the same state shape";
+  if (GetParam() == "mamba2" || GetParam() == "llama") {
+    GTEST_SKIP() << "every layer has the same state shape";
   }
   std::unique_ptr<ResidentExecutor> e = NewExecutor();
   ASSERT_NE(e, nullptr);
@@ -481,11 +496,67 @@ TEST_P(ResidentExecutorTest, PrefixReadsMatchTheModel) {
   }
 }
 
+TEST_P(ResidentExecutorTest, AFullKvCacheIsRefusedBeforeAnythingRuns) {
+  if (GetParam() != "llama") GTEST_SKIP() << "Llama's paged KV cache";
+  // 6 blocks of 5 tokens: 30 tokens for all slots; odd block size, so
+  // blocks fill mid-pass and mid-step.
+  std::unique_ptr<ResidentExecutor> e =
+      NewExecutor(/*slots=*/3, /*prefill_chunk=*/7, /*kv_cache_tokens=*/30,
+                  /*kv_block_size=*/5);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->free_kv_blocks(), 6);
+  const std::vector<int32_t> prompt = RandomTokens(12, kExecutorVocab, 31);
+  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+  ASSERT_OK(e->Prefill(a, prompt));  // 3 blocks
+  ASSERT_OK(e->Prefill(b, prompt));  // 3 blocks: the pool is full
+  EXPECT_EQ(e->free_kv_blocks(), 0);
+  // 3 more tokens fit a's last block; 4 need a block nobody has.
+  EXPECT_EQ(e->Prefill(a, RandomTokens(4, kExecutorVocab, 5)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  const std::vector<SlotId> ab = {a, b};
+  const std::vector<int32_t> two = {1, 2};
+  for (int i = 0; i < 3; ++i) ASSERT_OK(e->StepLogits(two, ab));  // 15 each
+  EXPECT_EQ(e->StepLogits(two, ab).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(e->IsDamaged(a));
+  EXPECT_FALSE(e->IsDamaged(b));
+  ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(a));
+  EXPECT_EQ(count, 15);
+  // The refused calls changed nothing: a continues as the model does.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> after, e->Save(a));
+  std::unique_ptr<SequenceState> state = model_->NewState();
+  ASSERT_OK(model_->Prefill(prompt, *state, PrefillMode::kCausal));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(model_->Step(1, *state));
+  for (int l = 0; l < after->num_layers(); ++l) {
+    EXPECT_LE(testing::ExcessOverSummationOrder(LayerFloats(after->layer(l)),
+                                                LayerFloats(state->layer(l))),
+              0.0)
+        << l;
+  }
+  // A state needing more blocks than are free is refused on Resume with
+  // no slot taken; a released sequence's blocks serve the next one.
+  EXPECT_EQ(e->Resume(*after).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(e->sequences(), 2);
+  ASSERT_OK(e->Release(b));
+  EXPECT_EQ(e->free_kv_blocks(), 3);
+  ASSERT_OK_AND_ASSIGN(SlotId resumed, e->Resume(*after));
+  EXPECT_EQ(e->free_kv_blocks(), 0);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> back, e->Save(resumed));
+  for (int l = 0; l < back->num_layers(); ++l) {
+    EXPECT_EQ(LayerFloats(back->layer(l)), LayerFloats(after->layer(l))) << l;
+  }
+  ASSERT_OK(e->Release(a));
+  ASSERT_OK(e->Release(resumed));
+  EXPECT_EQ(e->free_kv_blocks(), 6);
+}
+
 TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
-  // Llama's attention has no resident form yet.
-  std::unique_ptr<Model> llama = testing::LoadOrDie(dir_->Sub("llama"));
-  ASSERT_NE(llama, nullptr);
-  const auto& m = dynamic_cast<const StackedModel&>(*llama);
+  // RAT's chunk attention has no resident form yet.
+  std::unique_ptr<Model> rat = testing::LoadOrDie(dir_->Sub("rat"));
+  ASSERT_NE(rat, nullptr);
+  const auto& m = dynamic_cast<const StackedModel&>(*rat);
   EXPECT_EQ(SupportsResident(m).code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(ResidentExecutor::Create(m, NewCpuExecutorDevice()).status().code(),
             absl::StatusCode::kUnimplemented);
@@ -493,7 +564,8 @@ TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ResidentExecutorTest,
-                         ::testing::Values("mamba2", "based", "jrt"),
+                         ::testing::Values("mamba2", "based", "jrt", "llama",
+                                           "nemotron_h"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            return i.param;
                          });

@@ -236,5 +236,61 @@ TEST(ResidentJrtModelTest, PrefixReadsRunOnTheDeviceLikeTheHostModel) {
   EXPECT_EQ(EncodeState(*on_device), before);
 }
 
+// Llama's KV cache is a pool of blocks: a read that needs blocks when none
+// is free spills the least recently used idle state (there are slots to
+// spare, the blocks run out), which comes back at its next read and
+// continues like the host model's copy; a read needing more blocks than
+// the whole pool is refused with its state unchanged.
+TEST(ResidentLlamaModelTest, AFullKvCacheSpillsIdleStatesAndBringsThemBack) {
+  TempDir dir;
+  ASSERT_OK(
+      testing::WriteTinyModelOf("llama", dir.Sub("llama"), 41, kResidentVocab));
+  ASSERT_OK(testing::SharpenWeights(dir.Sub("llama"), 4.0f));
+  std::unique_ptr<Model> host = testing::LoadOrDie(dir.Sub("llama"));
+  ASSERT_NE(host, nullptr);
+  ResidentExecutorOptions options;
+  options.slots = 8;
+  options.kv_cache_tokens = 48;  // 3 blocks of 16
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<ResidentModel> resident,
+      ResidentModel::Create(testing::LoadOrDie(dir.Sub("llama")),
+                            NewCpuExecutorDevice(), options));
+  constexpr int kSequences = 3;
+  std::vector<std::unique_ptr<SequenceState>> device, on_host;
+  for (int i = 0; i < kSequences; ++i) {
+    // 17..19 tokens: two blocks each, so every second sequence spills.
+    const std::vector<int32_t> prompt =
+        RandomTokens(17 + i, kResidentVocab, 60 + i);
+    device.push_back(resident->NewState());
+    on_host.push_back(host->NewState());
+    ASSERT_OK(resident->Prefill(prompt, *device.back(), PrefillMode::kCausal));
+    ASSERT_OK(host->Prefill(prompt, *on_host.back(), PrefillMode::kCausal));
+    EXPECT_EQ(resident->executor().sequences(), 1);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kSequences; ++i) {
+      const int32_t token = static_cast<int32_t>((17 * i + 5 * round) % 250);
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           resident->Step(token, *device[i]));
+      ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                           host->Step(token, *on_host[i]));
+      EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0)
+          << "sequence " << i << ", round " << round;
+    }
+  }
+  const std::string before = EncodeState(*device[0]);
+  const absl::Status too_long =
+      resident
+          ->Prefill(RandomTokens(40, kResidentVocab, 9), *device[0],
+                    PrefillMode::kCausal)
+          .status();
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kResourceExhausted) << too_long;
+  EXPECT_FALSE(device[0]->damaged());
+  EXPECT_EQ(EncodeState(*device[0]), before);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, resident->Step(3, *device[0]));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want, host->Step(3, *on_host[0]));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
 }  // namespace
 }  // namespace twice::engine

@@ -54,7 +54,8 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    for (const char* arch : {"based", "jrt", "mamba2", "rat", "llama"}) {
+    for (const char* arch :
+         {"based", "jrt", "mamba2", "rat", "llama", "nemotron_h"}) {
       const std::string out = dir_->Sub(arch);
       ASSERT_OK(testing::WriteTinyModelOf(arch, out, 11, kStepBatchVocab));
       // Sharper weights make batching mistakes (a row reading another
@@ -271,8 +272,10 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, StepBatchTest,
                          ::testing::Values("based", "jrt", "mamba2", "rat",
-                                           "llama", "mamba2-resident",
-                                           "based-resident", "jrt-resident"),
+                                           "llama", "nemotron_h",
+                                           "mamba2-resident", "based-resident",
+                                           "jrt-resident", "llama-resident",
+                                           "nemotron_h-resident"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -69,6 +69,13 @@ TEST(SiluMulTest, StridedViewsMatchReference) {
                    .ok());
 }
 
+TEST(ReluSquaredTest, SquaresThePositivePart) {
+  std::vector<float> x = {-2.0f, -0.0f, 0.0f, 0.5f, 3.0f, -1e-30f, 4.0f};
+  ReluSquared(absl::MakeSpan(x));
+  const std::vector<float> want = {0.0f, 0.0f, 0.0f, 0.25f, 9.0f, 0.0f, 16.0f};
+  EXPECT_EQ(x, want);
+}
+
 TEST(SwiGluTest, SecondHalfIsTheGate) {
   const int rows = 3, hidden = 7;
   const auto u = RandomVector(rows * 2 * hidden, 4, 3.0f);

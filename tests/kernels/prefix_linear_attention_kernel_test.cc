@@ -40,16 +40,16 @@ double Dot(const float* a, const float* b) {
   return s;
 }
 
-struct Case {
+struct PrefixKernelCase {
   int tokens;
   int encoder;
   int past;  // tokens already in the carried state
 };
 
-class PrefixKernelTest : public ::testing::TestWithParam<Case> {};
+class PrefixKernelTest : public ::testing::TestWithParam<PrefixKernelCase> {};
 
 TEST_P(PrefixKernelTest, MatchesFloat64Formula) {
-  const Case c = GetParam();
+  const PrefixKernelCase c = GetParam();
   const int t = c.tokens, e = c.encoder, p = c.past;
   const auto phi_q = Features(t, 1), phi_k = Features(t, 2);
   const auto v = RandomVector(t * kPrefixHeads * kPrefixHd, 3);
@@ -134,12 +134,14 @@ TEST_P(PrefixKernelTest, MatchesFloat64Formula) {
   ExpectClose(z, want_z, 1e-5, 1e-4, what + " z");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PrefixKernelTest,
-                         ::testing::Values(Case{1, 1, 0}, Case{5, 0, 0},
-                                           Case{5, 5, 0}, Case{20, 7, 0},
-                                           Case{64, 64, 0}, Case{65, 64, 0},
-                                           Case{150, 40, 0}, Case{30, 100, 0},
-                                           Case{70, 10, 9}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PrefixKernelTest,
+    ::testing::Values(PrefixKernelCase{1, 1, 0}, PrefixKernelCase{5, 0, 0},
+                      PrefixKernelCase{5, 5, 0}, PrefixKernelCase{20, 7, 0},
+                      PrefixKernelCase{64, 64, 0}, PrefixKernelCase{65, 64, 0},
+                      PrefixKernelCase{150, 40, 0},
+                      PrefixKernelCase{30, 100, 0},
+                      PrefixKernelCase{70, 10, 9}));
 
 TEST(PrefixKernelArgsTest, RejectsMismatchedSizes) {
   const LinearAttentionDims dims{kPrefixHeads, kPrefixHd, kPrefixD};

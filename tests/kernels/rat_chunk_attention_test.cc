@@ -59,12 +59,14 @@ std::vector<double> Reference(const std::vector<float>& q, int64_t q_stride,
 }
 
 TEST(RatChunkAttentionTest, MatchesFloat64ReferenceOnOddShapes) {
-  struct Case {
+  struct RatKernelCase {
     int64_t tokens, chunks, heads, head_dim;
   };
   uint32_t seed = 1;
-  for (const Case& c : {Case{1, 0, 1, 2}, Case{1, 7, 3, 10}, Case{5, 13, 2, 6},
-                        Case{3, 257, 4, 32}, Case{2, 33, 16, 8}}) {
+  for (const RatKernelCase& c :
+       {RatKernelCase{1, 0, 1, 2}, RatKernelCase{1, 7, 3, 10},
+        RatKernelCase{5, 13, 2, 6}, RatKernelCase{3, 257, 4, 32},
+        RatKernelCase{2, 33, 16, 8}}) {
     SCOPED_TRACE(::testing::Message()
                  << c.tokens << " tokens, " << c.chunks << " chunks, "
                  << c.heads << "x" << c.head_dim);

@@ -315,17 +315,17 @@ TEST(SlotStepsTest, LinearAttentionStepMatchesFloat64Reference) {
 
 TEST(SlotStepsTest, WindowAttentionStepMatchesFloat64Reference) {
   // Tiny heads and the 360M Based window shape (H 16, hd 64, L 64).
-  struct Case {
+  struct SlotStepCase {
     WindowStepDims dims;
     std::vector<int32_t> slots;
     std::vector<int64_t> positions;
   };
-  for (const Case& c :
+  for (const SlotStepCase& c :
        {// p = 2 < L, p = L, p > L (wraps to ring row 1), p = 0, p = 2L - 1
         // (ring row L - 1); slot 3 sits out (and 3, 5 in the others).
-        Case{{2, 6, 4}, {4, 1, 5, 2, 0}, {2, 4, 9, 0, 7}},
-        Case{{3, 2, 1}, {1, 0}, {5, 0}},
-        Case{{16, 64, 64}, {2, 0, 4, 1}, {63, 64, 200, 5}}}) {
+        SlotStepCase{{2, 6, 4}, {4, 1, 5, 2, 0}, {2, 4, 9, 0, 7}},
+        SlotStepCase{{3, 2, 1}, {1, 0}, {5, 0}},
+        SlotStepCase{{16, 64, 64}, {2, 0, 4, 1}, {63, 64, 200, 5}}}) {
     const WindowStepDims& dims = c.dims;
     SCOPED_TRACE(::testing::Message()
                  << "seed " << SlotStepSeed() << " H " << dims.heads << " hd "

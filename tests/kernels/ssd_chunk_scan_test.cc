@@ -17,7 +17,7 @@
 namespace twice::kernels {
 namespace {
 
-struct Case {
+struct SsdScanCase {
   SsdShape shape;
   int64_t tokens;
   int64_t chunk;
@@ -29,7 +29,7 @@ struct Inputs {
   int64_t stride = 0;
 };
 
-Inputs Make(const Case& c, uint32_t seed) {
+Inputs Make(const SsdScanCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(0.05f, 1.0f);
@@ -50,7 +50,7 @@ Inputs Make(const Case& c, uint32_t seed) {
 }
 
 // Float64 recurrence; returns y [T, H·P] and updates `state`.
-std::vector<double> Reference(const Case& c, const Inputs& in,
+std::vector<double> Reference(const SsdScanCase& c, const Inputs& in,
                               std::vector<double>& state) {
   const SsdShape& s = c.shape;
   const int64_t hp = s.heads * s.head_dim;
@@ -86,10 +86,10 @@ double Error(const std::vector<float>& got, const std::vector<double>& want) {
   return diff / scale;
 }
 
-class SsdChunkScanTest : public ::testing::TestWithParam<Case> {};
+class SsdChunkScanTest : public ::testing::TestWithParam<SsdScanCase> {};
 
 TEST_P(SsdChunkScanTest, ChunkedAndStepMatchTheRecurrence) {
-  const Case c = GetParam();
+  const SsdScanCase c = GetParam();
   const SsdShape& s = c.shape;
   const Inputs in = Make(c, 17);
   const int64_t hp = s.heads * s.head_dim;
@@ -135,12 +135,13 @@ TEST_P(SsdChunkScanTest, ChunkedAndStepMatchTheRecurrence) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SsdChunkScanTest,
-    ::testing::Values(Case{{4, 8, 2, 6}, 37, 8},     // ragged, shared groups
-                      Case{{2, 3, 1, 5}, 12, 4},     // whole chunks
-                      Case{{3, 4, 3, 2}, 9, 1},      // chunk 1
-                      Case{{2, 16, 1, 32}, 20, 64},  // chunk > tokens
-                      Case{{24, 8, 1, 16}, 70, 32}   // many heads (pool)
-                      ));
+    ::testing::Values(
+        SsdScanCase{{4, 8, 2, 6}, 37, 8},     // ragged, shared groups
+        SsdScanCase{{2, 3, 1, 5}, 12, 4},     // whole chunks
+        SsdScanCase{{3, 4, 3, 2}, 9, 1},      // chunk 1
+        SsdScanCase{{2, 16, 1, 32}, 20, 64},  // chunk > tokens
+        SsdScanCase{{24, 8, 1, 16}, 70, 32}   // many heads (pool)
+        ));
 
 TEST(SsdChunkScanArgsTest, RejectsBadShapes) {
   std::vector<float> buf(1024);

@@ -181,6 +181,13 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
       page = testing::HttpGet(port, "/metrics");
     }
     EXPECT_EQ(testing::Sample(page, "twice_resident_sequences"), 0) << page;
+    // Every sequence released: the KV cache is whole again (Llama's 65536
+    // tokens; none without full attention).
+    const bool kv = std::string(GetParam().arch) == "llama" ||
+                    std::string(GetParam().arch) == "nemotron_h";
+    EXPECT_EQ(testing::Sample(page, "twice_resident_kv_free_tokens"),
+              kv ? 65536 : 0)
+        << page;
   }
 
   // Read-twice: the first read comes from the store, the second is read
@@ -244,10 +251,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Architecture{"jrtresident", "jrt", "tiny", "jrt", true,
                                    "--executor=resident"},
                       Architecture{"llama", "llama", "tiny", "llama", false},
+                      Architecture{"llamaresident", "llama", "tiny", "llama",
+                                   false, "--executor=resident"},
                       Architecture{"rat", "rat", "tiny", "rat", false},
                       Architecture{"ratswa", "rat", "tiny-swa", "rat", false},
                       Architecture{"nemotronh", "nemotron_h", "tiny",
                                    "nemotron_h", false},
+                      Architecture{"nemotronhresident", "nemotron_h", "tiny",
+                                   "nemotron_h", false, "--executor=resident"},
                       Architecture{"granite", "granitemoehybrid", "tiny",
                                    "granitemoehybrid", false}),
     [](const ::testing::TestParamInfo<Architecture>& info) {

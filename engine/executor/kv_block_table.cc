@@ -1,0 +1,68 @@
+#include "engine/executor/kv_block_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace twice::engine {
+
+KvBlockTable::KvBlockTable(int64_t blocks, int64_t block_size, int32_t slots)
+    : blocks_(blocks),
+      block_size_(block_size),
+      owned_(static_cast<size_t>(slots)) {
+  free_.reserve(static_cast<size_t>(blocks));
+  for (int64_t b = blocks - 1; b >= 0; --b) {
+    free_.push_back(static_cast<int32_t>(b));
+  }
+}
+
+absl::Status KvBlockTable::Reserve(absl::Span<const int32_t> slots,
+                                   absl::Span<const int64_t> tokens) {
+  int64_t missing = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    missing += std::max<int64_t>(
+        0,
+        BlocksFor(tokens[i]) -
+            static_cast<int64_t>(owned_[static_cast<size_t>(slots[i])].size()));
+  }
+  if (missing > free_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the KV cache has ", free_blocks(), " free blocks of ", block_size_,
+        " tokens and this call needs ", missing,
+        "; release sequences or give the executor more KV cache tokens"));
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::vector<int32_t>& owned = owned_[static_cast<size_t>(slots[i])];
+    while (static_cast<int64_t>(owned.size()) < BlocksFor(tokens[i])) {
+      owned.push_back(free_.back());
+      free_.pop_back();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void KvBlockTable::Free(int32_t slot) {
+  std::vector<int32_t>& owned = owned_[static_cast<size_t>(slot)];
+  // Pushed back last block first, so a slot reused at once gets its blocks
+  // back in the same order.
+  for (auto b = owned.rbegin(); b != owned.rend(); ++b) free_.push_back(*b);
+  owned.clear();
+}
+
+std::vector<int32_t> KvBlockTable::Rows(absl::Span<const int32_t> slots,
+                                        int64_t& width) const {
+  width = 1;
+  for (int32_t s : slots) {
+    width = std::max(
+        width, static_cast<int64_t>(owned_[static_cast<size_t>(s)].size()));
+  }
+  std::vector<int32_t> rows(slots.size() * static_cast<size_t>(width), -1);
+  for (size_t r = 0; r < slots.size(); ++r) {
+    const std::vector<int32_t>& owned = owned_[static_cast<size_t>(slots[r])];
+    std::copy(owned.begin(), owned.end(),
+              rows.begin() + static_cast<int64_t>(r) * width);
+  }
+  return rows;
+}
+
+}  // namespace twice::engine

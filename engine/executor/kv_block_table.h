@@ -1,0 +1,64 @@
+// KvBlockTable: which blocks of a resident executor's paged KV caches each
+// slot's sequence owns (kernels/paged_attention.h has the layout).
+//
+// Full-attention layers keep every token's key and value, so their state
+// grows with the sequence. Instead of a fixed region per slot (sized for
+// the longest sequence, mostly idle) every such layer has one pool of
+// `blocks` blocks of `block_size` tokens, and a sequence takes blocks as it
+// grows. All those layers share this one table: block i of a sequence is
+// the same index in every layer's pool, so one table upload per pass
+// serves every layer.
+//
+// Reserve runs before a pass touches any layer, so a pass never fails
+// halfway for want of memory: RESOURCE_EXHAUSTED comes first, with no
+// block taken and no state changed. Host-side bookkeeping only; not
+// thread-safe (the executor's lock guards it).
+#ifndef TWICE_ENGINE_EXECUTOR_KV_BLOCK_TABLE_H_
+#define TWICE_ENGINE_EXECUTOR_KV_BLOCK_TABLE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace twice::engine {
+
+class KvBlockTable {
+ public:
+  // blocks >= 0, block_size >= 1, slots >= 1.
+  KvBlockTable(int64_t blocks, int64_t block_size, int32_t slots);
+
+  int64_t blocks() const { return blocks_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // Blocks that hold `tokens` tokens.
+  int64_t BlocksFor(int64_t tokens) const {
+    return (tokens + block_size_ - 1) / block_size_;
+  }
+
+  // Grows each slots[i]'s blocks to hold tokens[i] tokens (slots distinct),
+  // all or none: RESOURCE_EXHAUSTED saying how many blocks are missing.
+  [[nodiscard]] absl::Status Reserve(absl::Span<const int32_t> slots,
+                                     absl::Span<const int64_t> tokens);
+  // The slot's blocks go back to the pool.
+  void Free(int32_t slot);
+  // The slot's blocks in position order.
+  absl::Span<const int32_t> blocks_of(int32_t slot) const {
+    return owned_[static_cast<size_t>(slot)];
+  }
+  // The slots' block lists as table rows [slots.size(), width], width the
+  // longest list (at least 1), shorter rows padded with -1.
+  std::vector<int32_t> Rows(absl::Span<const int32_t> slots,
+                            int64_t& width) const;
+
+ private:
+  const int64_t blocks_;
+  const int64_t block_size_;
+  std::vector<int32_t> free_;  // a stack
+  std::vector<std::vector<int32_t>> owned_;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_KV_BLOCK_TABLE_H_

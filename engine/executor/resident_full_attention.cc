@@ -1,0 +1,194 @@
+// LlamaAttention on a device (llama_attention.h has the equations):
+// q = h · Wq^T, k = h · Wk^T, v = h · Wv^T; rotary q and k at each row's
+// position; the new keys and values written into the layer's paged KV
+// cache; causal GQA attention of each row over its sequence's cache;
+// x += y · Wo^T.
+//
+// The cache is a pool of KvBlockTable blocks ([blocks, block_size, H_kv,
+// hd] for keys and for values), the same block indices in every
+// full-attention layer; a slot's blocks are the executor's to reserve and
+// free, so this layer keeps no per-slot state of its own. A host
+// FullKvState crosses block by block (consecutive blocks in one copy).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "engine/executor/resident_layers.h"
+#include "engine/layers/full_kv_state.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+namespace {
+
+class ResidentFullAttention final : public ResidentMixer {
+ public:
+  explicit ResidentFullAttention(const LlamaAttention& mixer)
+      : mixer_(mixer),
+        o_(mixer.options()),
+        qw_(o_.heads * o_.head_dim),
+        kvw_(o_.kv_heads * o_.head_dim) {}
+
+  absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
+    if (pools.kv_blocks == nullptr) {
+      return absl::FailedPreconditionError(
+          "a full-attention layer needs the executor's KV block table");
+    }
+    blocks_ = pools.kv_blocks;
+    TWICE_ASSIGN_OR_RETURN(wq_, dev.UploadMatrix(mixer_.wq()));
+    TWICE_ASSIGN_OR_RETURN(wk_, dev.UploadMatrix(mixer_.wk()));
+    TWICE_ASSIGN_OR_RETURN(wv_, dev.UploadMatrix(mixer_.wv()));
+    TWICE_ASSIGN_OR_RETURN(wo_, dev.UploadMatrix(mixer_.wo()));
+    const int64_t pool = blocks_->blocks() * blocks_->block_size() * kvw_;
+    TWICE_ASSIGN_OR_RETURN(k_pool_, dev.Allocate(pool));
+    TWICE_ASSIGN_OR_RETURN(v_pool_, dev.Allocate(pool));
+    return absl::OkStatus();
+  }
+  bool paged() const override { return true; }
+  int64_t ScratchFloats(int64_t rows) const override {
+    return rows * (2 * qw_ + 2 * kvw_);  // q | k | v | y
+  }
+  int64_t weight_bytes() const override {
+    return wq_->bytes() + wk_->bytes() + wv_->bytes() + wo_->bytes();
+  }
+  int64_t state_floats_per_slot() const override { return 2 * kvw_; }
+
+  absl::Status ZeroSlot(ExecutorDevice&, int32_t) override {
+    return absl::OkStatus();  // a new sequence owns no blocks
+  }
+  absl::Status CheckState(const LayerState& state,
+                          int64_t tokens) const override {
+    const auto* s = dynamic_cast<const FullKvState*>(&state);
+    if (s == nullptr || s->kv_heads() != o_.kv_heads ||
+        s->head_dim() != o_.head_dim) {
+      return absl::FailedPreconditionError(
+          "the layer state is not a matching full_kv state");
+    }
+    if (tokens >= 0 && s->count() != tokens) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the KV cache holds ", s->count(),
+                       " tokens but the sequence has read ", tokens));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Upload(ExecutorDevice& dev, const LayerState& state,
+                      int32_t slot) override {
+    const auto& s = static_cast<const FullKvState&>(state);
+    return ForEachRun(
+        slot, s.count(),
+        [&](int64_t first, int64_t pool_row, int64_t rows) -> absl::Status {
+          TWICE_RETURN_IF_ERROR(
+              dev.CopyToDevice(s.keys().subspan(first * kvw_, rows * kvw_),
+                               PoolRows(*k_pool_, pool_row, rows)));
+          return dev.CopyToDevice(s.values().subspan(first * kvw_, rows * kvw_),
+                                  PoolRows(*v_pool_, pool_row, rows));
+        });
+  }
+  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t tokens,
+                        LayerState& state) override {
+    auto& s = static_cast<FullKvState&>(state);
+    s.Resize(tokens);
+    return ForEachRun(
+        slot, tokens,
+        [&](int64_t first, int64_t pool_row, int64_t rows) -> absl::Status {
+          TWICE_RETURN_IF_ERROR(dev.CopyToHost(
+              PoolRows(*k_pool_, pool_row, rows),
+              s.mutable_keys().subspan(first * kvw_, rows * kvw_)));
+          return dev.CopyToHost(
+              PoolRows(*v_pool_, pool_row, rows),
+              s.mutable_values().subspan(first * kvw_, rows * kvw_));
+        });
+  }
+
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
+                       DeviceFloats h, DeviceFloats scratch,
+                       DeviceFloats x) override {
+    if (pass.kv_blocks == nullptr) {
+      return absl::FailedPreconditionError(
+          "a full-attention pass needs its block tables");
+    }
+    const int64_t rows = pass.rows;
+    const DeviceFloats q = scratch.sub(0, rows * qw_);
+    const DeviceFloats k = scratch.sub(q.size, rows * kvw_);
+    const DeviceFloats v = scratch.sub(q.size + k.size, rows * kvw_);
+    const DeviceFloats y = scratch.sub(q.size + k.size + v.size, rows * qw_);
+    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wq_, q));
+    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wk_, k));
+    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wv_, v));
+    if (o_.rotary) {
+      if (pass.step != nullptr) {
+        TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(
+            q, qw_, o_.heads, o_.head_dim, *pass.step, o_.rope_theta));
+        TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(
+            k, kvw_, o_.kv_heads, o_.head_dim, *pass.step, o_.rope_theta));
+      } else {
+        TWICE_RETURN_IF_ERROR(
+            dev.RopeRotateHalf(q, rows, qw_, o_.heads, o_.head_dim,
+                               pass.prefill_start, o_.rope_theta));
+        TWICE_RETURN_IF_ERROR(
+            dev.RopeRotateHalf(k, rows, kvw_, o_.kv_heads, o_.head_dim,
+                               pass.prefill_start, o_.rope_theta));
+      }
+    }
+    const kernels::PagedKvDims dims{o_.heads, o_.kv_heads, o_.head_dim,
+                                    blocks_->block_size(), 0};
+    const DevicePassRows pass_rows = pass.pass_rows();
+    TWICE_RETURN_IF_ERROR(dev.PagedKvWrite(k, kvw_, v, kvw_, pass_rows, dims,
+                                           *pass.kv_blocks, k_pool_->floats(),
+                                           v_pool_->floats()));
+    const float scale = o_.scale > 0.0f
+                            ? o_.scale
+                            : 1.0f / std::sqrt(static_cast<float>(o_.head_dim));
+    TWICE_RETURN_IF_ERROR(dev.PagedAttention(q, qw_, pass_rows, dims,
+                                             *pass.kv_blocks, k_pool_->floats(),
+                                             v_pool_->floats(), scale, y));
+    return dev.Linear(y, rows, *wo_, x, LinearEpilogue{{}, true});
+  }
+
+ private:
+  DeviceFloats PoolRows(const DeviceArray& pool, int64_t row,
+                        int64_t rows) const {
+    return pool.floats().sub(row * kvw_, rows * kvw_);
+  }
+  // Calls fn(first token, first pool row, rows) for each run of the slot's
+  // first `tokens` tokens that sits in consecutive blocks.
+  template <typename Fn>
+  absl::Status ForEachRun(int32_t slot, int64_t tokens, Fn fn) const {
+    const absl::Span<const int32_t> blocks = blocks_->blocks_of(slot);
+    const int64_t bs = blocks_->block_size();
+    if (blocks_->BlocksFor(tokens) > static_cast<int64_t>(blocks.size())) {
+      return absl::InternalError(absl::StrCat("the slot owns ", blocks.size(),
+                                              " KV blocks, too few for ",
+                                              tokens, " tokens"));
+    }
+    int64_t b = 0;
+    while (b * bs < tokens) {
+      int64_t run = 1;
+      while ((b + run) * bs < tokens && blocks[b + run] == blocks[b] + run) {
+        ++run;
+      }
+      const int64_t first = b * bs;
+      TWICE_RETURN_IF_ERROR(fn(first, int64_t{blocks[b]} * bs,
+                               std::min(run * bs, tokens - first)));
+      b += run;
+    }
+    return absl::OkStatus();
+  }
+
+  const LlamaAttention& mixer_;
+  const LlamaAttentionOptions o_;
+  const int64_t qw_;   // H · hd
+  const int64_t kvw_;  // H_kv · hd
+  const KvBlockTable* blocks_ = nullptr;
+  std::unique_ptr<DeviceMatrix> wq_, wk_, wv_, wo_;
+  std::unique_ptr<DeviceArray> k_pool_, v_pool_;  // [blocks, bs, H_kv, hd]
+};
+
+}  // namespace
+
+std::unique_ptr<ResidentMixer> NewResidentFullAttention(
+    const LlamaAttention& m) {
+  return std::make_unique<ResidentFullAttention>(m);
+}
+
+}  // namespace twice::engine

@@ -1,0 +1,179 @@
+#include "kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/check.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/status_macros.h"
+
+namespace twice::kernels {
+namespace {
+
+int64_t TableRowOf(const PagedRows& rows, int64_t r) {
+  return rows.positions.empty() ? 0 : r;
+}
+int64_t PositionOf(const PagedRows& rows, int64_t r) {
+  return rows.positions.empty() ? rows.start + r : rows.positions[r];
+}
+
+// The pool row holding position p of table row `trow`.
+int64_t PoolRow(const PagedKvDims& dims, absl::Span<const int32_t> table,
+                int64_t trow, int64_t p) {
+  return int64_t{table[trow * dims.table_width + p / dims.block_size]} *
+             dims.block_size +
+         p % dims.block_size;
+}
+
+// Row r's attention over positions [0, p] of its table row, one head per
+// call: scores, then softmax, then the weighted values, walking the blocks
+// in position order. s: [p + 1] scratch.
+TWICE_CPU_CLONES
+void AttendPagedHead(const float* q, const PagedKvDims& dims,
+                     absl::Span<const int32_t> table, int64_t trow, int64_t p,
+                     const float* k_pool, const float* v_pool, int64_t kvh,
+                     float scale, float* s, float* out) {
+  const int64_t hd = dims.head_dim, bs = dims.block_size;
+  const int64_t kv_row = dims.kv_heads * hd;
+  const int32_t* blocks = table.data() + trow * dims.table_width;
+  float m = -INFINITY;
+  for (int64_t j = 0; j <= p; ++j) {
+    const float* kj =
+        k_pool + (blocks[j / bs] * bs + j % bs) * kv_row + kvh * hd;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t e = 0; e < hd; ++e) dot += q[e] * kj[e];
+    s[j] = dot * scale;
+    m = std::max(m, s[j]);
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j <= p; ++j) {
+    s[j] = std::exp(s[j] - m);
+    sum += s[j];
+  }
+  const float inv = 1.0f / sum;
+  std::fill(out, out + hd, 0.0f);
+  for (int64_t j = 0; j <= p; ++j) {
+    const float w = s[j] * inv;
+    const float* vj =
+        v_pool + (blocks[j / bs] * bs + j % bs) * kv_row + kvh * hd;
+#pragma omp simd
+    for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
+  }
+}
+
+}  // namespace
+
+absl::Status CheckPagedRows(const PagedRows& rows, const PagedKvDims& dims,
+                            absl::Span<const int32_t> table,
+                            int64_t pool_floats) {
+  constexpr char kOp[] = "PagedAttention";
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      dims.heads >= 1 && dims.kv_heads >= 1 &&
+          dims.heads % dims.kv_heads == 0 && dims.head_dim >= 1 &&
+          dims.block_size >= 1 && dims.table_width >= 1,
+      kOp, "need H_kv | H, head_dim, block_size and table width >= 1"));
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      rows.rows >= 0 && rows.start >= 0 &&
+          (rows.positions.empty() ||
+           static_cast<int64_t>(rows.positions.size()) == rows.rows),
+      kOp, "need rows >= 0, start >= 0 and no or one position per row"));
+  const int64_t block_floats = dims.block_size * dims.kv_heads * dims.head_dim;
+  TWICE_RETURN_IF_ERROR(CheckArg(pool_floats % block_floats == 0, kOp,
+                                 "the pool is not a whole number of blocks"));
+  const int64_t blocks = pool_floats / block_floats;
+  const int64_t table_rows = rows.positions.empty() ? 1 : rows.rows;
+  if (rows.rows == 0) return absl::OkStatus();
+  if (static_cast<int64_t>(table.size()) != table_rows * dims.table_width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": the block table has ", table.size(),
+                     " entries, need ", table_rows, " x ", dims.table_width));
+  }
+  // Every block a row reaches: [0, p_r / block_size] of its table row (for
+  // a prefill pass the last row reaches furthest).
+  for (int64_t trow = 0; trow < table_rows; ++trow) {
+    const int64_t p = rows.positions.empty() ? rows.start + rows.rows - 1
+                                             : rows.positions[trow];
+    if (p < 0 || p / dims.block_size >= dims.table_width) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": position ", p, " is outside its block table (",
+                       dims.table_width, " blocks of ", dims.block_size, ")"));
+    }
+    for (int64_t b = 0; b <= p / dims.block_size; ++b) {
+      const int32_t block = table[trow * dims.table_width + b];
+      if (block < 0 || block >= blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(kOp, ": block table entry ", block, " is not in [0, ",
+                         blocks, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PagedKvWrite(absl::Span<const float> k, int64_t k_stride,
+                          absl::Span<const float> v, int64_t v_stride,
+                          const PagedRows& rows, const PagedKvDims& dims,
+                          absl::Span<const int32_t> table,
+                          absl::Span<float> k_pool, absl::Span<float> v_pool) {
+  constexpr char kOp[] = "PagedKvWrite";
+  TWICE_RETURN_IF_ERROR(
+      CheckPagedRows(rows, dims, table, static_cast<int64_t>(k_pool.size())));
+  const int64_t kv_row = dims.kv_heads * dims.head_dim;
+  TWICE_RETURN_IF_ERROR(CheckArg(k_pool.size() == v_pool.size(), kOp,
+                                 "the key and value pools differ in size"));
+  TWICE_RETURN_IF_ERROR(CheckArg(k_stride >= kv_row && v_stride >= kv_row, kOp,
+                                 "a row stride is below H_kv * head_dim"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "k", k.size(), StridedExtent(rows.rows, kv_row, k_stride)));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "v", v.size(), StridedExtent(rows.rows, kv_row, v_stride)));
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const int64_t at =
+        PoolRow(dims, table, TableRowOf(rows, r), PositionOf(rows, r)) * kv_row;
+    std::copy_n(k.data() + r * k_stride, kv_row, k_pool.data() + at);
+    std::copy_n(v.data() + r * v_stride, kv_row, v_pool.data() + at);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PagedCausalAttention(absl::Span<const float> q, int64_t q_stride,
+                                  const PagedRows& rows,
+                                  const PagedKvDims& dims,
+                                  absl::Span<const int32_t> table,
+                                  absl::Span<const float> k_pool,
+                                  absl::Span<const float> v_pool, float scale,
+                                  absl::Span<float> out) {
+  constexpr char kOp[] = "PagedCausalAttention";
+  TWICE_RETURN_IF_ERROR(
+      CheckPagedRows(rows, dims, table, static_cast<int64_t>(k_pool.size())));
+  const int64_t h = dims.heads, hd = dims.head_dim;
+  TWICE_RETURN_IF_ERROR(CheckArg(k_pool.size() == v_pool.size(), kOp,
+                                 "the key and value pools differ in size"));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(q_stride >= h * hd, kOp, "q_stride < heads * head_dim"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "q", q.size(), StridedExtent(rows.rows, h * hd, q_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(static_cast<int64_t>(out.size()) == rows.rows * h * hd, kOp,
+               "out is not [rows, heads, head_dim]"));
+  if (rows.rows == 0) return absl::OkStatus();
+  const int64_t group = h / dims.kv_heads;
+  // Work items are (row, head) pairs; each owns its scores.
+  cpu::ParallelFor(rows.rows * h, [&](int64_t item) {
+    const int64_t r = item / h, head = item % h;
+    const int64_t p = PositionOf(rows, r);
+    thread_local std::vector<float> s;
+    s.resize(static_cast<size_t>(p + 1));
+    AttendPagedHead(q.data() + r * q_stride + head * hd, dims, table,
+                    TableRowOf(rows, r), p, k_pool.data(), v_pool.data(),
+                    head / group, scale, s.data(),
+                    out.data() + (r * h + head) * hd);
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace twice::kernels
