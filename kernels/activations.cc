@@ -1,5 +1,7 @@
 #include "kernels/activations.h"
 
+#include <cmath>
+
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -46,6 +48,11 @@ absl::Status SwiGlu(absl::Span<const float> u, int64_t rows, int64_t hidden,
                      hidden, out.data());
         return absl::OkStatus();
       });
+}
+
+void Gelu(absl::Span<float> x) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (float& v : x) v = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
 }
 
 void ReluSquared(absl::Span<float> x) {

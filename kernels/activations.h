@@ -8,6 +8,8 @@
 //   u [rows, 2h]: out[i, j] = u[i, j] · silu(u[i, h + j]), out [rows, h].
 //   The SECOND half is the gate.
 // ReluSquared: x = relu(x)^2 in place (Nemotron-H's MLP activation).
+// Gelu: x = x/2 (1 + erf(x / sqrt 2)) in place, the exact (erf) form of
+//   torch's nn.GELU() (RAT's MLP).
 #ifndef TWICE_KERNELS_ACTIVATIONS_H_
 #define TWICE_KERNELS_ACTIVATIONS_H_
 
@@ -29,6 +31,7 @@ namespace twice::kernels {
 
 // Elementwise and cheap next to the GEMMs around it: no backend dispatch.
 void ReluSquared(absl::Span<float> x);
+void Gelu(absl::Span<float> x);
 
 }  // namespace twice::kernels
 

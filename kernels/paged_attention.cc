@@ -67,6 +67,53 @@ void AttendPagedHead(const float* q, const PagedKvDims& dims,
 
 }  // namespace
 
+absl::Status CheckTableReach(absl::string_view op, const PagedRows& rows,
+                             int64_t block_size, int64_t width,
+                             int64_t row_floats,
+                             absl::Span<const int32_t> table,
+                             int64_t pool_floats,
+                             absl::FunctionRef<int64_t(int64_t)> blocks_for) {
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      rows.rows >= 0 && rows.start >= 0 &&
+          (rows.positions.empty() ||
+           static_cast<int64_t>(rows.positions.size()) == rows.rows),
+      op, "need rows >= 0, start >= 0 and no or one position per row"));
+  const int64_t block_floats = block_size * row_floats;
+  TWICE_RETURN_IF_ERROR(CheckArg(pool_floats % block_floats == 0, op,
+                                 "the pool is not a whole number of blocks"));
+  if (rows.rows == 0) return absl::OkStatus();
+  const int64_t blocks = pool_floats / block_floats;
+  const int64_t table_rows = rows.positions.empty() ? 1 : rows.rows;
+  if (static_cast<int64_t>(table.size()) != table_rows * width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": the block table has ", table.size(),
+                     " entries, need ", table_rows, " x ", width));
+  }
+  // A prefill pass's last row reaches furthest.
+  for (int64_t trow = 0; trow < table_rows; ++trow) {
+    const int64_t p = rows.positions.empty() ? rows.start + rows.rows - 1
+                                             : rows.positions[trow];
+    if (p < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": position ", p, " < 0"));
+    }
+    const int64_t needed = blocks_for(p);
+    if (needed > width) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": position ", p, " needs ", needed,
+                       " blocks, the block table has ", width));
+    }
+    for (int64_t b = 0; b < needed; ++b) {
+      const int32_t block = table[trow * width + b];
+      if (block < 0 || block >= blocks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, ": block table entry ", block, " is not in [0, ", blocks, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckPagedRows(const PagedRows& rows, const PagedKvDims& dims,
                             absl::Span<const int32_t> table,
                             int64_t pool_floats) {
@@ -76,42 +123,10 @@ absl::Status CheckPagedRows(const PagedRows& rows, const PagedKvDims& dims,
           dims.heads % dims.kv_heads == 0 && dims.head_dim >= 1 &&
           dims.block_size >= 1 && dims.table_width >= 1,
       kOp, "need H_kv | H, head_dim, block_size and table width >= 1"));
-  TWICE_RETURN_IF_ERROR(CheckArg(
-      rows.rows >= 0 && rows.start >= 0 &&
-          (rows.positions.empty() ||
-           static_cast<int64_t>(rows.positions.size()) == rows.rows),
-      kOp, "need rows >= 0, start >= 0 and no or one position per row"));
-  const int64_t block_floats = dims.block_size * dims.kv_heads * dims.head_dim;
-  TWICE_RETURN_IF_ERROR(CheckArg(pool_floats % block_floats == 0, kOp,
-                                 "the pool is not a whole number of blocks"));
-  const int64_t blocks = pool_floats / block_floats;
-  const int64_t table_rows = rows.positions.empty() ? 1 : rows.rows;
-  if (rows.rows == 0) return absl::OkStatus();
-  if (static_cast<int64_t>(table.size()) != table_rows * dims.table_width) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": the block table has ", table.size(),
-                     " entries, need ", table_rows, " x ", dims.table_width));
-  }
-  // Every block a row reaches: [0, p_r / block_size] of its table row (for
-  // a prefill pass the last row reaches furthest).
-  for (int64_t trow = 0; trow < table_rows; ++trow) {
-    const int64_t p = rows.positions.empty() ? rows.start + rows.rows - 1
-                                             : rows.positions[trow];
-    if (p < 0 || p / dims.block_size >= dims.table_width) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kOp, ": position ", p, " is outside its block table (",
-                       dims.table_width, " blocks of ", dims.block_size, ")"));
-    }
-    for (int64_t b = 0; b <= p / dims.block_size; ++b) {
-      const int32_t block = table[trow * dims.table_width + b];
-      if (block < 0 || block >= blocks) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(kOp, ": block table entry ", block, " is not in [0, ",
-                         blocks, ")"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  // Positions [0, p]: blocks [0, p / block_size].
+  return CheckTableReach(kOp, rows, dims.block_size, dims.table_width,
+                         dims.kv_heads * dims.head_dim, table, pool_floats,
+                         [&](int64_t p) { return p / dims.block_size + 1; });
 }
 
 absl::Status PagedKvWrite(absl::Span<const float> k, int64_t k_stride,

@@ -36,7 +36,9 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace twice::kernels {
@@ -62,6 +64,16 @@ struct PagedRows {
                                           const PagedKvDims& dims,
                                           absl::Span<const int32_t> table,
                                           int64_t pool_floats);
+
+// The part of those checks every paged state shares, for pool rows of
+// `row_floats` floats in blocks of `block_size` rows: the rows' own checks
+// (count, start, one position or none per row), the pool whole blocks, the
+// table [table rows, width], and table row t's first blocks_for(p_t)
+// entries in [0, blocks), p_t the last position that table row serves.
+[[nodiscard]] absl::Status CheckTableReach(
+    absl::string_view op, const PagedRows& rows, int64_t block_size,
+    int64_t width, int64_t row_floats, absl::Span<const int32_t> table,
+    int64_t pool_floats, absl::FunctionRef<int64_t(int64_t)> blocks_for);
 
 [[nodiscard]] absl::Status PagedKvWrite(
     absl::Span<const float> k, int64_t k_stride, absl::Span<const float> v,

@@ -15,7 +15,7 @@
 //   prefill B=16, T=2048  16 sequences read at once from 16 threads
 //   decode B              one StepBatch of B sequences (states after 64
 //                         tokens), median step latency and tokens/s
-// and, for models it runs (Mamba-2, Based, JRT-RNN, Llama), the same
+// and, for models it runs (resident_layers.h lists them), the same
 // phases through the resident executor
 // (engine/executor/resident_executor.h: weights, workspace and states stay on
 // the GPU; a decode step samples on the device and returns B ids):

@@ -15,6 +15,7 @@
 #include "kernels/causal_conv1d.h"
 #include "kernels/linear.h"
 #include "kernels/paged_attention.h"
+#include "kernels/rat_paged.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
@@ -296,6 +297,38 @@ class CpuExecutorDevice final : public ExecutorDevice {
   absl::Status ReluSquared(DeviceFloats x) override {
     kernels::ReluSquared(Host(x));
     return absl::OkStatus();
+  }
+  absl::Status Gelu(DeviceFloats x) override {
+    kernels::Gelu(Host(x));
+    return absl::OkStatus();
+  }
+  absl::Status RatChunkScan(DeviceFloats proj, int64_t proj_stride,
+                            DeviceFloats gate_bias, const DevicePassRows& rows,
+                            int32_t prefill_slot,
+                            const kernels::RatPagedDims& dims,
+                            const DeviceBlockTable& table, DeviceFloats open,
+                            DeviceFloats closed, DeviceFloats q_out,
+                            DeviceFloats k_out, DeviceFloats v_out,
+                            DeviceFloats z_out) override {
+    const int32_t prefill[] = {prefill_slot};
+    return kernels::RatChunkScan(
+        Host(proj), proj_stride, Host(gate_bias), PagedRowsOf(rows),
+        rows.step != nullptr ? rows.step->slots()
+                             : absl::Span<const int32_t>(prefill),
+        WithTableWidth(dims, table), table.blocks(), Host(open), Host(closed),
+        Host(q_out), Host(k_out), Host(v_out), Host(z_out));
+  }
+  absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
+                                 DeviceFloats own_v, DeviceFloats z,
+                                 const DevicePassRows& rows,
+                                 const kernels::RatPagedDims& dims,
+                                 const DeviceBlockTable& table,
+                                 DeviceFloats closed, float scale,
+                                 DeviceFloats out) override {
+    return kernels::RatPagedAttention(
+        Host(q), Host(own_k), Host(own_v), Host(z), PagedRowsOf(rows),
+        WithTableWidth(dims, table), table.blocks(), Host(closed), scale,
+        Host(out));
   }
   absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
                       DeviceFloats out) override {

@@ -153,6 +153,12 @@ class CudaExecutorDevice final : public ExecutorDevice {
     TWICE_ASSIGN_OR_RETURN(d->stream_, cuda::Stream::Create(ordinal));
     TWICE_ASSIGN_OR_RETURN(
         d->gemm_, cuda::GemmRunner::Create(*d->stream_, d->allocator_));
+    // Slot 0 on the device: a prefill pass's one-slot view of a state
+    // array (RatChunkScan) reads it.
+    TWICE_ASSIGN_OR_RETURN(d->slot_zero_,
+                           d->allocator_.AllocateArray<int32_t>(1));
+    TWICE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+        d->slot_zero_.data(), 0, sizeof(int32_t), d->stream_->get()));
     return std::unique_ptr<ExecutorDevice>(std::move(d));
   }
 
@@ -375,6 +381,52 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status ReluSquared(DeviceFloats x) override {
     return cuda::ReluSquared(*stream_, Span(x));
   }
+  absl::Status Gelu(DeviceFloats x) override {
+    return cuda::Gelu(*stream_, ConstSpan(x), Span(x));
+  }
+  absl::Status RatChunkScan(DeviceFloats proj, int64_t proj_stride,
+                            DeviceFloats gate_bias, const DevicePassRows& rows,
+                            int32_t prefill_slot,
+                            const kernels::RatPagedDims& dims,
+                            const DeviceBlockTable& table, DeviceFloats open,
+                            DeviceFloats closed, DeviceFloats q_out,
+                            DeviceFloats k_out, DeviceFloats v_out,
+                            DeviceFloats z_out) override {
+    cuda::DeviceSlotRows slots;
+    DeviceFloats states = open;
+    static constexpr int32_t kSlotZero[] = {0};
+    if (rows.step != nullptr) {
+      slots = SlotRowsOf(*rows.step);
+    } else {
+      // The pass's one sequence: its slot's [2, D] as a one-slot array.
+      const int64_t per_slot = 2 * dims.dim;
+      if (prefill_slot < 0 || (prefill_slot + 1) * per_slot > open.size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("RatChunkScan: slot ", prefill_slot,
+                         " is outside the open-state array"));
+      }
+      states = open.sub(prefill_slot * per_slot, per_slot);
+      slots = {kSlotZero, {static_cast<const int32_t*>(slot_zero_.data()), 1}};
+    }
+    return cuda::RatChunkScan(
+        *stream_, ConstSpan(proj), proj_stride, ConstSpan(gate_bias),
+        CudaPagedRowsOf(rows), slots, WithTableWidth(dims, table),
+        static_cast<const CudaBlockTable&>(table).view(), Span(states),
+        Span(closed), Span(q_out), Span(k_out), Span(v_out), Span(z_out));
+  }
+  absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
+                                 DeviceFloats own_v, DeviceFloats z,
+                                 const DevicePassRows& rows,
+                                 const kernels::RatPagedDims& dims,
+                                 const DeviceBlockTable& table,
+                                 DeviceFloats closed, float scale,
+                                 DeviceFloats out) override {
+    return cuda::RatPagedAttention(
+        *stream_, ConstSpan(q), ConstSpan(own_k), ConstSpan(own_v),
+        ConstSpan(z), CudaPagedRowsOf(rows), WithTableWidth(dims, table),
+        static_cast<const CudaBlockTable&>(table).view(), ConstSpan(closed),
+        scale, Span(out));
+  }
   absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
                       DeviceFloats out) override {
     return cuda::SwiGlu(*stream_, ConstSpan(u), rows, hidden, Span(out));
@@ -572,6 +624,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   std::unique_ptr<cuda::GemmRunner> gemm_;
   cuda::DeviceBuffer scratch_;
   cuda::DeviceBuffer f32_scratch_;
+  cuda::DeviceBuffer slot_zero_;  // one int32 0
   DeviceTraffic traffic_;
 };
 

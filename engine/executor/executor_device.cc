@@ -35,6 +35,12 @@ kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
   return dims;
 }
 
+kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
+                                     const DeviceBlockTable& table) {
+  dims.table_width = table.width();
+  return dims;
+}
+
 absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
                            DeviceFloats dst, int64_t dst_stride, int64_t rows,
                            int64_t cols) {

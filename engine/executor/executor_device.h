@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/paged_attention.h"
+#include "kernels/rat_paged.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
@@ -230,6 +231,21 @@ class ExecutorDevice {
                                             int64_t hidden,
                                             DeviceFloats out) = 0;
   [[nodiscard]] virtual absl::Status ReluSquared(DeviceFloats x) = 0;
+  [[nodiscard]] virtual absl::Status Gelu(DeviceFloats x) = 0;
+  // kernels/rat_paged.h for the pass's rows: a prefill pass's sequence in
+  // slot `prefill_slot` of `open`, a step's rows in their map's slots;
+  // dims.table_width is the table's.
+  [[nodiscard]] virtual absl::Status RatChunkScan(
+      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+      const DevicePassRows& rows, int32_t prefill_slot,
+      const kernels::RatPagedDims& dims, const DeviceBlockTable& table,
+      DeviceFloats open, DeviceFloats closed, DeviceFloats q_out,
+      DeviceFloats k_out, DeviceFloats v_out, DeviceFloats z_out) = 0;
+  [[nodiscard]] virtual absl::Status RatPagedAttention(
+      DeviceFloats q, DeviceFloats own_k, DeviceFloats own_v, DeviceFloats z,
+      const DevicePassRows& rows, const kernels::RatPagedDims& dims,
+      const DeviceBlockTable& table, DeviceFloats closed, float scale,
+      DeviceFloats out) = 0;
   // kernels/taylor_linear_attention.h: `tokens` raw q, k [T, H, F] and
   // v [T, H, hd] of one sequence, after the E encoder keys k_enc [E, H, F]
   // and values v_enc [E, H, hd] (E = 0: none; JRT-RNN's prefix), into its
@@ -274,6 +290,8 @@ class ExecutorDevice {
 // `dims` with the table's width (what the paged operations pass on).
 kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
                                     const DeviceBlockTable& table);
+kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
+                                     const DeviceBlockTable& table);
 [[nodiscard]] absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
                                          DeviceFloats dst, int64_t dst_stride,
                                          int64_t rows, int64_t cols);

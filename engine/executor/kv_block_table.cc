@@ -16,8 +16,8 @@ KvBlockTable::KvBlockTable(int64_t blocks, int64_t block_size, int32_t slots)
   }
 }
 
-absl::Status KvBlockTable::Reserve(absl::Span<const int32_t> slots,
-                                   absl::Span<const int64_t> tokens) {
+int64_t KvBlockTable::BlocksMissing(absl::Span<const int32_t> slots,
+                                    absl::Span<const int64_t> tokens) const {
   int64_t missing = 0;
   for (size_t i = 0; i < slots.size(); ++i) {
     missing += std::max<int64_t>(
@@ -25,10 +25,16 @@ absl::Status KvBlockTable::Reserve(absl::Span<const int32_t> slots,
         BlocksFor(tokens[i]) -
             static_cast<int64_t>(owned_[static_cast<size_t>(slots[i])].size()));
   }
+  return missing;
+}
+
+absl::Status KvBlockTable::Reserve(absl::Span<const int32_t> slots,
+                                   absl::Span<const int64_t> tokens) {
+  const int64_t missing = BlocksMissing(slots, tokens);
   if (missing > free_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the KV cache has ", free_blocks(), " free blocks of ", block_size_,
-        " tokens and this call needs ", missing,
+        " rows and this call needs ", missing,
         "; release sequences or give the executor more KV cache tokens"));
   }
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -47,6 +53,28 @@ void KvBlockTable::Free(int32_t slot) {
   // back in the same order.
   for (auto b = owned.rbegin(); b != owned.rend(); ++b) free_.push_back(*b);
   owned.clear();
+}
+
+absl::StatusOr<std::vector<KvBlockTable::Run>> KvBlockTable::Runs(
+    int32_t slot, int64_t rows) const {
+  const std::vector<int32_t>& blocks = owned_[static_cast<size_t>(slot)];
+  if (BlocksFor(rows) > static_cast<int64_t>(blocks.size())) {
+    return absl::InternalError(
+        absl::StrCat("slot ", slot, " owns ", blocks.size(),
+                     " blocks, too few for ", rows, " rows"));
+  }
+  std::vector<Run> runs;
+  const int64_t bs = block_size_;
+  int64_t b = 0;
+  while (b * bs < rows) {
+    int64_t run = 1;
+    while ((b + run) * bs < rows && blocks[b + run] == blocks[b] + run) ++run;
+    const int64_t first = b * bs;
+    runs.push_back(
+        {first, int64_t{blocks[b]} * bs, std::min(run * bs, rows - first)});
+    b += run;
+  }
+  return runs;
 }
 
 std::vector<int32_t> KvBlockTable::Rows(absl::Span<const int32_t> slots,

@@ -49,9 +49,8 @@ ResidentExecutor::ResidentExecutor(const StackedModel& model,
                       model.description().prefix_length})),
       pool_(options.slots),
       slot_info_(static_cast<size_t>(options.slots)),
-      kv_blocks_((options.kv_cache_tokens + options.kv_block_size - 1) /
-                     options.kv_block_size,
-                 options.kv_block_size, options.slots) {}
+      kv_tables_(options.kv_cache_tokens, options.kv_block_size,
+                 options.slots) {}
 
 ResidentExecutor::~ResidentExecutor() = default;
 
@@ -98,9 +97,13 @@ absl::Status ResidentExecutor::Load() {
     TWICE_ASSIGN_OR_RETURN(block->norm1_w,
                            UploadVector(dev, b.norm1.weight().span()));
     TWICE_ASSIGN_OR_RETURN(block->mixer, NewResidentMixer(*b.mixer));
-    TWICE_RETURN_IF_ERROR(
-        block->mixer->Load(dev, ResidentPools{options_.slots, &kv_blocks_}));
-    paged_ = paged_ || block->mixer->paged();
+    ResidentPools pools{options_.slots, nullptr, -1};
+    if (const int64_t per_row = block->mixer->kv_tokens_per_row();
+        per_row > 0) {
+      pools.kv_table = kv_tables_.Register(per_row);
+      pools.kv_blocks = &kv_tables_.table(pools.kv_table);
+    }
+    TWICE_RETURN_IF_ERROR(block->mixer->Load(dev, pools));
     weight_bytes_ += ArrayBytes(*block->norm1_w) + block->mixer->weight_bytes();
     scratch = std::max(scratch, block->mixer->ScratchFloats(rows_));
     if (b.ffn != nullptr) {
@@ -124,44 +127,55 @@ absl::Status ResidentExecutor::Load() {
 int64_t ResidentExecutor::state_bytes_per_slot() const {
   int64_t floats = 0;
   for (const auto& b : blocks_) {
-    if (!b->mixer->paged()) floats += b->mixer->state_floats_per_slot();
+    if (b->mixer->kv_tokens_per_row() == 0) {
+      floats += b->mixer->state_floats_per_slot();
+    }
   }
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
 int64_t ResidentExecutor::kv_bytes_per_token() const {
-  int64_t floats = 0;
+  double bytes = 0.0;
   for (const auto& b : blocks_) {
-    if (b->mixer->paged()) floats += b->mixer->state_floats_per_slot();
+    if (const int64_t per_row = b->mixer->kv_tokens_per_row(); per_row > 0) {
+      bytes += static_cast<double>(b->mixer->state_floats_per_slot()) *
+               sizeof(float) / static_cast<double>(per_row);
+    }
   }
-  return floats * static_cast<int64_t>(sizeof(float));
+  return static_cast<int64_t>(bytes + 0.5);
 }
 
 int64_t ResidentExecutor::free_kv_blocks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return kv_blocks_.free_blocks();
+  return kv_tables_.free_blocks();
+}
+
+int64_t ResidentExecutor::free_kv_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kv_tables_.free_tokens();
 }
 
 absl::Status ResidentExecutor::ReserveKv(absl::Span<const SlotId> slots,
                                          int64_t extra) {
-  if (!paged_) return absl::OkStatus();
+  if (kv_tables_.empty()) return absl::OkStatus();
   std::vector<int32_t> indices(slots.size());
   std::vector<int64_t> tokens(slots.size());
   for (size_t b = 0; b < slots.size(); ++b) {
     indices[b] = slots[b].index;
     tokens[b] = slot_info_[slots[b].index].tokens + extra;
   }
-  return kv_blocks_.Reserve(indices, tokens);
+  return kv_tables_.Reserve(indices, tokens);
 }
 
-absl::StatusOr<std::unique_ptr<DeviceBlockTable>> ResidentExecutor::PassKvTable(
+absl::StatusOr<ResidentExecutor::PassTables> ResidentExecutor::PassKvTables(
     absl::Span<const SlotId> slots) {
-  if (!paged_) return nullptr;
+  PassTables tables;
+  if (kv_tables_.empty()) return tables;
   std::vector<int32_t> indices(slots.size());
   for (size_t b = 0; b < slots.size(); ++b) indices[b] = slots[b].index;
-  int64_t width = 0;
-  const std::vector<int32_t> rows = kv_blocks_.Rows(indices, width);
-  return device_->UploadBlockTable(rows, width);
+  TWICE_ASSIGN_OR_RETURN(tables.owned, kv_tables_.Upload(*device_, indices));
+  for (const auto& t : tables.owned) tables.views.push_back(t.get());
+  return tables;
 }
 
 absl::Status ResidentExecutor::CheckSlots(
@@ -199,7 +213,7 @@ absl::StatusOr<SlotId> ResidentExecutor::NewSequence() {
   std::lock_guard<std::mutex> lock(mu_);
   TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
   slot_info_[id.index] = SlotInfo{};
-  kv_blocks_.Free(id.index);
+  kv_tables_.Free(id.index);
   if (absl::Status s = ZeroSlot(id.index); !s.ok()) {
     (void)pool_.Release(id);
     return s;
@@ -232,7 +246,7 @@ absl::StatusOr<SlotId> ResidentExecutor::Resume(const SequenceState& state) {
   std::lock_guard<std::mutex> lock(mu_);
   TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
   slot_info_[id.index] = SlotInfo{};
-  kv_blocks_.Free(id.index);
+  kv_tables_.Free(id.index);
   const SlotId one[] = {id};
   absl::Status s = ReserveKv(one, state.token_count());
   for (size_t l = 0; l < blocks_.size() && s.ok(); ++l) {
@@ -240,7 +254,7 @@ absl::StatusOr<SlotId> ResidentExecutor::Resume(const SequenceState& state) {
                                   id.index);
   }
   if (!s.ok()) {
-    kv_blocks_.Free(id.index);
+    kv_tables_.Free(id.index);
     (void)pool_.Release(id);
     return s;
   }
@@ -285,7 +299,7 @@ absl::Status ResidentExecutor::SaveInto(SlotId slot, SequenceState& state) {
 absl::Status ResidentExecutor::Release(SlotId slot) {
   std::lock_guard<std::mutex> lock(mu_);
   TWICE_RETURN_IF_ERROR(pool_.Release(slot));
-  kv_blocks_.Free(slot.index);
+  kv_tables_.Free(slot.index);
   return absl::OkStatus();
 }
 
@@ -362,9 +376,10 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
         "ResidentExecutor: a prefix read needs an empty sequence");
   }
   TWICE_RETURN_IF_ERROR(ReserveKv(one, total));
-  // One table for every pass: the blocks for all the tokens are reserved.
-  absl::StatusOr<std::unique_ptr<DeviceBlockTable>> kv_table = PassKvTable(one);
-  absl::Status s = kv_table.status();
+  // One set of tables for every pass: the blocks for all the tokens are
+  // reserved.
+  absl::StatusOr<PassTables> kv_tables = PassKvTables(one);
+  absl::Status s = kv_tables.status();
   int64_t begin = 0;
   int64_t last_rows = 0;
   while (begin < total && s.ok()) {
@@ -373,7 +388,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
     ResidentPass pass{last_rows, slot.index,
                       slot_info_[slot.index].tokens + begin, nullptr};
     if (begin == 0) pass.prefix = prefix;
-    pass.kv_blocks = kv_table->get();
+    pass.kv_tables = kv_tables->views;
     s = RunBlocks(tokens.subspan(begin, last_rows), pass);
     begin += last_rows;
   }
@@ -401,11 +416,10 @@ absl::Status ResidentExecutor::StepToLogits(absl::Span<const int32_t> tokens,
   }
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSlotMap> map,
                          device_->UploadSlotMap(indices, positions));
-  TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBlockTable> kv_table,
-                         PassKvTable(slots));
+  TWICE_ASSIGN_OR_RETURN(PassTables kv_tables, PassKvTables(slots));
   const int64_t rows = static_cast<int64_t>(slots.size());
   ResidentPass pass{rows, -1, 0, map.get()};
-  pass.kv_blocks = kv_table.get();
+  pass.kv_tables = kv_tables.views;
   TWICE_RETURN_IF_ERROR(RunBlocks(tokens, pass));
   return Head(0, rows);
 }

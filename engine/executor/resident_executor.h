@@ -47,7 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/executor/executor_device.h"
-#include "engine/executor/kv_block_table.h"
+#include "engine/executor/paged_kv_tables.h"
 #include "engine/executor/resident_layer.h"
 #include "engine/executor/slot_pool.h"
 #include "engine/models/stacked_model.h"
@@ -59,8 +59,9 @@ namespace twice::engine {
 struct ResidentExecutorOptions {
   int32_t slots = 64;           // sequences resident at once, >= 1
   int64_t prefill_chunk = 512;  // tokens per layer-by-layer prefill pass
-  // Full-attention layers (Llama): tokens their paged KV caches hold, all
-  // slots together (rounded up to whole blocks), and tokens per block.
+  // Paged states (full attention's KV cache, RAT's closed chunks): tokens
+  // each table holds for all slots together (rounded up to whole blocks),
+  // and rows per block.
   int64_t kv_cache_tokens = 65536;
   int64_t kv_block_size = 16;
 };
@@ -126,11 +127,12 @@ class ResidentExecutor {
   // paged KV caches (0 without full attention), and of the weights.
   int64_t state_bytes_per_slot() const;
   int64_t kv_bytes_per_token() const;
-  // Whether some layer keeps a paged KV cache; its free blocks (tokens:
-  // times kv_block_size).
-  bool has_paged_kv() const { return paged_; }
+  // Whether some layer keeps a paged state (a KV cache, RAT's chunks);
+  // the free blocks of all its tables, and the tokens the scarcest table
+  // still has room for (0 without paged layers).
+  bool has_paged_kv() const { return !kv_tables_.empty(); }
   int64_t free_kv_blocks() const;
-  int64_t kv_block_size() const { return kv_blocks_.block_size(); }
+  int64_t free_kv_tokens() const;
   int64_t weight_bytes() const { return weight_bytes_; }
 
  private:
@@ -163,7 +165,12 @@ class ResidentExecutor {
   // without paged layers).
   [[nodiscard]] absl::Status ReserveKv(absl::Span<const SlotId> slots,
                                        int64_t extra);
-  [[nodiscard]] absl::StatusOr<std::unique_ptr<DeviceBlockTable>> PassKvTable(
+  // The pass's tables, owned and as the pass's pointers.
+  struct PassTables {
+    std::vector<std::unique_ptr<DeviceBlockTable>> owned;
+    std::vector<const DeviceBlockTable*> views;
+  };
+  [[nodiscard]] absl::StatusOr<PassTables> PassKvTables(
       absl::Span<const SlotId> slots);
 
   const StackedModel& model_;
@@ -177,8 +184,7 @@ class ResidentExecutor {
   mutable std::mutex mu_;
   SlotPool pool_;
   std::vector<SlotInfo> slot_info_;
-  KvBlockTable kv_blocks_;
-  bool paged_ = false;  // some mixer keeps a paged KV cache
+  PagedKvTables kv_tables_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<DeviceMatrix> embedding_;
   std::unique_ptr<DeviceMatrix> lm_head_;  // null when tied to embedding_

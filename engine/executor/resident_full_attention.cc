@@ -35,6 +35,7 @@ class ResidentFullAttention final : public ResidentMixer {
           "a full-attention layer needs the executor's KV block table");
     }
     blocks_ = pools.kv_blocks;
+    table_ = pools.kv_table;
     TWICE_ASSIGN_OR_RETURN(wq_, dev.UploadMatrix(mixer_.wq()));
     TWICE_ASSIGN_OR_RETURN(wk_, dev.UploadMatrix(mixer_.wk()));
     TWICE_ASSIGN_OR_RETURN(wv_, dev.UploadMatrix(mixer_.wv()));
@@ -44,7 +45,7 @@ class ResidentFullAttention final : public ResidentMixer {
     TWICE_ASSIGN_OR_RETURN(v_pool_, dev.Allocate(pool));
     return absl::OkStatus();
   }
-  bool paged() const override { return true; }
+  int64_t kv_tokens_per_row() const override { return 1; }
   int64_t ScratchFloats(int64_t rows) const override {
     return rows * (2 * qw_ + 2 * kvw_);  // q | k | v | y
   }
@@ -74,39 +75,43 @@ class ResidentFullAttention final : public ResidentMixer {
   absl::Status Upload(ExecutorDevice& dev, const LayerState& state,
                       int32_t slot) override {
     const auto& s = static_cast<const FullKvState&>(state);
-    return ForEachRun(
-        slot, s.count(),
-        [&](int64_t first, int64_t pool_row, int64_t rows) -> absl::Status {
-          TWICE_RETURN_IF_ERROR(
-              dev.CopyToDevice(s.keys().subspan(first * kvw_, rows * kvw_),
-                               PoolRows(*k_pool_, pool_row, rows)));
-          return dev.CopyToDevice(s.values().subspan(first * kvw_, rows * kvw_),
-                                  PoolRows(*v_pool_, pool_row, rows));
-        });
+    TWICE_ASSIGN_OR_RETURN(std::vector<KvBlockTable::Run> runs,
+                           blocks_->Runs(slot, s.count()));
+    for (const KvBlockTable::Run& run : runs) {
+      const int64_t at = run.first * kvw_, n = run.count * kvw_;
+      TWICE_RETURN_IF_ERROR(
+          dev.CopyToDevice(s.keys().subspan(at, n),
+                           PoolRows(*k_pool_, run.pool_row, run.count)));
+      TWICE_RETURN_IF_ERROR(
+          dev.CopyToDevice(s.values().subspan(at, n),
+                           PoolRows(*v_pool_, run.pool_row, run.count)));
+    }
+    return absl::OkStatus();
   }
   absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t tokens,
                         LayerState& state) override {
     auto& s = static_cast<FullKvState&>(state);
     s.Resize(tokens);
-    return ForEachRun(
-        slot, tokens,
-        [&](int64_t first, int64_t pool_row, int64_t rows) -> absl::Status {
-          TWICE_RETURN_IF_ERROR(dev.CopyToHost(
-              PoolRows(*k_pool_, pool_row, rows),
-              s.mutable_keys().subspan(first * kvw_, rows * kvw_)));
-          return dev.CopyToHost(
-              PoolRows(*v_pool_, pool_row, rows),
-              s.mutable_values().subspan(first * kvw_, rows * kvw_));
-        });
+    TWICE_ASSIGN_OR_RETURN(std::vector<KvBlockTable::Run> runs,
+                           blocks_->Runs(slot, tokens));
+    for (const KvBlockTable::Run& run : runs) {
+      const int64_t at = run.first * kvw_, n = run.count * kvw_;
+      TWICE_RETURN_IF_ERROR(
+          dev.CopyToHost(PoolRows(*k_pool_, run.pool_row, run.count),
+                         s.mutable_keys().subspan(at, n)));
+      TWICE_RETURN_IF_ERROR(
+          dev.CopyToHost(PoolRows(*v_pool_, run.pool_row, run.count),
+                         s.mutable_values().subspan(at, n)));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
                        DeviceFloats h, DeviceFloats scratch,
                        DeviceFloats x) override {
-    if (pass.kv_blocks == nullptr) {
-      return absl::FailedPreconditionError(
-          "a full-attention pass needs its block tables");
-    }
+    TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* kv_table,
+                           pass.kv_table(table_));
+    const DeviceBlockTable& table = *kv_table;
     const int64_t rows = pass.rows;
     const DeviceFloats q = scratch.sub(0, rows * qw_);
     const DeviceFloats k = scratch.sub(q.size, rows * kvw_);
@@ -134,13 +139,13 @@ class ResidentFullAttention final : public ResidentMixer {
                                     blocks_->block_size(), 0};
     const DevicePassRows pass_rows = pass.pass_rows();
     TWICE_RETURN_IF_ERROR(dev.PagedKvWrite(k, kvw_, v, kvw_, pass_rows, dims,
-                                           *pass.kv_blocks, k_pool_->floats(),
+                                           table, k_pool_->floats(),
                                            v_pool_->floats()));
     const float scale = o_.scale > 0.0f
                             ? o_.scale
                             : 1.0f / std::sqrt(static_cast<float>(o_.head_dim));
-    TWICE_RETURN_IF_ERROR(dev.PagedAttention(q, qw_, pass_rows, dims,
-                                             *pass.kv_blocks, k_pool_->floats(),
+    TWICE_RETURN_IF_ERROR(dev.PagedAttention(q, qw_, pass_rows, dims, table,
+                                             k_pool_->floats(),
                                              v_pool_->floats(), scale, y));
     return dev.Linear(y, rows, *wo_, x, LinearEpilogue{{}, true});
   }
@@ -150,36 +155,12 @@ class ResidentFullAttention final : public ResidentMixer {
                         int64_t rows) const {
     return pool.floats().sub(row * kvw_, rows * kvw_);
   }
-  // Calls fn(first token, first pool row, rows) for each run of the slot's
-  // first `tokens` tokens that sits in consecutive blocks.
-  template <typename Fn>
-  absl::Status ForEachRun(int32_t slot, int64_t tokens, Fn fn) const {
-    const absl::Span<const int32_t> blocks = blocks_->blocks_of(slot);
-    const int64_t bs = blocks_->block_size();
-    if (blocks_->BlocksFor(tokens) > static_cast<int64_t>(blocks.size())) {
-      return absl::InternalError(absl::StrCat("the slot owns ", blocks.size(),
-                                              " KV blocks, too few for ",
-                                              tokens, " tokens"));
-    }
-    int64_t b = 0;
-    while (b * bs < tokens) {
-      int64_t run = 1;
-      while ((b + run) * bs < tokens && blocks[b + run] == blocks[b] + run) {
-        ++run;
-      }
-      const int64_t first = b * bs;
-      TWICE_RETURN_IF_ERROR(fn(first, int64_t{blocks[b]} * bs,
-                               std::min(run * bs, tokens - first)));
-      b += run;
-    }
-    return absl::OkStatus();
-  }
-
   const LlamaAttention& mixer_;
   const LlamaAttentionOptions o_;
   const int64_t qw_;   // H · hd
   const int64_t kvw_;  // H_kv · hd
   const KvBlockTable* blocks_ = nullptr;
+  int table_ = -1;  // in ResidentPass::kv_tables
   std::unique_ptr<DeviceMatrix> wq_, wk_, wv_, wo_;
   std::unique_ptr<DeviceArray> k_pool_, v_pool_;  // [blocks, bs, H_kv, hd]
 };

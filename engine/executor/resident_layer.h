@@ -22,6 +22,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/executor/executor_device.h"
 #include "engine/executor/kv_block_table.h"
 #include "engine/layers/mixer.h"
@@ -36,26 +38,37 @@ namespace twice::engine {
 // of a prefix read (JRT-RNN) carries its encoding: rows [0, encoder) also
 // form the non-causal encoder, rows [0, masked) are left padding; mixers
 // without an encoder read them as ordinary tokens.
-// Paged KV caches (full attention) read the pass's block tables
-// (KvBlockTable::Rows of the pass's slots, on the device): set when the
-// model has such layers.
+// Paged states (full attention's KV cache, RAT's closed chunks) read the
+// pass's block tables (PagedKvTables::Upload of the pass's slots, one per
+// row granularity, on the device; empty when the model has none).
 struct ResidentPass {
   int64_t rows = 0;
   int32_t prefill_slot = -1;
   int64_t prefill_start = 0;
   const DeviceSlotMap* step = nullptr;
   const PrefixEncoding* prefix = nullptr;
-  const DeviceBlockTable* kv_blocks = nullptr;
+  absl::Span<const DeviceBlockTable* const> kv_tables = {};
 
   DevicePassRows pass_rows() const { return {rows, prefill_start, step}; }
+  // Table `index` of kv_tables; FAILED_PRECONDITION when the pass has none
+  // (a paged layer run without its executor's tables).
+  absl::StatusOr<const DeviceBlockTable*> kv_table(int index) const {
+    if (index < 0 || index >= static_cast<int>(kv_tables.size())) {
+      return absl::FailedPreconditionError(
+          "a paged layer's pass came without its block tables");
+    }
+    return kv_tables[index];
+  }
 };
 
-// What a mixer's state pool is sized for: `slots` sequences; a paged KV
-// cache takes kv_blocks->blocks() blocks and reads the slots' block lists
-// from it (the executor owns it; it outlives the mixer).
+// What a mixer's state pool is sized for: `slots` sequences; a paged
+// state takes kv_blocks->blocks() blocks, reads the slots' block lists from
+// it (the executor owns it; it outlives the mixer) and its pass table at
+// ResidentPass::kv_tables[kv_table].
 struct ResidentPools {
   int32_t slots = 0;
   const KvBlockTable* kv_blocks = nullptr;
+  int kv_table = -1;
 };
 
 class ResidentMixer {
@@ -65,13 +78,13 @@ class ResidentMixer {
   // Uploads the weights and allocates the state pool.
   [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device,
                                           const ResidentPools& pools) = 0;
-  // Whether the state is a paged KV cache: its slots hold blocks of
+  // 0 for a fixed-size state; for a state that grows by rows in blocks of
   // ResidentPools::kv_blocks (reserved by the executor before a pass or an
-  // Upload) instead of a fixed region.
-  virtual bool paged() const { return false; }
+  // Upload), the tokens per row: 1 for a KV cache, L for RAT's chunks.
+  virtual int64_t kv_tokens_per_row() const { return 0; }
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
   virtual int64_t weight_bytes() const = 0;
-  // A fixed state's floats per slot; a paged cache's floats per token.
+  // A fixed state's floats per slot; a paged state's floats per row.
   virtual int64_t state_floats_per_slot() const = 0;
 
   [[nodiscard]] virtual absl::Status ZeroSlot(ExecutorDevice& device,

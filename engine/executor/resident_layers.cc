@@ -28,6 +28,12 @@ absl::StatusOr<std::unique_ptr<ResidentMixer>> NewResidentMixer(
   if (const auto* m = dynamic_cast<const LlamaAttention*>(&mixer)) {
     return NewResidentFullAttention(*m);
   }
+  if (const auto* m = dynamic_cast<const RatAttention*>(&mixer)) {
+    return NewResidentRatAttention(*m);
+  }
+  if (const auto* m = dynamic_cast<const RatSwaAttention*>(&mixer)) {
+    return NewResidentRatSwaAttention(*m);
+  }
   if (const auto* m = dynamic_cast<const FeedForwardMixer*>(&mixer)) {
     TWICE_ASSIGN_OR_RETURN(std::unique_ptr<ResidentFeedForward> ffn,
                            NewResidentFeedForward(m->ffn()));
@@ -49,9 +55,12 @@ absl::StatusOr<std::unique_ptr<ResidentFeedForward>> NewResidentFeedForward(
   if (const auto* m = dynamic_cast<const Relu2Mlp*>(&ffn)) {
     return NewResidentRelu2Mlp(*m);
   }
+  if (const auto* m = dynamic_cast<const GeluMlp*>(&ffn)) {
+    return NewResidentGeluMlp(*m);
+  }
   return absl::UnimplementedError(
       "the resident executor has no form yet of this model's feed-forward "
-      "layers (SwiGLU and squared-ReLU MLPs only)");
+      "layers (SwiGLU, squared-ReLU and GELU MLPs only)");
 }
 
 absl::StatusOr<std::unique_ptr<DeviceArray>> UploadVector(

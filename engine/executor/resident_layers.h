@@ -9,11 +9,14 @@
 //   LlamaAttention          -> causal GQA attention over a paged KV cache
 //                              (blocks of the executor's KvBlockTable)
 //   SwiGluMlp, LlamaMlp     -> SwiGLU MLPs (fused fc1 / gate and up)
-//   Relu2Mlp                -> squared-ReLU MLP (Nemotron-H)
+//   RatAttention            -> RAT: open chunk per slot, closed chunks in
+//                              a paged pool (the chunk block table)
+//   RatSwaAttention         -> window attention (RAT-SWA's window layers)
+//   Relu2Mlp, GeluMlp       -> non-gated MLPs (Nemotron-H, RAT)
 //   FeedForwardMixer        -> any of those MLPs as a layer of its own
 //
-// Other layers (RAT attention, MoE, ...) are UNIMPLEMENTED: a model
-// holding one runs on the offload path.
+// Other layers (MoE, ...) are UNIMPLEMENTED: a model holding one runs on
+// the offload path.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 
@@ -27,11 +30,14 @@
 #include "engine/layers/based_linear_attention.h"
 #include "engine/layers/feed_forward.h"
 #include "engine/layers/feed_forward_mixer.h"
+#include "engine/layers/gelu_mlp.h"
 #include "engine/layers/llama_attention.h"
 #include "engine/layers/llama_mlp.h"
 #include "engine/layers/mamba2_mixer.h"
 #include "engine/layers/mixer.h"
 #include "engine/layers/prefix_linear_attention.h"
+#include "engine/layers/rat_attention.h"
+#include "engine/layers/rat_swa_attention.h"
 #include "engine/layers/relu2_mlp.h"
 #include "engine/layers/sliding_window_attention.h"
 #include "engine/layers/swiglu_mlp.h"
@@ -57,7 +63,11 @@ std::unique_ptr<ResidentMixer> NewResidentFullAttention(
     const LlamaAttention& m);
 std::unique_ptr<ResidentFeedForward> NewResidentSwiGlu(const SwiGluMlp& m);
 std::unique_ptr<ResidentFeedForward> NewResidentLlamaMlp(const LlamaMlp& m);
+std::unique_ptr<ResidentMixer> NewResidentRatAttention(const RatAttention& m);
+std::unique_ptr<ResidentMixer> NewResidentRatSwaAttention(
+    const RatSwaAttention& m);
 std::unique_ptr<ResidentFeedForward> NewResidentRelu2Mlp(const Relu2Mlp& m);
+std::unique_ptr<ResidentFeedForward> NewResidentGeluMlp(const GeluMlp& m);
 std::unique_ptr<ResidentMixer> NewResidentFeedForwardMixer(
     std::unique_ptr<ResidentFeedForward> ffn);
 

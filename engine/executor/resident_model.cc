@@ -168,7 +168,8 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   const auto* stacked = dynamic_cast<const StackedModel*>(model.get());
   if (stacked == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the resident executor runs Mamba-2, Based, JRT-RNN and Llama "
+        "the resident executor runs Mamba-2, Based, JRT-RNN, Llama, "
+        "Nemotron-H and RAT "
         "models; this "
         "model is "
         "\"",

@@ -1,5 +1,6 @@
 // ResidentModel: a model served by a resident executor
-// (resident_executor.h: Mamba-2, Based, JRT-RNN and Llama today) behind the
+// (resident_executor.h: Mamba-2, Based, JRT-RNN, Llama, Nemotron-H and
+// RAT) behind the
 // ordinary Model interface, so the decode loop, the workflows and the store
 // use it unchanged.
 //
@@ -107,8 +108,8 @@ class ResidentModel final : public Model {
   std::shared_ptr<Core> core_;
 };
 
-// Whether `model` can run on a resident executor (Mamba-2, Based, JRT-RNN
-// and Llama today).
+// Whether `model` can run on a resident executor (resident_layers.h lists
+// the layers it has forms of).
 bool SupportsResidentExecutor(const Model& model);
 // Whether `model` is one (LoadOptions::resident wrapped it).
 bool IsResidentModel(const Model& model);

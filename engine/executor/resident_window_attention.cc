@@ -1,8 +1,11 @@
-// SlidingWindowAttention on a device (sliding_window_attention.h has the
-// equations): qkv = h · Wqkv^T [rows, 3d]; rotary q and k; softmax
-// attention over the window; x += y · Wo^T. Per slot a ring of the last L
-// post-rotary keys and values (WindowKvState's layout: position p in ring
-// row p mod L); the position of a sequence is its token count.
+// Sliding-window attention on a device, Based's (sliding_window_attention.h)
+// and RAT-SWA's (rat_swa_attention.h), which differ only in the order of
+// their fused projection's outputs: qkv = h · Wqkv^T [rows, 3d] (RAT-SWA's
+// v | q | k reordered to q | k | v by two row copies); rotary q and k at
+// the token positions; softmax attention over the window; x += y · Wo^T.
+// Per slot a ring of the last L post-rotary keys and values
+// (WindowKvState's layout: position p in ring row p mod L); the position of
+// a sequence is its token count.
 //
 // A prefill pass gathers the ring's live rows (at most two contiguous runs)
 // and the new keys into a context [P + T, d] for the window kernel, then
@@ -20,25 +23,37 @@
 namespace twice::engine {
 namespace {
 
+// What the two layers share: shapes, and their weights on the host.
+struct WindowLayer {
+  int64_t dim = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+  int64_t window = 0;
+  float rope_base = 10000.0f;
+  const Tensor* wqkv = nullptr;  // [3d, d]
+  const Tensor* wo = nullptr;    // [d, d]
+  bool value_first = false;      // wqkv's rows are v | q | k
+};
+
 class ResidentWindowAttention final : public ResidentMixer {
  public:
-  explicit ResidentWindowAttention(const SlidingWindowAttention& mixer)
-      : mixer_(mixer),
-        d_(mixer.options().dim),
-        window_(mixer.options().window),
+  explicit ResidentWindowAttention(const WindowLayer& layer)
+      : layer_(layer),
+        d_(layer.dim),
+        window_(layer.window),
         ring_floats_(window_ * d_) {}
 
   absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
-    TWICE_ASSIGN_OR_RETURN(wqkv_, dev.UploadMatrix(mixer_.wqkv()));
-    TWICE_ASSIGN_OR_RETURN(wo_, dev.UploadMatrix(mixer_.wo()));
+    TWICE_ASSIGN_OR_RETURN(wqkv_, dev.UploadMatrix(*layer_.wqkv));
+    TWICE_ASSIGN_OR_RETURN(wo_, dev.UploadMatrix(*layer_.wo));
     TWICE_ASSIGN_OR_RETURN(ring_k_, dev.Allocate(pools.slots * ring_floats_));
     TWICE_ASSIGN_OR_RETURN(ring_v_, dev.Allocate(pools.slots * ring_floats_));
     return absl::OkStatus();
   }
   int64_t ScratchFloats(int64_t rows) const override {
     // qkv [3d] | y [d] per row, and the context keys and values
-    // [L + rows, d] each.
-    return rows * 4 * d_ + 2 * (window_ + rows) * d_;
+    // [L + rows, d] each (v | q | k first, when reordered, in their place).
+    return rows * 4 * d_ + std::max(2 * (window_ + rows), 3 * rows) * d_;
   }
   int64_t weight_bytes() const override {
     return wqkv_->bytes() + wo_->bytes();
@@ -53,8 +68,7 @@ class ResidentWindowAttention final : public ResidentMixer {
                           int64_t tokens) const override {
     const auto* s = dynamic_cast<const WindowKvState*>(&state);
     if (s == nullptr || s->capacity() != window_ ||
-        s->heads() != mixer_.options().heads ||
-        s->head_dim() != mixer_.head_dim()) {
+        s->heads() != layer_.heads || s->head_dim() != layer_.head_dim) {
       return absl::FailedPreconditionError(
           "the layer state is not a matching sliding_window state");
     }
@@ -86,14 +100,25 @@ class ResidentWindowAttention final : public ResidentMixer {
     const int64_t rows = pass.rows;
     const DeviceFloats qkv = scratch.sub(0, rows * 3 * d_);
     const DeviceFloats y = scratch.sub(qkv.size, rows * d_);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(mixer_.head_dim()));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wqkv_, qkv));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(layer_.head_dim));
+    if (layer_.value_first) {
+      // v | q | k into the context area (free until Prefill gathers), then
+      // q | k and v into qkv.
+      const DeviceFloats vqk = scratch.sub(qkv.size + y.size, rows * 3 * d_);
+      TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wqkv_, vqk));
+      TWICE_RETURN_IF_ERROR(dev.CopyRows(vqk.sub(d_, vqk.size - d_), 3 * d_,
+                                         qkv, 3 * d_, rows, 2 * d_));
+      TWICE_RETURN_IF_ERROR(dev.CopyRows(
+          vqk, 3 * d_, qkv.sub(2 * d_, qkv.size - 2 * d_), 3 * d_, rows, d_));
+    } else {
+      TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wqkv_, qkv));
+    }
     if (pass.step != nullptr) {
-      const kernels::WindowStepDims dims{mixer_.options().heads,
-                                         mixer_.head_dim(), window_};
+      const kernels::WindowStepDims dims{layer_.heads, layer_.head_dim,
+                                         window_};
       TWICE_RETURN_IF_ERROR(dev.WindowAttentionStepSlots(
-          qkv, 3 * d_, dims, mixer_.options().rotary_base, scale,
-          ring_k_->floats(), ring_v_->floats(), *pass.step, y));
+          qkv, 3 * d_, dims, layer_.rope_base, scale, ring_k_->floats(),
+          ring_v_->floats(), *pass.step, y));
     } else {
       TWICE_RETURN_IF_ERROR(Prefill(
           dev, pass, qkv,
@@ -133,13 +158,12 @@ class ResidentWindowAttention final : public ResidentMixer {
     const int64_t rows = pass.rows;
     const int64_t start = pass.prefill_start;
     const int32_t slot = pass.prefill_slot;
-    const SlidingWindowOptions& o = mixer_.options();
-    const int64_t hd = mixer_.head_dim();
-    TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(qkv, rows, 3 * d_, o.heads, hd,
-                                             start, o.rotary_base));
+    const int64_t heads = layer_.heads, hd = layer_.head_dim;
+    TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(qkv, rows, 3 * d_, heads, hd,
+                                             start, layer_.rope_base));
     TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(qkv.sub(d_, qkv.size - d_), rows,
-                                             3 * d_, o.heads, hd, start,
-                                             o.rotary_base));
+                                             3 * d_, heads, hd, start,
+                                             layer_.rope_base));
     // Context: the ring's live rows, oldest first, then the new keys.
     const int64_t past = std::min(start, window_);
     const DeviceFloats ctx_k = context.sub(0, (past + rows) * d_);
@@ -154,7 +178,7 @@ class ResidentWindowAttention final : public ResidentMixer {
         new_k, 3 * d_, ctx_k.sub(past * d_, rows * d_), d_, rows, d_));
     TWICE_RETURN_IF_ERROR(dev.CopyRows(
         new_v, 3 * d_, ctx_v.sub(past * d_, rows * d_), d_, rows, d_));
-    const kernels::WindowAttentionDims dims{rows, past, o.heads, hd, window_};
+    const kernels::WindowAttentionDims dims{rows, past, heads, hd, window_};
     TWICE_RETURN_IF_ERROR(
         dev.WindowAttention(qkv, 3 * d_, ctx_k, ctx_v, dims, scale, y));
     // Only the last L new tokens stay visible to later queries.
@@ -168,7 +192,7 @@ class ResidentWindowAttention final : public ResidentMixer {
                     true);
   }
 
-  const SlidingWindowAttention& mixer_;
+  const WindowLayer layer_;
   const int64_t d_;
   const int64_t window_;  // L, ring rows
   const int64_t ring_floats_;
@@ -180,7 +204,18 @@ class ResidentWindowAttention final : public ResidentMixer {
 
 std::unique_ptr<ResidentMixer> NewResidentWindowAttention(
     const SlidingWindowAttention& m) {
-  return std::make_unique<ResidentWindowAttention>(m);
+  const SlidingWindowOptions& o = m.options();
+  return std::make_unique<ResidentWindowAttention>(
+      WindowLayer{o.dim, o.heads, m.head_dim(), o.window, o.rotary_base,
+                  &m.wqkv(), &m.wo(), /*value_first=*/false});
+}
+
+std::unique_ptr<ResidentMixer> NewResidentRatSwaAttention(
+    const RatSwaAttention& m) {
+  const RatSwaOptions& o = m.options();
+  return std::make_unique<ResidentWindowAttention>(
+      WindowLayer{o.dim, o.heads, m.head_dim(), o.window, o.rope_base,
+                  &m.in_proj(), &m.out_proj(), /*value_first=*/true});
 }
 
 }  // namespace twice::engine

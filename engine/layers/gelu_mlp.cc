@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/activations.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
 
@@ -27,10 +28,7 @@ absl::Status GeluMlp::Forward(absl::Span<const float> x, int64_t tokens,
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, tokens, dim_, fc1_, hidden_, {}, absl::MakeSpan(u)));
   // The erf form, not the tanh approximation: upstream uses nn.GELU().
-  // Elementwise and cheap next to the two GEMMs, so it stays here rather
-  // than in a kernel file.
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
-  for (float& v : u) v = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
+  kernels::Gelu(absl::MakeSpan(u));
   return kernels::Linear(u, tokens, hidden_, fc2_, dim_, {}, out);
 }
 

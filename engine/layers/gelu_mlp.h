@@ -26,6 +26,10 @@ class GeluMlp final : public FeedForward {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
 
+  const Tensor& fc1() const { return fc1_; }
+  const Tensor& fc2() const { return fc2_; }
+  int64_t hidden() const { return hidden_; }
+
  private:
   Tensor fc1_, fc2_;
   int64_t dim_ = 0;

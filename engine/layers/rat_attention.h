@@ -63,6 +63,12 @@ class RatAttention final : public Mixer {
                                        absl::Span<const int64_t> positions,
                                        absl::Span<float> out) const override;
 
+  // For a device copy of the layer (engine/executor/).
+  const RatAttentionOptions& options() const { return options_; }
+  const Tensor& in_proj() const { return in_proj_; }
+  const Tensor& gate_bias() const { return gate_bias_; }
+  const Tensor& out_proj() const { return out_proj_; }
+
  private:
   RatAttention() = default;
 

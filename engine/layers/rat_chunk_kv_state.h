@@ -64,6 +64,14 @@ class RatChunkKvState final : public LayerState, public BlockRowsState {
   absl::Span<const float> closed() const { return closed_; }
   float* open_key() { return open_.data(); }
   float* open_value() { return open_.data() + dim_; }
+  // For a copy from a device: `chunks` closed rows (new ones zero) and
+  // both arrays writable in place.
+  void ResizeClosed(int64_t chunks) {
+    closed_.resize(static_cast<size_t>(chunks * 2 * dim_));
+  }
+  absl::Span<float> mutable_closed() { return absl::MakeSpan(closed_); }
+  absl::Span<float> mutable_open() { return absl::MakeSpan(open_); }
+  absl::Span<const float> open() const { return open_; }
   // Closes a chunk: appends its post-RoPE key and its value ([D] each).
   void CloseChunk(const float* key, const float* value);
 

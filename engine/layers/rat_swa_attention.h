@@ -46,6 +46,12 @@ class RatSwaAttention final : public Mixer {
                                      int64_t start_pos, LayerState& state,
                                      absl::Span<float> out) const override;
 
+  // For a device copy of the layer (engine/executor/).
+  const RatSwaOptions& options() const { return options_; }
+  int64_t head_dim() const { return head_dim_; }
+  const Tensor& in_proj() const { return in_proj_; }
+  const Tensor& out_proj() const { return out_proj_; }
+
  private:
   [[nodiscard]] absl::StatusOr<WindowKvState*> CheckState(
       LayerState& state, int64_t start_pos) const;

@@ -130,7 +130,8 @@ struct LoadOptions {
   // Serve the model from a resident executor (engine/executor/
   // resident_model.h: weights, workspace and sequence states kept on
   // `resident_device`, "cpu" or "cuda") when its layers have resident forms
-  // (Mamba-2, Based, JRT-RNN, Llama); other architectures load as usual.
+  // (Mamba-2, Based, JRT-RNN, Llama, Nemotron-H, RAT); other
+  // architectures (Granite-4.0-H) load as usual.
   // `resident_slots` states are resident at once (--resident_slots);
   // full-attention layers keep `resident_kv_tokens` tokens of KV cache for
   // all of them together (--resident_kv_tokens).

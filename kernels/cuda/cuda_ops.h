@@ -25,6 +25,7 @@
 #include "kernels/linear_attention.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rat_chunk_attention.h"
+#include "kernels/rat_paged.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
@@ -224,6 +225,29 @@ struct DeviceBlockTableView {
     const DevicePagedRows& rows, const PagedKvDims& dims,
     const DeviceBlockTableView& table, DeviceSpan<const float> k_pool,
     DeviceSpan<const float> v_pool, float scale, DeviceSpan<float> out);
+
+// ---- RAT over paged closed chunks (f32) -------------------------------------
+
+// kernels/rat_paged.h; slots: host copy for the checks, device copy for the
+// kernel. Open state [slots, 2, D], closed pool [blocks, block_size, 2, D].
+// The CPU twins' checks (CheckRatPagedRows, the span sizes, the slots) run
+// on the host copies before any launch, and the device copies of
+// positions, slots and table must match them in size. RatPagedAttention
+// needs head_dim <= 128 (AttentionHeadDimSupported); both need
+// H <= 65535.
+[[nodiscard]] absl::Status RatChunkScan(
+    const Stream& stream, DeviceSpan<const float> proj, int64_t proj_stride,
+    DeviceSpan<const float> gate_bias, const DevicePagedRows& rows,
+    const DeviceSlotRows& slots, const RatPagedDims& dims,
+    const DeviceBlockTableView& table, DeviceSpan<float> open,
+    DeviceSpan<float> closed, DeviceSpan<float> q_out, DeviceSpan<float> k_out,
+    DeviceSpan<float> v_out, DeviceSpan<float> z_out);
+[[nodiscard]] absl::Status RatPagedAttention(
+    const Stream& stream, DeviceSpan<const float> q,
+    DeviceSpan<const float> own_k, DeviceSpan<const float> own_v,
+    DeviceSpan<const float> z, const DevicePagedRows& rows,
+    const RatPagedDims& dims, const DeviceBlockTableView& table,
+    DeviceSpan<const float> closed, float scale, DeviceSpan<float> out);
 
 // ---- row-wise and element-wise ----------------------------------------------
 

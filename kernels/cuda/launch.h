@@ -216,6 +216,40 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  const float* v_pool, float scale, float* out,
                                  cudaStream_t stream);
 
+// ---- RAT over paged closed chunks (rat_paged_cuda.cu) -----------------------
+// kernels/rat_paged.h's rows: with `positions` null (prefill) row r is
+// position start + r of slot slots[0] and table row 0, else position
+// positions[r] of slot slots[r] and table row r. Chunk c of table row t
+// is closed-pool row table[t · table_width + c / block_size] · block_size
+// + c % block_size; closed [blocks, block_size, 2, D] (key | value),
+// open [slots, 2, D] (pre-rotation k̄ | v̄).
+struct RatPagedArgs {
+  int64_t rows = 0;
+  int64_t start = 0;
+  const int64_t* positions = nullptr;  // [rows] or null
+  const int32_t* table = nullptr;      // [table rows, table_width]
+  int64_t table_width = 0;
+  int64_t block_size = 0;
+  int64_t chunk_size = 0;  // L
+  int64_t dim = 0;         // D
+  int heads = 0;           // H; hd = D / H, even
+  int groups = 0;          // G
+  float rope_base = 0.0f;
+};
+// proj [rows, 3D + 2·G·hd] (row stride proj_stride), gate_bias [D];
+// q_out, k_out, v_out, z_out [rows, D].
+cudaError_t RatChunkScan(const RatPagedArgs& args, const float* proj,
+                         int64_t proj_stride, const float* gate_bias,
+                         const int32_t* slots, float* open, float* closed,
+                         float* q_out, float* k_out, float* v_out, float* z_out,
+                         cudaStream_t stream);
+// out [rows, D]: z ⊙ softmax attention over the row's closed chunks
+// c' < p / L and its own key; q, own_k, own_v, z [rows, D]; hd <= 128.
+cudaError_t RatPagedAttention(const RatPagedArgs& args, const float* q,
+                              const float* own_k, const float* own_v,
+                              const float* z, const float* closed, float scale,
+                              float* out, cudaStream_t stream);
+
 // ---- sampling (sampling_cuda.cu) --------------------------------------------
 // kernels::SamplingRule's fields, field for field (cuda_ops.cc copies them).
 struct SampleRule {

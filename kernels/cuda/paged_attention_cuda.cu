@@ -15,29 +15,11 @@
 #include <algorithm>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/paged_rows.cuh"
 #include "kernels/cuda/warp_softmax_row.cuh"
 
 namespace twice::kernels::cuda::launch {
 namespace {
-
-constexpr int kPagedThreads = 256;
-
-unsigned PagedBlocks(int64_t work) {
-  return static_cast<unsigned>(std::min<int64_t>(
-      (work + kPagedThreads - 1) / kPagedThreads, int64_t{1} << 20));
-}
-
-__device__ __forceinline__ int64_t PagedPosition(const PagedRowsArgs& a,
-                                                 int64_t r) {
-  return a.positions != nullptr ? a.positions[r] : a.start + r;
-}
-
-// Row r's block table row: its own for a step, the one sequence's for a
-// prefill.
-__device__ __forceinline__ const int32_t* PagedTableRow(const PagedRowsArgs& a,
-                                                        int64_t r) {
-  return a.table + (a.positions != nullptr ? r : 0) * a.table_width;
-}
 
 __global__ void PagedKvWriteKernel(PagedRowsArgs a, const float* k,
                                    int64_t k_stride, const float* v,
@@ -49,9 +31,9 @@ __global__ void PagedKvWriteKernel(PagedRowsArgs a, const float* k,
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / kv_row;
     const int64_t e = i % kv_row;
-    const int64_t p = PagedPosition(a, r);
+    const int64_t p = PassRowPosition(a, r);
     const int64_t pool_row =
-        int64_t{PagedTableRow(a, r)[p / a.block_size]} * a.block_size +
+        int64_t{PassTableRow(a, r)[p / a.block_size]} * a.block_size +
         p % a.block_size;
     k_pool[pool_row * kv_row + e] = k[r * k_stride + e];
     v_pool[pool_row * kv_row + e] = v[r * v_stride + e];
@@ -72,8 +54,8 @@ __global__ void PagedAttentionKernel(PagedRowsArgs a, const float* q,
        w < a.rows * a.heads; w += warps) {
     const int64_t r = w / a.heads;
     const int h = static_cast<int>(w % a.heads);
-    const int64_t p = PagedPosition(a, r);
-    const int32_t* blocks = PagedTableRow(a, r);
+    const int64_t p = PassRowPosition(a, r);
+    const int32_t* blocks = PassTableRow(a, r);
     const int64_t kv_off = int64_t{h / group} * hd;
     WarpSoftmaxRow row(q + r * q_stride + int64_t{h} * hd, hd, scale);
     for (int64_t b = 0, first = 0; first <= p; ++b, first += a.block_size) {
@@ -95,7 +77,7 @@ cudaError_t PagedKvWrite(const PagedRowsArgs& rows, const float* k,
                          int64_t k_stride, const float* v, int64_t v_stride,
                          float* k_pool, float* v_pool, cudaStream_t stream) {
   const int64_t work = rows.rows * rows.kv_heads * rows.head_dim;
-  PagedKvWriteKernel<<<PagedBlocks(work), kPagedThreads, 0, stream>>>(
+  PagedKvWriteKernel<<<PagedGridBlocks(work), kPagedThreads, 0, stream>>>(
       rows, k, k_stride, v, v_stride, k_pool, v_pool);
   return cudaGetLastError();
 }
@@ -104,7 +86,7 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  int64_t q_stride, const float* k_pool,
                                  const float* v_pool, float scale, float* out,
                                  cudaStream_t stream) {
-  PagedAttentionKernel<<<PagedBlocks(rows.rows * rows.heads * 32),
+  PagedAttentionKernel<<<PagedGridBlocks(rows.rows * rows.heads * 32),
                          kPagedThreads, 0, stream>>>(rows, q, q_stride, k_pool,
                                                      v_pool, scale, out);
   return cudaGetLastError();

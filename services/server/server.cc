@@ -269,8 +269,7 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           "twice_resident_kv_free_tokens",
           "Free tokens in resident full-attention models' paged KV caches",
           sum([](const engine::ResidentExecutor& e) {
-            return e.has_paged_kv() ? e.free_kv_blocks() * e.kv_block_size()
-                                    : 0;
+            return e.free_kv_tokens();
           }));
     }
     Log(LogLevel::kInfo, "metrics.started",

@@ -111,8 +111,8 @@ ABSL_FLAG(std::string, weights_dtype, "auto",
           "at load); part of the model fingerprint");
 ABSL_FLAG(std::string, executor, "auto",
           "How a model with a resident executor (Mamba-2, Based, JRT-RNN, "
-          "Llama) "
-          "runs: resident (weights, workspace and sequence states stay on "
+          "Llama, Nemotron-H, RAT) runs: resident "
+          "(weights, workspace and sequence states stay on "
           "--device, sampling there), offload (the model's own forward on "
           "the kernel backend), or auto (resident with --device=cuda, "
           "offload on the cpu)");
@@ -121,9 +121,10 @@ ABSL_FLAG(int, resident_slots, 256,
           "resident (at least 64, the decode batch); beyond them, idle "
           "states spill to host memory until their next read");
 ABSL_FLAG(int64_t, resident_kv_tokens, 65536,
-          "Tokens of KV cache the full-attention layers (Llama) of a "
-          "resident model hold for all its sequences together, in blocks of "
-          "16; when a read needs more, idle states spill to host memory");
+          "Tokens the growing states of a resident model (the KV caches of "
+          "Llama and Nemotron-H attention, RAT's closed chunks) hold for all "
+          "its sequences together, in blocks of 16 rows; when a read needs "
+          "more, idle states spill to host memory");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");

@@ -1,6 +1,6 @@
 // ResidentExecutor on the CUDA device against the same executor on the CPU
 // device (whose logic and equations engine/resident_executor_test.cc and
-// the Mamba-2, Based, JRT-RNN and Llama goldens check): weights resident in bf16,
+// the goldens of every architecture check): weights resident in bf16,
 // states in device slots, JRT's prefix reads, the step's sampling on the
 // device. GEMMs run in bf16, so logits are compared by the norm-wise
 // relative error with the whole-model bf16 tolerance of cuda_model_test.cc
@@ -326,7 +326,15 @@ INSTANTIATE_TEST_SUITE_P(
         ExecutorCase{"llama_tiny", "", "llama", "tiny", false},
         ExecutorCase{"llama_360m_shape", "", "llama", "llama-360m-shape",
                      false},
-        ExecutorCase{"llama_qa", "models/llama-qa", "", "", true}),
+        ExecutorCase{"llama_qa", "models/llama-qa", "", "", true},
+        // Nemotron-H (Mamba-2, attention without rotary, squared-ReLU
+        // MLP layers) and RAT (chunk attention over paged closed chunks,
+        // and its window layers).
+        ExecutorCase{"nemotron_h_tiny", "", "nemotron_h", "tiny", false},
+        ExecutorCase{"nemotron_h_qa", "models/nemotron-h-qa", "", "", true},
+        ExecutorCase{"rat_tiny", "", "rat", "tiny", false},
+        ExecutorCase{"rat_swa_tiny", "", "rat", "tiny-swa", false},
+        ExecutorCase{"rat_xl_shape", "", "rat", "rat-xl-shape", false}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {
       return info.param.name;
     });

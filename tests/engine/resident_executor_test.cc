@@ -14,6 +14,7 @@
 #include "engine/layers/full_kv_state.h"
 #include "engine/layers/linear_attention_state.h"
 #include "engine/layers/mamba2_state.h"
+#include "engine/layers/rat_chunk_kv_state.h"
 #include "engine/layers/short_conv_state.h"
 #include "engine/layers/stateless_state.h"
 #include "engine/layers/window_kv_state.h"
@@ -61,6 +62,10 @@ std::vector<float> LayerFloats(const LayerState& layer) {
     add(s->keys());
     add(s->values());
     out.push_back(static_cast<float>(s->count()));
+  } else if (const auto* s = dynamic_cast<const RatChunkKvState*>(&layer)) {
+    add(s->closed());
+    add(s->open());
+    out.push_back(static_cast<float>(s->count()));
   } else if (dynamic_cast<const StatelessState*>(&layer) != nullptr) {
     // An MLP layer: nothing to compare.
   } else if (const auto* s = dynamic_cast<const FullKvState*>(&layer)) {
@@ -77,7 +82,8 @@ std::vector<float> LayerFloats(const LayerState& layer) {
 // executor has: Mamba-2's mixer; Based's BaseConv, linear attention,
 // sliding window and SwiGLU; JRT-RNN's prefix linear attention; Llama's
 // attention over the paged KV cache and its MLP; Nemotron-H's Mamba-2,
-// attention without rotary and squared-ReLU MLP layers).
+// attention without rotary and squared-ReLU MLP layers; RAT's chunk
+// attention over paged closed chunks, its window layers and GELU MLP).
 class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
@@ -89,6 +95,11 @@ class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
       // Sharper weights make a row reading another row's state show.
       ASSERT_OK(testing::SharpenWeights(out, 4.0f));
     }
+    ASSERT_OK(testing::WriteTinyModelOf("rat", dir_->Sub("ratswa"), 23,
+                                        kExecutorVocab, "tiny-swa"));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("ratswa"), 4.0f));
+    ASSERT_OK(testing::WriteTinyModelOf(
+        "granitemoehybrid", dir_->Sub("granite"), 23, kExecutorVocab));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -429,7 +440,7 @@ TEST_P(ResidentExecutorTest, Bf16WeightsStayBf16AndMatchTheModel) {
 }
 
 TEST_P(ResidentExecutorTest, ResumeRefusesAStateWhoseLayersDisagree) {
-  if (GetParam() == "mamba2" || GetParam() == "llama") {
+  if (GetParam() == "mamba2" || GetParam() == "llama" || GetParam() == "rat") {
     GTEST_SKIP() << "every layer has the same state shape";
   }
   std::unique_ptr<ResidentExecutor> e = NewExecutor();
@@ -553,10 +564,10 @@ TEST_P(ResidentExecutorTest, AFullKvCacheIsRefusedBeforeAnythingRuns) {
 }
 
 TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
-  // RAT's chunk attention has no resident form yet.
-  std::unique_ptr<Model> rat = testing::LoadOrDie(dir_->Sub("rat"));
-  ASSERT_NE(rat, nullptr);
-  const auto& m = dynamic_cast<const StackedModel&>(*rat);
+  // Granite-4.0-H: MoE layers and scales have no resident form yet.
+  std::unique_ptr<Model> granite = testing::LoadOrDie(dir_->Sub("granite"));
+  ASSERT_NE(granite, nullptr);
+  const auto& m = dynamic_cast<const StackedModel&>(*granite);
   EXPECT_EQ(SupportsResident(m).code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(ResidentExecutor::Create(m, NewCpuExecutorDevice()).status().code(),
             absl::StatusCode::kUnimplemented);
@@ -565,7 +576,7 @@ TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ResidentExecutorTest,
                          ::testing::Values("mamba2", "based", "jrt", "llama",
-                                           "nemotron_h"),
+                                           "nemotron_h", "rat", "ratswa"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            return i.param;
                          });

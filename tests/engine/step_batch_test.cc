@@ -270,17 +270,16 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
   EXPECT_EQ(loop.stats().tokens_decoded, 5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, StepBatchTest,
-                         ::testing::Values("based", "jrt", "mamba2", "rat",
-                                           "llama", "nemotron_h",
-                                           "mamba2-resident", "based-resident",
-                                           "jrt-resident", "llama-resident",
-                                           "nemotron_h-resident"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, StepBatchTest,
+    ::testing::Values("based", "jrt", "mamba2", "rat", "llama", "nemotron_h",
+                      "mamba2-resident", "based-resident", "jrt-resident",
+                      "llama-resident", "nemotron_h-resident", "rat-resident"),
+    [](const ::testing::TestParamInfo<std::string>& info) {
+      std::string name = info.param;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 }  // namespace
 }  // namespace twice::engine

@@ -84,12 +84,13 @@ inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed,
   return WriteRandomModel(options);
 }
 
-// Writes the "tiny" preset of `architecture` ("based", "jrt", "mamba2",
-// "rat", "llama", ...) with a `vocab`-token WordLevel tokenizer into `dir`
-// (created).
+// Writes `preset` ("tiny" unless given) of `architecture` ("based", "jrt",
+// "mamba2", "rat", "llama", ...) with a `vocab`-token WordLevel tokenizer
+// into `dir` (created).
 inline absl::Status WriteTinyModelOf(const std::string& architecture,
                                      const std::string& dir, uint64_t seed,
-                                     int vocab) {
+                                     int vocab,
+                                     const std::string& preset = "tiny") {
   std::filesystem::create_directories(dir);
   const std::string tok = dir + ".tokenizer.json";
   {
@@ -98,7 +99,7 @@ inline absl::Status WriteTinyModelOf(const std::string& architecture,
   }
   InitModelOptions options;
   options.architecture = architecture;
-  options.preset = "tiny";
+  options.preset = preset;
   options.out_dir = dir;
   options.tokenizer_json = tok;
   options.seed = seed;

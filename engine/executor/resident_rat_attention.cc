@@ -1,0 +1,160 @@
+// RatAttention on a device (rat_attention.h has the equations):
+// proj = h · W_in^T; the gated EMA inside chunks, the rotations by chunk
+// index and each closed chunk's key and value (RatChunkScan); one softmax
+// over the closed chunks and the token's own key, gated by z
+// (RatPagedAttention); x += y · W_out^T.
+//
+// Per slot: the open chunk's running k̄ | v̄ [2, D] (a fixed array), and the
+// closed chunks' rows [2, D] in a paged pool of the executor's chunk table
+// (one row per L tokens, the same block indices in every RAT layer). A host
+// RatChunkKvState crosses row run by row run.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "engine/executor/resident_layers.h"
+#include "engine/layers/rat_chunk_kv_state.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine {
+namespace {
+
+class ResidentRatAttention final : public ResidentMixer {
+ public:
+  explicit ResidentRatAttention(const RatAttention& mixer)
+      : mixer_(mixer), o_(mixer.options()), d_(o_.dim) {}
+
+  absl::Status Load(ExecutorDevice& dev, const ResidentPools& pools) override {
+    if (pools.kv_blocks == nullptr) {
+      return absl::FailedPreconditionError(
+          "a RAT layer needs the executor's chunk block table");
+    }
+    blocks_ = pools.kv_blocks;
+    table_ = pools.kv_table;
+    TWICE_ASSIGN_OR_RETURN(in_proj_, dev.UploadMatrix(mixer_.in_proj()));
+    TWICE_ASSIGN_OR_RETURN(out_proj_, dev.UploadMatrix(mixer_.out_proj()));
+    TWICE_ASSIGN_OR_RETURN(gate_bias_,
+                           UploadVector(dev, mixer_.gate_bias().span()));
+    TWICE_ASSIGN_OR_RETURN(open_, dev.Allocate(pools.slots * 2 * d_));
+    TWICE_ASSIGN_OR_RETURN(
+        closed_,
+        dev.Allocate(blocks_->blocks() * blocks_->block_size() * 2 * d_));
+    return absl::OkStatus();
+  }
+  int64_t kv_tokens_per_row() const override { return o_.chunk_size; }
+  int64_t ScratchFloats(int64_t rows) const override {
+    return rows * (Dims(0).proj_width() + 5 * d_);  // proj | q k v z y
+  }
+  int64_t weight_bytes() const override {
+    return in_proj_->bytes() + out_proj_->bytes() + ArrayBytes(*gate_bias_);
+  }
+  int64_t state_floats_per_slot() const override { return 2 * d_; }
+
+  absl::Status ZeroSlot(ExecutorDevice& dev, int32_t slot) override {
+    return dev.Zero(open_->floats().sub(slot * 2 * d_, 2 * d_));
+  }
+  absl::Status CheckState(const LayerState& state,
+                          int64_t tokens) const override {
+    const auto* s = dynamic_cast<const RatChunkKvState*>(&state);
+    if (s == nullptr || s->dim() != d_ || s->chunk_size() != o_.chunk_size) {
+      return absl::FailedPreconditionError(
+          "the layer state is not a matching rat_chunk_kv state");
+    }
+    if (tokens >= 0 && (s->count() != tokens ||
+                        s->closed_chunks() != tokens / o_.chunk_size)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the RAT state has read ", s->count(), " tokens in ",
+          s->closed_chunks(), " closed chunks but the sequence ", tokens));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Upload(ExecutorDevice& dev, const LayerState& state,
+                      int32_t slot) override {
+    const auto& s = static_cast<const RatChunkKvState&>(state);
+    TWICE_RETURN_IF_ERROR(
+        dev.CopyToDevice(s.open(), open_->floats().sub(slot * 2 * d_, 2 * d_)));
+    TWICE_ASSIGN_OR_RETURN(std::vector<KvBlockTable::Run> runs,
+                           blocks_->Runs(slot, s.closed_chunks()));
+    for (const KvBlockTable::Run& run : runs) {
+      TWICE_RETURN_IF_ERROR(dev.CopyToDevice(
+          s.closed().subspan(run.first * 2 * d_, run.count * 2 * d_),
+          PoolRows(run.pool_row, run.count)));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t tokens,
+                        LayerState& state) override {
+    auto& s = static_cast<RatChunkKvState&>(state);
+    const int64_t chunks = tokens / o_.chunk_size;
+    s.ResizeClosed(chunks);
+    s.set_count(tokens);
+    TWICE_RETURN_IF_ERROR(dev.CopyToHost(
+        open_->floats().sub(slot * 2 * d_, 2 * d_), s.mutable_open()));
+    TWICE_ASSIGN_OR_RETURN(std::vector<KvBlockTable::Run> runs,
+                           blocks_->Runs(slot, chunks));
+    for (const KvBlockTable::Run& run : runs) {
+      TWICE_RETURN_IF_ERROR(dev.CopyToHost(
+          PoolRows(run.pool_row, run.count),
+          s.mutable_closed().subspan(run.first * 2 * d_, run.count * 2 * d_)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
+                       DeviceFloats h, DeviceFloats scratch,
+                       DeviceFloats x) override {
+    TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* chunk_table,
+                           pass.kv_table(table_));
+    const DeviceBlockTable& table = *chunk_table;
+    const kernels::RatPagedDims dims = Dims(table.width());
+    const int64_t rows = pass.rows, w = dims.proj_width();
+    const DeviceFloats proj = scratch.sub(0, rows * w);
+    DeviceFloats at = scratch.sub(proj.size, rows * 5 * d_);
+    const DeviceFloats q = at.sub(0, rows * d_);
+    const DeviceFloats k = at.sub(rows * d_, rows * d_);
+    const DeviceFloats v = at.sub(2 * rows * d_, rows * d_);
+    const DeviceFloats z = at.sub(3 * rows * d_, rows * d_);
+    const DeviceFloats y = at.sub(4 * rows * d_, rows * d_);
+    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *in_proj_, proj));
+    const DevicePassRows pass_rows = pass.pass_rows();
+    TWICE_RETURN_IF_ERROR(dev.RatChunkScan(
+        proj, w, gate_bias_->floats(), pass_rows, pass.prefill_slot, dims,
+        table, open_->floats(), closed_->floats(), q, k, v, z));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim()));
+    TWICE_RETURN_IF_ERROR(dev.RatPagedAttention(
+        q, k, v, z, pass_rows, dims, table, closed_->floats(), scale, y));
+    return dev.Linear(y, rows, *out_proj_, x, LinearEpilogue{{}, true});
+  }
+
+ private:
+  kernels::RatPagedDims Dims(int64_t table_width) const {
+    return {o_.dim,
+            o_.heads,
+            o_.groups,
+            o_.chunk_size,
+            blocks_ != nullptr ? blocks_->block_size() : 1,
+            table_width,
+            o_.rope_base};
+  }
+  DeviceFloats PoolRows(int64_t row, int64_t rows) const {
+    return closed_->floats().sub(row * 2 * d_, rows * 2 * d_);
+  }
+  const RatAttention& mixer_;
+  const RatAttentionOptions o_;
+  const int64_t d_;
+  const KvBlockTable* blocks_ = nullptr;
+  int table_ = -1;  // in ResidentPass::kv_tables
+  std::unique_ptr<DeviceMatrix> in_proj_, out_proj_;
+  std::unique_ptr<DeviceArray> gate_bias_;
+  std::unique_ptr<DeviceArray> open_;    // [slots, 2, D]
+  std::unique_ptr<DeviceArray> closed_;  // [blocks, block_size, 2, D]
+};
+
+}  // namespace
+
+std::unique_ptr<ResidentMixer> NewResidentRatAttention(const RatAttention& m) {
+  return std::make_unique<ResidentRatAttention>(m);
+}
+
+}  // namespace twice::engine

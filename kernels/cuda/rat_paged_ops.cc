@@ -1,0 +1,141 @@
+// Validating wrappers of the RAT kernels over paged closed chunks
+// (cuda_ops.h), with the checks of their CPU twins (kernels/rat_paged.h)
+// run on the host copies of the positions, slots and block tables; the
+// device copies must match them in size.
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/rat_paged.h"
+#include "kernels/status_macros.h"
+
+namespace twice::kernels::cuda {
+namespace {
+
+// Heads and head_dim travel to the kernels as int.
+constexpr int64_t kMaxRatDim = 65535;
+
+absl::Status CheckDeviceCopy(const char* op, const char* what,
+                             int64_t host_size, int64_t device_size) {
+  if (device_size != host_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": the device ", what, " has ", device_size,
+                     " entries, the host copy ", host_size));
+  }
+  return absl::OkStatus();
+}
+
+// CheckRatPagedRows on the host copies, the device copies' sizes and the
+// int ranges of the launch arguments.
+absl::Status CheckRatCall(const char* op, const DevicePagedRows& rows,
+                          const RatPagedDims& dims,
+                          const DeviceBlockTableView& table,
+                          int64_t closed_size) {
+  TWICE_RETURN_IF_ERROR(
+      CheckRatPagedRows(PagedRows{rows.rows, rows.start, rows.positions_host},
+                        dims, table.host, closed_size));
+  TWICE_RETURN_IF_ERROR(CheckDeviceCopy(
+      op, "positions", static_cast<int64_t>(rows.positions_host.size()),
+      rows.positions_device.size));
+  TWICE_RETURN_IF_ERROR(CheckDeviceCopy(op, "block table",
+                                        static_cast<int64_t>(table.host.size()),
+                                        table.device.size));
+  return CheckArg(dims.heads <= kMaxRatDim && dims.head_dim() <= kMaxRatDim, op,
+                  "need heads and head_dim <= 65535");
+}
+
+launch::RatPagedArgs MakeRatArgs(const DevicePagedRows& rows,
+                                 const RatPagedDims& dims,
+                                 const DeviceBlockTableView& table) {
+  launch::RatPagedArgs args;
+  args.rows = rows.rows;
+  args.start = rows.start;
+  args.positions =
+      rows.positions_host.empty() ? nullptr : rows.positions_device.data;
+  args.table = table.device.data;
+  args.table_width = dims.table_width;
+  args.block_size = dims.block_size;
+  args.chunk_size = dims.chunk_size;
+  args.dim = dims.dim;
+  args.heads = static_cast<int>(dims.heads);
+  args.groups = static_cast<int>(dims.groups);
+  args.rope_base = dims.rope_base;
+  return args;
+}
+
+}  // namespace
+
+absl::Status RatChunkScan(const Stream& stream, DeviceSpan<const float> proj,
+                          int64_t proj_stride,
+                          DeviceSpan<const float> gate_bias,
+                          const DevicePagedRows& rows,
+                          const DeviceSlotRows& slots, const RatPagedDims& dims,
+                          const DeviceBlockTableView& table,
+                          DeviceSpan<float> open, DeviceSpan<float> closed,
+                          DeviceSpan<float> q_out, DeviceSpan<float> k_out,
+                          DeviceSpan<float> v_out, DeviceSpan<float> z_out) {
+  constexpr char kOp[] = "RatChunkScan";
+  TWICE_RETURN_IF_ERROR(CheckRatCall(kOp, rows, dims, table, closed.size));
+  const int64_t d = dims.dim, n = rows.rows;
+  const int64_t w = dims.proj_width();
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(proj_stride >= w, kOp, "proj_stride < 3D + 2 G hd"));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "proj", proj.size, StridedExtent(n, w, proj_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "gate_bias", gate_bias.size, d));
+  for (const DeviceSpan<float>& out : {q_out, k_out, v_out, z_out}) {
+    TWICE_RETURN_IF_ERROR(CheckSize(kOp, "an output", out.size, n * d));
+  }
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(open.size % (2 * d) == 0, kOp, "open is not [slots, 2, D]"));
+  const int64_t capacity = open.size / (2 * d);
+  const int64_t slot_rows = rows.positions_host.empty() ? (n > 0 ? 1 : 0) : n;
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(static_cast<int64_t>(slots.host.size()) == slot_rows, kOp,
+               "need one slot per row (one for a prefill pass)"));
+  TWICE_RETURN_IF_ERROR(CheckDeviceCopy(kOp, "slot map",
+                                        static_cast<int64_t>(slots.host.size()),
+                                        slots.device.size));
+  std::vector<bool> seen(static_cast<size_t>(capacity), false);
+  for (const int32_t s : slots.host) {
+    TWICE_RETURN_IF_ERROR(CheckArg(s >= 0 && s < capacity && !seen[s], kOp,
+                                   "slots must be distinct and in range"));
+    seen[s] = true;
+  }
+  if (n == 0) return absl::OkStatus();
+  return CudaStatus(
+      launch::RatChunkScan(MakeRatArgs(rows, dims, table), proj.data,
+                           proj_stride, gate_bias.data, slots.device.data,
+                           open.data, closed.data, q_out.data, k_out.data,
+                           v_out.data, z_out.data, stream.get()),
+      kOp);
+}
+
+absl::Status RatPagedAttention(
+    const Stream& stream, DeviceSpan<const float> q,
+    DeviceSpan<const float> own_k, DeviceSpan<const float> own_v,
+    DeviceSpan<const float> z, const DevicePagedRows& rows,
+    const RatPagedDims& dims, const DeviceBlockTableView& table,
+    DeviceSpan<const float> closed, float scale, DeviceSpan<float> out) {
+  constexpr char kOp[] = "RatPagedAttention";
+  TWICE_RETURN_IF_ERROR(CheckRatCall(kOp, rows, dims, table, closed.size));
+  TWICE_RETURN_IF_ERROR(CheckArg(AttentionHeadDimSupported(dims.head_dim()),
+                                 kOp, "head_dim must be in [1, 128]"));
+  const int64_t n = rows.rows * dims.dim;
+  for (const DeviceSpan<const float>& in : {q, own_k, own_v, z}) {
+    TWICE_RETURN_IF_ERROR(CheckSize(kOp, "an input", in.size, n));
+  }
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, n));
+  if (rows.rows == 0) return absl::OkStatus();
+  return CudaStatus(
+      launch::RatPagedAttention(MakeRatArgs(rows, dims, table), q.data,
+                                own_k.data, own_v.data, z.data, closed.data,
+                                scale, out.data, stream.get()),
+      kOp);
+}
+
+}  // namespace twice::kernels::cuda
