@@ -339,9 +339,21 @@ std::string PresetFor(std::string_view arch, const std::string& preset) {
       engine::LoadOptions load;
       load.weights_dtype = dtype;
       load.resident = executor == "resident";
-      load.resident_slots = static_cast<int32_t>(std::max<int64_t>(
-          1, *std::max_element(options.decode_batches.begin(),
-                               options.decode_batches.end())));
+      const int64_t max_batch =
+          std::max<int64_t>(1, *std::max_element(options.decode_batches.begin(),
+                                                 options.decode_batches.end()));
+      load.resident_slots = static_cast<int32_t>(max_batch);
+      // KV room (full attention, RAT chunks) for the largest batch at the
+      // longest prompt or furthest decode position, plus the steps timed
+      // there (MeasureDecode takes up to max(decode_steps, 1000)).
+      int64_t furthest = 0;
+      for (int64_t t : options.tokens) furthest = std::max(furthest, t);
+      for (int64_t p : options.decode_positions) {
+        furthest = std::max(furthest, p);
+      }
+      load.resident_kv_tokens =
+          max_batch *
+          (furthest + std::max<int64_t>(options.decode_steps, 1000) + 16);
       TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model,
                              engine::LoadModel(dir, load));
       if (load.resident && !engine::IsResidentModel(*model)) continue;

@@ -8,6 +8,7 @@
 #include "engine/layers/full_kv_state.h"
 #include "engine/layers/rat_chunk_kv_state.h"
 #include "engine/layers/window_kv_state.h"
+#include "kernels/status_macros.h"
 
 namespace twice::bench {
 
@@ -50,6 +51,13 @@ absl::Status GrowStateTo(engine::SequenceState& state, int64_t position,
     return absl::InvalidArgumentError(
         absl::StrCat("bench: cannot grow a state of ", from,
                      " tokens back to position ", position));
+  }
+  // A state read by a resident executor: grow its newest copy on the host
+  // and drop the device copy, so the next read uploads the grown state
+  // (growing the stale host layers would leave the device at `from`).
+  if (state.residency() != nullptr) {
+    TWICE_RETURN_IF_ERROR(state.SyncToHost());
+    state.DetachResidency();
   }
   std::mt19937_64 rng(seed);
   for (int i = 0; i < state.num_layers(); ++i) {

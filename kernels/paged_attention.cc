@@ -28,40 +28,63 @@ int64_t PoolRow(const PagedKvDims& dims, absl::Span<const int32_t> table,
          p % dims.block_size;
 }
 
-// Row r's attention over positions [0, p] of its table row, one head per
-// call: scores, then softmax, then the weighted values, walking the blocks
-// in position order. s: [p + 1] scratch.
+// e^x for a score x <= 0 below the row's maximum, 0 under e^-70 (4e-31 of
+// the maximum's weight, far below float rounding): a trained model's sharp
+// rows would otherwise send exp into its slow underflow path and the value
+// sums into denormal arithmetic, several times slower for nothing.
+inline float SoftmaxWeight(float x) { return x < -70.0f ? 0.0f : std::exp(x); }
+
+// Row r's attention over positions [0, p] of its table row, all heads:
+// keys outer, heads inner, so each cached row streams through memory once
+// (a long decode's cache is far larger than the caches), walking the
+// blocks in position order; then each head's softmax and weighted values.
+// s: [H, p + 1] scratch; out: [H, hd].
 TWICE_CPU_CLONES
-void AttendPagedHead(const float* q, const PagedKvDims& dims,
-                     absl::Span<const int32_t> table, int64_t trow, int64_t p,
-                     const float* k_pool, const float* v_pool, int64_t kvh,
-                     float scale, float* s, float* out) {
-  const int64_t hd = dims.head_dim, bs = dims.block_size;
-  const int64_t kv_row = dims.kv_heads * hd;
-  const int32_t* blocks = table.data() + trow * dims.table_width;
-  float m = -INFINITY;
-  for (int64_t j = 0; j <= p; ++j) {
-    const float* kj =
-        k_pool + (blocks[j / bs] * bs + j % bs) * kv_row + kvh * hd;
-    float dot = 0.0f;
+void AttendPagedRow(const float* q, const PagedKvDims& dims,
+                    const int32_t* blocks, int64_t p, const float* k_pool,
+                    const float* v_pool, float scale, float* s, float* out) {
+  const int64_t h = dims.heads, hd = dims.head_dim, bs = dims.block_size;
+  const int64_t group = h / dims.kv_heads;
+  const int64_t kv_row = dims.kv_heads * hd, n = p + 1;
+  for (int64_t first = 0, b = 0; first < n; first += bs, ++b) {
+    const float* k = k_pool + int64_t{blocks[b]} * bs * kv_row;
+    for (int64_t t = 0; t < std::min(bs, n - first); ++t) {
+      const float* kj = k + t * kv_row;
+      for (int64_t head = 0; head < h; ++head) {
+        const float* qh = q + head * hd;
+        const float* kh = kj + (head / group) * hd;
+        float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t e = 0; e < hd; ++e) dot += q[e] * kj[e];
-    s[j] = dot * scale;
-    m = std::max(m, s[j]);
+        for (int64_t e = 0; e < hd; ++e) dot += qh[e] * kh[e];
+        s[head * n + first + t] = dot * scale;
+      }
+    }
   }
-  float sum = 0.0f;
-  for (int64_t j = 0; j <= p; ++j) {
-    s[j] = std::exp(s[j] - m);
-    sum += s[j];
+  for (int64_t head = 0; head < h; ++head) {
+    float* sh = s + head * n;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, sh[j]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      sh[j] = SoftmaxWeight(sh[j] - m);
+      sum += sh[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; ++j) sh[j] *= inv;
   }
-  const float inv = 1.0f / sum;
-  std::fill(out, out + hd, 0.0f);
-  for (int64_t j = 0; j <= p; ++j) {
-    const float w = s[j] * inv;
-    const float* vj =
-        v_pool + (blocks[j / bs] * bs + j % bs) * kv_row + kvh * hd;
+  std::fill(out, out + h * hd, 0.0f);
+  for (int64_t first = 0, b = 0; first < n; first += bs, ++b) {
+    const float* v = v_pool + int64_t{blocks[b]} * bs * kv_row;
+    for (int64_t t = 0; t < std::min(bs, n - first); ++t) {
+      const float* vj = v + t * kv_row;
+      for (int64_t head = 0; head < h; ++head) {
+        const float w = s[head * n + first + t];
+        const float* vh = vj + (head / group) * hd;
+        float* oh = out + head * hd;
 #pragma omp simd
-    for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
+        for (int64_t e = 0; e < hd; ++e) oh[e] += w * vh[e];
+      }
+    }
   }
 }
 
@@ -176,17 +199,16 @@ absl::Status PagedCausalAttention(absl::Span<const float> q, int64_t q_stride,
       CheckArg(static_cast<int64_t>(out.size()) == rows.rows * h * hd, kOp,
                "out is not [rows, heads, head_dim]"));
   if (rows.rows == 0) return absl::OkStatus();
-  const int64_t group = h / dims.kv_heads;
-  // Work items are (row, head) pairs; each owns its scores.
-  cpu::ParallelFor(rows.rows * h, [&](int64_t item) {
-    const int64_t r = item / h, head = item % h;
+  // Work items are rows (a prefill pass's or a step's); each owns its
+  // scores.
+  cpu::ParallelFor(rows.rows, [&](int64_t r) {
     const int64_t p = PositionOf(rows, r);
     thread_local std::vector<float> s;
-    s.resize(static_cast<size_t>(p + 1));
-    AttendPagedHead(q.data() + r * q_stride + head * hd, dims, table,
-                    TableRowOf(rows, r), p, k_pool.data(), v_pool.data(),
-                    head / group, scale, s.data(),
-                    out.data() + (r * h + head) * hd);
+    s.resize(static_cast<size_t>(h * (p + 1)));
+    AttendPagedRow(q.data() + r * q_stride, dims,
+                   table.data() + TableRowOf(rows, r) * dims.table_width, p,
+                   k_pool.data(), v_pool.data(), scale, s.data(),
+                   out.data() + r * h * hd);
   });
   return absl::OkStatus();
 }

@@ -172,7 +172,11 @@ absl::Status RatPagedAttention(absl::Span<const float> q,
       m = std::max(m, s[c]);
     }
     float sum = 0.0f;
-    for (int64_t c = 0; c <= seen; ++c) sum += (s[c] = std::exp(s[c] - m));
+    // As the paged attention's: weights under e^-70 are 0, no denormals.
+    for (int64_t c = 0; c <= seen; ++c) {
+      s[c] = s[c] - m < -70.0f ? 0.0f : std::exp(s[c] - m);
+      sum += s[c];
+    }
     float* o = out.data() + off;
     std::fill(o, o + hd, 0.0f);
     for (int64_t c = 0; c <= seen; ++c) {

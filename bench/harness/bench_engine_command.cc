@@ -35,7 +35,8 @@ ABSL_FLAG(std::vector<std::string>, executor,
           (std::vector<std::string>{"offload"}),
           "bench: how each model runs, comma-separated, rows of each: offload "
           "(its own forward on the kernels) and/or resident (the resident "
-          "executor on the CPU device: Mamba-2, Based, JRT-RNN)");
+          "executor on the CPU device: every architecture but "
+          "Granite-4.0-H)");
 ABSL_FLAG(bool, layer_rows, false,
           "bench: instead of whole models, one mixer layer's batched decode "
           "step, attention against RAT at each --layer_chunks size, at each "
