@@ -26,7 +26,9 @@
 //                           s_j = scale · q_r[h] · k_j[h / g],
 //                           out_r[h] = softmax_j(s) · v_j[h / g],
 //                         g = H / H_kv; q [rows, H, hd] (row stride
-//                         q_stride), out [rows, H, hd]; f32 throughout.
+//                         q_stride), out [rows, H, hd]; f32 throughout,
+//                         weights under e^-70 of a row's largest taken as
+//                         0 (no denormal arithmetic).
 //
 // INVALID_ARGUMENT when a size, a position or a table entry is out of
 // range, checked before anything is written. Thread-safe for distinct
