@@ -9,6 +9,7 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/status_macros.h"
+#include "kernels/threading.h"
 
 namespace twice::kernels {
 namespace {
@@ -34,22 +35,32 @@ int64_t PoolRow(const PagedKvDims& dims, absl::Span<const int32_t> table,
 // sums into denormal arithmetic, several times slower for nothing.
 inline float SoftmaxWeight(float x) { return x < -70.0f ? 0.0f : std::exp(x); }
 
-// Row r's attention over positions [0, p] of its table row, all heads:
-// keys outer, heads inner, so each cached row streams through memory once
-// (a long decode's cache is far larger than the caches), walking the
-// blocks in position order; then each head's softmax and weighted values.
-// s: [H, p + 1] scratch; out: [H, hd].
+// One row's attention over positions [j0, j1) of its sequence, all heads,
+// unnormalised: per head the scores' maximum m, the sum l of their
+// weights e^{s - m}, and acc = Σ e^{s - m} v [hd]. Keys outer, heads inner,
+// so each cached row streams through memory once (a long decode's cache is
+// far larger than the caches), walking the blocks in position order.
+// s: [H, j1 - j0] scratch; m, l: [H]; acc: [H, hd].
 TWICE_CPU_CLONES
-void AttendPagedRow(const float* q, const PagedKvDims& dims,
-                    const int32_t* blocks, int64_t p, const float* k_pool,
-                    const float* v_pool, float scale, float* s, float* out) {
+void AttendPagedRange(const float* q, const PagedKvDims& dims,
+                      const int32_t* blocks, int64_t j0, int64_t j1,
+                      const float* k_pool, const float* v_pool, float scale,
+                      float* s, float* m, float* l, float* acc) {
   const int64_t h = dims.heads, hd = dims.head_dim, bs = dims.block_size;
   const int64_t group = h / dims.kv_heads;
-  const int64_t kv_row = dims.kv_heads * hd, n = p + 1;
-  for (int64_t first = 0, b = 0; first < n; first += bs, ++b) {
-    const float* k = k_pool + int64_t{blocks[b]} * bs * kv_row;
-    for (int64_t t = 0; t < std::min(bs, n - first); ++t) {
-      const float* kj = k + t * kv_row;
+  const int64_t kv_row = dims.kv_heads * hd, n = j1 - j0;
+  // Calls fn(row of the pool's first position, first position, count) per
+  // run of [j0, j1) inside one block.
+  auto for_each_run = [&](auto fn) {
+    for (int64_t j = j0; j < j1;) {
+      const int64_t count = std::min(bs - j % bs, j1 - j);
+      fn((int64_t{blocks[j / bs]} * bs + j % bs) * kv_row, j - j0, count);
+      j += count;
+    }
+  };
+  for_each_run([&](int64_t at, int64_t first, int64_t count) {
+    for (int64_t t = 0; t < count; ++t) {
+      const float* kj = k_pool + at + t * kv_row;
       for (int64_t head = 0; head < h; ++head) {
         const float* qh = q + head * hd;
         const float* kh = kj + (head / group) * hd;
@@ -59,33 +70,32 @@ void AttendPagedRow(const float* q, const PagedKvDims& dims,
         s[head * n + first + t] = dot * scale;
       }
     }
-  }
+  });
   for (int64_t head = 0; head < h; ++head) {
     float* sh = s + head * n;
-    float m = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, sh[j]);
+    float mh = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) mh = std::max(mh, sh[j]);
     float sum = 0.0f;
     for (int64_t j = 0; j < n; ++j) {
-      sh[j] = SoftmaxWeight(sh[j] - m);
+      sh[j] = SoftmaxWeight(sh[j] - mh);
       sum += sh[j];
     }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) sh[j] *= inv;
+    m[head] = mh;
+    l[head] = sum;
   }
-  std::fill(out, out + h * hd, 0.0f);
-  for (int64_t first = 0, b = 0; first < n; first += bs, ++b) {
-    const float* v = v_pool + int64_t{blocks[b]} * bs * kv_row;
-    for (int64_t t = 0; t < std::min(bs, n - first); ++t) {
-      const float* vj = v + t * kv_row;
+  std::fill(acc, acc + h * hd, 0.0f);
+  for_each_run([&](int64_t at, int64_t first, int64_t count) {
+    for (int64_t t = 0; t < count; ++t) {
+      const float* vj = v_pool + at + t * kv_row;
       for (int64_t head = 0; head < h; ++head) {
         const float w = s[head * n + first + t];
         const float* vh = vj + (head / group) * hd;
-        float* oh = out + head * hd;
+        float* oh = acc + head * hd;
 #pragma omp simd
         for (int64_t e = 0; e < hd; ++e) oh[e] += w * vh[e];
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -199,17 +209,51 @@ absl::Status PagedCausalAttention(absl::Span<const float> q, int64_t q_stride,
       CheckArg(static_cast<int64_t>(out.size()) == rows.rows * h * hd, kOp,
                "out is not [rows, heads, head_dim]"));
   if (rows.rows == 0) return absl::OkStatus();
-  // Work items are rows (a prefill pass's or a step's); each owns its
-  // scores.
-  cpu::ParallelFor(rows.rows, [&](int64_t r) {
-    const int64_t p = PositionOf(rows, r);
+  // Work items are (row, part) pairs: a row's positions split into
+  // `parts` ranges when there are fewer rows than threads (a small decode
+  // batch), else one range per row. Each item owns its scores; the parts
+  // merge by their maxima: out = Σ acc_i e^{m_i - M} / Σ l_i e^{m_i - M}.
+  const int64_t parts = rows.rows < CpuThreads() ? CpuThreads() : 1;
+  std::vector<float> m(rows.rows * parts * h), l(m.size());
+  std::vector<float> acc(m.size() * hd);
+  cpu::ParallelFor(rows.rows * parts, [&](int64_t item) {
+    const int64_t r = item / parts, part = item % parts;
+    const int64_t n = PositionOf(rows, r) + 1;
+    const int64_t j0 = n * part / parts, j1 = n * (part + 1) / parts;
+    float* m_i = m.data() + item * h;
+    if (j0 == j1) {
+      std::fill(m_i, m_i + h, -INFINITY);
+      std::fill(l.data() + item * h, l.data() + (item + 1) * h, 0.0f);
+      return;
+    }
     thread_local std::vector<float> s;
-    s.resize(static_cast<size_t>(h * (p + 1)));
-    AttendPagedRow(q.data() + r * q_stride, dims,
-                   table.data() + TableRowOf(rows, r) * dims.table_width, p,
-                   k_pool.data(), v_pool.data(), scale, s.data(),
-                   out.data() + r * h * hd);
+    s.resize(static_cast<size_t>(h * (j1 - j0)));
+    AttendPagedRange(q.data() + r * q_stride, dims,
+                     table.data() + TableRowOf(rows, r) * dims.table_width, j0,
+                     j1, k_pool.data(), v_pool.data(), scale, s.data(), m_i,
+                     l.data() + item * h, acc.data() + item * h * hd);
   });
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    for (int64_t head = 0; head < h; ++head) {
+      float top = -INFINITY;
+      for (int64_t part = 0; part < parts; ++part) {
+        top = std::max(top, m[(r * parts + part) * h + head]);
+      }
+      float* o = out.data() + (r * h + head) * hd;
+      std::fill(o, o + hd, 0.0f);
+      float sum = 0.0f;
+      for (int64_t part = 0; part < parts; ++part) {
+        const int64_t at = (r * parts + part) * h + head;
+        if (l[at] == 0.0f) continue;
+        const float w = SoftmaxWeight(m[at] - top);
+        sum += w * l[at];
+        const float* a = acc.data() + at * hd;
+        for (int64_t e = 0; e < hd; ++e) o[e] += w * a[e];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t e = 0; e < hd; ++e) o[e] *= inv;
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -180,16 +180,20 @@ TEST_P(PagedAttentionTest, BatchedStepMatchesTheReference) {
   const int64_t qw = c.heads * c.head_dim;
   const std::vector<float> q = RandomVector(rows * qw, PagedSeed() + 202);
   const float scale = 0.3f;
-  std::vector<float> out(rows * qw);
-  ASSERT_OK(PagedCausalAttention(q, qw, step, dims, table, f.k_pool, f.v_pool,
-                                 scale, absl::MakeSpan(out)));
   std::vector<double> want;
   for (int64_t s = 0; s < rows; ++s) {
     const std::vector<double> row =
         f.Reference(s, q.data() + s * qw, lengths[s], scale);
     want.insert(want.end(), row.begin(), row.end());
   }
-  ExpectClose(out, want, 1e-6, 1e-5, "step");
+  // 8 threads for 5 rows: each row's positions split across threads and
+  // merged by their maxima; 1 and 2 threads: a row per task.
+  testing::ForEachThreadCount([&](int) {
+    std::vector<float> out(rows * qw);
+    ASSERT_OK(PagedCausalAttention(q, qw, step, dims, table, f.k_pool, f.v_pool,
+                                   scale, absl::MakeSpan(out)));
+    ExpectClose(out, want, 1e-6, 1e-5, "step");
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
