@@ -24,12 +24,13 @@
 //                                device continues on the other.
 //
 // Models: Mamba-2, Based (BaseConv, linear attention, sliding window,
-// SwiGLU), JRT-RNN (prefix reads included) and Llama; resident_layers.h
-// lists the layers. Full-attention layers keep their KV caches in blocks
-// of one shared pool (KvBlockTable): a read first reserves the blocks its
-// tokens need for every slot of the call, so a full pool answers
-// RESOURCE_EXHAUSTED before anything runs, and Release returns a slot's
-// blocks. The equations are the host model's, computed by the same
+// SwiGLU), JRT-RNN (prefix reads included), Llama, Nemotron-H and RAT
+// (with its window layers); resident_layers.h lists the layers. Growing
+// states (full attention's KV caches, RAT's closed chunks) keep their rows
+// in blocks of per-layer pools (PagedKvTables): a read first reserves the
+// blocks its tokens need for every slot of the call, so a full pool
+// answers RESOURCE_EXHAUSTED before anything runs, and Release returns a
+// slot's blocks. The equations are the host model's, computed by the same
 // kernels on the CPU device. Checks run before anything changes (ids in
 // [0, vocab), slots live and distinct, rules valid: INVALID_ARGUMENT /
 // FAILED_PRECONDITION with every slot unchanged); a device failure after
