@@ -25,6 +25,7 @@
 #include "kernels/status_macros.h"
 #include "kernels/taylor_linear_attention.h"
 #include "kernels/tensor_convert.h"
+#include "kernels/top_k_routing.h"
 #include "kernels/window_attention.h"
 
 namespace twice::engine {
@@ -81,6 +82,16 @@ class HostSlotMap final : public DeviceSlotMap {
  private:
   std::vector<int32_t> slots_;
   std::vector<int64_t> positions_;
+};
+
+class HostRoutes final : public DeviceRoutes {
+ public:
+  explicit HostRoutes(kernels::TopKRoutes routes)
+      : routes_(std::move(routes)) {}
+  const kernels::TopKRoutes& routes() const override { return routes_; }
+
+ private:
+  kernels::TopKRoutes routes_;
 };
 
 class HostBlockTable final : public DeviceBlockTable {
@@ -159,6 +170,11 @@ class CpuExecutorDevice final : public ExecutorDevice {
     TWICE_RETURN_IF_ERROR(CheckBlockTable(table, width));
     return std::make_unique<HostBlockTable>(table, width);
   }
+  absl::StatusOr<std::unique_ptr<DeviceRoutes>> UploadRoutes(
+      kernels::TopKRoutes routes) override {
+    TWICE_RETURN_IF_ERROR(kernels::CheckRoutes(routes));
+    return std::make_unique<HostRoutes>(std::move(routes));
+  }
   absl::StatusOr<std::unique_ptr<DeviceMatrix>> UploadMatrix(
       const kernels::Tensor& weight) override {
     if (weight.rank() < 2 || weight.dim(0) < 1) {
@@ -170,7 +186,8 @@ class CpuExecutorDevice final : public ExecutorDevice {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
   absl::Status Embedding(absl::Span<const int32_t> ids,
-                         const DeviceMatrix& table, DeviceFloats out) override {
+                         const DeviceMatrix& table, float scale,
+                         DeviceFloats out) override {
     const int64_t dim = table.cols();
     if (out.size != static_cast<int64_t>(ids.size()) * dim) {
       return absl::InvalidArgumentError("Embedding: out size mismatch");
@@ -180,6 +197,9 @@ class CpuExecutorDevice final : public ExecutorDevice {
         return absl::InvalidArgumentError("Embedding: id out of range");
       }
       kernels::RowToF32(TensorOf(table), ids[i], out.data + i * dim);
+    }
+    if (scale != 1.0f) {
+      for (int64_t i = 0; i < out.size; ++i) out.data[i] *= scale;
     }
     return absl::OkStatus();
   }
@@ -191,16 +211,22 @@ class CpuExecutorDevice final : public ExecutorDevice {
   absl::Status Linear(DeviceFloats x, int64_t rows, const DeviceMatrix& weight,
                       DeviceFloats y, const LinearEpilogue& epilogue) override {
     const absl::Span<const float> bias = Host(epilogue.bias);
+    const float scale = epilogue.scale;
     if (!epilogue.accumulate) {
-      return kernels::Linear(Host(x), rows, weight.cols(), TensorOf(weight),
-                             weight.rows(), bias, Host(y));
+      TWICE_RETURN_IF_ERROR(kernels::Linear(Host(x), rows, weight.cols(),
+                                            TensorOf(weight), weight.rows(),
+                                            bias, Host(y)));
+      if (scale != 1.0f) {
+        for (int64_t i = 0; i < y.size; ++i) y.data[i] *= scale;
+      }
+      return absl::OkStatus();
     }
-    // The product then the add, as a host model adds its residual.
+    // The product then the scaled add, as a host model adds its residual.
     product_.resize(static_cast<size_t>(std::max<int64_t>(y.size, 0)));
     TWICE_RETURN_IF_ERROR(kernels::Linear(Host(x), rows, weight.cols(),
                                           TensorOf(weight), weight.rows(), bias,
                                           absl::MakeSpan(product_)));
-    for (int64_t i = 0; i < y.size; ++i) y.data[i] += product_[i];
+    for (int64_t i = 0; i < y.size; ++i) y.data[i] += scale * product_[i];
     return absl::OkStatus();
   }
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
@@ -317,6 +343,19 @@ class CpuExecutorDevice final : public ExecutorDevice {
                              : absl::Span<const int32_t>(prefill),
         WithTableWidth(dims, table), table.blocks(), Host(open), Host(closed),
         Host(q_out), Host(k_out), Host(v_out), Host(z_out));
+  }
+  absl::Status GatherRows(DeviceFloats src, int64_t cols,
+                          const DeviceRoutes& routes,
+                          DeviceFloats dst) override {
+    return kernels::GatherRows(Host(src), cols, routes.routes().source_row,
+                               Host(dst));
+  }
+  absl::Status CombineRoutedRows(DeviceFloats base, DeviceFloats routed,
+                                 int64_t cols, const DeviceRoutes& routes,
+                                 float scale, DeviceFloats x) override {
+    return kernels::CombineRoutedRows(Host(base), Host(routed), cols,
+                                      routes.routes(), scale,
+                                      /*accumulate=*/true, Host(x));
   }
   absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
                                  DeviceFloats own_v, DeviceFloats z,

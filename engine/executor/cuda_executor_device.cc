@@ -9,7 +9,9 @@
 #if TWICE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -120,6 +122,27 @@ class CudaBlockTable final : public DeviceBlockTable {
  private:
   std::vector<int32_t> blocks_;
   int64_t width_;
+  cuda::DeviceBuffer device_;
+};
+
+// A pass's routes on the device in one block: [n] int32 source rows,
+// [n] int32 entries, [n] float gates (n = rows·k), with the host copy.
+class CudaRoutes final : public DeviceRoutes {
+ public:
+  CudaRoutes(kernels::TopKRoutes routes, cuda::DeviceBuffer device)
+      : routes_(std::move(routes)), device_(std::move(device)) {}
+  const kernels::TopKRoutes& routes() const override { return routes_; }
+  cuda::DeviceRoutesView view() const {
+    const int64_t n = static_cast<int64_t>(routes_.source_row.size());
+    const auto* ints = static_cast<const int32_t*>(device_.data());
+    return {&routes_,
+            {ints, n},
+            {ints + n, n},
+            {reinterpret_cast<const float*>(ints + 2 * n), n}};
+  }
+
+ private:
+  kernels::TopKRoutes routes_;
   cuda::DeviceBuffer device_;
 };
 
@@ -240,6 +263,28 @@ class CudaExecutorDevice final : public ExecutorDevice {
     return std::unique_ptr<DeviceBlockTable>(
         std::make_unique<CudaBlockTable>(table, width, std::move(device)));
   }
+  absl::StatusOr<std::unique_ptr<DeviceRoutes>> UploadRoutes(
+      kernels::TopKRoutes routes) override {
+    TWICE_RETURN_IF_ERROR(kernels::CheckRoutes(routes));
+    // One copy for the three arrays (4-byte entries each).
+    const size_t n = routes.source_row.size();
+    std::vector<char> packed(3 * n * sizeof(int32_t));
+    std::memcpy(packed.data(), routes.source_row.data(), n * sizeof(int32_t));
+    std::memcpy(packed.data() + n * sizeof(int32_t), routes.entry.data(),
+                n * sizeof(int32_t));
+    std::memcpy(packed.data() + 2 * n * sizeof(int32_t), routes.gate.data(),
+                n * sizeof(float));
+    const int64_t bytes = static_cast<int64_t>(packed.size());
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
+                           allocator_.Allocate(std::max<int64_t>(bytes, 4)));
+    if (bytes > 0) {
+      TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(packed.data(), device.data(),
+                                               bytes, stream_->get()));
+    }
+    traffic_.bytes_to_device += bytes;
+    return std::unique_ptr<DeviceRoutes>(
+        std::make_unique<CudaRoutes>(std::move(routes), std::move(device)));
+  }
   absl::Status CopyRows(DeviceFloats src, int64_t src_stride, DeviceFloats dst,
                         int64_t dst_stride, int64_t rows,
                         int64_t cols) override {
@@ -285,11 +330,12 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status Synchronize() override { return stream_->Synchronize(); }
 
   absl::Status Embedding(absl::Span<const int32_t> ids,
-                         const DeviceMatrix& table, DeviceFloats out) override {
+                         const DeviceMatrix& table, float scale,
+                         DeviceFloats out) override {
     traffic_.bytes_to_device +=
         static_cast<int64_t>(ids.size() * sizeof(int32_t));
     return cuda::Embedding(*stream_, allocator_, ids, MatrixOf(table).values(),
-                           table.rows(), table.cols(), Span(out));
+                           table.rows(), table.cols(), scale, Span(out));
   }
   absl::Status RmsNorm(DeviceFloats x, int64_t rows, int64_t dim,
                        DeviceFloats weight, float eps,
@@ -305,11 +351,18 @@ class CudaExecutorDevice final : public ExecutorDevice {
           absl::StrCat("Linear: x has ", x.size, " floats and y ", y.size,
                        ", expected ", rows * k, " and ", rows * weight.rows()));
     }
+    // cuBLASLt adds the bias after alpha: a scaled bias would need its
+    // own pass, and no model has one.
+    if (epilogue.scale != 1.0f && epilogue.bias.size > 0) {
+      return absl::UnimplementedError(
+          "Linear: a scale with a bias has no CUDA epilogue");
+    }
     TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> x16, Scratch(rows * k));
     TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(x), x16));
-    return gemm_->Linear(
-        x16, MatrixOf(weight).values(), ConstSpan(epilogue.bias),
-        cuda::GemmShape{rows, weight.rows(), k}, epilogue.accumulate, Span(y));
+    return gemm_->Linear(x16, MatrixOf(weight).values(),
+                         ConstSpan(epilogue.bias),
+                         cuda::GemmShape{rows, weight.rows(), k},
+                         epilogue.accumulate, Span(y), epilogue.scale);
   }
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
                             int64_t x_stride, DeviceFloats weight,
@@ -413,6 +466,20 @@ class CudaExecutorDevice final : public ExecutorDevice {
         CudaPagedRowsOf(rows), slots, WithTableWidth(dims, table),
         static_cast<const CudaBlockTable&>(table).view(), Span(states),
         Span(closed), Span(q_out), Span(k_out), Span(v_out), Span(z_out));
+  }
+  absl::Status GatherRows(DeviceFloats src, int64_t cols,
+                          const DeviceRoutes& routes,
+                          DeviceFloats dst) override {
+    return cuda::GatherRows(*stream_, ConstSpan(src), cols,
+                            static_cast<const CudaRoutes&>(routes).view(),
+                            Span(dst));
+  }
+  absl::Status CombineRoutedRows(DeviceFloats base, DeviceFloats routed,
+                                 int64_t cols, const DeviceRoutes& routes,
+                                 float scale, DeviceFloats x) override {
+    return cuda::CombineRoutedRows(
+        *stream_, ConstSpan(base), ConstSpan(routed), cols,
+        static_cast<const CudaRoutes&>(routes).view(), scale, Span(x));
   }
   absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
                                  DeviceFloats own_v, DeviceFloats z,

@@ -32,6 +32,7 @@
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/taylor_linear_attention.h"
 #include "kernels/tensor.h"
+#include "kernels/top_k_routing.h"
 #include "kernels/window_attention.h"
 
 namespace twice::engine {
@@ -83,6 +84,15 @@ class DeviceBlockTable {
   virtual int64_t width() const = 0;
 };
 
+// One pass's mixture-of-experts routes (kernels/top_k_routing.h) on the
+// device for its row moves (uploaded once per layer and pass: the routing
+// itself runs on the host over router logits brought back).
+class DeviceRoutes {
+ public:
+  virtual ~DeviceRoutes() = default;
+  virtual const kernels::TopKRoutes& routes() const = 0;  // host copy
+};
+
 // The rows of one pass as the paged operations see them: `rows`
 // consecutive tokens of one sequence from position `start` (a prefill
 // pass, block table row 0), or one token per row of a step at the map's
@@ -93,11 +103,15 @@ struct DevicePassRows {
   const DeviceSlotMap* step = nullptr;
 };
 
-// What a Linear does besides the product: a bias per output column, and
-// accumulation into y (a residual add fused into the GEMM's epilogue).
+// What a Linear does besides the product: a bias per output column, a
+// scale, and accumulation into y (a residual add fused into the GEMM's
+// epilogue): y (+)= scale · (x · W^T + bias). Granite-4.0-H scales its
+// residual adds and logits; a device may refuse a scale with a bias
+// (UNIMPLEMENTED).
 struct LinearEpilogue {
   DeviceFloats bias;        // [W.rows], or empty: no bias
-  bool accumulate = false;  // y += x · W^T (+ bias) instead of y =
+  bool accumulate = false;  // y += ... instead of y =
+  float scale = 1.0f;
 };
 
 // Bytes the device moved to and from the host since it was created.
@@ -141,6 +155,9 @@ class ExecutorDevice {
   // none) on the device.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceBlockTable>>
   UploadBlockTable(absl::Span<const int32_t> table, int64_t width) = 0;
+  // `routes` (checked: kernels::CheckRoutes) on the device.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceRoutes>>
+  UploadRoutes(kernels::TopKRoutes routes) = 0;
   // A matrix [rows, cols] (rank 2, or rank 3 flattened to rows x rest) of
   // any weight dtype. UNIMPLEMENTED for a dtype the device does not read.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrix>>
@@ -149,9 +166,11 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status Synchronize() = 0;
 
   // ---- operations
-  // out[i, :] = table[ids[i], :] as f32 (ids on the host, < table rows).
+  // out[i, :] = scale · table[ids[i], :] as f32 (ids on the host, < table
+  // rows; the scale is Granite-4.0-H's embedding multiplier, 1 elsewhere).
   [[nodiscard]] virtual absl::Status Embedding(absl::Span<const int32_t> ids,
                                                const DeviceMatrix& table,
+                                               float scale,
                                                DeviceFloats out) = 0;
   // kernels/rms_norm.h.
   [[nodiscard]] virtual absl::Status RmsNorm(DeviceFloats x, int64_t rows,
@@ -232,6 +251,15 @@ class ExecutorDevice {
                                             DeviceFloats out) = 0;
   [[nodiscard]] virtual absl::Status ReluSquared(DeviceFloats x) = 0;
   [[nodiscard]] virtual absl::Status Gelu(DeviceFloats x) = 0;
+  // kernels/top_k_routing.h: the rows of every expert out of src [*, cols]
+  // into dst [rows·k, cols]; x [rows, cols] += scale · (base + the gated
+  // expert rows of `routed` [rows·k, cols]).
+  [[nodiscard]] virtual absl::Status GatherRows(DeviceFloats src, int64_t cols,
+                                                const DeviceRoutes& routes,
+                                                DeviceFloats dst) = 0;
+  [[nodiscard]] virtual absl::Status CombineRoutedRows(
+      DeviceFloats base, DeviceFloats routed, int64_t cols,
+      const DeviceRoutes& routes, float scale, DeviceFloats x) = 0;
   // kernels/rat_paged.h for the pass's rows: a prefill pass's sequence in
   // slot `prefill_slot` of `open`, a step's rows in their map's slots;
   // dims.table_width is the table's.

@@ -80,7 +80,7 @@ class ResidentBaseConv final : public ResidentMixer {
     }
     TWICE_RETURN_IF_ERROR(dev.SiluMul(conv, c, u2, 2 * c, rows, c, gated));
     return dev.Linear(gated, rows, *out_proj_, x,
-                      LinearEpilogue{out_bias_->floats(), true});
+                      ResidualAdd(out_bias_->floats()));
   }
 
  private:

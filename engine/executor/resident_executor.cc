@@ -20,11 +20,6 @@ struct ResidentExecutor::Block {
 };
 
 absl::Status SupportsResident(const StackedModel& model) {
-  if (!model.has_unit_scales()) {
-    return absl::UnimplementedError(
-        "the resident executor has no embedding, residual or logit scales "
-        "yet");
-  }
   if (model.blocks().empty()) {
     return absl::InvalidArgumentError("the model has no layers");
   }
@@ -97,6 +92,7 @@ absl::Status ResidentExecutor::Load() {
     TWICE_ASSIGN_OR_RETURN(block->norm1_w,
                            UploadVector(dev, b.norm1.weight().span()));
     TWICE_ASSIGN_OR_RETURN(block->mixer, NewResidentMixer(*b.mixer));
+    block->mixer->set_residual_scale(model_.residual_scale());
     ResidentPools pools{options_.slots, nullptr, -1};
     if (const int64_t per_row = block->mixer->kv_tokens_per_row();
         per_row > 0) {
@@ -110,6 +106,7 @@ absl::Status ResidentExecutor::Load() {
       TWICE_ASSIGN_OR_RETURN(block->norm2_w,
                              UploadVector(dev, b.norm2.weight().span()));
       TWICE_ASSIGN_OR_RETURN(block->ffn, NewResidentFeedForward(*b.ffn));
+      block->ffn->set_residual_scale(model_.residual_scale());
       TWICE_RETURN_IF_ERROR(block->ffn->Load(dev));
       weight_bytes_ += ArrayBytes(*block->norm2_w) + block->ffn->weight_bytes();
       scratch = std::max(scratch, block->ffn->ScratchFloats(rows_));
@@ -326,7 +323,8 @@ absl::Status ResidentExecutor::RunBlocks(absl::Span<const int32_t> ids,
   const DeviceFloats x = x_->floats().sub(0, rows * dim_);
   const DeviceFloats h = h_->floats().sub(0, rows * dim_);
   const DeviceFloats scratch = scratch_->floats();
-  TWICE_RETURN_IF_ERROR(dev.Embedding(ids, *embedding_, x));
+  TWICE_RETURN_IF_ERROR(
+      dev.Embedding(ids, *embedding_, model_.embedding_scale(), x));
   for (const auto& b : blocks_) {
     TWICE_RETURN_IF_ERROR(dev.RmsNorm(x, rows, dim_, b->norm1_w->floats(),
                                       b->host->norm1.eps(), h));
@@ -345,8 +343,9 @@ absl::Status ResidentExecutor::Head(int64_t first, int64_t rows) {
       device_->RmsNorm(x_->floats().sub(first * dim_, rows * dim_), rows, dim_,
                        final_norm_->floats(), model_.final_norm().eps(), hn));
   const DeviceMatrix& head = lm_head_ != nullptr ? *lm_head_ : *embedding_;
-  return device_->Linear(hn, rows, head,
-                         logits_->floats().sub(0, rows * vocab_rows_));
+  return device_->Linear(
+      hn, rows, head, logits_->floats().sub(0, rows * vocab_rows_),
+      LinearEpilogue{{}, /*accumulate=*/false, model_.logit_scale()});
 }
 
 absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(

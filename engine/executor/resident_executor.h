@@ -24,8 +24,10 @@
 //                                device continues on the other.
 //
 // Models: Mamba-2, Based (BaseConv, linear attention, sliding window,
-// SwiGLU), JRT-RNN (prefix reads included), Llama, Nemotron-H and RAT
-// (with its window layers); resident_layers.h lists the layers. Growing
+// SwiGLU), JRT-RNN (prefix reads included), Llama, Nemotron-H, RAT (with
+// its window layers) and Granite-4.0-H (dense or with experts; its
+// embedding, residual and logit multipliers ride on the embedding and the
+// GEMM epilogues); resident_layers.h lists the layers. Growing
 // states (full attention's KV caches, RAT's closed chunks) keep their rows
 // in blocks of per-layer pools (PagedKvTables): a read first reserves the
 // blocks its tokens need for every slot of the call, so a full pool
@@ -67,9 +69,8 @@ struct ResidentExecutorOptions {
   int64_t kv_block_size = 16;
 };
 
-// Whether every layer of `model` has a resident form (resident_layers.h)
-// and the model has no scales: OK, or UNIMPLEMENTED naming what is
-// missing.
+// Whether every layer of `model` has a resident form (resident_layers.h):
+// OK, or UNIMPLEMENTED naming the layer that has none.
 [[nodiscard]] absl::Status SupportsResident(const StackedModel& model);
 
 class ResidentExecutor {

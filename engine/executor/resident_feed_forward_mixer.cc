@@ -17,6 +17,8 @@ class ResidentFeedForwardMixer final : public ResidentMixer {
       : ffn_(std::move(ffn)) {}
 
   absl::Status Load(ExecutorDevice& dev, const ResidentPools&) override {
+    // The MLP writes this layer's residual.
+    ffn_->set_residual_scale(residual_scale());
     return ffn_->Load(dev);
   }
   int64_t ScratchFloats(int64_t rows) const override {

@@ -147,7 +147,7 @@ class ResidentFullAttention final : public ResidentMixer {
     TWICE_RETURN_IF_ERROR(dev.PagedAttention(q, qw_, pass_rows, dims, table,
                                              k_pool_->floats(),
                                              v_pool_->floats(), scale, y));
-    return dev.Linear(y, rows, *wo_, x, LinearEpilogue{{}, true});
+    return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
 
  private:

@@ -8,9 +8,10 @@
 //   h = RMSNorm1(x);  x += Mixer(h)       Forward(pass, h, scratch, x)
 //   h = RMSNorm2(x);  x += FFN(h)         Forward(rows, h, scratch, x)
 //
-// with the residual add in the last projection's epilogue (LinearEpilogue::
-// accumulate). `scratch` is a shared activation workspace of at least
-// ScratchFloats(pass rows) floats that the layer may overwrite.
+// with the residual add in the last projection's epilogue (ResidualAdd():
+// LinearEpilogue::accumulate, scaled by the model's residual multiplier,
+// 1 except in Granite-4.0-H). `scratch` is a shared activation workspace of
+// at least ScratchFloats(pass rows) floats that the layer may overwrite.
 //
 // A mixer owns its state pool: per slot the same numbers as its host
 // LayerState (Upload / Download convert between the two, so a state read on
@@ -71,7 +72,23 @@ struct ResidentPools {
   int kv_table = -1;
 };
 
-class ResidentMixer {
+// What every resident layer's last projection does: x += s · (h · W^T (+
+// bias)), s the model's residual scale (set by the executor before Load).
+class ResidualWriter {
+ public:
+  void set_residual_scale(float scale) { residual_scale_ = scale; }
+  float residual_scale() const { return residual_scale_; }
+
+ protected:
+  LinearEpilogue ResidualAdd(DeviceFloats bias = {}) const {
+    return LinearEpilogue{bias, /*accumulate=*/true, residual_scale_};
+  }
+
+ private:
+  float residual_scale_ = 1.0f;
+};
+
+class ResidentMixer : public ResidualWriter {
  public:
   virtual ~ResidentMixer() = default;
 
@@ -111,7 +128,7 @@ class ResidentMixer {
                                              DeviceFloats x) = 0;
 };
 
-class ResidentFeedForward {
+class ResidentFeedForward : public ResidualWriter {
  public:
   virtual ~ResidentFeedForward() = default;
 

@@ -58,9 +58,15 @@ absl::StatusOr<std::unique_ptr<ResidentFeedForward>> NewResidentFeedForward(
   if (const auto* m = dynamic_cast<const GeluMlp*>(&ffn)) {
     return NewResidentGeluMlp(*m);
   }
+  if (const auto* m = dynamic_cast<const FusedSwiGluMlp*>(&ffn)) {
+    return NewResidentFusedSwiGlu(*m);
+  }
+  if (const auto* m = dynamic_cast<const TopKMoeMlp*>(&ffn)) {
+    return NewResidentTopKMoe(*m);
+  }
   return absl::UnimplementedError(
       "the resident executor has no form yet of this model's feed-forward "
-      "layers (SwiGLU, squared-ReLU and GELU MLPs only)");
+      "layers (SwiGLU, squared-ReLU, GELU MLPs and top-k experts only)");
 }
 
 absl::StatusOr<std::unique_ptr<DeviceArray>> UploadVector(

@@ -13,10 +13,13 @@
 //                              a paged pool (the chunk block table)
 //   RatSwaAttention         -> window attention (RAT-SWA's window layers)
 //   Relu2Mlp, GeluMlp       -> non-gated MLPs (Nemotron-H, RAT)
+//   FusedSwiGluMlp          -> Granite-4.0-H's SwiGLU (gate rows first)
+//   TopKMoeMlp              -> Granite-4.0-H's mixture of experts: shared
+//                              MLP + top-k experts, routed on the host
 //   FeedForwardMixer        -> any of those MLPs as a layer of its own
 //
-// Other layers (MoE, ...) are UNIMPLEMENTED: a model holding one runs on
-// the offload path.
+// Any other layer is UNIMPLEMENTED: a model holding one runs on the offload
+// path.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYERS_H_
 
@@ -30,6 +33,7 @@
 #include "engine/layers/based_linear_attention.h"
 #include "engine/layers/feed_forward.h"
 #include "engine/layers/feed_forward_mixer.h"
+#include "engine/layers/fused_swiglu_mlp.h"
 #include "engine/layers/gelu_mlp.h"
 #include "engine/layers/llama_attention.h"
 #include "engine/layers/llama_mlp.h"
@@ -41,6 +45,7 @@
 #include "engine/layers/relu2_mlp.h"
 #include "engine/layers/sliding_window_attention.h"
 #include "engine/layers/swiglu_mlp.h"
+#include "engine/layers/top_k_moe_mlp.h"
 
 namespace twice::engine {
 
@@ -68,6 +73,9 @@ std::unique_ptr<ResidentMixer> NewResidentRatSwaAttention(
     const RatSwaAttention& m);
 std::unique_ptr<ResidentFeedForward> NewResidentRelu2Mlp(const Relu2Mlp& m);
 std::unique_ptr<ResidentFeedForward> NewResidentGeluMlp(const GeluMlp& m);
+std::unique_ptr<ResidentFeedForward> NewResidentFusedSwiGlu(
+    const FusedSwiGluMlp& m);
+std::unique_ptr<ResidentFeedForward> NewResidentTopKMoe(const TopKMoeMlp& m);
 std::unique_ptr<ResidentMixer> NewResidentFeedForwardMixer(
     std::unique_ptr<ResidentFeedForward> ffn);
 

@@ -121,7 +121,7 @@ class ResidentLinearAttention final : public ResidentMixer {
           q, k, v, rows, k_enc, v_enc, e, dims_, eps, kv_of(pass.prefill_slot),
           k_sum_of(pass.prefill_slot), y));
     }
-    return dev.Linear(y, rows, *wo_, x, LinearEpilogue{{}, true});
+    return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
 
  private:

@@ -124,8 +124,7 @@ class ResidentMamba2Mixer final : public ResidentMixer {
     TWICE_RETURN_IF_ERROR(dev.GatedGroupRmsNorm(zx, in_dim, y, rows, e,
                                                 m_.groups, gate_w_->floats(),
                                                 m_.gated_norm_eps, y));
-    return dev.Linear(y, rows, *out_proj_, x,
-                      LinearEpilogue{{}, /*accumulate=*/true});
+    return dev.Linear(y, rows, *out_proj_, x, ResidualAdd());
   }
 
  private:

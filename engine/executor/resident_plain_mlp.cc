@@ -33,7 +33,7 @@ class ResidentPlainMlp final : public ResidentFeedForward {
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *up_, u));
     TWICE_RETURN_IF_ERROR(
         activation_ == Activation::kGelu ? dev.Gelu(u) : dev.ReluSquared(u));
-    return dev.Linear(u, rows, *down_, x, LinearEpilogue{{}, true});
+    return dev.Linear(u, rows, *down_, x, ResidualAdd());
   }
 
  private:

@@ -124,7 +124,7 @@ class ResidentRatAttention final : public ResidentMixer {
     const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim()));
     TWICE_RETURN_IF_ERROR(dev.RatPagedAttention(
         q, k, v, z, pass_rows, dims, table, closed_->floats(), scale, y));
-    return dev.Linear(y, rows, *out_proj_, x, LinearEpilogue{{}, true});
+    return dev.Linear(y, rows, *out_proj_, x, ResidualAdd());
   }
 
  private:

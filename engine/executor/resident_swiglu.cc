@@ -33,7 +33,7 @@ class ResidentSwiGlu final : public ResidentFeedForward {
     const DeviceFloats a = scratch.sub(u.size, rows * hidden);
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *fc1_, u));
     TWICE_RETURN_IF_ERROR(dev.SwiGlu(u, rows, hidden, a));
-    return dev.Linear(a, rows, *fc2_, x, LinearEpilogue{{}, true});
+    return dev.Linear(a, rows, *fc2_, x, ResidualAdd());
   }
 
  private:
@@ -66,7 +66,7 @@ class ResidentLlamaMlp final : public ResidentFeedForward {
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *gate_, g));
     TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *up_, u));
     TWICE_RETURN_IF_ERROR(dev.SiluMul(g, hidden, u, hidden, rows, hidden, a));
-    return dev.Linear(a, rows, *down_, x, LinearEpilogue{{}, true});
+    return dev.Linear(a, rows, *down_, x, ResidualAdd());
   }
 
  private:

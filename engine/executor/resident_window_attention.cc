@@ -124,7 +124,7 @@ class ResidentWindowAttention final : public ResidentMixer {
           dev, pass, qkv,
           scratch.sub(qkv.size + y.size, 2 * (window_ + rows) * d_), y, scale));
     }
-    return dev.Linear(y, rows, *wo_, x, LinearEpilogue{{}, true});
+    return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
 
  private:

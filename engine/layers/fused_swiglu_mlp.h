@@ -36,6 +36,11 @@ class FusedSwiGluMlp final : public FeedForward {
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
 
+  const Tensor& input() const { return input_; }    // [2I, d]
+  const Tensor& output() const { return output_; }  // [d, I]
+  int64_t dim() const { return dim_; }
+  int64_t hidden() const { return hidden_; }
+
  private:
   Tensor input_, output_;
   int64_t dim_ = 0;

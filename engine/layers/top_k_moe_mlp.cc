@@ -1,25 +1,14 @@
 #include "engine/layers/top_k_moe_mlp.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <numeric>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/linear.h"
 #include "kernels/status_macros.h"
+#include "kernels/top_k_routing.h"
 
 namespace twice::engine {
-namespace {
-
-// One row's share of one expert: which row, and its gate.
-struct Routed {
-  int64_t row;
-  float gate;
-};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<TopKMoeMlp>> TopKMoeMlp::Load(
     const WeightMap& weights, const std::string& module, TopKMoeShape shape,
@@ -56,58 +45,28 @@ absl::StatusOr<std::unique_ptr<TopKMoeMlp>> TopKMoeMlp::Load(
 
 absl::Status TopKMoeMlp::Forward(absl::Span<const float> x, int64_t tokens,
                                  absl::Span<float> out) const {
-  const int64_t d = shape_.dim, e = shape_.experts, k = shape_.top_k;
+  const int64_t d = shape_.dim, e = shape_.experts;
   TWICE_RETURN_IF_ERROR(shared_->Forward(x, tokens, out));
   std::vector<float> logits(tokens * e);
   TWICE_RETURN_IF_ERROR(
       kernels::Linear(x, tokens, d, router_, e, {}, absl::MakeSpan(logits)));
-
-  // Route: each row's k largest logits, gated by a softmax over those k.
-  std::vector<std::vector<Routed>> routed(e);
-  std::vector<int64_t> order(e);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* r = logits.data() + t * e;
-    // NaN ranks last, so the order stays strict (the NaN reaches the
-    // output through the shared MLP anyway).
-    auto key = [r](int64_t a) {
-      return std::isnan(r[a]) ? -std::numeric_limits<float>::infinity() : r[a];
-    };
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&key](int64_t a, int64_t b) {
-                        const float ka = key(a), kb = key(b);
-                        return ka > kb || (ka == kb && a < b);
-                      });
-    const float top = r[order[0]];
-    double sum = 0.0;
-    for (int64_t j = 0; j < k; ++j) sum += std::exp(double{r[order[j]]} - top);
-    for (int64_t j = 0; j < k; ++j) {
-      const double gate = std::exp(double{r[order[j]]} - top) / sum;
-      routed[order[j]].push_back({t, static_cast<float>(gate)});
-    }
-  }
-
-  // Each expert once, over the rows routed to it.
-  std::vector<float> rows, result;
+  TWICE_ASSIGN_OR_RETURN(kernels::TopKRoutes routes,
+                         kernels::RouteTopK(logits, tokens, e, shape_.top_k));
+  // Each expert once, over its block of the gathered rows.
+  std::vector<float> rows(routes.source_row.size() * d);
+  std::vector<float> results(rows.size());
+  TWICE_RETURN_IF_ERROR(
+      kernels::GatherRows(x, d, routes.source_row, absl::MakeSpan(rows)));
   for (int64_t j = 0; j < e; ++j) {
-    const std::vector<Routed>& mine = routed[j];
-    if (mine.empty()) continue;
-    const int64_t n = static_cast<int64_t>(mine.size());
-    rows.resize(n * d);
-    result.resize(n * d);
-    for (int64_t i = 0; i < n; ++i) {
-      std::copy_n(x.data() + mine[i].row * d, d, rows.data() + i * d);
-    }
-    TWICE_RETURN_IF_ERROR(
-        experts_[j]->Forward(rows, n, absl::MakeSpan(result)));
-    for (int64_t i = 0; i < n; ++i) {
-      float* o = out.data() + mine[i].row * d;
-      const float* y = result.data() + i * d;
-      const float gate = mine[i].gate;
-      for (int64_t c = 0; c < d; ++c) o[c] += gate * y[c];
-    }
+    const int64_t begin = routes.expert_begin[j];
+    const int64_t n = routes.expert_begin[j + 1] - begin;
+    if (n == 0) continue;
+    TWICE_RETURN_IF_ERROR(experts_[j]->Forward(
+        absl::MakeConstSpan(rows).subspan(begin * d, n * d), n,
+        absl::MakeSpan(results).subspan(begin * d, n * d)));
   }
-  return absl::OkStatus();
+  return kernels::CombineRoutedRows(out, results, d, routes, /*scale=*/1.0f,
+                                    /*accumulate=*/false, out);
 }
 
 }  // namespace twice::engine

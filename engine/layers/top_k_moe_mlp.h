@@ -12,7 +12,8 @@
 // experts are slices of one stored tensor each: input_linear [E, 2I, d],
 // output_linear [E, d, I]. Rows are independent, so a decode batch and a
 // prefill chunk are the same call: the rows are grouped by expert and each
-// expert runs once over its rows.
+// expert runs once over its rows (kernels/top_k_routing.h: the routing,
+// the gather and the combine in a fixed order).
 //
 // Tensors under <module> (model.layers.{i}.block_sparse_moe.):
 // router.layer.weight, input_linear.weight, output_linear.weight.
@@ -47,6 +48,11 @@ class TopKMoeMlp final : public FeedForward {
 
   [[nodiscard]] absl::Status Forward(absl::Span<const float> x, int64_t tokens,
                                      absl::Span<float> out) const override;
+
+  const TopKMoeShape& shape() const { return shape_; }
+  const Tensor& router() const { return router_; }  // [E, d]
+  const FusedSwiGluMlp& expert(int64_t e) const { return *experts_[e]; }
+  const FusedSwiGluMlp& shared() const { return *shared_; }
 
  private:
   TopKMoeShape shape_;

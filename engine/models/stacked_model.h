@@ -90,11 +90,10 @@ class StackedModel : public Model {
   static int64_t FirstPrefixPass(const PrefixEncoding& prefix, int64_t chunk) {
     return std::max(chunk, prefix.encoder_tokens);
   }
-  // Granite-4.0-H's multipliers; 1 elsewhere.
-  bool has_unit_scales() const {
-    return embedding_scale_ == 1.0f && residual_scale_ == 1.0f &&
-           logit_scale_ == 1.0f;
-  }
+  // Granite-4.0-H's multipliers (s_e, s_r, s_l above); 1 elsewhere.
+  float embedding_scale() const { return embedding_scale_; }
+  float residual_scale() const { return residual_scale_; }
+  float logit_scale() const { return logit_scale_; }
 
  protected:
   // What a subclass's Create fills in before calling Finish.

@@ -522,7 +522,7 @@ absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
 absl::Status Embedding(const Stream& stream, DeviceAllocator& allocator,
                        absl::Span<const int32_t> ids,
                        DeviceSpan<const Bf16> table, int64_t vocab, int64_t dim,
-                       DeviceSpan<float> out) {
+                       float scale, DeviceSpan<float> out) {
   constexpr char kOp[] = "Embedding";
   const int64_t rows = static_cast<int64_t>(ids.size());
   TWICE_RETURN_IF_ERROR(
@@ -540,7 +540,7 @@ absl::Status Embedding(const Stream& stream, DeviceAllocator& allocator,
                                      rows * sizeof(int32_t), stream.get()));
   return Launched(
       launch::Embedding(static_cast<const int32_t*>(ids_dev.data()), rows,
-                        Bits(table), dim, out.data, stream.get()),
+                        Bits(table), dim, scale, out.data, stream.get()),
       kOp);
 }
 

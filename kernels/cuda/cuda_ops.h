@@ -29,6 +29,7 @@
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/top_k_routing.h"
 #include "kernels/window_attention.h"
 
 namespace twice::kernels::cuda {
@@ -249,6 +250,31 @@ struct DeviceBlockTableView {
     const RatPagedDims& dims, const DeviceBlockTableView& table,
     DeviceSpan<const float> closed, float scale, DeviceSpan<float> out);
 
+// ---- mixture-of-experts row moves (f32) -------------------------------------
+
+// A route table (kernels/top_k_routing.h): the host copy the checks read,
+// and its source_row, entry and gate arrays on the device.
+struct DeviceRoutesView {
+  const TopKRoutes* host = nullptr;
+  DeviceSpan<const int32_t> source_row;
+  DeviceSpan<const int32_t> entry;
+  DeviceSpan<const float> gate;
+};
+
+// kernels/top_k_routing.h's GatherRows and CombineRoutedRows (accumulating
+// into x), with the CPU twins' checks on the host copy; the device copies
+// must match it in size.
+[[nodiscard]] absl::Status GatherRows(const Stream& stream,
+                                      DeviceSpan<const float> src, int64_t cols,
+                                      const DeviceRoutesView& routes,
+                                      DeviceSpan<float> dst);
+[[nodiscard]] absl::Status CombineRoutedRows(const Stream& stream,
+                                             DeviceSpan<const float> base,
+                                             DeviceSpan<const float> routed,
+                                             int64_t cols,
+                                             const DeviceRoutesView& routes,
+                                             float scale, DeviceSpan<float> x);
+
 // ---- row-wise and element-wise ----------------------------------------------
 
 // kernels/rms_norm.h; the bf16 overload feeds a GEMM directly.
@@ -306,13 +332,13 @@ struct DeviceBlockTableView {
     DeviceSpan<const float> y, int64_t rows, int64_t width, int64_t groups,
     DeviceSpan<const float> weight, double eps, DeviceSpan<float> out);
 
-// out[i, :] = f32(table[ids[i], :]); ids on the host, checked against
-// `vocab` and uploaded through `allocator`. table [vocab, dim] bf16.
+// out[i, :] = scale · f32(table[ids[i], :]); ids on the host, checked
+// against `vocab` and uploaded through `allocator`. table [vocab, dim] bf16.
 [[nodiscard]] absl::Status Embedding(const Stream& stream,
                                      DeviceAllocator& allocator,
                                      absl::Span<const int32_t> ids,
                                      DeviceSpan<const Bf16> table,
-                                     int64_t vocab, int64_t dim,
+                                     int64_t vocab, int64_t dim, float scale,
                                      DeviceSpan<float> out);
 
 // kernels/sampling.h on the device: out[r] = the token rules[r] picks from

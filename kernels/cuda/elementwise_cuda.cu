@@ -121,12 +121,14 @@ __global__ void GeluKernel(const float* x, int64_t count, float* out) {
 }
 
 __global__ void EmbeddingKernel(const int32_t* ids, int64_t rows,
-                                const bf16* table, int64_t dim, float* out) {
+                                const bf16* table, int64_t dim, float scale,
+                                float* out) {
   const int64_t total = rows * dim;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / dim;
-    out[i] = __bfloat162float(table[int64_t{ids[r]} * dim + i % dim]);
+    const float v = __bfloat162float(table[int64_t{ids[r]} * dim + i % dim]);
+    out[i] = scale == 1.0f ? v : v * scale;
   }
 }
 
@@ -237,9 +239,10 @@ cudaError_t Gelu(const float* x, int64_t count, float* out,
 }
 
 cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
-                      int64_t dim, float* out, cudaStream_t stream) {
+                      int64_t dim, float scale, float* out,
+                      cudaStream_t stream) {
   EmbeddingKernel<<<Blocks(rows * dim, 256), 256, 0, stream>>>(
-      ids, rows, reinterpret_cast<const bf16*>(table), dim, out);
+      ids, rows, reinterpret_cast<const bf16*>(table), dim, scale, out);
   return cudaGetLastError();
 }
 

@@ -138,7 +138,8 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(const GemmShape& s,
 absl::Status GemmRunner::Run(const void* x, int64_t x_size, const void* w,
                              int64_t w_size, const void* bias,
                              int64_t bias_size, void* y, int64_t y_size,
-                             bool y_bf16, const GemmShape& s, bool accumulate) {
+                             bool y_bf16, const GemmShape& s, bool accumulate,
+                             float alpha) {
   constexpr char kOp[] = "GemmRunner::Linear";
   if (s.m < 0 || s.n <= 0 || s.k <= 0 || s.k % 8 != 0 || s.n % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -163,7 +164,6 @@ absl::Status GemmRunner::Run(const void* x, int64_t x_size, const void* w,
     TWICE_CUBLAS_RETURN_IF_ERROR(Lt().MatmulDescSetAttribute(
         (*plan)->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
   TWICE_CUBLAS_RETURN_IF_ERROR(Lt().Matmul(
       handle_, (*plan)->op, &alpha, w, (*plan)->a, x, (*plan)->b, &beta, y,
@@ -176,10 +176,10 @@ absl::Status GemmRunner::Linear(DeviceSpan<const Bf16> x,
                                 DeviceSpan<const Bf16> weight,
                                 DeviceSpan<const float> bias,
                                 const GemmShape& shape, bool accumulate,
-                                DeviceSpan<float> y) {
+                                DeviceSpan<float> y, float alpha) {
   return Run(x.data, x.size, weight.data, weight.size,
              bias.size > 0 ? bias.data : nullptr, bias.size, y.data, y.size,
-             /*y_bf16=*/false, shape, accumulate);
+             /*y_bf16=*/false, shape, accumulate, alpha);
 }
 
 absl::Status GemmRunner::Linear(DeviceSpan<const Bf16> x,
@@ -189,7 +189,7 @@ absl::Status GemmRunner::Linear(DeviceSpan<const Bf16> x,
                                 DeviceSpan<Bf16> y) {
   return Run(x.data, x.size, weight.data, weight.size,
              bias.size > 0 ? bias.data : nullptr, bias.size, y.data, y.size,
-             /*y_bf16=*/true, shape, accumulate);
+             /*y_bf16=*/true, shape, accumulate, /*alpha=*/1.0f);
 }
 
 }  // namespace twice::kernels::cuda

@@ -5,8 +5,10 @@
 // (nn.Linear [out, in]), bias [n] of the output dtype, y [m, n]. cuBLASLt is
 // column-major, so the call computes y^T = W · x^T (A = W with op T,
 // B = x with op N, D = y^T with ld n).
-// Epilogues that fuse: the bias add (CUBLASLT_EPILOGUE_BIAS) and
-// accumulation into y (beta = 1: a residual add, y += x W^T).
+// Epilogues that fuse: the bias add (CUBLASLT_EPILOGUE_BIAS), accumulation
+// into y (beta = 1: a residual add, y += x W^T) and, for f32 outputs, a
+// scale of the product (alpha: y = alpha · x W^T + bias (+ y); Granite-4.0-H's
+// residual and logit multipliers).
 //
 // The algorithm is chosen by cuBLASLt's heuristic once per (m, n, k, output
 // dtype, bias, accumulate) and cached with its descriptors; later calls of
@@ -54,7 +56,7 @@ class GemmRunner {
                                     DeviceSpan<const Bf16> weight,
                                     DeviceSpan<const float> bias,
                                     const GemmShape& shape, bool accumulate,
-                                    DeviceSpan<float> y);
+                                    DeviceSpan<float> y, float alpha = 1.0f);
   [[nodiscard]] absl::Status Linear(DeviceSpan<const Bf16> x,
                                     DeviceSpan<const Bf16> weight,
                                     DeviceSpan<const Bf16> bias,
@@ -78,7 +80,7 @@ class GemmRunner {
                                  int64_t w_size, const void* bias,
                                  int64_t bias_size, void* y, int64_t y_size,
                                  bool y_bf16, const GemmShape& shape,
-                                 bool accumulate);
+                                 bool accumulate, float alpha);
   [[nodiscard]] absl::StatusOr<Plan*> GetPlan(const GemmShape& shape,
                                               bool y_bf16, bool bias,
                                               bool accumulate);

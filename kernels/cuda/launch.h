@@ -250,6 +250,18 @@ cudaError_t RatPagedAttention(const RatPagedArgs& args, const float* q,
                               const float* z, const float* closed, float scale,
                               float* out, cudaStream_t stream);
 
+// ---- mixture-of-experts row moves (top_k_routing_cuda.cu) -------------------
+// dst[i, :] = src[source_row[i], :] for i < n.
+cudaError_t GatherRows(const float* src, int64_t cols,
+                       const int32_t* source_row, int64_t n, float* dst,
+                       cudaStream_t stream);
+// x[r, :] += scale · (base[r, :] + Σ_j gate[r, j] · routed[entry[r, j], :]),
+// j < k in order.
+cudaError_t CombineRoutedRows(const float* base, const float* routed,
+                              int64_t cols, const int32_t* entry,
+                              const float* gate, int64_t rows, int k,
+                              float scale, float* x, cudaStream_t stream);
+
 // ---- sampling (sampling_cuda.cu) --------------------------------------------
 // kernels::SamplingRule's fields, field for field (cuda_ops.cc copies them).
 struct SampleRule {
@@ -294,7 +306,8 @@ cudaError_t GatedGroupRmsNorm(const float* z, int64_t z_stride, const float* y,
                               const float* w, double eps, float* out,
                               cudaStream_t stream);
 cudaError_t Embedding(const int32_t* ids, int64_t rows, const bf16_bits* table,
-                      int64_t dim, float* out, cudaStream_t stream);
+                      int64_t dim, float scale, float* out,
+                      cudaStream_t stream);
 cudaError_t F32ToBf16(const float* x, int64_t count, bf16_bits* out,
                       cudaStream_t stream);
 cudaError_t Bf16ToF32(const bf16_bits* x, int64_t count, float* out,

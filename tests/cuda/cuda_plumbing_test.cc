@@ -127,6 +127,21 @@ TEST_F(CudaPlumbingTest, GemmMatchesCpuLinear) {
     for (float& v : doubled) v *= 2.0f;
     TWICE_EXPECT_REL(Get<float>(dy), doubled, 1e-5);
 
+    // A scaled product (alpha, Granite-4.0-H's multipliers), set then
+    // accumulated: 0.25 · x W^T, then += 0.5 · x W^T.
+    std::vector<float> product(c.m * c.n);
+    ASSERT_OK(Linear(x, c.m, c.k, w, c.n, {}, absl::MakeSpan(product)));
+    DeviceBuffer dz = Zeros<float>(c.m * c.n);
+    ASSERT_OK((*runner)->Linear(dx.span<Bf16>(), dw.span<Bf16>(), {}, shape,
+                                false, dz.span<float>(), 0.25f));
+    std::vector<float> scaled = product;
+    for (float& v : scaled) v *= 0.25f;
+    TWICE_EXPECT_REL(Get<float>(dz), scaled, 1e-5);
+    ASSERT_OK((*runner)->Linear(dx.span<Bf16>(), dw.span<Bf16>(), {}, shape,
+                                true, dz.span<float>(), 0.5f));
+    for (float& v : scaled) v *= 3.0f;  // 0.75 · x W^T
+    TWICE_EXPECT_REL(Get<float>(dz), scaled, 1e-5);
+
     // bf16 output, bf16 bias.
     DeviceBuffer db16 = PutBf16(bias);
     DeviceBuffer dy16 = Zeros<Bf16>(c.m * c.n);
@@ -136,8 +151,9 @@ TEST_F(CudaPlumbingTest, GemmMatchesCpuLinear) {
                     .ok());
     TWICE_EXPECT_REL(GetBf16(dy16), want, testing::kBf16Tolerance);
   }
-  // One plan per (shape, dtype, bias, accumulate); reruns hit the cache.
-  EXPECT_EQ((*runner)->cached_plans(), 4 * 3);
+  // One plan per (shape, dtype, bias, accumulate), whatever alpha; reruns
+  // hit the cache.
+  EXPECT_EQ((*runner)->cached_plans(), 4 * 5);
   DeviceBuffer dx = Zeros<Bf16>(8 * 8);
   DeviceBuffer dy = Zeros<float>(3 * 8);
   EXPECT_EQ((*runner)

@@ -121,13 +121,19 @@ TEST_F(ElementwiseCudaTest, EmbeddingGathersRows) {
   DeviceBuffer dt = PutBf16(table);
   DeviceBuffer dout = Zeros<float>(static_cast<int64_t>(ids.size()) * dim);
   ASSERT_TRUE(Embedding(*stream_, *allocator_, ids, dt.span<Bf16>(), vocab, dim,
-                        dout.span<float>())
+                        1.0f, dout.span<float>())
                   .ok());
+  EXPECT_EQ(Get<float>(dout), want);
+  // Granite-4.0-H's embedding multiplier: one multiply, exact here.
+  ASSERT_TRUE(Embedding(*stream_, *allocator_, ids, dt.span<Bf16>(), vocab, dim,
+                        0.75f, dout.span<float>())
+                  .ok());
+  for (float& v : want) v *= 0.75f;
   EXPECT_EQ(Get<float>(dout), want);
   const std::vector<int32_t> bad = {1000};
   DeviceBuffer one = Zeros<float>(dim);
   EXPECT_EQ(Embedding(*stream_, *allocator_, bad, dt.span<Bf16>(), vocab, dim,
-                      one.span<float>())
+                      1.0f, one.span<float>())
                 .code(),
             absl::StatusCode::kInvalidArgument);
 }

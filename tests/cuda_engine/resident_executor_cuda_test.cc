@@ -334,7 +334,14 @@ INSTANTIATE_TEST_SUITE_P(
         ExecutorCase{"nemotron_h_qa", "models/nemotron-h-qa", "", "", true},
         ExecutorCase{"rat_tiny", "", "rat", "tiny", false},
         ExecutorCase{"rat_swa_tiny", "", "rat", "tiny-swa", false},
-        ExecutorCase{"rat_xl_shape", "", "rat", "rat-xl-shape", false}),
+        ExecutorCase{"rat_xl_shape", "", "rat", "rat-xl-shape", false},
+        // Granite-4.0-H: scaled embedding, residuals and logits (tiny,
+        // dense), and its mixture of 64 experts, top 6, at the published
+        // width (the tiny MoE preset's 4 experts are below cuBLASLt's
+        // n % 8).
+        ExecutorCase{"granite_tiny", "", "granitemoehybrid", "tiny", false},
+        ExecutorCase{"granite_moe_width", "", "granitemoehybrid",
+                     "granite-4.0-h-tiny-moe-width", false}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {
       return info.param.name;
     });

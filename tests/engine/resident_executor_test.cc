@@ -11,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/executor/resident_layers.h"
+#include "engine/layers/feed_forward.h"
 #include "engine/layers/full_kv_state.h"
 #include "engine/layers/linear_attention_state.h"
 #include "engine/layers/mamba2_state.h"
 #include "engine/layers/rat_chunk_kv_state.h"
 #include "engine/layers/short_conv_state.h"
 #include "engine/layers/stateless_state.h"
+#include "engine/layers/top_k_moe_mlp.h"
 #include "engine/layers/window_kv_state.h"
 #include "engine/models/init_model.h"
 #include "engine/models/stacked_model.h"
@@ -83,7 +86,10 @@ std::vector<float> LayerFloats(const LayerState& layer) {
 // sliding window and SwiGLU; JRT-RNN's prefix linear attention; Llama's
 // attention over the paged KV cache and its MLP; Nemotron-H's Mamba-2,
 // attention without rotary and squared-ReLU MLP layers; RAT's chunk
-// attention over paged closed chunks, its window layers and GELU MLP).
+// attention over paged closed chunks, its window layers and GELU MLP;
+// Granite-4.0-H dense and with experts: NoPE attention with its own
+// softmax scale, the fused SwiGLU, the top-k mixture and the embedding,
+// residual and logit multipliers).
 class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
@@ -100,6 +106,11 @@ class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
     ASSERT_OK(testing::SharpenWeights(dir_->Sub("ratswa"), 4.0f));
     ASSERT_OK(testing::WriteTinyModelOf(
         "granitemoehybrid", dir_->Sub("granite"), 23, kExecutorVocab));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("granite"), 4.0f));
+    ASSERT_OK(testing::WriteTinyModelOf("granitemoehybrid",
+                                        dir_->Sub("granitemoe"), 23,
+                                        kExecutorVocab, "tiny-moe"));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("granitemoe"), 4.0f));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -288,8 +299,18 @@ TEST_P(ResidentExecutorTest, AStepBringsBackOnlyTheIds) {
   const DeviceTraffic before = e->device().traffic();
   ASSERT_OK(e->Step(tokens, slots, rules));
   const DeviceTraffic after = e->device().traffic();
+  // A mixture of experts routes on the host: each such layer brings back
+  // its router logits [rows, E] too.
+  int64_t router_bytes = 0;
+  for (const StackedModel::Block& b : stacked_->blocks()) {
+    if (const auto* moe = dynamic_cast<const TopKMoeMlp*>(b.ffn.get())) {
+      router_bytes +=
+          16 * moe->shape().experts * static_cast<int64_t>(sizeof(float));
+    }
+  }
+  EXPECT_EQ(GetParam() == "granitemoe", router_bytes > 0);
   EXPECT_EQ(after.bytes_to_host - before.bytes_to_host,
-            16 * static_cast<int64_t>(sizeof(int32_t)));
+            16 * static_cast<int64_t>(sizeof(int32_t)) + router_bytes);
   EXPECT_EQ(after.bytes_to_device - before.bytes_to_device, 0);
 }
 
@@ -563,20 +584,28 @@ TEST_P(ResidentExecutorTest, AFullKvCacheIsRefusedBeforeAnythingRuns) {
   EXPECT_EQ(e->free_kv_blocks(), 6);
 }
 
-TEST_P(ResidentExecutorTest, LayersWithoutAResidentFormAreUnimplemented) {
-  // Granite-4.0-H: MoE layers and scales have no resident form yet.
-  std::unique_ptr<Model> granite = testing::LoadOrDie(dir_->Sub("granite"));
-  ASSERT_NE(granite, nullptr);
-  const auto& m = dynamic_cast<const StackedModel&>(*granite);
-  EXPECT_EQ(SupportsResident(m).code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(ResidentExecutor::Create(m, NewCpuExecutorDevice()).status().code(),
-            absl::StatusCode::kUnimplemented);
+// A feed-forward layer the executor has no form of: refused by name, so a
+// model holding one stays on the offload path.
+class UnknownFeedForward final : public FeedForward {
+ public:
+  absl::Status Forward(absl::Span<const float>, int64_t,
+                       absl::Span<float>) const override {
+    return absl::OkStatus();
+  }
+};
+
+TEST_P(ResidentExecutorTest, EveryLayerHasAFormAndAnUnknownOneIsRefused) {
   EXPECT_OK(SupportsResident(*stacked_));
+  const UnknownFeedForward unknown;
+  const absl::Status s = NewResidentFeedForward(unknown).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("no form"), std::string::npos) << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ResidentExecutorTest,
                          ::testing::Values("mamba2", "based", "jrt", "llama",
-                                           "nemotron_h", "rat", "ratswa"),
+                                           "nemotron_h", "rat", "ratswa",
+                                           "granite", "granitemoe"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            return i.param;
                          });

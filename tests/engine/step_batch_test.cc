@@ -62,6 +62,12 @@ class StepBatchTest : public ::testing::TestWithParam<std::string> {
       // row's state) show in the logits.
       ASSERT_OK(testing::SharpenWeights(out, 4.0f));
     }
+    // Granite-4.0-H with experts: a batch routes its rows to different
+    // experts, and each row must get what it gets alone.
+    ASSERT_OK(testing::WriteTinyModelOf("granitemoehybrid",
+                                        dir_->Sub("granite_moe"), 11,
+                                        kStepBatchVocab, "tiny-moe"));
+    ASSERT_OK(testing::SharpenWeights(dir_->Sub("granite_moe"), 4.0f));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -273,8 +279,9 @@ TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
 INSTANTIATE_TEST_SUITE_P(
     Architectures, StepBatchTest,
     ::testing::Values("based", "jrt", "mamba2", "rat", "llama", "nemotron_h",
-                      "mamba2-resident", "based-resident", "jrt-resident",
-                      "llama-resident", "nemotron_h-resident", "rat-resident"),
+                      "granite_moe", "mamba2-resident", "based-resident",
+                      "jrt-resident", "llama-resident", "nemotron_h-resident",
+                      "rat-resident", "granite_moe-resident"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string name = info.param;
       std::replace(name.begin(), name.end(), '-', '_');

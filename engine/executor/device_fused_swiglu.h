@@ -1,0 +1,39 @@
+// DeviceFusedSwiGlu: a FusedSwiGluMlp's weights on a device and its
+// forward, y (+)= (silu(g) · a) · output^T with [g | a] = h · input^T (gate
+// columns first), into whatever output and epilogue the caller gives: the
+// residual stream for Granite-4.0-H's dense MLP, a block of expert rows or
+// the shared expert's sum for its mixture of experts.
+#ifndef TWICE_ENGINE_EXECUTOR_DEVICE_FUSED_SWIGLU_H_
+#define TWICE_ENGINE_EXECUTOR_DEVICE_FUSED_SWIGLU_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "engine/executor/executor_device.h"
+#include "engine/layers/fused_swiglu_mlp.h"
+
+namespace twice::engine {
+
+class DeviceFusedSwiGlu {
+ public:
+  // `mlp` must outlive this.
+  explicit DeviceFusedSwiGlu(const FusedSwiGluMlp& mlp) : mlp_(mlp) {}
+
+  [[nodiscard]] absl::Status Load(ExecutorDevice& device);
+  int64_t ScratchFloats(int64_t rows) const { return rows * 3 * mlp_.hidden(); }
+  int64_t weight_bytes() const;
+  // y [rows, d] (+)= the MLP of h [rows, d], by `epilogue`.
+  [[nodiscard]] absl::Status Forward(ExecutorDevice& device, int64_t rows,
+                                     DeviceFloats h, DeviceFloats scratch,
+                                     DeviceFloats y,
+                                     const LinearEpilogue& epilogue) const;
+
+ private:
+  const FusedSwiGluMlp& mlp_;
+  std::unique_ptr<DeviceMatrix> input_, output_;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_DEVICE_FUSED_SWIGLU_H_
