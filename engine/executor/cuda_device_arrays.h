@@ -1,0 +1,157 @@
+// The CUDA executor device's handles (cuda_executor_device.h): arrays and
+// bf16 matrices in blocks of its allocator, and the per-pass tables (slot
+// maps, block tables, routes) as one device block each with the host copy
+// the checks read; and the views the cuda_ops.h calls take of them.
+#ifndef TWICE_ENGINE_EXECUTOR_CUDA_DEVICE_ARRAYS_H_
+#define TWICE_ENGINE_EXECUTOR_CUDA_DEVICE_ARRAYS_H_
+
+#if TWICE_HAVE_CUDA
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/executor/executor_device.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_memory.h"
+#include "kernels/top_k_routing.h"
+
+namespace twice::engine::cuda_executor {
+
+namespace cuda = ::twice::kernels::cuda;
+
+inline int64_t FloatBytes(int64_t floats) {
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+inline cuda::DeviceSpan<float> Span(DeviceFloats x) { return {x.data, x.size}; }
+inline cuda::DeviceSpan<const float> ConstSpan(DeviceFloats x) {
+  return {x.data, x.size};
+}
+
+class CudaArray final : public DeviceArray {
+ public:
+  explicit CudaArray(cuda::DeviceBuffer buffer, int64_t floats)
+      : buffer_(std::move(buffer)), floats_(floats) {}
+  DeviceFloats floats() const override {
+    return {static_cast<float*>(buffer_.data()), floats_};
+  }
+
+ private:
+  cuda::DeviceBuffer buffer_;
+  int64_t floats_;
+};
+
+class CudaMatrix final : public DeviceMatrix {
+ public:
+  CudaMatrix(cuda::DeviceBuffer bf16, int64_t rows, int64_t cols)
+      : bf16_(std::move(bf16)), rows_(rows), cols_(cols) {}
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  int64_t bytes() const override { return rows_ * cols_ * 2; }
+  cuda::DeviceSpan<const cuda::Bf16> values() const {
+    return {static_cast<const cuda::Bf16*>(bf16_.data()), rows_ * cols_};
+  }
+
+ private:
+  cuda::DeviceBuffer bf16_;
+  int64_t rows_;
+  int64_t cols_;
+};
+
+// Slots and positions in one device block: [rows] int64 positions, then
+// [rows] int32 slots.
+class CudaSlotMap final : public DeviceSlotMap {
+ public:
+  CudaSlotMap(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions, cuda::DeviceBuffer device)
+      : slots_(slots.begin(), slots.end()),
+        positions_(positions.begin(), positions.end()),
+        device_(std::move(device)) {}
+  absl::Span<const int32_t> slots() const override { return slots_; }
+  absl::Span<const int64_t> positions() const override { return positions_; }
+  cuda::DeviceSlotRows rows() const {
+    return {slots_,
+            {reinterpret_cast<const int32_t*>(device_positions() +
+                                              positions_.size()),
+             static_cast<int64_t>(slots_.size())}};
+  }
+  cuda::DeviceSpan<const int64_t> device_positions_span() const {
+    return {device_positions(), static_cast<int64_t>(positions_.size())};
+  }
+
+ private:
+  const int64_t* device_positions() const {
+    return static_cast<const int64_t*>(device_.data());
+  }
+  std::vector<int32_t> slots_;
+  std::vector<int64_t> positions_;
+  cuda::DeviceBuffer device_;
+};
+
+// A block table's entries on the device, with the host copy the checks
+// read.
+class CudaBlockTable final : public DeviceBlockTable {
+ public:
+  CudaBlockTable(absl::Span<const int32_t> blocks, int64_t width,
+                 cuda::DeviceBuffer device)
+      : blocks_(blocks.begin(), blocks.end()),
+        width_(width),
+        device_(std::move(device)) {}
+  absl::Span<const int32_t> blocks() const override { return blocks_; }
+  int64_t width() const override { return width_; }
+  cuda::DeviceBlockTableView view() const {
+    return {blocks_,
+            {static_cast<const int32_t*>(device_.data()),
+             static_cast<int64_t>(blocks_.size())}};
+  }
+
+ private:
+  std::vector<int32_t> blocks_;
+  int64_t width_;
+  cuda::DeviceBuffer device_;
+};
+
+// A pass's routes on the device in one block: [n] int32 source rows,
+// [n] int32 entries, [n] float gates (n = rows·k), with the host copy.
+class CudaRoutes final : public DeviceRoutes {
+ public:
+  CudaRoutes(kernels::TopKRoutes routes, cuda::DeviceBuffer device)
+      : routes_(std::move(routes)), device_(std::move(device)) {}
+  const kernels::TopKRoutes& routes() const override { return routes_; }
+  cuda::DeviceRoutesView view() const {
+    const int64_t n = static_cast<int64_t>(routes_.source_row.size());
+    const auto* ints = static_cast<const int32_t*>(device_.data());
+    return {&routes_,
+            {ints, n},
+            {ints + n, n},
+            {reinterpret_cast<const float*>(ints + 2 * n), n}};
+  }
+
+ private:
+  kernels::TopKRoutes routes_;
+  cuda::DeviceBuffer device_;
+};
+
+inline const CudaMatrix& MatrixOf(const DeviceMatrix& m) {
+  return static_cast<const CudaMatrix&>(m);
+}
+
+inline cuda::DeviceSlotRows SlotRowsOf(const DeviceSlotMap& m) {
+  return static_cast<const CudaSlotMap&>(m).rows();
+}
+
+inline cuda::DevicePagedRows CudaPagedRowsOf(const DevicePassRows& rows) {
+  cuda::DevicePagedRows out{rows.rows, rows.start, {}, {}};
+  if (rows.step != nullptr) {
+    const auto& map = static_cast<const CudaSlotMap&>(*rows.step);
+    out.positions_host = map.positions();
+    out.positions_device = map.device_positions_span();
+  }
+  return out;
+}
+
+}  // namespace twice::engine::cuda_executor
+
+#endif  // TWICE_HAVE_CUDA
+#endif  // TWICE_ENGINE_EXECUTOR_CUDA_DEVICE_ARRAYS_H_

@@ -1,0 +1,210 @@
+// The CUDA executor device's sequence-mixer and element-wise operations
+// (cuda_executor_device.h): convolutions, Mamba-2's gating and SSD scans,
+// linear and window attention, each a cuda_ops.h call on the device's
+// stream.
+#if TWICE_HAVE_CUDA
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "engine/executor/cuda_executor_device.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine::cuda_executor {
+
+absl::Status CudaExecutorDevice::CausalConv1d(
+    DeviceFloats x, int64_t tokens, int64_t channels, int64_t x_stride,
+    DeviceFloats weight, int64_t kernel_size, DeviceFloats tail,
+    DeviceFloats out) {
+  return cuda::CausalConv1d(*stream_, ConstSpan(x), tokens, channels, x_stride,
+                            ConstSpan(weight), kernel_size, Span(tail),
+                            Span(out));
+}
+
+absl::Status CudaExecutorDevice::BiasSiluRows(DeviceFloats x, int64_t rows,
+                                              DeviceFloats bias) {
+  return cuda::BiasSiluRows(*stream_, Span(x), rows, ConstSpan(bias));
+}
+
+absl::Status CudaExecutorDevice::SoftplusBiasRows(DeviceFloats raw,
+                                                  int64_t rows, int64_t stride,
+                                                  DeviceFloats bias,
+                                                  DeviceFloats out) {
+  return cuda::SoftplusBiasRows(*stream_, ConstSpan(raw), rows, stride,
+                                ConstSpan(bias), Span(out));
+}
+
+absl::Status CudaExecutorDevice::GatedGroupRmsNorm(
+    DeviceFloats z, int64_t z_stride, DeviceFloats y, int64_t rows,
+    int64_t width, int64_t groups, DeviceFloats weight, double eps,
+    DeviceFloats out) {
+  return cuda::GatedGroupRmsNorm(*stream_, ConstSpan(z), z_stride, ConstSpan(y),
+                                 rows, width, groups, ConstSpan(weight), eps,
+                                 Span(out));
+}
+
+absl::Status CudaExecutorDevice::SsdChunkScan(
+    const kernels::SsdShape& shape, int64_t tokens, int64_t chunk,
+    DeviceFloats x, int64_t x_stride, DeviceFloats b, DeviceFloats c,
+    int64_t bc_stride, DeviceFloats dt, DeviceFloats a, DeviceFloats d,
+    DeviceFloats state, DeviceFloats y) {
+  return cuda::SsdChunkScan(*stream_, allocator_, shape, tokens, chunk,
+                            ConstSpan(x), x_stride, ConstSpan(b), ConstSpan(c),
+                            bc_stride, ConstSpan(dt), ConstSpan(a),
+                            ConstSpan(d), Span(state), Span(y));
+}
+
+absl::Status CudaExecutorDevice::CausalConv1dStepSlots(
+    DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
+    int64_t kernel_size, DeviceFloats tails, const DeviceSlotMap& slots,
+    DeviceFloats out) {
+  return cuda::CausalConv1dStepSlots(*stream_, ConstSpan(x), channels, x_stride,
+                                     ConstSpan(weight), kernel_size,
+                                     Span(tails), SlotRowsOf(slots), Span(out));
+}
+
+absl::Status CudaExecutorDevice::SsdStepSlots(
+    const kernels::SsdShape& shape, DeviceFloats x, int64_t x_stride,
+    DeviceFloats b, DeviceFloats c, int64_t bc_stride, DeviceFloats dt,
+    DeviceFloats a, DeviceFloats d, DeviceFloats states,
+    const DeviceSlotMap& slots, DeviceFloats y) {
+  return cuda::SsdStepSlots(*stream_, shape, ConstSpan(x), x_stride,
+                            ConstSpan(b), ConstSpan(c), bc_stride,
+                            ConstSpan(dt), ConstSpan(a), ConstSpan(d),
+                            Span(states), SlotRowsOf(slots), Span(y));
+}
+
+absl::Status CudaExecutorDevice::RopeRotateHalf(DeviceFloats x, int64_t rows,
+                                                int64_t row_stride,
+                                                int64_t heads, int64_t head_dim,
+                                                int64_t start_pos, float base) {
+  return cuda::RopeRotateHalf(*stream_, Span(x), rows, row_stride, heads,
+                              head_dim, start_pos, base);
+}
+
+absl::Status CudaExecutorDevice::SiluMul(DeviceFloats gate, int64_t gate_stride,
+                                         DeviceFloats mult, int64_t mult_stride,
+                                         int64_t rows, int64_t cols,
+                                         DeviceFloats out) {
+  return cuda::SiluMul(*stream_, ConstSpan(gate), gate_stride, ConstSpan(mult),
+                       mult_stride, rows, cols, Span(out));
+}
+
+absl::Status CudaExecutorDevice::ReluSquared(DeviceFloats x) {
+  return cuda::ReluSquared(*stream_, Span(x));
+}
+
+absl::Status CudaExecutorDevice::Gelu(DeviceFloats x) {
+  return cuda::Gelu(*stream_, ConstSpan(x), Span(x));
+}
+
+absl::Status CudaExecutorDevice::SwiGlu(DeviceFloats u, int64_t rows,
+                                        int64_t hidden, DeviceFloats out) {
+  return cuda::SwiGlu(*stream_, ConstSpan(u), rows, hidden, Span(out));
+}
+
+// The published shape (F = 16, hd = 64) runs the fused chunk-parallel
+// bf16 kernel (with JRT-RNN's encoder pass when E > 0) on bf16 copies of
+// the inputs; other shapes the feature maps into scratch, then the
+// recurrent featurized form.
+absl::Status CudaExecutorDevice::LinearAttention(
+    DeviceFloats q, DeviceFloats k, DeviceFloats v, int64_t tokens,
+    DeviceFloats k_enc, DeviceFloats v_enc, int64_t encoder_tokens,
+    const kernels::TaylorAttentionDims& dims, float eps, DeviceFloats kv,
+    DeviceFloats k_sum, DeviceFloats y) {
+  const int64_t f = dims.feature_dim;
+  const int64_t fs = 1 + f + f * f;
+  const int64_t rows = tokens * dims.heads;
+  const int64_t enc_rows = encoder_tokens * dims.heads;
+  if (tokens < 1 || f < 1 || encoder_tokens < 0 || q.size != rows * f ||
+      k.size != rows * f || v.size != rows * dims.head_dim ||
+      y.size != v.size || k_enc.size != enc_rows * f ||
+      v_enc.size != enc_rows * dims.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LinearAttention: q and k need ", rows * f, " floats, v and y ",
+        rows * dims.head_dim, ", k_enc ", enc_rows * f, ", v_enc ",
+        enc_rows * dims.head_dim, "; got ", q.size, ", ", k.size, ", ", v.size,
+        ", ", y.size, ", ", k_enc.size, " and ", v_enc.size));
+  }
+  if (f == 16 && dims.head_dim == 64) {
+    // bf16 copies of the inputs, one scratch block: q | k | v | y | k_enc
+    // | v_enc.
+    TWICE_ASSIGN_OR_RETURN(
+        cuda::DeviceSpan<cuda::Bf16> block,
+        Scratch(2 * q.size + 2 * v.size + k_enc.size + v_enc.size));
+    int64_t used = 0;
+    auto carve = [&](int64_t count) {
+      const cuda::DeviceSpan<cuda::Bf16> part{block.data + used, count};
+      used += count;
+      return part;
+    };
+    const cuda::DeviceSpan<cuda::Bf16> q16 = carve(q.size), k16 = carve(k.size),
+                                       v16 = carve(v.size), y16 = carve(y.size),
+                                       ke16 = carve(k_enc.size),
+                                       ve16 = carve(v_enc.size);
+    auto convert = [&](DeviceFloats from, cuda::DeviceSpan<cuda::Bf16> to) {
+      return from.size == 0
+                 ? absl::OkStatus()
+                 : cuda::ConvertToBf16(*stream_, ConstSpan(from), to);
+    };
+    TWICE_RETURN_IF_ERROR(convert(q, q16));
+    TWICE_RETURN_IF_ERROR(convert(k, k16));
+    TWICE_RETURN_IF_ERROR(convert(v, v16));
+    TWICE_RETURN_IF_ERROR(convert(k_enc, ke16));
+    TWICE_RETURN_IF_ERROR(convert(v_enc, ve16));
+    TWICE_RETURN_IF_ERROR(cuda::PrefixLinearAttentionPrefillBf16(
+        *stream_, q16, k16, v16, tokens, ke16, ve16, encoder_tokens,
+        cuda::FusedLinearAttentionDims{1, dims.heads, dims.head_dim, f}, eps,
+        Span(kv), Span(k_sum), y16));
+    return cuda::ConvertToF32(*stream_, y16, Span(y));
+  }
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<float> phi,
+                         F32Scratch((2 * rows + enc_rows) * fs));
+  const cuda::DeviceSpan<float> phi_q{phi.data, rows * fs};
+  const cuda::DeviceSpan<float> phi_k{phi.data + rows * fs, rows * fs};
+  const cuda::DeviceSpan<float> phi_k_enc{phi.data + 2 * rows * fs,
+                                          enc_rows * fs};
+  TWICE_RETURN_IF_ERROR(
+      cuda::TaylorFeatureMap(*stream_, ConstSpan(q), rows, f, phi_q));
+  TWICE_RETURN_IF_ERROR(
+      cuda::TaylorFeatureMap(*stream_, ConstSpan(k), rows, f, phi_k));
+  if (enc_rows > 0) {
+    TWICE_RETURN_IF_ERROR(cuda::TaylorFeatureMap(*stream_, ConstSpan(k_enc),
+                                                 enc_rows, f, phi_k_enc));
+  }
+  return cuda::FeaturizedLinearAttention(
+      *stream_, phi_q, phi_k, ConstSpan(v), tokens, phi_k_enc, ConstSpan(v_enc),
+      encoder_tokens,
+      kernels::LinearAttentionDims{dims.heads, dims.head_dim, fs}, eps,
+      Span(kv), Span(k_sum), Span(y));
+}
+
+absl::Status CudaExecutorDevice::WindowAttention(
+    DeviceFloats q, int64_t q_stride, DeviceFloats k, DeviceFloats v,
+    const kernels::WindowAttentionDims& dims, float scale, DeviceFloats out) {
+  return cuda::WindowAttention(*stream_, ConstSpan(q), q_stride, ConstSpan(k),
+                               ConstSpan(v), dims, scale, Span(out));
+}
+
+absl::Status CudaExecutorDevice::LinearAttentionStepSlots(
+    DeviceFloats q, DeviceFloats k, DeviceFloats v,
+    const kernels::TaylorAttentionDims& dims, float eps, DeviceFloats kv_states,
+    DeviceFloats k_states, const DeviceSlotMap& slots, DeviceFloats y) {
+  return cuda::LinearAttentionStepSlots(
+      *stream_, ConstSpan(q), ConstSpan(k), ConstSpan(v), dims, eps,
+      Span(kv_states), Span(k_states), SlotRowsOf(slots), Span(y));
+}
+
+absl::Status CudaExecutorDevice::WindowAttentionStepSlots(
+    DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+    float rotary_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+    const DeviceSlotMap& slots, DeviceFloats y) {
+  const auto& map = static_cast<const CudaSlotMap&>(slots);
+  return cuda::WindowAttentionStepSlots(
+      *stream_, ConstSpan(qkv), qkv_stride, dims, rotary_base, scale,
+      map.device_positions_span(), map.positions(), Span(ring_k), Span(ring_v),
+      map.rows(), Span(y));
+}
+
+}  // namespace twice::engine::cuda_executor
+#endif  // TWICE_HAVE_CUDA

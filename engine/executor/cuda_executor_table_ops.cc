@@ -1,0 +1,104 @@
+// The CUDA executor device's operations on rows addressed by tables
+// (cuda_executor_device.h): the paged KV cache, RAT's paged chunks and the
+// mixture-of-experts routes.
+#if TWICE_HAVE_CUDA
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "engine/executor/cuda_executor_device.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/status_macros.h"
+
+namespace twice::engine::cuda_executor {
+
+absl::Status CudaExecutorDevice::RatChunkScan(
+    DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+    const DevicePassRows& rows, int32_t prefill_slot,
+    const kernels::RatPagedDims& dims, const DeviceBlockTable& table,
+    DeviceFloats open, DeviceFloats closed, DeviceFloats q_out,
+    DeviceFloats k_out, DeviceFloats v_out, DeviceFloats z_out) {
+  cuda::DeviceSlotRows slots;
+  DeviceFloats states = open;
+  static constexpr int32_t kSlotZero[] = {0};
+  if (rows.step != nullptr) {
+    slots = SlotRowsOf(*rows.step);
+  } else {
+    // The pass's one sequence: its slot's [2, D] as a one-slot array.
+    const int64_t per_slot = 2 * dims.dim;
+    if (prefill_slot < 0 || (prefill_slot + 1) * per_slot > open.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RatChunkScan: slot ", prefill_slot,
+                       " is outside the open-state array"));
+    }
+    states = open.sub(prefill_slot * per_slot, per_slot);
+    slots = {kSlotZero, {static_cast<const int32_t*>(slot_zero_.data()), 1}};
+  }
+  return cuda::RatChunkScan(
+      *stream_, ConstSpan(proj), proj_stride, ConstSpan(gate_bias),
+      CudaPagedRowsOf(rows), slots, WithTableWidth(dims, table),
+      static_cast<const CudaBlockTable&>(table).view(), Span(states),
+      Span(closed), Span(q_out), Span(k_out), Span(v_out), Span(z_out));
+}
+
+absl::Status CudaExecutorDevice::GatherRows(DeviceFloats src, int64_t cols,
+                                            const DeviceRoutes& routes,
+                                            DeviceFloats dst) {
+  return cuda::GatherRows(*stream_, ConstSpan(src), cols,
+                          static_cast<const CudaRoutes&>(routes).view(),
+                          Span(dst));
+}
+
+absl::Status CudaExecutorDevice::CombineRoutedRows(
+    DeviceFloats base, DeviceFloats routed, int64_t cols,
+    const DeviceRoutes& routes, float scale, DeviceFloats x) {
+  return cuda::CombineRoutedRows(
+      *stream_, ConstSpan(base), ConstSpan(routed), cols,
+      static_cast<const CudaRoutes&>(routes).view(), scale, Span(x));
+}
+
+absl::Status CudaExecutorDevice::RatPagedAttention(
+    DeviceFloats q, DeviceFloats own_k, DeviceFloats own_v, DeviceFloats z,
+    const DevicePassRows& rows, const kernels::RatPagedDims& dims,
+    const DeviceBlockTable& table, DeviceFloats closed, float scale,
+    DeviceFloats out) {
+  return cuda::RatPagedAttention(
+      *stream_, ConstSpan(q), ConstSpan(own_k), ConstSpan(own_v), ConstSpan(z),
+      CudaPagedRowsOf(rows), WithTableWidth(dims, table),
+      static_cast<const CudaBlockTable&>(table).view(), ConstSpan(closed),
+      scale, Span(out));
+}
+
+absl::Status CudaExecutorDevice::RopeRotateHalfAt(
+    DeviceFloats x, int64_t row_stride, int64_t heads, int64_t head_dim,
+    const DeviceSlotMap& step, float base) {
+  const auto& map = static_cast<const CudaSlotMap&>(step);
+  return cuda::RopeRotateHalfAt(*stream_, Span(x),
+                                static_cast<int64_t>(map.positions().size()),
+                                row_stride, heads, head_dim, map.positions(),
+                                map.device_positions_span(), base);
+}
+
+absl::Status CudaExecutorDevice::PagedKvWrite(
+    DeviceFloats k, int64_t k_stride, DeviceFloats v, int64_t v_stride,
+    const DevicePassRows& rows, const kernels::PagedKvDims& dims,
+    const DeviceBlockTable& table, DeviceFloats k_pool, DeviceFloats v_pool) {
+  return cuda::PagedKvWrite(*stream_, ConstSpan(k), k_stride, ConstSpan(v),
+                            v_stride, CudaPagedRowsOf(rows),
+                            WithTableWidth(dims, table),
+                            static_cast<const CudaBlockTable&>(table).view(),
+                            Span(k_pool), Span(v_pool));
+}
+
+absl::Status CudaExecutorDevice::PagedAttention(
+    DeviceFloats q, int64_t q_stride, const DevicePassRows& rows,
+    const kernels::PagedKvDims& dims, const DeviceBlockTable& table,
+    DeviceFloats k_pool, DeviceFloats v_pool, float scale, DeviceFloats y) {
+  return cuda::PagedCausalAttention(
+      *stream_, ConstSpan(q), q_stride, CudaPagedRowsOf(rows),
+      WithTableWidth(dims, table),
+      static_cast<const CudaBlockTable&>(table).view(), ConstSpan(k_pool),
+      ConstSpan(v_pool), scale, Span(y));
+}
+
+}  // namespace twice::engine::cuda_executor
+#endif  // TWICE_HAVE_CUDA
