@@ -188,19 +188,24 @@ cudaError_t FlashAttentionBf16(const bf16_bits* q, const bf16_bits* k,
                                int64_t tokens, int heads, float scale,
                                bf16_bits* out, cudaStream_t stream);
 
-// ---- paged KV cache (paged_attention_cuda.cu) -------------------------------
-// A pass's rows over a pool of KV blocks (kernels/paged_attention.h): with
-// `positions` null (prefill) row r is position start + r of table row 0,
-// else position positions[r] of table row r. Pools [blocks, block_size,
-// H_kv, hd]; position p of table row t lives in pool row
-// table[t · table_width + p / block_size] · block_size + p % block_size.
-struct PagedRowsArgs {
+// ---- paged states (paged_attention_cuda.cu, rat_paged_cuda.cu) -------------
+// A pass's rows over a pool of blocks: with `positions` null (prefill) row
+// r is position start + r of table row 0, else position positions[r] of
+// table row r (paged_rows.cuh reads them).
+struct PassTableArgs {
   int64_t rows = 0;
   int64_t start = 0;
   const int64_t* positions = nullptr;  // [rows] or null
   const int32_t* table = nullptr;      // [table rows, table_width]
   int64_t table_width = 0;
   int64_t block_size = 0;
+};
+
+// ---- paged KV cache (paged_attention_cuda.cu) -------------------------------
+// kernels/paged_attention.h: pools [blocks, block_size, H_kv, hd]; position
+// p of table row t lives in pool row
+// table[t · table_width + p / block_size] · block_size + p % block_size.
+struct PagedRowsArgs : PassTableArgs {
   int heads = 0;  // H
   int kv_heads = 0;
   int head_dim = 0;
@@ -217,19 +222,12 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  cudaStream_t stream);
 
 // ---- RAT over paged closed chunks (rat_paged_cuda.cu) -----------------------
-// kernels/rat_paged.h's rows: with `positions` null (prefill) row r is
-// position start + r of slot slots[0] and table row 0, else position
-// positions[r] of slot slots[r] and table row r. Chunk c of table row t
+// kernels/rat_paged.h's rows (PassTableArgs; a prefill pass's sequence is
+// in slot slots[0], a step's row r in slots[r]). Chunk c of table row t
 // is closed-pool row table[t · table_width + c / block_size] · block_size
 // + c % block_size; closed [blocks, block_size, 2, D] (key | value),
 // open [slots, 2, D] (pre-rotation k̄ | v̄).
-struct RatPagedArgs {
-  int64_t rows = 0;
-  int64_t start = 0;
-  const int64_t* positions = nullptr;  // [rows] or null
-  const int32_t* table = nullptr;      // [table rows, table_width]
-  int64_t table_width = 0;
-  int64_t block_size = 0;
+struct RatPagedArgs : PassTableArgs {
   int64_t chunk_size = 0;  // L
   int64_t dim = 0;         // D
   int heads = 0;           // H; hd = D / H, even

@@ -9,25 +9,12 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/pass_table_args.h"
 #include "kernels/paged_attention.h"
 #include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
 namespace {
-
-// Heads and head_dim travel to the kernels as int.
-constexpr int64_t kMaxPagedDim = 65535;
-
-absl::Status CheckDevicePositions(const char* op,
-                                  absl::Span<const int64_t> host,
-                                  DeviceSpan<const int64_t> device) {
-  if (device.size != static_cast<int64_t>(host.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": the device positions have ", device.size,
-                     " entries, the host copy ", host.size()));
-  }
-  return absl::OkStatus();
-}
 
 // CheckPagedRows on the host copies, the device copies' sizes, the pools'
 // sizes and the int ranges of the launch arguments.
@@ -40,13 +27,7 @@ absl::Status CheckPagedCall(const char* op, const DevicePagedRows& rows,
                      dims, table.host, k_pool_size));
   TWICE_RETURN_IF_ERROR(CheckArg(k_pool_size == v_pool_size, op,
                                  "the key and value pools differ in size"));
-  TWICE_RETURN_IF_ERROR(
-      CheckDevicePositions(op, rows.positions_host, rows.positions_device));
-  if (table.device.size != static_cast<int64_t>(table.host.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": the device block table has ", table.device.size,
-                     " entries, the host copy ", table.host.size()));
-  }
+  TWICE_RETURN_IF_ERROR(CheckPassDeviceCopies(op, rows, table));
   return CheckArg(dims.heads <= kMaxPagedDim && dims.head_dim <= kMaxPagedDim,
                   op, "need heads and head_dim <= 65535");
 }
@@ -55,13 +36,7 @@ launch::PagedRowsArgs MakePagedArgs(const DevicePagedRows& rows,
                                     const PagedKvDims& dims,
                                     const DeviceBlockTableView& table) {
   launch::PagedRowsArgs args;
-  args.rows = rows.rows;
-  args.start = rows.start;
-  args.positions =
-      rows.positions_host.empty() ? nullptr : rows.positions_device.data;
-  args.table = table.device.data;
-  args.table_width = dims.table_width;
-  args.block_size = dims.block_size;
+  SetPassTableArgs(rows, table, dims.table_width, dims.block_size, args);
   args.heads = static_cast<int>(dims.heads);
   args.kv_heads = static_cast<int>(dims.kv_heads);
   args.head_dim = static_cast<int>(dims.head_dim);
@@ -128,8 +103,9 @@ absl::Status RopeRotateHalfAt(const Stream& stream, DeviceSpan<float> x,
   TWICE_RETURN_IF_ERROR(
       CheckArg(rows >= 0 && static_cast<int64_t>(positions_host.size()) == rows,
                kOp, "need one position per row"));
-  TWICE_RETURN_IF_ERROR(
-      CheckDevicePositions(kOp, positions_host, positions_device));
+  TWICE_RETURN_IF_ERROR(CheckDeviceCopy(
+      kOp, "positions", static_cast<int64_t>(positions_host.size()),
+      positions_device.size));
   TWICE_RETURN_IF_ERROR(
       CheckArg(heads >= 1 && heads <= kMaxPagedDim && head_dim >= 2 &&
                    head_dim <= kMaxPagedDim && head_dim % 2 == 0 &&

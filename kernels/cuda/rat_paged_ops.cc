@@ -10,24 +10,12 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/pass_table_args.h"
 #include "kernels/rat_paged.h"
 #include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
 namespace {
-
-// Heads and head_dim travel to the kernels as int.
-constexpr int64_t kMaxRatDim = 65535;
-
-absl::Status CheckDeviceCopy(const char* op, const char* what,
-                             int64_t host_size, int64_t device_size) {
-  if (device_size != host_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": the device ", what, " has ", device_size,
-                     " entries, the host copy ", host_size));
-  }
-  return absl::OkStatus();
-}
 
 // CheckRatPagedRows on the host copies, the device copies' sizes and the
 // int ranges of the launch arguments.
@@ -38,27 +26,16 @@ absl::Status CheckRatCall(const char* op, const DevicePagedRows& rows,
   TWICE_RETURN_IF_ERROR(
       CheckRatPagedRows(PagedRows{rows.rows, rows.start, rows.positions_host},
                         dims, table.host, closed_size));
-  TWICE_RETURN_IF_ERROR(CheckDeviceCopy(
-      op, "positions", static_cast<int64_t>(rows.positions_host.size()),
-      rows.positions_device.size));
-  TWICE_RETURN_IF_ERROR(CheckDeviceCopy(op, "block table",
-                                        static_cast<int64_t>(table.host.size()),
-                                        table.device.size));
-  return CheckArg(dims.heads <= kMaxRatDim && dims.head_dim() <= kMaxRatDim, op,
-                  "need heads and head_dim <= 65535");
+  TWICE_RETURN_IF_ERROR(CheckPassDeviceCopies(op, rows, table));
+  return CheckArg(dims.heads <= kMaxPagedDim && dims.head_dim() <= kMaxPagedDim,
+                  op, "need heads and head_dim <= 65535");
 }
 
 launch::RatPagedArgs MakeRatArgs(const DevicePagedRows& rows,
                                  const RatPagedDims& dims,
                                  const DeviceBlockTableView& table) {
   launch::RatPagedArgs args;
-  args.rows = rows.rows;
-  args.start = rows.start;
-  args.positions =
-      rows.positions_host.empty() ? nullptr : rows.positions_device.data;
-  args.table = table.device.data;
-  args.table_width = dims.table_width;
-  args.block_size = dims.block_size;
+  SetPassTableArgs(rows, table, dims.table_width, dims.block_size, args);
   args.chunk_size = dims.chunk_size;
   args.dim = dims.dim;
   args.heads = static_cast<int>(dims.heads);
