@@ -1,61 +1,12 @@
 #include "kernels/attention_decode.h"
 
-#include <algorithm>
-#include <cmath>
-#include <vector>
+#include <cstdint>
+#include <memory>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/simd.h"
+#include "kernels/paged_attention.h"
 
 namespace twice::kernels {
-
-namespace {
-
-// One query row against context rows [0, visible): keys outer, heads inner,
-// so K and V stream through memory once in address order (the cache of a
-// long decode is far larger than the caches). s: [H, visible] scratch.
-TWICE_CPU_CLONES
-void AttendRow(const float* q, const float* k, const float* v, int64_t visible,
-               int64_t h, int64_t hkv, int64_t hd, float scale, float* s,
-               float* out) {
-  const int64_t group = h / hkv, kv_row = hkv * hd;
-  for (int64_t j = 0; j < visible; ++j) {
-    const float* kj = k + j * kv_row;
-    for (int64_t head = 0; head < h; ++head) {
-      const float* qh = q + head * hd;
-      const float* kh = kj + (head / group) * hd;
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t e = 0; e < hd; ++e) dot += qh[e] * kh[e];
-      s[head * visible + j] = dot * scale;
-    }
-  }
-  for (int64_t head = 0; head < h; ++head) {
-    float* sh = s + head * visible;
-    float m = -INFINITY;
-    for (int64_t j = 0; j < visible; ++j) m = std::max(m, sh[j]);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < visible; ++j) {
-      sh[j] = std::exp(sh[j] - m);
-      sum += sh[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < visible; ++j) sh[j] *= inv;
-  }
-  std::fill(out, out + h * hd, 0.0f);
-  for (int64_t j = 0; j < visible; ++j) {
-    const float* vj = v + j * kv_row;
-    for (int64_t head = 0; head < h; ++head) {
-      const float w = s[head * visible + j];
-      const float* vh = vj + (head / group) * hd;
-      float* oh = out + head * hd;
-#pragma omp simd
-      for (int64_t e = 0; e < hd; ++e) oh[e] += w * vh[e];
-    }
-  }
-}
-
-}  // namespace
 
 absl::Status CausalGqaAttention(absl::Span<const float> q, int64_t q_stride,
                                 absl::Span<const float> k,
@@ -82,12 +33,13 @@ absl::Status CausalGqaAttention(absl::Span<const float> q, int64_t q_stride,
         backend->CausalGqaAttention(q, q_stride, k, v, dims, scale, out);
     if (!absl::IsUnimplemented(status)) return status;
   }
-  std::vector<float> s(h * ctx);
-  for (int64_t i = 0; i < t; ++i) {
-    AttendRow(q.data() + i * q_stride, k.data(), v.data(), p + i + 1, h, hkv,
-              hd, scale, s.data(), out.data() + i * h * hd);
-  }
-  return absl::OkStatus();
+  // The contiguous cache is a paged one of a single block: one kernel
+  // serves both (rows in parallel, a short batch's positions split).
+  const int32_t only_block = 0;
+  return PagedCausalAttention(
+      q, q_stride, PagedRows{t, p, {}},
+      PagedKvDims{h, hkv, hd, /*block_size=*/ctx, /*table_width=*/1},
+      absl::MakeConstSpan(&only_block, 1), k, v, scale, out);
 }
 
 }  // namespace twice::kernels
