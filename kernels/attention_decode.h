@@ -7,7 +7,9 @@
 //   s_j = scale · q_i[h] · k_j[h / g],  p = softmax_j(s),
 //   out_i[h] = sum_j p_j v_j[h / g],    g = H / H_kv
 // with max subtraction; scores and sums in f32. Keys must already carry
-// their rotary embedding.
+// their rotary embedding. On the CPU this is PagedCausalAttention over a
+// table of one block (kernels/paged_attention.h: the same loop, its e^-70
+// weight cutoff and its threading).
 //
 // Layouts (row-major): q [T, H, hd] with row stride q_stride >= H·hd;
 // k, v [P + T, H_kv, hd] contiguous in time order; out [T, H, hd]
