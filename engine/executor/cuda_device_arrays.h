@@ -42,19 +42,35 @@ class CudaArray final : public DeviceArray {
   int64_t floats_;
 };
 
+// A bf16 matrix [rows, cols] stored with its rows padded by zero rows to a
+// multiple of 8 (padded_rows), the row counts cuBLASLt's bf16 GEMMs take:
+// a vocabulary of 50257 is a head of 50264 rows whose last 7 outputs are
+// dropped (CudaExecutorDevice::Linear).
 class CudaMatrix final : public DeviceMatrix {
  public:
+  static constexpr int64_t kRowMultiple = 8;
+  static int64_t PaddedRows(int64_t rows) {
+    return (rows + kRowMultiple - 1) / kRowMultiple * kRowMultiple;
+  }
+
   CudaMatrix(cuda::DeviceBuffer bf16, int64_t rows, int64_t cols)
       : bf16_(std::move(bf16)), rows_(rows), cols_(cols) {}
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
-  int64_t bytes() const override { return rows_ * cols_ * 2; }
+  int64_t bytes() const override { return padded_rows() * cols_ * 2; }
+  int64_t padded_rows() const { return PaddedRows(rows_); }
+  // [padded_rows, cols], what a GEMM reads.
+  cuda::DeviceSpan<const cuda::Bf16> padded_values() const {
+    return {static_cast<const cuda::Bf16*>(bf16_.data()),
+            padded_rows() * cols_};
+  }
+  // [rows, cols], what a row gather reads.
   cuda::DeviceSpan<const cuda::Bf16> values() const {
     return {static_cast<const cuda::Bf16*>(bf16_.data()), rows_ * cols_};
   }
 
  private:
-  cuda::DeviceBuffer bf16_;
+  cuda::DeviceBuffer bf16_;  // [padded_rows, cols]
   int64_t rows_;
   int64_t cols_;
 };

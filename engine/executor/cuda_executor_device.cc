@@ -166,6 +166,14 @@ absl::StatusOr<std::unique_ptr<DeviceMatrix>> CudaExecutorDevice::UploadMatrix(
   }
   const int64_t rows = weight.dim(0);
   const int64_t cols = weight.size() / rows;
+  // Rows are padded below; the inner dimension cannot be without changing
+  // every activation's layout, and no published model needs it.
+  if (cols % CudaMatrix::kRowMultiple != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "UploadMatrix: cuBLASLt's bf16 GEMMs need a matrix's columns to be a "
+        "multiple of 8; this one is [",
+        rows, ", ", cols, "]"));
+  }
   // Staged host bytes live in device blocks until the conversion ran.
   std::vector<cuda::DeviceBuffer> staged;
   auto stage = [&](const void* host, int64_t bytes) -> absl::StatusOr<void*> {
@@ -179,6 +187,20 @@ absl::StatusOr<std::unique_ptr<DeviceMatrix>> CudaExecutorDevice::UploadMatrix(
   TWICE_ASSIGN_OR_RETURN(
       cuda::DeviceBuffer bf16,
       cuda::UploadWeightAsBf16(*stream_, allocator_, weight, stage));
+  if (const int64_t padded = CudaMatrix::PaddedRows(rows); padded != rows) {
+    // Zero rows up to a multiple of 8 (CudaMatrix).
+    TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer wide,
+                           allocator_.AllocateArray<cuda::Bf16>(padded * cols));
+    const size_t bytes = static_cast<size_t>(rows * cols) * 2;
+    TWICE_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(wide.data(), 0, static_cast<size_t>(padded * cols) * 2,
+                        stream_->get()));
+    TWICE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(wide.data(), bf16.data(), bytes,
+                                               cudaMemcpyDeviceToDevice,
+                                               stream_->get()));
+    TWICE_RETURN_IF_ERROR(stream_->Synchronize());
+    bf16 = std::move(wide);
+  }
   TWICE_RETURN_IF_ERROR(stream_->Synchronize());
   traffic_.weight_bytes += weight.size() * kernels::DTypeSize(weight.dtype()) +
                            (weight.dtype() == kernels::DType::kI8
@@ -220,11 +242,51 @@ absl::Status CudaExecutorDevice::Linear(DeviceFloats x, int64_t rows,
     return absl::UnimplementedError(
         "Linear: a scale with a bias has no CUDA epilogue");
   }
+  const CudaMatrix& w = MatrixOf(weight);
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> x16, Scratch(rows * k));
   TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(x), x16));
-  return gemm_->Linear(x16, MatrixOf(weight).values(), ConstSpan(epilogue.bias),
-                       cuda::GemmShape{rows, weight.rows(), k},
-                       epilogue.accumulate, Span(y), epilogue.scale);
+  const int64_t n = w.rows(), wide_n = w.padded_rows();
+  if (wide_n == n) {
+    return gemm_->Linear(x16, w.padded_values(), ConstSpan(epilogue.bias),
+                         cuda::GemmShape{rows, n, k}, epilogue.accumulate,
+                         Span(y), epilogue.scale);
+  }
+  // A row count cuBLASLt cannot take: the product of the zero-padded matrix
+  // lands in a [rows, wide_n] block (after it, the bias padded with
+  // zeros), and its first n columns are y's. Accumulation starts from a
+  // copy of y there.
+  const int64_t has_bias = epilogue.bias.size > 0 ? 1 : 0;
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<float> block,
+                         WideOutput(rows * wide_n + has_bias * wide_n));
+  const cuda::DeviceSpan<float> wide{block.data, rows * wide_n};
+  cuda::DeviceSpan<const float> bias;
+  if (has_bias != 0) {
+    if (epilogue.bias.size != n) {
+      return absl::InvalidArgumentError(absl::StrCat("Linear: the bias has ",
+                                                     epilogue.bias.size,
+                                                     " floats, expected ", n));
+    }
+    float* padded_bias = block.data + rows * wide_n;
+    TWICE_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(padded_bias, 0, FloatBytes(wide_n), stream_->get()));
+    TWICE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(padded_bias, epilogue.bias.data, FloatBytes(n),
+                        cudaMemcpyDeviceToDevice, stream_->get()));
+    bias = {padded_bias, wide_n};
+  }
+  if (rows == 0) return absl::OkStatus();
+  if (epilogue.accumulate) {
+    TWICE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        wide.data, FloatBytes(wide_n), y.data, FloatBytes(n), FloatBytes(n),
+        static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_->get()));
+  }
+  TWICE_RETURN_IF_ERROR(gemm_->Linear(
+      x16, w.padded_values(), bias, cuda::GemmShape{rows, wide_n, k},
+      epilogue.accumulate, wide, epilogue.scale));
+  TWICE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+      y.data, FloatBytes(n), wide.data, FloatBytes(wide_n), FloatBytes(n),
+      static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_->get()));
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutorDevice::SampleRows(
@@ -260,6 +322,17 @@ absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> CudaExecutorDevice::Scratch(
   }
   return cuda::DeviceSpan<cuda::Bf16>{static_cast<cuda::Bf16*>(scratch_.data()),
                                       count};
+}
+
+// An f32 block for the padded products of Linear, kept the same way.
+absl::StatusOr<cuda::DeviceSpan<float>> CudaExecutorDevice::WideOutput(
+    int64_t count) {
+  if (wide_output_.bytes() < FloatBytes(count)) {
+    TWICE_ASSIGN_OR_RETURN(wide_output_,
+                           allocator_.AllocateArray<float>(count));
+  }
+  return cuda::DeviceSpan<float>{static_cast<float*>(wide_output_.data()),
+                                 count};
 }
 
 // The same for f32 (the linear attention's feature maps).

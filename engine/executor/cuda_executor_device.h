@@ -168,6 +168,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   // the one stream is ordered, so reuse is safe).
   absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> Scratch(int64_t count);
   // The same for f32 (the linear attention's feature maps).
+  absl::StatusOr<cuda::DeviceSpan<float>> WideOutput(int64_t count);
   absl::StatusOr<cuda::DeviceSpan<float>> F32Scratch(int64_t count);
 
   const std::string name_;
@@ -178,6 +179,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   std::unique_ptr<cuda::GemmRunner> gemm_;
   cuda::DeviceBuffer scratch_;
   cuda::DeviceBuffer f32_scratch_;
+  cuda::DeviceBuffer wide_output_;
   cuda::DeviceBuffer slot_zero_;  // one int32 0
   DeviceTraffic traffic_;
 };
