@@ -336,10 +336,12 @@ INSTANTIATE_TEST_SUITE_P(
         ExecutorCase{"rat_swa_tiny", "", "rat", "tiny-swa", false},
         ExecutorCase{"rat_xl_shape", "", "rat", "rat-xl-shape", false},
         // Granite-4.0-H: scaled embedding, residuals and logits (tiny,
-        // dense), and its mixture of 64 experts, top 6, at the published
-        // width (the tiny MoE preset's 4 experts are below cuBLASLt's
-        // n % 8).
+        // dense), its mixture of experts (tiny: 4 experts, top 2, a router
+        // GEMM of padded rows) and 64 experts, top 6, at the published
+        // width.
         ExecutorCase{"granite_tiny", "", "granitemoehybrid", "tiny", false},
+        ExecutorCase{"granite_tiny_moe", "", "granitemoehybrid", "tiny-moe",
+                     false},
         ExecutorCase{"granite_moe_width", "", "granitemoehybrid",
                      "granite-4.0-h-tiny-moe-width", false}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {
