@@ -7,12 +7,25 @@
 //
 //   PagedKvWrite          thread per (row, element e of H_kv · hd): the
 //                         row's k and v values into its position's pool row.
-//   PagedCausalAttention  warp per (row, head), warps looping over the
-//                         (row, head) pairs by the grid's warp count; the
-//                         warp walks the row's blocks in position order
-//                         over j = 0 .. p_r with WarpSoftmaxRow (keys
-//                         k_j[h / g], hd <= 128).
+//   PagedCausalAttention  a step's rows (and a prefill pass of fewer than
+//                         kTileRows rows): warp per (row, head), warps
+//                         looping over the (row, head) pairs by the grid's
+//                         warp count; the warp walks the row's blocks in
+//                         position order over j = 0 .. p_r with
+//                         WarpSoftmaxRow (keys k_j[h / g], hd <= 128).
+//                         A prefill pass: PagedPrefillTileKernel, one
+//                         block per (kTileRows consecutive rows, head). The
+//                         block loads the keys and values of kTileKeys
+//                         positions at a time into shared memory (one
+//                         global read serves the block's kTileRows rows),
+//                         from position 0 to its last row's; in a warp
+//                         (one row) lane j scores key j of the tile, the
+//                         tile's maximum and sum update the row's online
+//                         softmax once, and lane l accumulates dims
+//                         l + 32 r of the weighted values. Keys after a
+//                         row's position weigh 0.
 #include <algorithm>
+#include <cfloat>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/paged_rows.cuh"
@@ -71,6 +84,105 @@ __global__ void PagedAttentionKernel(PagedRowsArgs a, const float* q,
   }
 }
 
+constexpr int kTileRows = 8;   // query rows per block, one warp each
+constexpr int kTileKeys = 32;  // positions per shared tile, one per lane
+constexpr int kTileMaxDim = 128;
+// Key rows padded by one float: lane j reading dim e of key j hits bank
+// (j · (hd + 1) + e) % 32, distinct across the warp.
+constexpr int kTileKeyStride = kTileMaxDim + 1;
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  }
+  return v;
+}
+
+// grid (ceil(rows / kTileRows), H), kTileRows warps. Requires a prefill
+// pass (positions null) and hd <= kTileMaxDim.
+__global__ void PagedPrefillTileKernel(PagedRowsArgs a, const float* q,
+                                       int64_t q_stride, const float* k_pool,
+                                       const float* v_pool, float scale,
+                                       float* out) {
+  __shared__ float keys[kTileKeys * kTileKeyStride];
+  __shared__ float values[kTileKeys * kTileMaxDim];
+  __shared__ float queries[kTileRows * kTileMaxDim];
+  const int hd = a.head_dim;
+  const int h = blockIdx.y;
+  const int group = a.heads / a.kv_heads;
+  const int64_t kv_row = int64_t{a.kv_heads} * hd;
+  const int64_t kv_off = int64_t{h / group} * hd;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t first_row = int64_t{blockIdx.x} * kTileRows;
+  const int64_t last_row =
+      (first_row + kTileRows < a.rows ? first_row + kTileRows : a.rows) - 1;
+  const int64_t r = first_row + warp;
+  const bool active = r <= last_row;
+  const int64_t p = a.start + r;  // this warp's row position
+  const int64_t last_p = a.start + last_row;
+
+  for (int i = threadIdx.x; i < kTileRows * hd; i += blockDim.x) {
+    const int64_t row = first_row + i / hd;
+    queries[i] =
+        row <= last_row ? q[row * q_stride + int64_t{h} * hd + i % hd] : 0.0f;
+  }
+  float m = -FLT_MAX, l = 0.0f;
+  float acc[kWarpRowDims];
+#pragma unroll
+  for (int d = 0; d < kWarpRowDims; ++d) acc[d] = 0.0f;
+
+  for (int64_t base = 0; base <= last_p; base += kTileKeys) {
+    __syncthreads();  // the previous tile is read
+    for (int i = threadIdx.x; i < kTileKeys * hd; i += blockDim.x) {
+      const int j = i / hd, e = i % hd;
+      const int64_t pos = base + j;
+      float kv_k = 0.0f, kv_v = 0.0f;
+      if (pos <= last_p) {
+        const int64_t row =
+            int64_t{a.table[pos / a.block_size]} * a.block_size +
+            pos % a.block_size;
+        kv_k = k_pool[row * kv_row + kv_off + e];
+        kv_v = v_pool[row * kv_row + kv_off + e];
+      }
+      keys[j * kTileKeyStride + e] = kv_k;
+      values[j * kTileMaxDim + e] = kv_v;
+    }
+    __syncthreads();
+    if (!active) continue;  // warp-uniform
+    // Lane j: the score of key base + j (-inf past this row's position).
+    const float* qr = queries + warp * kTileMaxDim;
+    const float* kj = keys + lane * kTileKeyStride;
+    float dot = 0.0f;
+    for (int e = 0; e < hd; ++e) dot += qr[e] * kj[e];
+    const float s = base + lane <= p ? dot * scale : -FLT_MAX;
+    const float m_new = fmaxf(m, WarpMax(s));
+    const float corr = __expf(m - m_new);
+    const float w = base + lane <= p ? __expf(s - m_new) : 0.0f;
+    l = l * corr + WarpSum(w);
+#pragma unroll
+    for (int d = 0; d < kWarpRowDims; ++d) acc[d] *= corr;
+    for (int j = 0; j < kTileKeys; ++j) {
+      const float wj = __shfl_sync(0xffffffffu, w, j);
+#pragma unroll
+      for (int d = 0; d < kWarpRowDims; ++d) {
+        const int e = lane + 32 * d;
+        if (e < hd) acc[d] += wj * values[j * kTileMaxDim + e];
+      }
+    }
+    m = m_new;
+  }
+  if (!active) return;
+  // Key 0 is every row's, so l > 0.
+  const float inv = 1.0f / l;
+  float* o = out + (r * a.heads + h) * hd;
+#pragma unroll
+  for (int d = 0; d < kWarpRowDims; ++d) {
+    const int e = lane + 32 * d;
+    if (e < hd) o[e] = acc[d] * inv;
+  }
+}
+
 }  // namespace
 
 cudaError_t PagedKvWrite(const PagedRowsArgs& rows, const float* k,
@@ -86,6 +198,15 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  int64_t q_stride, const float* k_pool,
                                  const float* v_pool, float scale, float* out,
                                  cudaStream_t stream) {
+  if (rows.positions == nullptr && rows.rows >= kTileRows &&
+      rows.head_dim <= kTileMaxDim) {
+    const dim3 grid(
+        static_cast<unsigned>((rows.rows + kTileRows - 1) / kTileRows),
+        static_cast<unsigned>(rows.heads));
+    PagedPrefillTileKernel<<<grid, kTileRows * 32, 0, stream>>>(
+        rows, q, q_stride, k_pool, v_pool, scale, out);
+    return cudaGetLastError();
+  }
   PagedAttentionKernel<<<PagedGridBlocks(rows.rows * rows.heads * 32),
                          kPagedThreads, 0, stream>>>(rows, q, q_stride, k_pool,
                                                      v_pool, scale, out);

@@ -140,10 +140,13 @@ TEST_F(PagedAttentionCudaTest, PrefillMatchesCpu) {
     int64_t head_dim, block_size, start, rows;
   };
   // Past tokens (start > 0) ending inside a block, whole blocks, a single
-  // row; hd 16 leaves lanes idle, 128 gives every lane four dims.
+  // row; hd 16 leaves lanes idle, 128 gives every lane four dims. Passes
+  // of 8 rows or more run the tiled prefill kernel (a last tile of 4 rows
+  // at 300, of 1 at 2049), fewer the per-row one.
   for (const Case c :
        {Case{16, 16, 0, 300}, Case{64, 5, 37, 300}, Case{128, 16, 100, 300},
-        Case{16, 5, 3, 7}, Case{64, 16, 0, 1}, Case{128, 5, 250, 64}}) {
+        Case{16, 5, 3, 7}, Case{64, 16, 0, 1}, Case{128, 5, 250, 64},
+        Case{64, 16, 0, 2049}, Case{96, 16, 31, 8}}) {
     SCOPED_TRACE(::testing::Message()
                  << "hd " << c.head_dim << " block_size " << c.block_size
                  << " start " << c.start << " rows " << c.rows);
