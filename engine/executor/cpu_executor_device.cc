@@ -229,6 +229,16 @@ class CpuExecutorDevice final : public ExecutorDevice {
     for (int64_t i = 0; i < y.size; ++i) y.data[i] += scale * product_[i];
     return absl::OkStatus();
   }
+  absl::Status Linears(DeviceFloats x, int64_t rows,
+                       absl::Span<const LinearOutput> outputs) override {
+    for (const LinearOutput& o : outputs) {
+      if (o.weight == nullptr) {
+        return absl::InvalidArgumentError("Linears: an output has no weight");
+      }
+      TWICE_RETURN_IF_ERROR(Linear(x, rows, *o.weight, o.y, o.epilogue));
+    }
+    return absl::OkStatus();
+  }
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
                             int64_t x_stride, DeviceFloats weight,
                             int64_t kernel_size, DeviceFloats tail,

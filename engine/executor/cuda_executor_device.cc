@@ -230,21 +230,45 @@ absl::Status CudaExecutorDevice::Linear(DeviceFloats x, int64_t rows,
                                         const DeviceMatrix& weight,
                                         DeviceFloats y,
                                         const LinearEpilogue& epilogue) {
-  const int64_t k = weight.cols();
-  if (x.size != rows * k || y.size != rows * weight.rows()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Linear: x has ", x.size, " floats and y ", y.size,
-                     ", expected ", rows * k, " and ", rows * weight.rows()));
+  const LinearOutput one[] = {{&weight, y, epilogue}};
+  return Linears(x, rows, one);
+}
+
+absl::Status CudaExecutorDevice::Linears(
+    DeviceFloats x, int64_t rows, absl::Span<const LinearOutput> outputs) {
+  if (outputs.empty()) return absl::OkStatus();
+  const int64_t k =
+      outputs.front().weight != nullptr ? outputs.front().weight->cols() : 0;
+  for (const LinearOutput& o : outputs) {
+    if (o.weight == nullptr || o.weight->cols() != k || x.size != rows * k ||
+        o.y.size != rows * o.weight->rows()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Linear: x has ", x.size, " floats and y ", o.y.size,
+                       "; every weight needs the columns of x (", rows,
+                       " rows of ", k, ") and y its rows"));
+    }
+    // cuBLASLt adds the bias after alpha: a scaled bias would need its
+    // own pass, and no model has one.
+    if (o.epilogue.scale != 1.0f && o.epilogue.bias.size > 0) {
+      return absl::UnimplementedError(
+          "Linear: a scale with a bias has no CUDA epilogue");
+    }
   }
-  // cuBLASLt adds the bias after alpha: a scaled bias would need its
-  // own pass, and no model has one.
-  if (epilogue.scale != 1.0f && epilogue.bias.size > 0) {
-    return absl::UnimplementedError(
-        "Linear: a scale with a bias has no CUDA epilogue");
-  }
-  const CudaMatrix& w = MatrixOf(weight);
+  // x in bf16 once for every product.
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> x16, Scratch(rows * k));
   TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(x), x16));
+  for (const LinearOutput& o : outputs) {
+    TWICE_RETURN_IF_ERROR(
+        Gemm(x16, rows, MatrixOf(*o.weight), o.y, o.epilogue));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutorDevice::Gemm(cuda::DeviceSpan<const cuda::Bf16> x16,
+                                      int64_t rows, const CudaMatrix& w,
+                                      DeviceFloats y,
+                                      const LinearEpilogue& epilogue) {
+  const int64_t k = w.cols();
   const int64_t n = w.rows(), wide_n = w.padded_rows();
   if (wide_n == n) {
     return gemm_->Linear(x16, w.padded_values(), ConstSpan(epilogue.bias),

@@ -54,6 +54,8 @@ class CudaExecutorDevice final : public ExecutorDevice {
                        DeviceFloats weight, float eps, DeviceFloats y) override;
   absl::Status Linear(DeviceFloats x, int64_t rows, const DeviceMatrix& weight,
                       DeviceFloats y, const LinearEpilogue& epilogue) override;
+  absl::Status Linears(DeviceFloats x, int64_t rows,
+                       absl::Span<const LinearOutput> outputs) override;
   absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
                           int64_t vocab,
                           absl::Span<const kernels::SamplingRule> rules,
@@ -168,6 +170,11 @@ class CudaExecutorDevice final : public ExecutorDevice {
   // the one stream is ordered, so reuse is safe).
   absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> Scratch(int64_t count);
   // The same for f32 (the linear attention's feature maps).
+  // y (+)= x16 · W^T by `epilogue` (Linears' checks done), padded rows
+  // dropped.
+  absl::Status Gemm(cuda::DeviceSpan<const cuda::Bf16> x16, int64_t rows,
+                    const CudaMatrix& w, DeviceFloats y,
+                    const LinearEpilogue& epilogue);
   absl::StatusOr<cuda::DeviceSpan<float>> WideOutput(int64_t count);
   absl::StatusOr<cuda::DeviceSpan<float>> F32Scratch(int64_t count);
 

@@ -114,6 +114,13 @@ struct LinearEpilogue {
   float scale = 1.0f;
 };
 
+// One product of Linears: y (+)= x · W^T by `epilogue`.
+struct LinearOutput {
+  const DeviceMatrix* weight = nullptr;
+  DeviceFloats y;
+  LinearEpilogue epilogue;
+};
+
 // Bytes the device moved to and from the host since it was created.
 struct DeviceTraffic {
   int64_t bytes_to_device = 0;  // inputs and states uploaded
@@ -187,6 +194,11 @@ class ExecutorDevice {
                                     DeviceFloats y) {
     return Linear(x, rows, weight, y, LinearEpilogue{});
   }
+  // Several products of one input x [rows, k] (an attention layer's q, k
+  // and v, an MLP's gate and up), in order, each as Linear computes it; a
+  // device that converts x for its GEMMs (CUDA: to bf16) does so once.
+  [[nodiscard]] virtual absl::Status Linears(
+      DeviceFloats x, int64_t rows, absl::Span<const LinearOutput> outputs) = 0;
   // kernels/causal_conv1d.h.
   [[nodiscard]] virtual absl::Status CausalConv1d(
       DeviceFloats x, int64_t tokens, int64_t channels, int64_t x_stride,

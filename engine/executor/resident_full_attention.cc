@@ -117,9 +117,9 @@ class ResidentFullAttention final : public ResidentMixer {
     const DeviceFloats k = scratch.sub(q.size, rows * kvw_);
     const DeviceFloats v = scratch.sub(q.size + k.size, rows * kvw_);
     const DeviceFloats y = scratch.sub(q.size + k.size + v.size, rows * qw_);
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wq_, q));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wk_, k));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wv_, v));
+    const LinearOutput qkv[] = {
+        {wq_.get(), q, {}}, {wk_.get(), k, {}}, {wv_.get(), v, {}}};
+    TWICE_RETURN_IF_ERROR(dev.Linears(h, rows, qkv));
     if (o_.rotary) {
       if (pass.step != nullptr) {
         TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(

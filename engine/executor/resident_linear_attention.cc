@@ -90,9 +90,9 @@ class ResidentLinearAttention final : public ResidentMixer {
     const DeviceFloats k = scratch.sub(q.size, rows * hf_);
     const DeviceFloats v = scratch.sub(2 * q.size, rows * dim());
     const DeviceFloats y = scratch.sub(2 * q.size + v.size, rows * dim());
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wq_, q));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wk_, k));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wv_, v));
+    const LinearOutput qkv[] = {
+        {wq_.get(), q, {}}, {wk_.get(), k, {}}, {wv_.get(), v, {}}};
+    TWICE_RETURN_IF_ERROR(dev.Linears(h, rows, qkv));
     const float eps = core_.options.eps;
     if (pass.step != nullptr) {
       TWICE_RETURN_IF_ERROR(dev.LinearAttentionStepSlots(
@@ -111,8 +111,9 @@ class ResidentLinearAttention final : public ResidentMixer {
       const DeviceFloats v_enc = scratch.sub(used + rows * hf_, e * dim());
       if (e > 0) {
         const DeviceFloats h_enc = h.sub(0, e * dim());
-        TWICE_RETURN_IF_ERROR(dev.Linear(h_enc, e, *wk_enc_, k_enc));
-        TWICE_RETURN_IF_ERROR(dev.Linear(h_enc, e, *wv_enc_, v_enc));
+        const LinearOutput kv_enc[] = {{wk_enc_.get(), k_enc, {}},
+                                       {wv_enc_.get(), v_enc, {}}};
+        TWICE_RETURN_IF_ERROR(dev.Linears(h_enc, e, kv_enc));
         // The released mask: the pads' raw keys are zero; values stay.
         TWICE_RETURN_IF_ERROR(dev.Zero(k.sub(0, masked * hf_)));
         TWICE_RETURN_IF_ERROR(dev.Zero(k_enc.sub(0, masked * hf_)));

@@ -63,8 +63,8 @@ class ResidentLlamaMlp final : public ResidentFeedForward {
     const DeviceFloats g = scratch.sub(0, rows * hidden);
     const DeviceFloats u = scratch.sub(g.size, rows * hidden);
     const DeviceFloats a = scratch.sub(g.size + u.size, rows * hidden);
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *gate_, g));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *up_, u));
+    const LinearOutput gate_up[] = {{gate_.get(), g, {}}, {up_.get(), u, {}}};
+    TWICE_RETURN_IF_ERROR(dev.Linears(h, rows, gate_up));
     TWICE_RETURN_IF_ERROR(dev.SiluMul(g, hidden, u, hidden, rows, hidden, a));
     return dev.Linear(a, rows, *down_, x, ResidualAdd());
   }

@@ -1,8 +1,9 @@
-// The CUDA executor device's Linear and Embedding against the CPU device on
-// matrices of bf16-exact weights whose row count is no multiple of 8 (a
-// GPT-2 vocabulary of 50257 as a tied head): the device pads the matrix
-// with zero rows and drops the padded outputs, with a bias, accumulation
-// into y and a scale. f32 outputs of bf16 inputs differ only by summation
+// The CUDA executor device's Linear, Linears and Embedding against the CPU
+// device on matrices of bf16-exact weights whose row count is no multiple
+// of 8 (a GPT-2 vocabulary of 50257 as a tied head): the device pads the
+// matrix with zero rows and drops the padded outputs, with a bias,
+// accumulation into y and a scale; Linears converts its one input once for
+// several products. f32 outputs of bf16 inputs differ only by summation
 // order (1e-5 norm-wise). A matrix whose columns are no multiple of 8 is
 // refused at upload. SKIPPED without a GPU; the device's name and its
 // uploaded weight bytes show it ran.
@@ -102,6 +103,46 @@ TEST_F(CudaExecutorDeviceTest, LinearOfARowCountNoGemmTakesMatchesTheCpu) {
       }
       EXPECT_LE(RelativeError(got, want), kLinearTolerance);
     }
+  }
+}
+
+// An attention layer's q, k, v from one input (converted to bf16 once):
+// outputs of padded and whole row counts, a bias and an accumulation, as
+// the CPU device computes them one by one.
+TEST_F(CudaExecutorDeviceTest, LinearsOfOneInputMatchTheCpu) {
+  const int64_t rows = 7, k = 64;
+  const int64_t widths[] = {64, 37, 128};
+  std::vector<kernels::Tensor> weights;
+  for (int i = 0; i < 3; ++i) {
+    weights.push_back(kernels::Tensor::FromVector(
+        {widths[i], k}, RoundBf16(Random(widths[i] * k, 10 + i, 0.1f))));
+  }
+  const std::vector<float> x = RoundBf16(Random(rows * k, 13));
+  const std::vector<float> bias = Random(37, 14);
+  std::vector<std::vector<float>> got(3), want(3);
+  for (ExecutorDevice* dev : {cuda_.get(), cpu_.get()}) {
+    std::vector<std::unique_ptr<DeviceMatrix>> m;
+    std::vector<std::unique_ptr<DeviceArray>> y;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> w,
+                           dev->UploadMatrix(weights[i]));
+      m.push_back(std::move(w));
+      y.push_back(Put(*dev, Random(rows * widths[i], 20 + i)));
+    }
+    std::unique_ptr<DeviceArray> dx = Put(*dev, x);
+    std::unique_ptr<DeviceArray> db = Put(*dev, bias);
+    LinearOutput outputs[3] = {{m[0].get(), y[0]->floats(), {}},
+                               {m[1].get(), y[1]->floats(), {}},
+                               {m[2].get(), y[2]->floats(), {}}};
+    outputs[1].epilogue.bias = db->floats();
+    outputs[2].epilogue.accumulate = true;
+    ASSERT_OK(dev->Linears(dx->floats(), rows, outputs));
+    for (int i = 0; i < 3; ++i) {
+      (dev == cuda_.get() ? got : want)[i] = Get(*dev, *y[i]);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE(RelativeError(got[i], want[i]), kLinearTolerance) << i;
   }
 }
 
