@@ -1,13 +1,12 @@
-// Granite-4.0-H's MLPs on a device:
-//   FusedSwiGluMlp (dense)   x += s · MLP(h) (device_fused_swiglu.h) TopKMoeMlp
-//   (experts)     x += s · (Shared(h) + Σ_k g · Expert(h))
-// s the residual multiplier. The mixture routes on the host: the router
-// logits [rows, E] come back (one wait per layer and pass), RouteTopK
-// (kernels/top_k_routing.h, the host layer's own routing) groups the rows
-// by expert, and the table goes up once; then the gathered rows of each
-// expert are one contiguous block and one GEMM pair, and the combine adds
-// each row's k gated results in ascending expert order, as the host layer
-// does.
+// Granite-4.0-H's MLPs on a device, s its residual multiplier:
+// - FusedSwiGluMlp, dense: x += s · MLP(h) (device_fused_swiglu.h);
+// - TopKMoeMlp, experts: x += s · (Shared(h) + Σ_k g_k · Expert_k(h)).
+// The mixture routes on the host: the router logits [rows, E] come back
+// (one wait per layer and pass), RouteTopK (kernels/top_k_routing.h, the
+// host layer's own routing) groups the rows by expert, and the table goes
+// up once; then the gathered rows of each expert are one contiguous block
+// and one GEMM pair, and the combine adds each row's k gated results in
+// ascending expert order, as the host layer does.
 #include <algorithm>
 #include <memory>
 #include <utility>
