@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/check.h"
+#include "kernels/cpu/paged_prefill_attention.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/status_macros.h"
@@ -209,6 +210,12 @@ absl::Status PagedCausalAttention(absl::Span<const float> q, int64_t q_stride,
       CheckArg(static_cast<int64_t>(out.size()) == rows.rows * h * hd, kOp,
                "out is not [rows, heads, head_dim]"));
   if (rows.rows == 0) return absl::OkStatus();
+  if (rows.positions.empty() && rows.rows >= cpu::kPrefillTileRows) {
+    cpu::PagedPrefillAttention(q.data(), q_stride, rows.rows, rows.start, dims,
+                               table.data(), k_pool.data(), v_pool.data(),
+                               scale, out.data());
+    return absl::OkStatus();
+  }
   // Work items are (row, part) pairs: a row's positions split into
   // `parts` ranges when there are fewer rows than threads (a small decode
   // batch), else one range per row. Each item owns its scores; the parts

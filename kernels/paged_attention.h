@@ -28,7 +28,10 @@
 //                         g = H / H_kv; q [rows, H, hd] (row stride
 //                         q_stride), out [rows, H, hd]; f32 throughout,
 //                         weights under e^-70 of a row's largest taken as
-//                         0 (no denormal arithmetic).
+//                         0 (no denormal arithmetic). A prefill pass of 16
+//                         rows or more runs in tiles of rows and keys
+//                         (cpu/paged_prefill_attention.h), fewer rows and
+//                         steps row by row.
 //
 // INVALID_ARGUMENT when a size, a position or a table entry is out of
 // range, checked before anything is written. Thread-safe for distinct
