@@ -30,11 +30,10 @@ int64_t PoolRow(const PagedKvDims& dims, absl::Span<const int32_t> table,
          p % dims.block_size;
 }
 
-// e^x for a score x <= 0 below the row's maximum, 0 under e^-70 (4e-31 of
-// the maximum's weight, far below float rounding): a trained model's sharp
-// rows would otherwise send exp into its slow underflow path and the value
-// sums into denormal arithmetic, several times slower for nothing.
-inline float SoftmaxWeight(float x) { return x < -70.0f ? 0.0f : std::exp(x); }
+// e^x for a score x <= 0 below the row's maximum (cpu/simd.h's cutoff).
+inline float SoftmaxWeight(float x) {
+  return x < cpu::kNegligibleSoftmaxExponent ? 0.0f : std::exp(x);
+}
 
 // One row's attention over positions [j0, j1) of its sequence, all heads,
 // unnormalised: per head the scores' maximum m, the sum l of their

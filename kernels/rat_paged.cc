@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/check.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/rope.h"
 #include "kernels/status_macros.h"
@@ -172,9 +173,10 @@ absl::Status RatPagedAttention(absl::Span<const float> q,
       m = std::max(m, s[c]);
     }
     float sum = 0.0f;
-    // As the paged attention's: weights under e^-70 are 0, no denormals.
+    // As the paged attention's: negligible weights are 0, no denormals.
     for (int64_t c = 0; c <= seen; ++c) {
-      s[c] = s[c] - m < -70.0f ? 0.0f : std::exp(s[c] - m);
+      s[c] = s[c] - m < cpu::kNegligibleSoftmaxExponent ? 0.0f
+                                                        : std::exp(s[c] - m);
       sum += s[c];
     }
     float* o = out.data() + off;

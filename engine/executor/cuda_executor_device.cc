@@ -336,38 +336,19 @@ CudaExecutorDevice::CudaExecutorDevice(int ordinal)
           absl::StrCat("cuda:", ordinal, " (", cuda::DeviceName(ordinal), ")")),
       allocator_(ordinal) {}
 
-// A bf16 block of at least `count` elements, kept between calls (work on
-// the one stream is ordered, so reuse is safe).
 absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> CudaExecutorDevice::Scratch(
     int64_t count) {
-  if (scratch_.bytes() < count * 2) {
-    TWICE_ASSIGN_OR_RETURN(scratch_,
-                           allocator_.AllocateArray<cuda::Bf16>(count));
-  }
-  return cuda::DeviceSpan<cuda::Bf16>{static_cast<cuda::Bf16*>(scratch_.data()),
-                                      count};
+  return Kept<cuda::Bf16>(scratch_, count);
 }
 
-// An f32 block for the padded products of Linear, kept the same way.
 absl::StatusOr<cuda::DeviceSpan<float>> CudaExecutorDevice::WideOutput(
     int64_t count) {
-  if (wide_output_.bytes() < FloatBytes(count)) {
-    TWICE_ASSIGN_OR_RETURN(wide_output_,
-                           allocator_.AllocateArray<float>(count));
-  }
-  return cuda::DeviceSpan<float>{static_cast<float*>(wide_output_.data()),
-                                 count};
+  return Kept<float>(wide_output_, count);
 }
 
-// The same for f32 (the linear attention's feature maps).
 absl::StatusOr<cuda::DeviceSpan<float>> CudaExecutorDevice::F32Scratch(
     int64_t count) {
-  if (f32_scratch_.bytes() < FloatBytes(count)) {
-    TWICE_ASSIGN_OR_RETURN(f32_scratch_,
-                           allocator_.AllocateArray<float>(count));
-  }
-  return cuda::DeviceSpan<float>{static_cast<float*>(f32_scratch_.data()),
-                                 count};
+  return Kept<float>(f32_scratch_, count);
 }
 
 }  // namespace twice::engine::cuda_executor

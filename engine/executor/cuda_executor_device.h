@@ -22,6 +22,7 @@
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/status_macros.h"
 
 namespace twice::engine::cuda_executor {
 
@@ -166,16 +167,27 @@ class CudaExecutorDevice final : public ExecutorDevice {
 
  private:
   explicit CudaExecutorDevice(int ordinal);
-  // A bf16 block of at least `count` elements, kept between calls (work on
-  // the one stream is ordered, so reuse is safe).
-  absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> Scratch(int64_t count);
-  // The same for f32 (the linear attention's feature maps).
   // y (+)= x16 · W^T by `epilogue` (Linears' checks done), padded rows
   // dropped.
   absl::Status Gemm(cuda::DeviceSpan<const cuda::Bf16> x16, int64_t rows,
                     const CudaMatrix& w, DeviceFloats y,
                     const LinearEpilogue& epilogue);
+  // Device blocks kept between calls and grown on demand (work on the one
+  // stream is ordered, so reuse is safe): `buffer` as at least `count`
+  // elements of T.
+  template <typename T>
+  absl::StatusOr<cuda::DeviceSpan<T>> Kept(cuda::DeviceBuffer& buffer,
+                                           int64_t count) {
+    if (buffer.bytes() < count * static_cast<int64_t>(sizeof(T))) {
+      TWICE_ASSIGN_OR_RETURN(buffer, allocator_.AllocateArray<T>(count));
+    }
+    return cuda::DeviceSpan<T>{static_cast<T*>(buffer.data()), count};
+  }
+  // bf16 inputs of the GEMMs.
+  absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> Scratch(int64_t count);
+  // f32 products of Linear's padded rows (and the padded bias).
   absl::StatusOr<cuda::DeviceSpan<float>> WideOutput(int64_t count);
+  // f32 feature maps of the linear attention.
   absl::StatusOr<cuda::DeviceSpan<float>> F32Scratch(int64_t count);
 
   const std::string name_;

@@ -68,7 +68,7 @@ void AttendTile(const float* q, int64_t q_stride, int64_t r0, int64_t r1,
 #pragma omp simd reduction(+ : sum)
       for (int64_t c = 0; c < visible; ++c) {
         const float x = s[c] - top;
-        const float w = x < -70.0f ? 0.0f : FastExp(x);
+        const float w = x < kNegligibleSoftmaxExponent ? 0.0f : FastExp(x);
         s[c] = w;
         sum += w;
       }

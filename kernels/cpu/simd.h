@@ -61,6 +61,13 @@ inline float FastExp(float x) {
   return p * std::bit_cast<float>(bits);
 }
 
+// Softmax weights e^x with x below this (a score under the row's maximum
+// by more than 70: 4e-31 of the maximum's weight, far below float
+// rounding) are taken as 0 by the attention kernels: a trained model's
+// sharp rows would otherwise send exp into its slow underflow path and the
+// sums into denormal arithmetic, several times slower for nothing.
+inline constexpr float kNegligibleSoftmaxExponent = -70.0f;
+
 inline float* ScratchFloats(int slot, size_t n) {
   constexpr int kSlots = 2;
   thread_local std::vector<float> buffers[kSlots];
