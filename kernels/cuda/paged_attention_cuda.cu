@@ -88,7 +88,7 @@ constexpr int kTileRows = 8;   // query rows per block, one warp each
 constexpr int kTileKeys = 32;  // positions per shared tile, one per lane
 constexpr int kTileMaxDim = 128;
 // Key rows padded by one float: lane j reading dim e of key j hits bank
-// (j · (hd + 1) + e) % 32, distinct across the warp.
+// (j · kTileKeyStride + e) % 32 = (j + e) % 32, distinct across the warp.
 constexpr int kTileKeyStride = kTileMaxDim + 1;
 
 __device__ __forceinline__ float WarpMax(float v) {
@@ -122,9 +122,12 @@ __global__ void PagedPrefillTileKernel(PagedRowsArgs a, const float* q,
   const int64_t p = a.start + r;  // this warp's row position
   const int64_t last_p = a.start + last_row;
 
+  // Row w of the tile at queries + w · kTileMaxDim, where warp w reads it
+  // (packing the rows hd apart would hand warp w another row whenever
+  // hd < kTileMaxDim).
   for (int i = threadIdx.x; i < kTileRows * hd; i += blockDim.x) {
     const int64_t row = first_row + i / hd;
-    queries[i] =
+    queries[(i / hd) * kTileMaxDim + i % hd] =
         row <= last_row ? q[row * q_stride + int64_t{h} * hd + i % hd] : 0.0f;
   }
   float m = -FLT_MAX, l = 0.0f;
