@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -128,11 +129,13 @@ absl::StatusOr<std::unique_ptr<DeviceRoutes>> CudaExecutorDevice::UploadRoutes(
   // One copy for the three arrays (4-byte entries each).
   const size_t n = routes.source_row.size();
   std::vector<char> packed(3 * n * sizeof(int32_t));
-  std::memcpy(packed.data(), routes.source_row.data(), n * sizeof(int32_t));
-  std::memcpy(packed.data() + n * sizeof(int32_t), routes.entry.data(),
-              n * sizeof(int32_t));
-  std::memcpy(packed.data() + 2 * n * sizeof(int32_t), routes.gate.data(),
-              n * sizeof(float));
+  if (n > 0) {  // memcpy from an empty vector's null data is undefined
+    std::memcpy(packed.data(), routes.source_row.data(), n * sizeof(int32_t));
+    std::memcpy(packed.data() + n * sizeof(int32_t), routes.entry.data(),
+                n * sizeof(int32_t));
+    std::memcpy(packed.data() + 2 * n * sizeof(int32_t), routes.gate.data(),
+                n * sizeof(float));
+  }
   const int64_t bytes = static_cast<int64_t>(packed.size());
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
                          allocator_.Allocate(std::max<int64_t>(bytes, 4)));
@@ -270,15 +273,22 @@ absl::Status CudaExecutorDevice::Gemm(cuda::DeviceSpan<const cuda::Bf16> x16,
                                       const LinearEpilogue& epilogue) {
   const int64_t k = w.cols();
   const int64_t n = w.rows(), wide_n = w.padded_rows();
-  if (wide_n == n) {
+  // cuBLASLt reads and writes 16-byte aligned matrices; a y or bias at an
+  // odd offset into a scratch block (a MoE layer's outputs after B x E
+  // router logits, E no multiple of 4) goes through the block below.
+  const auto aligned = [](const float* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (wide_n == n && aligned(y.data) &&
+      (epilogue.bias.size == 0 || aligned(epilogue.bias.data))) {
     return gemm_->Linear(x16, w.padded_values(), ConstSpan(epilogue.bias),
                          cuda::GemmShape{rows, n, k}, epilogue.accumulate,
                          Span(y), epilogue.scale);
   }
-  // A row count cuBLASLt cannot take: the product of the zero-padded matrix
-  // lands in a [rows, wide_n] block (after it, the bias padded with
-  // zeros), and its first n columns are y's. Accumulation starts from a
-  // copy of y there.
+  // A row count cuBLASLt cannot take, or a misaligned y or bias: the
+  // product of the zero-padded matrix lands in a [rows, wide_n] block
+  // (after it, the bias padded with zeros), and its first n columns are
+  // y's. Accumulation starts from a copy of y there.
   const int64_t has_bias = epilogue.bias.size > 0 ? 1 : 0;
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<float> block,
                          WideOutput(rows * wide_n + has_bias * wide_n));

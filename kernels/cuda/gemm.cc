@@ -18,8 +18,12 @@ const CublasLtLibrary* loaded_library = nullptr;
 
 const CublasLtLibrary& Lt() { return *loaded_library; }
 
+// The alignment Run requires of every pointer, and the one the algorithm
+// search is told to assume.
+constexpr uint32_t kGemmAlignmentBytes = 16;
+
 bool Aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+  return (reinterpret_cast<uintptr_t>(p) % kGemmAlignmentBytes) == 0;
 }
 
 }  // namespace
@@ -108,6 +112,20 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(const GemmShape& s,
   cublasStatus_t st = Lt().MatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
       sizeof(workspace_bytes));
+  // The heuristic assumes 256-byte aligned matrices unless told otherwise;
+  // Run accepts any 16-byte aligned pointer (an output is often an offset
+  // into a scratch block), so only algorithms that work at 16 may be chosen.
+  const uint32_t alignment = kGemmAlignmentBytes;
+  for (cublasLtMatmulPreferenceAttributes_t attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = Lt().MatmulPreferenceSetAttribute(pref, attribute, &alignment,
+                                             sizeof(alignment));
+    }
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {

@@ -4,7 +4,8 @@
 // matrix with zero rows and drops the padded outputs, with a bias,
 // accumulation into y and a scale; Linears converts its one input once for
 // several products. f32 outputs of bf16 inputs differ only by summation
-// order (1e-5 norm-wise). A matrix whose columns are no multiple of 8 is
+// order (1e-5 norm-wise). Outputs and biases off cuBLASLt's 16-byte
+// alignment match too. A matrix whose columns are no multiple of 8 is
 // refused at upload. SKIPPED without a GPU; the device's name and its
 // uploaded weight bytes show it ran.
 #include <cstdint>
@@ -102,6 +103,46 @@ TEST_F(CudaExecutorDeviceTest, LinearOfARowCountNoGemmTakesMatchesTheCpu) {
         (dev == cuda_.get() ? got : want) = Get(*dev, *dy);
       }
       EXPECT_LE(RelativeError(got, want), kLinearTolerance);
+    }
+  }
+}
+
+// Outputs and biases at offsets of 1-3 floats into their arrays (4, 8 and
+// 12 bytes past cuBLASLt's 16-byte alignment, as a MoE layer's outputs sit
+// after B x E router logits): the device takes its aligned block for them,
+// with the same results as the CPU, and leaves the floats around y alone.
+TEST_F(CudaExecutorDeviceTest, MisalignedOutputsMatchTheCpu) {
+  const int64_t rows = 3, n = 64, k = 32;
+  const kernels::Tensor w =
+      kernels::Tensor::FromVector({n, k}, RoundBf16(Random(n * k, 11, 0.1f)));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> dw,
+                       cuda_->UploadMatrix(w));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> hw, cpu_->UploadMatrix(w));
+  const std::vector<float> x = RoundBf16(Random(rows * k, 12));
+  const std::vector<float> bias = Random(n + 3, 13);
+  const std::vector<float> y0 = Random(rows * n + 6, 14);
+  for (int64_t offset : {1, 2, 3}) {
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "offset " << offset << " accumulate " << accumulate);
+      std::vector<float> got, want;
+      for (ExecutorDevice* dev : {cuda_.get(), cpu_.get()}) {
+        const DeviceMatrix& m = dev == cuda_.get() ? *dw : *hw;
+        std::unique_ptr<DeviceArray> dx = Put(*dev, x);
+        std::unique_ptr<DeviceArray> db = Put(*dev, bias);
+        std::unique_ptr<DeviceArray> dy = Put(*dev, y0);
+        LinearEpilogue epilogue;
+        epilogue.bias = db->floats().sub(offset, n);
+        epilogue.accumulate = accumulate;
+        ASSERT_OK(dev->Linear(dx->floats(), rows, m,
+                              dy->floats().sub(offset, rows * n), epilogue));
+        (dev == cuda_.get() ? got : want) = Get(*dev, *dy);
+      }
+      EXPECT_LE(RelativeError(got, want), kLinearTolerance);
+      for (int64_t i = 0; i < offset; ++i) EXPECT_EQ(got[i], y0[i]);
+      for (int64_t i = offset + rows * n; i < rows * n + 6; ++i) {
+        EXPECT_EQ(got[i], y0[i]);
+      }
     }
   }
 }
