@@ -16,12 +16,14 @@
 namespace twice::kernels::cuda {
 namespace {
 
-absl::Status CheckRmsNorm(int64_t rows, int64_t dim, int64_t x_size,
+absl::Status CheckRmsNorm(int64_t rows, int64_t dim, float eps, int64_t x_size,
                           int64_t w_size, int64_t y_size) {
   constexpr char kOp[] = "RmsNorm";
-  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows <= (int64_t{1} << 31) &&
+  // rows is the grid's x size: at most 2^31 - 1 blocks.
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows < (int64_t{1} << 31) &&
                                      dim >= 1 && dim <= (int64_t{1} << 30),
                                  kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckArg(eps >= 0.0f, kOp, "eps must be >= 0"));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "x", x_size, rows * dim));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "weight", w_size, dim));
   return CheckSize(kOp, "y", y_size, rows * dim);
@@ -32,7 +34,8 @@ absl::Status CheckRmsNorm(int64_t rows, int64_t dim, int64_t x_size,
 absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
                      int64_t rows, int64_t dim, DeviceSpan<const float> weight,
                      float eps, DeviceSpan<float> y) {
-  TWICE_RETURN_IF_ERROR(CheckRmsNorm(rows, dim, x.size, weight.size, y.size));
+  TWICE_RETURN_IF_ERROR(
+      CheckRmsNorm(rows, dim, eps, x.size, weight.size, y.size));
   if (rows == 0) return absl::OkStatus();
   return CudaStatus(launch::RmsNorm(x.data, rows, static_cast<int>(dim),
                                     weight.data, eps, y.data, stream.get()),
@@ -42,7 +45,8 @@ absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
 absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
                      int64_t rows, int64_t dim, DeviceSpan<const float> weight,
                      float eps, DeviceSpan<Bf16> y) {
-  TWICE_RETURN_IF_ERROR(CheckRmsNorm(rows, dim, x.size, weight.size, y.size));
+  TWICE_RETURN_IF_ERROR(
+      CheckRmsNorm(rows, dim, eps, x.size, weight.size, y.size));
   if (rows == 0) return absl::OkStatus();
   return CudaStatus(
       launch::RmsNormToBf16(x.data, rows, static_cast<int>(dim), weight.data,
