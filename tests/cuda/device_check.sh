@@ -9,8 +9,14 @@
 # decode, host <-> device bytes), and writes the table to $OUT/ (with the
 # logs, one archive) when OUT is set, else to bench/results/cuda_<date>.md.
 #
-#   tests/cuda/device_check.sh            (from anywhere; about 3-6 minutes)
+#   tests/cuda/device_check.sh            (from anywhere; at most 5.5 minutes)
 #   TWICE_CUDA_TEST_SEED=123 ...          reproduce a test run's inputs
+#   TWICE_DEVICE_BUDGET_S=600 ...         the whole run's limit (default 330 s:
+#                                         every step gets what is left of it,
+#                                         and a step with too little is
+#                                         skipped and says so)
+#   TWICE_COMMIT=abc123 ...               the commit the table names (a tree
+#                                         copied without .git knows none)
 #   TWICE_DEVICE_QUICK=1 ...              tokens 2048,8192 only, short model
 #                                         rows
 #   TWICE_DEVICE_USE_DEBS=1 ...           build against .device-debs/ (see
@@ -22,8 +28,31 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 start=$(date +%s)
+deadline=$((start + ${TWICE_DEVICE_BUDGET_S:-330}))
 build="${TWICE_DEVICE_BUILD:-$root/build-device}"
 log() { echo "[device_check $(($(date +%s) - start))s] $*" >&2; }
+# limit SECONDS: SECONDS, or less when the budget has less left (15 s kept
+# for writing the results); never below 1 (timeout 0 would mean no limit).
+limit() {
+  local left=$((deadline - $(date +%s) - 15))
+  [ "$left" -lt 1 ] && left=1
+  echo $(($1 < left ? $1 : left))
+}
+# has_time SECONDS: whether a step that needs at least SECONDS still fits.
+has_time() { [ "$(limit "$1")" -ge "$1" ]; }
+# Every log travels with the table when it goes to $OUT, as one archive (a
+# results folder may bring back only a few files), however the run ends.
+archive_logs() {
+  [ -n "${OUT:-}" ] || return 0
+  mkdir -p "$OUT"
+  tar -czf "$OUT/device_check_logs.tgz" -C "$(dirname "$build")" \
+    $(cd "$(dirname "$build")" && ls -d "$(basename "$build")".*.log \
+      "$(basename "$build")".sdpa.txt 2>/dev/null) 2>/dev/null || true
+}
+trap archive_logs EXIT
+# ccache off: a fresh machine has no cache, and CMake would look for ccache
+# again whatever TWICE_CCACHE says.
+export CCACHE_DISABLE=1
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "device_check: no NVIDIA GPU visible (nvidia-smi -L failed): skipped"
@@ -41,10 +70,12 @@ if [ -z "$nvcc" ]; then
   echo "device_check: nvcc not found (install the CUDA toolkit)" >&2
   exit 1
 fi
+# The tools the carried packages do not bring: without them nothing builds.
+tools_missing=()
+command -v cmake >/dev/null || tools_missing+=(cmake)
+command -v ninja >/dev/null || tools_missing+=(ninja-build)
+command -v g++ >/dev/null || tools_missing+=(g++)
 missing=()
-command -v cmake >/dev/null || missing+=(cmake)
-command -v ninja >/dev/null || missing+=(ninja-build)
-command -v g++ >/dev/null || missing+=(g++)
 [ -f /usr/include/absl/status/status.h ] || missing+=(libabsl-dev)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev libgmock-dev)
 openblas=""
@@ -100,13 +131,15 @@ if { [ -n "${TWICE_DEVICE_USE_DEBS:-}" ] ||
   missing=()
   engine_missing=()
 fi
+missing+=("${tools_missing[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   sudo_cmd=()
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-  timeout 240 "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=60 update -qq &&
-    DEBIAN_FRONTEND=noninteractive timeout 240 "${sudo_cmd[@]}" apt-get \
-      -o DPkg::Lock::Timeout=60 install -y -qq --no-install-recommends \
+  # Short limits: a machine without a network fails here fast.
+  timeout 60 "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=30 update -qq &&
+    DEBIAN_FRONTEND=noninteractive timeout 180 "${sudo_cmd[@]}" apt-get \
+      -o DPkg::Lock::Timeout=30 install -y -qq --no-install-recommends \
       "${missing[@]}" >/dev/null ||
     { echo "device_check: could not install ${missing[*]}; on a machine" \
         "that cannot fetch packages, run tests/cuda/fetch_device_debs.sh" \
@@ -117,35 +150,46 @@ if [ ${#engine_missing[@]} -gt 0 ]; then
   log "installing ${engine_missing[*]} (optional: whole-model check)"
   sudo_cmd=()
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-  DEBIAN_FRONTEND=noninteractive timeout 240 "${sudo_cmd[@]}" apt-get \
-    -o DPkg::Lock::Timeout=60 install -y -qq --no-install-recommends \
+  DEBIAN_FRONTEND=noninteractive timeout 60 "${sudo_cmd[@]}" apt-get \
+    -o DPkg::Lock::Timeout=30 install -y -qq --no-install-recommends \
     "${engine_missing[@]}" >/dev/null 2>&1 ||
     log "could not install them: the whole-model check is skipped"
 fi
 
 # ---- 2. build the CUDA targets only ----------------------------------------------
-tests=(cuda_device_info_test cuda_plumbing_test based_cuda_test
-       sequence_cuda_test elementwise_cuda_test sampling_cuda_test
-       ssm_gating_cuda_test slot_steps_cuda_test cuda_kernel_backend_test)
+# The tools and compilers this machine has, for the log (a build error on an
+# unfamiliar compiler is read against them).
+{ g++ --version | head -1; cmake --version | head -1; "$nvcc" --version | tail -1
+  ldconfig -p 2>/dev/null | grep -m1 cublasLt || echo "libcublasLt: not in ldconfig"
+} >"$build.tools.log" 2>&1
+cat "$build.tools.log" >&2
+# Every CUDA test file is its own program (no unity build): the loop below
+# runs each, so a test file added later is run without editing this list.
+tests=(cuda_device_info_test)
+for f in "$root"/tests/cuda/*_test.cc; do tests+=("$(basename "$f" .cc)"); done
 log "configure"
-# One program per test file (no unity build): the loop below runs each.
+# Warnings stay warnings here: another compiler version may warn where
+# Debian's gcc does not, and that must not cost the device run.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTWICE_UNITY_BUILD=OFF -DTWICE_KERNELS_ONLY=ON -DTWICE_WITH_CUDA=ON -DTWICE_BUILD_BENCH=OFF \
-  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DTWICE_CCACHE=TWICE_CCACHE-NOTFOUND "${deps_args[@]}" >"$build.configure.log" 2>&1 ||
+  -DTWICE_WERROR=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  "${deps_args[@]}" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }
 # The engine is configured when its packages were found (CMake says so).
 engine_bench=()
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^cuda_model_test:'; then
-  tests+=(cuda_model_test resident_executor_cuda_test)
+if grep -q 'kernels-only build with the engine: ON' "$build.configure.log"; then
+  for f in "$root"/tests/cuda_engine/*_test.cc; do tests+=("$(basename "$f" .cc)"); done
   engine_bench=(cuda_engine_bench)
 else
   log "engine not configured: the whole-model tests and cuda_engine_bench skipped"
 fi
 targets=("${tests[@]}" cuda_prefill_bench "${engine_bench[@]}")
 log "build (${targets[*]})"
-timeout 300 ninja -C "$build" -j16 "${targets[@]}" >"$build.build.log" 2>&1 ||
-  { tail -50 "$build.build.log" >&2; exit 1; }
+if ! timeout "$(limit 240)" ninja -C "$build" -j16 "${targets[@]}" >"$build.build.log" 2>&1; then
+  # The first errors, not the last lines (other jobs keep printing).
+  grep -m3 -A30 '^FAILED:' "$build.build.log" >&2 || tail -50 "$build.build.log" >&2
+  exit 1
+fi
 log "built"
 
 # ---- 3. CUDA-vs-CPU tests on fresh random inputs ----------------------------------
@@ -160,7 +204,7 @@ out="$results/cuda_$(date -u +%Y%m%d_%H%M%S).md"
 {
   echo "# CUDA device check $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "GPU: $gpu; nvcc: $("$nvcc" --version | tail -1); commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "GPU: $gpu; nvcc: $("$nvcc" --version | tail -1); commit: ${TWICE_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo
   echo "## Tests (TWICE_CUDA_TEST_SEED=$TWICE_CUDA_TEST_SEED)"
   echo
@@ -170,12 +214,24 @@ out="$results/cuda_$(date -u +%Y%m%d_%H%M%S).md"
 failed=0
 for t in "${tests[@]}"; do
   bin=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
-  if timeout 120 "$bin" >"$build.$t.log" 2>&1; then
+  t_limit=$(limit 90)
+  if ! has_time 5; then
+    failed=1
+    echo "| $t | NOT RUN: the check's time budget was spent |" >>"$out"
+    continue
+  fi
+  if [ -z "$bin" ]; then
+    failed=1
+    echo "| $t | FAILED: not built |" >>"$out"
+  elif timeout "$t_limit" "$bin" >"$build.$t.log" 2>&1; then
     summary=$(grep -E "^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$build.$t.log" | tr '\n' ' ')
     echo "| $t | ok ${summary} |" >>"$out"
   else
+    rc=$?
     failed=1
-    echo "| $t | FAILED: $(grep -E '^\[  FAILED  \]' "$build.$t.log" | tr '\n' ' ') |" >>"$out"
+    why=$(grep -E '^\[  FAILED  \]' "$build.$t.log" | tr '\n' ' ')
+    [ "$rc" -eq 124 ] && why="timed out after ${t_limit} s; $why"
+    echo "| $t | FAILED (exit $rc): $why |" >>"$out"
     grep -B5 -E "Failure|error" "$build.$t.log" | head -40 >&2
   fi
 done
@@ -198,7 +254,7 @@ for p in python3 /usr/bin/python3; do
 done
 if [ -n "$py" ]; then
   log "SDPA baseline with $py"
-  timeout 180 "$py" - "$tokens" >"$sdpa" <<'PY' || log "SDPA failed; rows will say skipped"
+  timeout "$(limit 90)" "$py" - "$tokens" >"$sdpa" <<'PY' || log "SDPA failed; rows will say skipped"
 import sys, torch
 import torch.nn.functional as F
 for t in [int(x) for x in sys.argv[1].split(",")]:
@@ -232,16 +288,22 @@ fi
 } >>"$out"
 log "bench (tokens $tokens)"
 bench=$(find "$build" -name cuda_prefill_bench -type f -perm -u+x | head -1)
-if ! timeout 300 "$bench" --tokens="$tokens" --batch=16 --sdpa="$sdpa" \
+if ! has_time 20; then
+  failed=1
+  echo "bench NOT RUN: the check's time budget was spent" | tee "$build.bench.log" >>"$out"
+elif ! timeout "$(limit 150)" "$bench" --tokens="$tokens" --batch=16 --sdpa="$sdpa" \
      --out="$out" >"$build.bench.log" 2>&1; then
   failed=1
   echo "bench FAILED: $(tail -3 "$build.bench.log")" >>"$out"
 fi
 cat "$build.bench.log"
-if [ ${#engine_bench[@]} -gt 0 ]; then
+if [ ${#engine_bench[@]} -gt 0 ] && ! has_time 20; then
+  failed=1
+  echo "engine bench NOT RUN: the check's time budget was spent" >>"$out"
+elif [ ${#engine_bench[@]} -gt 0 ]; then
   log "engine bench (${engine_flags[*]})"
   ebench=$(find "$build" -name cuda_engine_bench -type f -perm -u+x | head -1)
-  if ! (cd "$root" && timeout 200 "$ebench" "${engine_flags[@]}" \
+  if ! (cd "$root" && timeout "$(limit 150)" "$ebench" "${engine_flags[@]}" \
           --out="$out") >"$build.engine_bench.log" 2>&1; then
     failed=1
     echo "engine bench FAILED: $(tail -3 "$build.engine_bench.log")" >>"$out"
@@ -250,7 +312,7 @@ if [ ${#engine_bench[@]} -gt 0 ]; then
   # Llama (the paged KV cache) at short lengths: its offload rows attend
   # in O(T^2) per layer, so 32k tokens would not fit the check's time.
   log "engine bench (llama-360m-shape)"
-  if ! (cd "$root" && timeout 120 "$ebench" --models=llama:llama-360m-shape \
+  if ! (cd "$root" && timeout "$(limit 90)" "$ebench" --models=llama:llama-360m-shape \
           --tokens=2048 --decode_batches=1,16,64 --reps=2 \
           --out="$out") >"$build.engine_bench_llama.log" 2>&1; then
     failed=1
@@ -265,12 +327,5 @@ fi
   echo
   echo "Total device check time: $(($(date +%s) - start)) s"
 } >>"$out"
-# The logs travel with the table when it goes to $OUT, as one archive (a
-# results folder may bring back only a few files).
-if [ -n "${OUT:-}" ]; then
-  tar -czf "$OUT/device_check_logs.tgz" -C "$(dirname "$build")" \
-    $(cd "$(dirname "$build")" && ls -d "$(basename "$build")".*.log \
-      "$(basename "$build")".sdpa.txt 2>/dev/null) || true
-fi
 log "wrote $out"
 exit $failed

@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .device-debs
 cd .device-debs
+# Only this run's packages: a second version of one would be unpacked too.
+rm -f ./*.deb
 apt-get download \
   libabsl-dev libabsl20220623 libgtest-dev libgmock-dev \
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 \
