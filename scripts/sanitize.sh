@@ -15,11 +15,14 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # the compile time of the instrumented build (a heavy test file: 80 s at
 # -O3, 36 s at -O1), which dominates the sanitizer run on a small machine.
 # The test programs that drive servers and stores go to -O0 (their code is
-# GoogleTest and gRPC glue; the code they test stays at -O1).
+# GoogleTest and gRPC glue; the code they test stays at -O1). The kernels
+# and engine programs run as 4 shards each rather than a process per test
+# case (tests/CMakeLists.txt, TWICE_TEST_SHARDS): an instrumented process
+# start costs more than most of their cases.
 cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" \
   -DTWICE_SANITIZE=ON -DTWICE_WITH_CUDA=OFF -DTWICE_BUILD_BENCH=OFF \
-  -DTWICE_SERVER_TEST_OPTIMIZE=-O0 >/dev/null
+  -DTWICE_SERVER_TEST_OPTIMIZE=-O0 -DTWICE_TEST_SHARDS=4 >/dev/null
 cmake --build "$build_dir" --parallel "$(nproc)"
 # The server processes tests start inherit these too. Debian's gRPC,
 # protobuf and RocksDB are not instrumented; their one-time globals are not
