@@ -146,8 +146,8 @@ cudaError_t SsdStepSlots(const SsdArgs& args, int64_t rows,
                          const int32_t* slots, cudaStream_t stream);
 // Based's step: q, k [rows, H, F] raw (feature map fused), v, y
 // [rows, H, hd]; kv_states [capacity, H, hd, D], k_states [capacity, H, D];
-// D = 1 + F + F^2 <= 4161 (F <= 64), rows <= 65535; slots null: row r
-// updates state r (LinearAttentionStep).
+// D = 1 + F + F^2 <= 2048 (F <= 44; the wrapper checks it), rows <=
+// 65535; slots null: row r updates state r (LinearAttentionStep).
 cudaError_t LinearAttentionStepSlots(const float* q, const float* k,
                                      const float* v, int64_t rows, int heads,
                                      int head_dim, int feature_dim, float eps,

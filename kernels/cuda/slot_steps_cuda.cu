@@ -87,7 +87,9 @@ __global__ void SsdStepSlotsKernel(SsdArgs a, const int32_t* slots) {
   float* s = a.ssm_state + int64_t{slots[r]} * hp * a.state + ch * a.state;
   const float dt = a.dt[r * a.heads + h];
   const float x = a.x[r * a.x_stride + ch];
-  const float decay = __expf(dt * a.a[h]);
+  // expf, not __expf: the decay compounds in the state over every step
+  // (__expf is ~11 ulp off at dt·A = -8), and the CPU uses std::exp.
+  const float decay = expf(dt * a.a[h]);
   const float* bt = a.b + r * a.bc_stride + int64_t{g} * a.state;
   const float* ct = a.c + r * a.bc_stride + int64_t{g} * a.state;
   float dot = 0.0f;
