@@ -165,10 +165,6 @@ osd_heartbeat_grace = 6
 # Test machines often have less free disk than the production warning level.
 mon_data_avail_warn = 2
 mon_data_avail_crit = 1
-# Commit cluster map changes after 50 ms, not Ceph's 1 s batching window:
-# each pool create or tag waits for one commit, and tests make their own
-# pools (4 s -> 0.5 s for a test that opens a store).
-paxos_propose_interval = 0.05
 log_file = $dir/log/\$name.log
 pid_file = $dir/run/\$name.pid
 admin_socket = $dir/run/\$name.asok
