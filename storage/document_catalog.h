@@ -36,6 +36,8 @@
 
 namespace twice::storage {
 
+class RecordWatch;  // record_watch.h
+
 // Which document: the tenant is part of the name, so no lookup can leave
 // it out.
 struct DocumentRef {
@@ -75,6 +77,12 @@ class DocumentCatalog {
   // record names. Returns the number of states deleted.
   [[nodiscard]] virtual absl::StatusOr<int64_t> DeleteDocument(
       const DocumentRef& document) = 0;
+
+  // What tells a reader that keeps records that one it kept is still
+  // current (record_watch.h); null when this catalog cannot promise that
+  // (a kept record is then only a guess, to be confirmed by a read).
+  // Lives as long as the catalog.
+  virtual RecordWatch* record_watch() { return nullptr; }
 };
 
 }  // namespace twice::storage

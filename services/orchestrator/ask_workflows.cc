@@ -35,10 +35,12 @@ absl::Status AnswerOpened(QuestionAnswerer& answerer,
 }
 
 // Runs `answer` over the current record of `ref`. With a record cache (a
-// store across the network), a cached record starts the answer at once
-// while the current one is read; what the answer did counts only when the
-// read confirms the guess, and otherwise it runs again from the record
-// read. Either way the caller receives an answer from the current record.
+// store across the network), a cached record that the store's watch shows
+// unchanged since it was read is the current record; any other cached
+// record starts the answer at once while the current one is read, and
+// what the answer did counts only when the read confirms the guess
+// (otherwise it runs again from the record read). Either way the caller
+// receives an answer from the current record.
 absl::Status AnswerCurrentRecord(const WorkflowContext& context,
                                  grpc::ServerContext& server,
                                  const storage::DocumentRef& ref,
@@ -46,28 +48,38 @@ absl::Status AnswerCurrentRecord(const WorkflowContext& context,
   QuestionAnswerer answerer(context);
   const std::function<bool()> always = [] { return true; };
   RecordCache* cache = context.records;
-  std::optional<storage::DocumentRecord> guess;
-  if (cache != nullptr) guess = cache->Find(ref);
-  if (!guess) {
+  storage::RecordWatch* watch = context.store->record_watch();
+  std::optional<KeptRecord> kept;
+  if (cache != nullptr) kept = cache->Find(ref);
+  if (!kept) {
+    std::optional<storage::RecordWatch::Mark> mark;
+    if (cache != nullptr) mark = BeginWatch(watch, ref);
     absl::StatusOr<storage::DocumentRecord> record =
         FindDocumentOf(*context.store, ref);
     if (!record.ok()) return record.status();
-    if (cache != nullptr) cache->Put(*record);
+    if (cache != nullptr) cache->Put(*record, std::move(mark));
     return AnswerOpened(answerer, server, *std::move(record), answer, always);
   }
-  RecordConfirmation confirmation(*context.store, *guess);
+  if (watch != nullptr && kept->mark.has_value() &&
+      watch->Unchanged(*kept->mark)) {
+    ServingMetrics::Process().AddWatchedRecordAsk();
+    return AnswerOpened(answerer, server, std::move(kept->record), answer,
+                        always);
+  }
+  RecordConfirmation confirmation(*context.store, kept->record, watch);
   absl::Status guessed =
-      AnswerOpened(answerer, server, *std::move(guess), answer,
+      AnswerOpened(answerer, server, std::move(kept->record), answer,
                    [&confirmation] { return confirmation.Confirmed(); });
   const bool confirmed = confirmation.Confirmed();
   ServingMetrics::Process().AddCachedRecordAsk(confirmed);
-  if (confirmed) return guessed;
   absl::StatusOr<storage::DocumentRecord> current = confirmation.Current();
   if (!current.ok()) {
     cache->Forget(ref);
     return current.status();
   }
-  cache->Put(*current);
+  // Kept with the mark its read began under, so the next ask can trust it.
+  cache->Put(*current, confirmation.WatchMark());
+  if (confirmed) return guessed;
   return AnswerOpened(answerer, server, *std::move(current), answer, always);
 }
 

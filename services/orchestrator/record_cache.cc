@@ -1,6 +1,7 @@
 #include "services/orchestrator/record_cache.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,6 +15,14 @@ std::string CacheKey(const storage::DocumentRef& document) {
 }
 
 }  // namespace
+
+std::optional<storage::RecordWatch::Mark> BeginWatch(
+    storage::RecordWatch* watch, const storage::DocumentRef& document) {
+  if (watch == nullptr) return std::nullopt;
+  absl::StatusOr<storage::RecordWatch::Mark> mark = watch->Begin(document);
+  if (!mark.ok()) return std::nullopt;
+  return *std::move(mark);
+}
 
 int64_t RecordBytes(const storage::DocumentRecord& record) {
   int64_t bytes = static_cast<int64_t>(sizeof(record));
@@ -50,18 +59,21 @@ bool SameRecord(const storage::DocumentRecord& a,
   return true;
 }
 
-std::optional<storage::DocumentRecord> RecordCache::Find(
+std::optional<KeptRecord> RecordCache::Find(
     const storage::DocumentRef& document) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(CacheKey(document));
   if (it == entries_.end()) return std::nullopt;
   recency_.splice(recency_.begin(), recency_, it->second.recency);
-  return it->second.record;
+  return it->second.kept;
 }
 
-void RecordCache::Put(const storage::DocumentRecord& record) {
+void RecordCache::Put(const storage::DocumentRecord& record,
+                      std::optional<storage::RecordWatch::Mark> mark) {
   const std::string key = CacheKey(storage::RefOf(record));
-  const int64_t bytes = RecordBytes(record);
+  const int64_t bytes =
+      RecordBytes(record) +
+      (mark ? static_cast<int64_t>(sizeof(*mark) + mark->watched.size()) : 0);
   absl::MutexLock lock(&mu_);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
   if (bytes > capacity_bytes_) return;
@@ -69,7 +81,8 @@ void RecordCache::Put(const storage::DocumentRecord& record) {
     EraseLocked(entries_.find(recency_.back()));
   }
   recency_.push_front(key);
-  entries_.emplace(key, Entry{record, bytes, recency_.begin()});
+  entries_.emplace(
+      key, Entry{KeptRecord{record, std::move(mark)}, bytes, recency_.begin()});
   bytes_ += bytes;
 }
 

@@ -1,11 +1,15 @@
 // RecordCache: the records of recently asked documents, kept by an
 // orchestrator whose store is reached over the network (a store role or
 // RADOS), where reading a record is a round trip that would otherwise sit
-// in front of every question's first token. A cached record is only ever a
-// guess: an ask starts from it while the current record is read
-// (record_confirmation.h), and nothing reaches the caller until that read
-// confirms it, so a record changed or deleted by another orchestrator is
-// never answered from.
+// in front of every question's first token. A cached record is used in one
+// of two ways, and neither answers from a record that another orchestrator
+// changed or deleted before the question came:
+// - with the mark of the store's watch taken before it was read
+//   (storage/record_watch.h), while the watch says no commit has touched
+//   it since: as the current record, with no read;
+// - otherwise as a guess: an ask starts from it while the current record
+//   is read (record_confirmation.h), and nothing reaches the caller until
+//   that read confirms it.
 #ifndef TWICE_SERVICES_ORCHESTRATOR_RECORD_CACHE_H_
 #define TWICE_SERVICES_ORCHESTRATOR_RECORD_CACHE_H_
 
@@ -19,8 +23,16 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/document_catalog.h"
 #include "storage/document_record.h"
+#include "storage/record_watch.h"
 
 namespace twice::services {
+
+// A cached record, with the watch's mark taken before it was read (none
+// when the store has no watch or it could not be begun).
+struct KeptRecord {
+  storage::DocumentRecord record;
+  std::optional<storage::RecordWatch::Mark> mark;
+};
 
 class RecordCache {
  public:
@@ -29,17 +41,18 @@ class RecordCache {
   explicit RecordCache(int64_t capacity_bytes)
       : capacity_bytes_(capacity_bytes) {}
 
-  std::optional<storage::DocumentRecord> Find(
-      const storage::DocumentRef& document);
-  // Keeps `record` as the latest known record of its document.
-  void Put(const storage::DocumentRecord& record);
+  std::optional<KeptRecord> Find(const storage::DocumentRef& document);
+  // Keeps `record` as the latest known record of its document, with the
+  // mark taken before the read that found it.
+  void Put(const storage::DocumentRecord& record,
+           std::optional<storage::RecordWatch::Mark> mark = std::nullopt);
   void Forget(const storage::DocumentRef& document);
 
   int64_t bytes() const;
 
  private:
   struct Entry {
-    storage::DocumentRecord record;
+    KeptRecord kept;
     int64_t bytes = 0;
     std::list<std::string>::iterator recency;
   };
@@ -53,6 +66,12 @@ class RecordCache {
   std::list<std::string> recency_ ABSL_GUARDED_BY(mu_);  // most recent first
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// A mark of `watch` for `document` (storage/record_watch.h), or none when
+// there is no watch or it could not be begun (then what is read next is
+// kept only as a guess).
+std::optional<storage::RecordWatch::Mark> BeginWatch(
+    storage::RecordWatch* watch, const storage::DocumentRef& document);
 
 // The memory a record takes, for the cache's budget.
 int64_t RecordBytes(const storage::DocumentRecord& record);

@@ -8,17 +8,21 @@
 namespace twice::services {
 
 RecordConfirmation::RecordConfirmation(storage::DocumentCatalog& catalog,
-                                       storage::DocumentRecord guess)
+                                       storage::DocumentRecord guess,
+                                       storage::RecordWatch* watch)
     : guess_(std::move(guess)) {
-  reader_ = std::thread([this, &catalog] { Read(catalog); });
+  reader_ = std::thread([this, &catalog, watch] { Read(catalog, watch); });
 }
 
 RecordConfirmation::~RecordConfirmation() { reader_.join(); }
 
-void RecordConfirmation::Read(storage::DocumentCatalog& catalog) {
-  absl::StatusOr<storage::DocumentRecord> read =
-      FindDocumentOf(catalog, storage::RefOf(guess_));
+void RecordConfirmation::Read(storage::DocumentCatalog& catalog,
+                              storage::RecordWatch* watch) {
+  const storage::DocumentRef ref = storage::RefOf(guess_);
+  std::optional<storage::RecordWatch::Mark> mark = BeginWatch(watch, ref);
+  absl::StatusOr<storage::DocumentRecord> read = FindDocumentOf(catalog, ref);
   absl::MutexLock lock(&mu_);
+  mark_ = std::move(mark);
   current_ = std::move(read);
 }
 
@@ -41,6 +45,12 @@ bool RecordConfirmation::Confirmed() {
 absl::StatusOr<storage::DocumentRecord> RecordConfirmation::Current() {
   absl::MutexLock lock(&mu_);
   return AwaitReadLocked();
+}
+
+std::optional<storage::RecordWatch::Mark> RecordConfirmation::WatchMark() {
+  absl::MutexLock lock(&mu_);
+  AwaitReadLocked();
+  return mark_;
 }
 
 }  // namespace twice::services

@@ -90,9 +90,11 @@ ABSL_FLAG(int64_t, state_cache_bytes, int64_t{256} << 20,
 ABSL_FLAG(int64_t, ask_record_cache_bytes, int64_t{16} << 20,
           "Memory of the orchestrator's cache of asked documents' records, "
           "with a store across the network (--store_address or "
-          "--store=rados): an ask starts from the cached record while the "
-          "current one is read and sends nothing until it is confirmed "
-          "(0 = every ask reads its record first)");
+          "--store=rados): on RADOS an ask answers from a cached record "
+          "the cluster's watch shows unchanged, with no read; otherwise it "
+          "starts from the cached record while the current one is read and "
+          "sends nothing until it is confirmed (0 = every ask reads its "
+          "record first)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port of the Prometheus /metrics endpoint; port 0 picks one "
           "(empty = off)");

@@ -138,11 +138,13 @@ ServingMetrics::ServingMetrics()
           .Name("twice_ask_cached_records_total")
           .Help(
               "Asks started from a cached document record, by what the "
-              "record read found")
+              "record read found (watched: no read, the store's watch "
+              "showed the record unchanged)")
           .Register(*registry_);
   cached_record_confirmed_ =
       &cached_record_asks.Add({{"outcome", "confirmed"}});
   cached_record_changed_ = &cached_record_asks.Add({{"outcome", "changed"}});
+  cached_record_watched_ = &cached_record_asks.Add({{"outcome", "watched"}});
 }
 
 void ServingMetrics::ObserveAskTtft(double seconds) {
@@ -174,6 +176,10 @@ void ServingMetrics::AddStatesRecomputed(int64_t n) {
 }
 void ServingMetrics::AddCachedRecordAsk(bool confirmed) {
   (confirmed ? cached_record_confirmed_ : cached_record_changed_)->Increment();
+}
+
+void ServingMetrics::AddWatchedRecordAsk() {
+  cached_record_watched_->Increment();
 }
 
 namespace {

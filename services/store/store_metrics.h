@@ -56,6 +56,9 @@ class ServingMetrics {
   // An ask started from a cached record (record_cache.h): confirmed by the
   // record read, or changed meanwhile and answered again.
   void AddCachedRecordAsk(bool confirmed);
+  // An ask answered from a cached record that the store's watch showed
+  // unchanged (storage/record_watch.h), with no record read.
+  void AddWatchedRecordAsk();
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -74,6 +77,7 @@ class ServingMetrics {
   prometheus::Counter* recomputed_ = nullptr;
   prometheus::Counter* cached_record_confirmed_ = nullptr;
   prometheus::Counter* cached_record_changed_ = nullptr;
+  prometheus::Counter* cached_record_watched_ = nullptr;
 };
 
 class MetricsEndpoint {

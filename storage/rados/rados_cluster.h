@@ -47,6 +47,9 @@ class RadosCluster {
       const std::string& name, bool create);
   // The usage of pool `name` (NOT_FOUND when it does not exist).
   [[nodiscard]] absl::StatusOr<PoolUsage> Usage(const std::string& name);
+  // Waits until no watch callback (librados::WatchCtx2) of this connection
+  // is running or queued; after unwatching, before freeing a callback.
+  void FlushWatchCallbacks() { (void)rados_.watch_flush(); }
 
  private:
   RadosCluster() = default;

@@ -117,11 +117,20 @@ std::string IndexObjectName(std::string_view tenant,
 
 absl::StatusOr<std::unique_ptr<RadosDocumentCatalog>>
 RadosDocumentCatalog::Open(RadosCluster& cluster, const std::string& pool,
-                           StateStore& states) {
+                           StateStore& states,
+                           RecordWatchOptions watch_options) {
   absl::StatusOr<librados::IoCtx> io = cluster.OpenPool(pool, /*create=*/true);
   if (!io.ok()) return io.status();
+  auto watch = std::make_unique<RadosRecordWatch>(cluster, *io, watch_options);
   return std::unique_ptr<RadosDocumentCatalog>(
-      new RadosDocumentCatalog(*std::move(io), states));
+      new RadosDocumentCatalog(*std::move(io), states, std::move(watch)));
+}
+
+void RadosDocumentCatalog::AnnounceCommit(int r,
+                                          const std::string& index_object) {
+  if (r >= 0 || absl::IsUnavailable(FromRados(r, ""))) {
+    watch_->Announce(index_object);
+  }
 }
 
 absl::Status RadosDocumentCatalog::CountLoss(absl::Status status) {
@@ -260,7 +269,9 @@ absl::Status RadosDocumentCatalog::Commit(const DocumentRecord& record,
   if (!removed.empty()) op.omap_rm_keys(removed);
   op.omap_set(set);
   op.setxattr("twice.tenant", Bytes(record.tenant));
-  const int r = pool_.operate(IndexObjectName(record.tenant, id), &op);
+  const std::string index_object = IndexObjectName(record.tenant, id);
+  const int r = pool_.operate(index_object, &op);
+  AnnounceCommit(r, index_object);
   if (r == -ECANCELED) {
     return absl::AbortedError(
         absl::StrCat(DocumentName(record.tenant, id),
@@ -479,7 +490,9 @@ absl::StatusOr<int64_t> RadosDocumentCatalog::DeleteDocument(
                    LIBRADOS_CMPXATTR_OP_EQ}}},
                 &compared);
     op.omap_rm_keys(removed);
-    const int r = pool_.operate(IndexObjectName(document.tenant, id), &op);
+    const std::string index_object = IndexObjectName(document.tenant, id);
+    const int r = pool_.operate(index_object, &op);
+    AnnounceCommit(r, index_object);
     if (r == -ECANCELED) continue;  // written meanwhile: read it again
     if (absl::Status s = FromRados(r, absl::StrCat("deleting ", name));
         !s.ok()) {

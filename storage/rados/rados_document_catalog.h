@@ -34,8 +34,12 @@
 // that check and the delete finds its state missing and recomputes it, as
 // after an eviction.
 //
+// Every commit to an index object (a write or a delete) is announced to
+// the processes watching it (rados_record_watch.h) before it returns, so a
+// reader that keeps records can trust what it kept without reading again.
+//
 // Thread-safe: librados I/O contexts are, and no state is kept in memory
-// but counters.
+// but counters and the watches.
 #ifndef TWICE_STORAGE_RADOS_RADOS_DOCUMENT_CATALOG_H_
 #define TWICE_STORAGE_RADOS_RADOS_DOCUMENT_CATALOG_H_
 
@@ -52,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "storage/document_catalog.h"
 #include "storage/rados/rados_cluster.h"
+#include "storage/rados/rados_record_watch.h"
 #include "storage/state_store.h"
 
 namespace twice::storage {
@@ -76,7 +81,8 @@ class RadosDocumentCatalog final : public DocumentCatalog {
   // DeleteDocument deletes states through `states`. Both must outlive the
   // catalog.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<RadosDocumentCatalog>>
-  Open(RadosCluster& cluster, const std::string& pool, StateStore& states);
+  Open(RadosCluster& cluster, const std::string& pool, StateStore& states,
+       RecordWatchOptions watch_options = {});
 
   absl::Status PutDocument(const DocumentRecord& record,
                            absl::Span<const int32_t> tokens) override;
@@ -89,6 +95,7 @@ class RadosDocumentCatalog final : public DocumentCatalog {
       std::string_view tenant, int page_size,
       std::string_view page_token) override;
   absl::StatusOr<int64_t> DeleteDocument(const DocumentRef& document) override;
+  RadosRecordWatch* record_watch() override { return watch_.get(); }
 
   // Times a stored record, revision or tokens object was found corrupt or
   // missing (StoreStats::catalog_corruptions).
@@ -104,8 +111,9 @@ class RadosDocumentCatalog final : public DocumentCatalog {
     std::optional<std::string> tokens_object;
   };
 
-  RadosDocumentCatalog(librados::IoCtx pool, StateStore& states)
-      : pool_(std::move(pool)), states_(states) {}
+  RadosDocumentCatalog(librados::IoCtx pool, StateStore& states,
+                       std::unique_ptr<RadosRecordWatch> watch)
+      : pool_(std::move(pool)), states_(states), watch_(std::move(watch)) {}
 
   absl::StatusOr<IndexEntry> ReadEntry(const DocumentRef& document);
   // The stored record of `entry`, decoded and checked (DATA_LOSS counted).
@@ -126,8 +134,13 @@ class RadosDocumentCatalog final : public DocumentCatalog {
       const std::string& tenant, const std::vector<StateKey>& states);
   absl::Status CountLoss(absl::Status status);
 
+  // Announces the commit of `r` (0, or an error after which it may have
+  // been applied) to the watchers of `index_object`.
+  void AnnounceCommit(int r, const std::string& index_object);
+
   librados::IoCtx pool_;
   StateStore& states_;
+  std::unique_ptr<RadosRecordWatch> watch_;
   std::atomic<int64_t> catalog_corruptions_{0};
 };
 

@@ -73,6 +73,7 @@ class RadosStore final : public Store {
   absl::StatusOr<int64_t> DeleteDocument(const DocumentRef& document) override {
     return catalog_->DeleteDocument(document);
   }
+  RecordWatch* record_watch() override { return catalog_->record_watch(); }
 
   // What this process saw, and the states pool's size as the cluster
   // reports it (objects include the blocks of chunked states). The count of
@@ -142,7 +143,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenRadosStore(
       RadosStateStore::Open(**cluster, RadosStatesPool(options));
   if (!states.ok()) return states.status();
   absl::StatusOr<std::unique_ptr<RadosDocumentCatalog>> catalog =
-      RadosDocumentCatalog::Open(**cluster, RadosMetaPool(options), **states);
+      RadosDocumentCatalog::Open(**cluster, RadosMetaPool(options), **states,
+                                 options.record_watch);
   if (!catalog.ok()) return catalog.status();
   return std::make_unique<RadosStore>(*std::move(cluster),
                                       RadosStatesPool(options),

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "storage/rados/rados_cluster.h"
+#include "storage/rados/rados_record_watch.h"
 #include "storage/store.h"
 
 namespace twice::storage {
@@ -25,6 +26,8 @@ struct RadosStoreOptions {
   // Pools are `<prefix>-states` and `<prefix>-meta`, created when missing.
   // Default: "twice".
   std::string pool_prefix = "twice";
+  // How readers trust kept records and writers announce changes.
+  RecordWatchOptions record_watch;
 };
 
 // Connects and opens (creating when missing) both pools.

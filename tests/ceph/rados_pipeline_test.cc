@@ -12,7 +12,11 @@
 //     acknowledged document answers as before;
 //   - the monitor restarted under a stream of ingests: every one succeeds;
 //   - a damaged state object (overwritten as `rados put` would) is found,
-//     deleted and recomputed, and the answer does not change.
+//     deleted and recomputed, and the answer does not change;
+//   - an orchestrator answers a document it asked before from its kept
+//     record with no record read while the cluster's watch shows it
+//     unchanged, and never once another orchestrator appended to it or
+//     deleted it.
 #include <atomic>
 #include <memory>
 #include <random>
@@ -26,6 +30,7 @@
 #include "tests/ceph/ceph_test_util.h"
 #include "tests/services/workflow_client.h"
 #include "tests/testing/grpc_status_matchers.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -75,6 +80,16 @@ class RadosPipelineTest : public ::testing::Test {
     return flags;
   }
 
+  // A prefill and a decode role on this test's pools.
+  void StartInternalRoles(ServerProcess& prefill, ServerProcess& decode) {
+    ASSERT_TRUE(
+        prefill.Start(Rados({"--role=prefill"}), dir_.path() + "/prefill.log"))
+        << prefill.stderr_text();
+    ASSERT_TRUE(
+        decode.Start(Rados({"--role=decode"}), dir_.path() + "/decode.log"))
+        << decode.stderr_text();
+  }
+
   // The RADOS store itself, for reading what the processes stored.
   std::unique_ptr<storage::Store> OpenStore() {
     storage::RadosStoreOptions options;
@@ -95,12 +110,7 @@ class RadosPipelineTest : public ::testing::Test {
 TEST_F(RadosPipelineTest, RolesShareOnlyTheClusterAndSurviveRestarts) {
   ServerProcess prefill, decode, orchestrator;
   auto start = [&] {
-    ASSERT_TRUE(
-        prefill.Start(Rados({"--role=prefill"}), dir_.path() + "/prefill.log"))
-        << prefill.stderr_text();
-    ASSERT_TRUE(
-        decode.Start(Rados({"--role=decode"}), dir_.path() + "/decode.log"))
-        << decode.stderr_text();
+    ASSERT_NO_FATAL_FAILURE(StartInternalRoles(prefill, decode));
     ASSERT_TRUE(orchestrator.Start(
         Rados({"--role=orchestrator", "--prefill-address=" + prefill.address(),
                "--decode-address=" + decode.address()}),
@@ -346,6 +356,69 @@ TEST_F(RadosPipelineTest, ADamagedStateIsRecomputedAndTheAnswerKept) {
   EXPECT_FALSE(state.empty());
   client.reset();
   EXPECT_EQ(all.Stop(), 0);
+}
+
+TEST_F(RadosPipelineTest, WatchedRecordsNeverAnswerForAChangedDocument) {
+  ServerProcess prefill, decode, asker, writer;
+  ASSERT_NO_FATAL_FAILURE(StartInternalRoles(prefill, decode));
+  const std::vector<std::string> internal = {
+      "--role=orchestrator", "--prefill-address=" + prefill.address(),
+      "--decode-address=" + decode.address()};
+  std::vector<std::string> asker_flags = Rados(internal);
+  asker_flags.push_back("--metrics_listen=127.0.0.1:0");
+  ASSERT_TRUE(asker.Start(asker_flags, dir_.path() + "/asker.log"))
+      << asker.stderr_text();
+  ASSERT_TRUE(writer.Start(Rados(internal), dir_.path() + "/writer.log"))
+      << writer.stderr_text();
+  const int metrics_port = testing::MetricsPort(asker.stderr_text());
+  ASSERT_GT(metrics_port, 0) << asker.stderr_text();
+  auto counter = [&](const std::string& outcome) {
+    return testing::Sample(
+        testing::HttpGet(metrics_port, "/metrics"),
+        "twice_ask_cached_records_total{outcome=\"" + outcome + "\"}");
+  };
+  WorkflowClient asks(asker.address()), writes(writer.address());
+
+  const auto ingested = writes.Ingest(Tokens(96, 31), 32);
+  ASSERT_OK(ingested.status);
+  const std::string id = ingested.done.done().document_id();
+  // The first ask reads the record and keeps it under a watch; the second
+  // answers from it without reading.
+  const auto first = asks.Ask(id, "What comes next?");
+  ASSERT_OK(first.status);
+  const auto again = asks.Ask(id, "What comes next?");
+  ASSERT_OK(again.status);
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(counter("watched"), 1);
+  EXPECT_EQ(counter("confirmed") + counter("changed"), 0);
+
+  // Another orchestrator appends: when its call returns, the asker no
+  // longer trusts what it kept, reads, and answers as the writer does.
+  ASSERT_OK(writes.Append(id, Tokens(40, 32), 32).status);
+  const auto current = writes.Ask(id, "What comes next?");
+  ASSERT_OK(current.status);
+  const auto after_append = asks.Ask(id, "What comes next?");
+  ASSERT_OK(after_append.status);
+  EXPECT_EQ(after_append.usage.tokens_reused(), 136);
+  EXPECT_EQ(after_append.tokens, current.tokens);
+  EXPECT_EQ(counter("changed"), 1);
+  // What that read found is kept under a fresh mark.
+  ASSERT_OK(asks.Ask(id, "What comes next?").status);
+  EXPECT_EQ(counter("watched"), 2);
+
+  // Deleted by the other orchestrator: NOT_FOUND, not an answer.
+  ASSERT_OK(writes.Delete(id));
+  const auto after_delete = asks.Ask(id, "What comes next?");
+  EXPECT_EQ(after_delete.status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << after_delete.status.error_message();
+  EXPECT_TRUE(after_delete.tokens.empty());
+  EXPECT_EQ(counter("watched"), 2);
+
+  EXPECT_EQ(asker.Stop(), 0);
+  EXPECT_EQ(writer.Stop(), 0);
+  EXPECT_EQ(decode.Stop(), 0);
+  EXPECT_EQ(prefill.Stop(), 0);
+  EXPECT_EQ(reference_.Stop(), 0);
 }
 
 }  // namespace

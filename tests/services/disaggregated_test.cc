@@ -471,14 +471,7 @@ TEST_F(DisaggregatedTest, CachedRecordsNeverAnswerForAChangedDocument) {
   // Deleted by the other replica: NOT_FOUND, not an answer from the kept
   // record (whose state may still be cached by decode).
   ASSERT_OK(asks.Ask(id, "What comes next?").status);  // kept again
-  {
-    grpc::ClientContext context;
-    v1::DeleteDocumentRequest request;
-    request.set_document_id(id);
-    v1::DeleteDocumentResponse response;
-    ASSERT_OK(
-        writes.orchestrator().DeleteDocument(&context, request, &response));
-  }
+  ASSERT_OK(writes.Delete(id));
   const auto after_delete = asks.Ask(id, "What comes next?");
   EXPECT_EQ(after_delete.status.error_code(), grpc::StatusCode::NOT_FOUND)
       << after_delete.status.error_message();

@@ -48,13 +48,13 @@ TEST(RecordCacheTest, KeepsTheLatestRecordPerTenantAndDocument) {
   cache.Put(a);
   cache.Put(b);
   ASSERT_TRUE(cache.Find({"t1", "doc"}).has_value());
-  EXPECT_TRUE(SameRecord(*cache.Find({"t1", "doc"}), a));
-  EXPECT_TRUE(SameRecord(*cache.Find({"t2", "doc"}), b));
+  EXPECT_TRUE(SameRecord(cache.Find({"t1", "doc"})->record, a));
+  EXPECT_TRUE(SameRecord(cache.Find({"t2", "doc"})->record, b));
   EXPECT_FALSE(cache.Find({"t1", "other"}).has_value());
 
   a.revision = 5;
   cache.Put(a);
-  EXPECT_EQ(cache.Find({"t1", "doc"})->revision, 5);
+  EXPECT_EQ(cache.Find({"t1", "doc"})->record.revision, 5);
   cache.Forget({"t1", "doc"});
   EXPECT_FALSE(cache.Find({"t1", "doc"}).has_value());
   EXPECT_TRUE(cache.Find({"t2", "doc"}).has_value());

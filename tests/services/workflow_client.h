@@ -119,6 +119,17 @@ class WorkflowClient {
     return Ask(Question(doc, question, mode, max_tokens, as_of));
   }
 
+  grpc::Status Delete(const std::string& doc,
+                      v1::DeleteDocumentResponse* response = nullptr) {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline(120));
+    v1::DeleteDocumentRequest request;
+    request.set_document_id(doc);
+    v1::DeleteDocumentResponse ignored;
+    return orchestrator_->DeleteDocument(
+        &context, request, response != nullptr ? response : &ignored);
+  }
+
   // Calls the decode service directly (its internal API).
   WorkflowAnswer Generate(const v1::GenerateRequest& request) {
     grpc::ClientContext context;
