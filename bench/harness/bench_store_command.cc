@@ -7,7 +7,9 @@
 //   twice-bench store --store=rados --rados_conf=CEPH.CONF
 //                     [--store_sizes_mb=...] [--store_iterations=...]
 //     the RADOS store beside the raw librados client on the same cluster
-//     (bench/harness/rados_store_benchmark.h)
+//     (bench/harness/rados_store_benchmark.h), then a document write with
+//     0, 1 and 4 watchers beside the same round trips without the notify
+//     (bench/harness/rados_record_benchmark.h)
 //
 // get_* reads states that fit the store's cache (a warm store);
 // get_uncached_* reads them from blob files in the page cache. --json prints
@@ -19,6 +21,7 @@
 
 #include "absl/flags/flag.h"
 #include "bench/harness/bench_commands.h"
+#include "bench/harness/rados_record_benchmark.h"
 #include "bench/harness/rados_store_benchmark.h"
 #include "bench/harness/store_benchmark.h"
 
@@ -70,6 +73,25 @@ int RunRados(const CliContext& cli, const std::vector<int64_t>& sizes) {
                 static_cast<long long>(r.bytes), r.put_p50_ms, r.raw_put_p50_ms,
                 r.put_p50_ms / r.raw_put_p50_ms, r.get_p50_ms, r.raw_get_p50_ms,
                 r.get_p50_ms / r.raw_get_p50_ms);
+  }
+  absl::StatusOr<std::vector<RadosRecordBenchRow>> records =
+      RunRadosRecordBenchmark(options);
+  if (!records.ok()) return ReportError(cli, records.status());
+  if (!cli.json) {
+    std::printf("\n%10s %12s %10s %10s\n", "watchers", "commit_p50", "raw_p50",
+                "ratio");
+  }
+  for (const RadosRecordBenchRow& r : *records) {
+    if (cli.json) {
+      PrintJson({{"watchers", r.watchers},
+                 {"iterations", r.iterations},
+                 {"commit_p50_ms", r.commit_p50_ms},
+                 {"raw_p50_ms", r.raw_p50_ms},
+                 {"commit_vs_raw", r.commit_p50_ms / r.raw_p50_ms}});
+      continue;
+    }
+    std::printf("%10d %12.2f %10.2f %9.2fx\n", r.watchers, r.commit_p50_ms,
+                r.raw_p50_ms, r.commit_p50_ms / r.raw_p50_ms);
   }
   return 0;
 }

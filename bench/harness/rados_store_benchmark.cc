@@ -6,10 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/harness/bench_common.h"
-#include "storage/rados/rados_cluster.h"
-#include "storage/rados/rados_state_store.h"
+#include "bench/harness/rados_bench_connection.h"
 #include "storage/rados/rados_status.h"
-#include "storage/rados/rados_store.h"
 #endif
 
 namespace twice::bench {
@@ -17,22 +15,11 @@ namespace twice::bench {
 #if TWICE_HAVE_RADOS
 absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
     const RadosStoreBenchOptions& options) {
-  if (options.iterations < 1) {
-    return absl::InvalidArgumentError("iterations must be >= 1");
-  }
-  storage::RadosStoreOptions store_options;
-  store_options.cluster.conf_file = options.conf_file;
-  store_options.cluster.user = options.user;
-  store_options.pool_prefix = options.pool_prefix;
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::OpenRadosStore(store_options);
-  if (!store.ok()) return store.status();
-  absl::StatusOr<std::unique_ptr<storage::RadosCluster>> cluster =
-      storage::RadosCluster::Connect(store_options.cluster);
-  if (!cluster.ok()) return cluster.status();
-  absl::StatusOr<librados::IoCtx> pool = (*cluster)->OpenPool(
-      storage::RadosStatesPool(store_options), /*create=*/false);
-  if (!pool.ok()) return pool.status();
+  absl::StatusOr<RadosBenchConnection> connection =
+      ConnectRadosBench(options, RadosBenchPool::kStates);
+  if (!connection.ok()) return connection.status();
+  storage::Store* store = connection->store.get();
+  librados::IoCtx* pool = &connection->raw_pool;
 
   std::mt19937_64 rng(std::random_device{}());
   const std::string run = absl::StrCat(absl::Hex(rng()));
@@ -51,7 +38,7 @@ absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
       storage::PutStateOptions put;
       put.tenant = "bench";
       auto start = std::chrono::steady_clock::now();
-      if (absl::Status s = (*store)->PutState(key, blob, put); !s.ok()) {
+      if (absl::Status s = store->PutState(key, blob, put); !s.ok()) {
         return s;
       }
       puts.push_back(MillisSince(start));
@@ -70,7 +57,7 @@ absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
     }
     for (int i = 0; i < options.iterations; ++i) {
       auto start = std::chrono::steady_clock::now();
-      absl::StatusOr<std::string> got = (*store)->GetState(keys[i]);
+      absl::StatusOr<std::string> got = store->GetState(keys[i]);
       if (!got.ok()) return got.status();
       gets.push_back(MillisSince(start));
 
@@ -86,7 +73,7 @@ absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
       }
     }
     for (const storage::StateKey& key : keys) {
-      (void)(*store)->DeleteState(key);
+      (void)store->DeleteState(key);
     }
     for (const std::string& name : raw_names) (void)pool->remove(name);
     rows.push_back({.bytes = bytes,
@@ -104,11 +91,15 @@ absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
 absl::StatusOr<std::vector<RadosStoreBenchRow>> RunRadosStoreBenchmark(
     const RadosStoreBenchOptions& options) {
   (void)options;
+  return RadosBenchUnavailable();
+}
+
+#endif
+
+absl::Status RadosBenchUnavailable() {
   return absl::FailedPreconditionError(
       "twice-bench store --store=rados needs a build with librados "
       "(scripts/setup.sh --ceph, then rebuild)");
 }
-
-#endif
 
 }  // namespace twice::bench

@@ -37,6 +37,9 @@ struct RadosStoreBenchRow {
 [[nodiscard]] absl::StatusOr<std::vector<RadosStoreBenchRow>>
 RunRadosStoreBenchmark(const RadosStoreBenchOptions& options);
 
+// What the RADOS benchmarks answer in a build without librados.
+absl::Status RadosBenchUnavailable();
+
 }  // namespace twice::bench
 
 #endif  // TWICE_BENCH_HARNESS_RADOS_STORE_BENCHMARK_H_
