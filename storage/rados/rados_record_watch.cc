@@ -10,6 +10,11 @@
 #include "storage/rados/rados_status.h"
 
 namespace twice::storage {
+namespace {
+
+constexpr std::chrono::milliseconds kCoarseClockMargin{100};
+
+}  // namespace
 
 // One registration's callbacks. librados calls them on its own thread; a
 // notify is counted before it is acknowledged, so a writer's Announce
@@ -105,7 +110,9 @@ absl::StatusOr<RecordWatch::Mark> RadosRecordWatch::Begin(
     watched.registration = registration;
     watched.callback = std::move(callback);
     watched.recency = recency_.begin();
-    while (static_cast<int>(watched_.size()) > options_.max_watches) {
+    // The one just registered is the most recent, so it stays.
+    while (static_cast<int>(watched_.size()) >
+           std::max(1, options_.max_watches)) {
       auto oldest = watched_.find(recency_.back());
       recency_.pop_back();
       retired.push_back(std::move(oldest->second));
@@ -151,9 +158,10 @@ void RadosRecordWatch::Announce(const std::string& index_object) {
   // No object, no watcher.
   if (r == 0 || r == -ENOENT) return;
   // Some watcher may not have counted the change: wait until its trust has
-  // lapsed for want of confirmation.
+  // lapsed for want of confirmation (and a little more: librados times
+  // watches with a coarse clock).
   unacknowledged_.fetch_add(1, std::memory_order_relaxed);
-  std::this_thread::sleep_for(options_.lease);
+  std::this_thread::sleep_for(options_.lease + kCoarseClockMargin);
 }
 
 void RadosRecordWatch::Changed(const std::string& object, uint64_t registration,

@@ -62,7 +62,7 @@ struct RecordWatchOptions {
   std::chrono::milliseconds notify_timeout{2000};
   // How long a mark is trusted at most, whatever the watch says.
   std::chrono::milliseconds max_mark_age{30000};
-  // Index objects one process watches at once.
+  // Index objects one process watches at once (at least 1).
   int max_watches = 1024;
 };
 

@@ -6,7 +6,8 @@
 //     marks of documents in other index objects stay trusted, and a mark
 //     taken after the write is trusted again;
 //   - without a write, trust ends once librados has not confirmed the
-//     watch for the lease, and a mark ends at its maximum age;
+//     watch for the lease, and a mark ends at its maximum age or when its
+//     watch is dropped to make room for another;
 //   - a watcher that never acknowledges makes the writer wait out the
 //     lease before it returns, and only then.
 #include "storage/rados/rados_record_watch.h"
@@ -172,6 +173,34 @@ TEST_F(RadosRecordWatchTest, AMarkEndsAtItsMaximumAge) {
   // A new mark of the same watch is trusted again.
   ASSERT_OK_AND_ASSIGN(RecordWatch::Mark again, watch.Begin(Ref("d")));
   EXPECT_TRUE(watch.Unchanged(again));
+}
+
+TEST_F(RadosRecordWatchTest, AWatchDroppedForRoomEndsItsMarks) {
+  Connection writer = Connect();
+  ASSERT_NE(writer.catalog, nullptr);
+  const std::string other = IdInAnotherBucket("d");
+  ASSERT_OK(writer.catalog->PutDocument(Record("d"), test_util::Tokens(10)));
+  ASSERT_OK(writer.catalog->PutDocument(Record(other), test_util::Tokens(10)));
+  RecordWatchOptions one_watch;
+  one_watch.max_watches = 1;
+  Connection reader = Connect(one_watch);
+  ASSERT_NE(reader.catalog, nullptr);
+  RadosRecordWatch& watch = *reader.catalog->record_watch();
+  ASSERT_OK_AND_ASSIGN(RecordWatch::Mark first, watch.Begin(Ref("d")));
+  ASSERT_OK_AND_ASSIGN(RecordWatch::Mark second, watch.Begin(Ref(other)));
+  EXPECT_FALSE(watch.Unchanged(first));
+  EXPECT_TRUE(watch.Unchanged(second));
+  // Watched again: a new registration, trusted; the older mark stays ended.
+  ASSERT_OK_AND_ASSIGN(RecordWatch::Mark again, watch.Begin(Ref("d")));
+  EXPECT_TRUE(watch.Unchanged(again));
+  EXPECT_FALSE(watch.Unchanged(first));
+  EXPECT_FALSE(watch.Unchanged(second));
+  // The dropped watch gets no notifies: a write to it costs no wait.
+  ASSERT_OK_AND_ASSIGN(DocumentRecord read,
+                       writer.catalog->GetDocument(Ref(other)));
+  read.pinned = true;
+  ASSERT_OK(writer.catalog->UpdateDocument(read));
+  EXPECT_EQ(writer.catalog->record_watch()->unacknowledged_announcements(), 0);
 }
 
 TEST_F(RadosRecordWatchTest, ASilentWatcherMakesTheWriterWaitOutTheLease) {
