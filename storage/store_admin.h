@@ -36,6 +36,13 @@ struct StoreStats {
   // states failing a compaction. Nothing deletes or recomputes
   // these, so each read, scan or compaction that meets the damage counts.
   int64_t catalog_corruptions = 0;
+  // RADOS (storage/rados/rados_record_watch.h), this process only: record
+  // commits that some watcher left unacknowledged, each of which waited
+  // out the readers' lease before returning (a hung or cut-off
+  // orchestrator), and the changes this process's watches saw (notifies
+  // and watch errors).
+  int64_t record_notifies_unacknowledged = 0;
+  int64_t record_watch_changes = 0;
 };
 
 // One stored value that failed verification.

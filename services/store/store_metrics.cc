@@ -281,6 +281,14 @@ class StoreCollector : public prometheus::Collectable {
                "Corruption met in document records, token blobs or their "
                "files (kept, never recomputed)",
                MetricType::Counter, d(s.catalog_corruptions)),
+        Family("twice_store_record_notifies_unacknowledged_total",
+               "Record writes of this process that some watcher left "
+               "unacknowledged, each waiting out the readers' lease (RADOS)",
+               MetricType::Counter, d(s.record_notifies_unacknowledged)),
+        Family("twice_store_record_watch_changes_total",
+               "Record changes and watch errors this process's record "
+               "watches saw (RADOS)",
+               MetricType::Counter, d(s.record_watch_changes)),
     };
   }
 

@@ -91,6 +91,9 @@ class RadosStore final : public Store {
     stats.corruptions = states_->corruptions();
     stats.recomputes = states_->recomputes();
     stats.catalog_corruptions = catalog_->catalog_corruptions();
+    stats.record_notifies_unacknowledged =
+        catalog_->record_watch()->unacknowledged_announcements();
+    stats.record_watch_changes = catalog_->record_watch()->changes_seen();
     return stats;
   }
   absl::StatusOr<VerifyReport> Verify(const VerifyOptions&) override {

@@ -402,6 +402,12 @@ TEST_F(RadosPipelineTest, WatchedRecordsNeverAnswerForAChangedDocument) {
   EXPECT_EQ(after_append.usage.tokens_reused(), 136);
   EXPECT_EQ(after_append.tokens, current.tokens);
   EXPECT_EQ(counter("changed"), 1);
+  const std::string metrics = testing::HttpGet(metrics_port, "/metrics");
+  EXPECT_GE(testing::Sample(metrics, "twice_store_record_watch_changes_total"),
+            1);
+  EXPECT_EQ(testing::Sample(metrics,
+                            "twice_store_record_notifies_unacknowledged_total"),
+            0);
   // What that read found is kept under a fresh mark.
   ASSERT_OK(asks.Ask(id, "What comes next?").status);
   EXPECT_EQ(counter("watched"), 2);
