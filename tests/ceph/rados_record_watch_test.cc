@@ -82,6 +82,17 @@ class RadosRecordWatchTest : public ::testing::Test {
     return connection;
   }
 
+  // A connection that has written one 10-token document per id.
+  Connection Writer(const std::vector<std::string>& ids,
+                    RecordWatchOptions watch_options = {}) {
+    Connection writer = Connect(watch_options);
+    for (const std::string& id : ids) {
+      if (writer.catalog == nullptr) break;
+      EXPECT_OK(writer.catalog->PutDocument(Record(id), test_util::Tokens(10)));
+    }
+    return writer;
+  }
+
   DocumentRecord Record(const std::string& id) const {
     return test_util::Record(tenant_, id, {});
   }
@@ -102,13 +113,11 @@ class RadosRecordWatchTest : public ::testing::Test {
 };
 
 TEST_F(RadosRecordWatchTest, AWriteElsewhereEndsTheMarkBeforeItReturns) {
+  const std::string other = IdInAnotherBucket("d");
+  Connection writer = Writer({"d", other});
   Connection reader = Connect();
-  Connection writer = Connect();
   ASSERT_NE(reader.catalog, nullptr);
   ASSERT_NE(writer.catalog, nullptr);
-  const std::string other = IdInAnotherBucket("d");
-  ASSERT_OK(writer.catalog->PutDocument(Record("d"), test_util::Tokens(10)));
-  ASSERT_OK(writer.catalog->PutDocument(Record(other), test_util::Tokens(10)));
 
   RadosRecordWatch& watch = *reader.catalog->record_watch();
   ASSERT_OK_AND_ASSIGN(RecordWatch::Mark other_mark, watch.Begin(Ref(other)));
@@ -139,9 +148,8 @@ TEST_F(RadosRecordWatchTest, TrustEndsWhenTheWatchGoesUnconfirmed) {
   // librados confirms a watch every few seconds (objecter_tick_interval);
   // with a lease far below that, trust must lapse between confirmations
   // although nothing was written.
-  Connection writer = Connect();
+  Connection writer = Writer({"d"});
   ASSERT_NE(writer.catalog, nullptr);
-  ASSERT_OK(writer.catalog->PutDocument(Record("d"), test_util::Tokens(10)));
   RecordWatchOptions short_lease;
   short_lease.lease = milliseconds(100);
   Connection reader = Connect(short_lease);
@@ -158,9 +166,8 @@ TEST_F(RadosRecordWatchTest, TrustEndsWhenTheWatchGoesUnconfirmed) {
 }
 
 TEST_F(RadosRecordWatchTest, AMarkEndsAtItsMaximumAge) {
-  Connection writer = Connect();
+  Connection writer = Writer({"d"});
   ASSERT_NE(writer.catalog, nullptr);
-  ASSERT_OK(writer.catalog->PutDocument(Record("d"), test_util::Tokens(10)));
   RecordWatchOptions short_marks;
   short_marks.max_mark_age = milliseconds(300);
   Connection reader = Connect(short_marks);
@@ -176,11 +183,9 @@ TEST_F(RadosRecordWatchTest, AMarkEndsAtItsMaximumAge) {
 }
 
 TEST_F(RadosRecordWatchTest, AWatchDroppedForRoomEndsItsMarks) {
-  Connection writer = Connect();
-  ASSERT_NE(writer.catalog, nullptr);
   const std::string other = IdInAnotherBucket("d");
-  ASSERT_OK(writer.catalog->PutDocument(Record("d"), test_util::Tokens(10)));
-  ASSERT_OK(writer.catalog->PutDocument(Record(other), test_util::Tokens(10)));
+  Connection writer = Writer({"d", other});
+  ASSERT_NE(writer.catalog, nullptr);
   RecordWatchOptions one_watch;
   one_watch.max_watches = 1;
   Connection reader = Connect(one_watch);
@@ -207,9 +212,8 @@ TEST_F(RadosRecordWatchTest, ASilentWatcherMakesTheWriterWaitOutTheLease) {
   RecordWatchOptions options;
   options.notify_timeout = milliseconds(1000);  // librados' least
   options.lease = milliseconds(700);
-  Connection writer = Connect(options);
+  Connection writer = Writer({"d"}, options);
   ASSERT_NE(writer.catalog, nullptr);
-  ASSERT_OK(writer.catalog->PutDocument(Record("d"), test_util::Tokens(10)));
   RadosRecordWatch& announcer = *writer.catalog->record_watch();
   EXPECT_EQ(announcer.unacknowledged_announcements(), 0);
 
