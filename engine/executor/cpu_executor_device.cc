@@ -139,13 +139,13 @@ class CpuExecutorDevice final : public ExecutorDevice {
     traffic_.bytes_to_device += device.size * int64_t{sizeof(float)};
     return absl::OkStatus();
   }
-  absl::Status CopyToHost(DeviceFloats device,
-                          absl::Span<float> host) override {
-    if (static_cast<int64_t>(host.size()) != device.size) {
-      return absl::InvalidArgumentError("CopyToHost: size mismatch");
+  absl::Status CopyAllToHost(absl::Span<const HostCopy> copies) override {
+    TWICE_RETURN_IF_ERROR(CheckHostCopies(copies));
+    for (const HostCopy& c : copies) {
+      if (c.from.size == 0) continue;  // memcpy from null is undefined
+      std::memcpy(c.to.data(), c.from.data, c.to.size() * sizeof(float));
+      traffic_.bytes_to_host += c.from.size * int64_t{sizeof(float)};
     }
-    std::memcpy(host.data(), device.data, host.size() * sizeof(float));
-    traffic_.bytes_to_host += device.size * int64_t{sizeof(float)};
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(

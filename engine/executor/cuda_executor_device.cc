@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<ExecutorDevice>> CudaExecutorDevice::Create(
                          d->allocator_.AllocateArray<int32_t>(1));
   TWICE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
       d->slot_zero_.data(), 0, sizeof(int32_t), d->stream_->get()));
+  TWICE_ASSIGN_OR_RETURN(d->downloads_, cuda::HostDownloads::Create(ordinal));
   return std::unique_ptr<ExecutorDevice>(std::move(d));
 }
 
@@ -70,18 +71,19 @@ absl::Status CudaExecutorDevice::CopyToDevice(absl::Span<const float> host,
     return absl::InvalidArgumentError("CopyToDevice: size mismatch");
   }
   traffic_.bytes_to_device += FloatBytes(device.size);
-  return cuda::CopyToDevice(host.data(), device.data, FloatBytes(device.size),
-                            stream_->get());
+  return stream_->Upload(host.data(), device.data, FloatBytes(device.size));
 }
 
-absl::Status CudaExecutorDevice::CopyToHost(DeviceFloats device,
-                                            absl::Span<float> host) {
-  if (static_cast<int64_t>(host.size()) != device.size) {
-    return absl::InvalidArgumentError("CopyToHost: size mismatch");
+absl::Status CudaExecutorDevice::CopyAllToHost(
+    absl::Span<const HostCopy> copies) {
+  TWICE_RETURN_IF_ERROR(CheckHostCopies(copies));
+  std::vector<cuda::HostDownloads::Copy> raw;
+  raw.reserve(copies.size());
+  for (const HostCopy& c : copies) {
+    raw.push_back({c.from.data, c.to.data(), FloatBytes(c.from.size)});
+    traffic_.bytes_to_host += FloatBytes(c.from.size);
   }
-  traffic_.bytes_to_host += FloatBytes(device.size);
-  return cuda::CopyToHost(device.data, host.data(), FloatBytes(device.size),
-                          stream_->get());
+  return downloads_->CopyAll(*stream_, raw);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceSlotMap>>
@@ -99,8 +101,7 @@ CudaExecutorDevice::UploadSlotMap(absl::Span<const int32_t> slots,
   const int64_t bytes = static_cast<int64_t>(packed.size());
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device, allocator_.Allocate(bytes));
   if (bytes > 0) {
-    TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(packed.data(), device.data(),
-                                             bytes, stream_->get()));
+    TWICE_RETURN_IF_ERROR(stream_->Upload(packed.data(), device.data(), bytes));
   }
   traffic_.bytes_to_device += bytes;
   return std::unique_ptr<DeviceSlotMap>(
@@ -115,8 +116,7 @@ CudaExecutorDevice::UploadBlockTable(absl::Span<const int32_t> table,
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
                          allocator_.Allocate(std::max<int64_t>(bytes, 4)));
   if (bytes > 0) {
-    TWICE_RETURN_IF_ERROR(
-        cuda::CopyToDevice(table.data(), device.data(), bytes, stream_->get()));
+    TWICE_RETURN_IF_ERROR(stream_->Upload(table.data(), device.data(), bytes));
   }
   traffic_.bytes_to_device += bytes;
   return std::unique_ptr<DeviceBlockTable>(
@@ -140,8 +140,7 @@ absl::StatusOr<std::unique_ptr<DeviceRoutes>> CudaExecutorDevice::UploadRoutes(
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device,
                          allocator_.Allocate(std::max<int64_t>(bytes, 4)));
   if (bytes > 0) {
-    TWICE_RETURN_IF_ERROR(cuda::CopyToDevice(packed.data(), device.data(),
-                                             bytes, stream_->get()));
+    TWICE_RETURN_IF_ERROR(stream_->Upload(packed.data(), device.data(), bytes));
   }
   traffic_.bytes_to_device += bytes;
   return std::unique_ptr<DeviceRoutes>(

@@ -1,7 +1,9 @@
 // CudaExecutorDevice: the CUDA device as an ExecutorDevice. Arrays are
 // blocks of one caching allocator, matrices are bf16 copies made once
 // (weight_upload.h), every operation is queued on the device's own stream
-// (no process-wide lock: each executor owns its device object), and GEMMs
+// (no process-wide lock: each executor owns its device object), uploads
+// go through the stream's page-locked ring without draining it, copies to
+// the host through a copy stream (host_downloads.h), and GEMMs
 // run through its cuBLASLt runner with f32 accumulation; a Linear's f32
 // input is converted to bf16 in a scratch block first. The operations are
 // defined by family: memory, uploads, GEMMs and sampling in
@@ -21,6 +23,7 @@
 #include "engine/executor/executor_device.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/host_downloads.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/status_macros.h"
 
@@ -35,7 +38,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status Zero(DeviceFloats x) override;
   absl::Status CopyToDevice(absl::Span<const float> host,
                             DeviceFloats device) override;
-  absl::Status CopyToHost(DeviceFloats device, absl::Span<float> host) override;
+  absl::Status CopyAllToHost(absl::Span<const HostCopy> copies) override;
   absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(
       absl::Span<const int32_t> slots,
       absl::Span<const int64_t> positions) override;
@@ -200,6 +203,8 @@ class CudaExecutorDevice final : public ExecutorDevice {
   cuda::DeviceBuffer f32_scratch_;
   cuda::DeviceBuffer wide_output_;
   cuda::DeviceBuffer slot_zero_;  // one int32 0
+  // States and logits to the host: a copy stream and page-locked staging.
+  std::unique_ptr<cuda::HostDownloads> downloads_;
   DeviceTraffic traffic_;
 };
 

@@ -41,6 +41,18 @@ kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
   return dims;
 }
 
+absl::Status CheckHostCopies(absl::Span<const HostCopy> copies) {
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const HostCopy& c = copies[i];
+    if (static_cast<int64_t>(c.to.size()) != c.from.size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CopyToHost: copy ", i, " of ", copies.size(), " has ", c.from.size,
+          " device floats for ", c.to.size(), " host floats"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
                            DeviceFloats dst, int64_t dst_stride, int64_t rows,
                            int64_t cols) {

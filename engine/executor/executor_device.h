@@ -121,6 +121,12 @@ struct LinearOutput {
   LinearEpilogue epilogue;
 };
 
+// One copy of a device view into host memory of the same size.
+struct HostCopy {
+  DeviceFloats from;
+  absl::Span<float> to;
+};
+
 // Bytes the device moved to and from the host since it was created.
 struct DeviceTraffic {
   int64_t bytes_to_device = 0;  // inputs and states uploaded
@@ -141,11 +147,21 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceArray>> Allocate(
       int64_t floats) = 0;
   [[nodiscard]] virtual absl::Status Zero(DeviceFloats x) = 0;
+  // Queues the copy; `host` may be reused when this returns (CUDA: staged
+  // in page-locked memory, so the stream's queued work is not drained).
   [[nodiscard]] virtual absl::Status CopyToDevice(absl::Span<const float> host,
                                                   DeviceFloats device) = 0;
-  // Waits for the queued work that writes `device`.
-  [[nodiscard]] virtual absl::Status CopyToHost(DeviceFloats device,
-                                                absl::Span<float> host) = 0;
+  // Waits for the queued work that writes the copies' sources and copies
+  // each into its host memory: a saved state's arrays cross together, with
+  // one wait (CUDA: on a copy stream, through page-locked memory).
+  // INVALID_ARGUMENT, before anything is copied, when a copy's sizes differ.
+  [[nodiscard]] virtual absl::Status CopyAllToHost(
+      absl::Span<const HostCopy> copies) = 0;
+  [[nodiscard]] absl::Status CopyToHost(DeviceFloats device,
+                                        absl::Span<float> host) {
+    const HostCopy one[] = {{device, host}};
+    return CopyAllToHost(one);
+  }
   // `slots` (distinct slot indices, one per row) and `positions` (one per
   // row, >= 0) on the device.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceSlotMap>>
@@ -332,6 +348,8 @@ kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
                                     const DeviceBlockTable& table);
 kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
                                      const DeviceBlockTable& table);
+// INVALID_ARGUMENT naming the first copy whose sizes differ.
+[[nodiscard]] absl::Status CheckHostCopies(absl::Span<const HostCopy> copies);
 [[nodiscard]] absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
                                          DeviceFloats dst, int64_t dst_stride,
                                          int64_t rows, int64_t cols);

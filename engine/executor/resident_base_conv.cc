@@ -51,10 +51,11 @@ class ResidentBaseConv final : public ResidentMixer {
     return dev.CopyToDevice(static_cast<const ShortConvState&>(state).tail(),
                             tail_of(slot));
   }
-  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t /*tokens*/,
-                        LayerState& state) override {
-    return dev.CopyToHost(tail_of(slot),
-                          static_cast<ShortConvState&>(state).tail());
+  absl::Status AddDownloads(int32_t slot, int64_t /*tokens*/, LayerState& state,
+                            std::vector<HostCopy>& copies) override {
+    copies.push_back(
+        {tail_of(slot), static_cast<ShortConvState&>(state).tail()});
+    return absl::OkStatus();
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,

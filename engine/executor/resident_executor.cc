@@ -285,10 +285,12 @@ absl::Status ResidentExecutor::SaveInto(SlotId slot, SequenceState& state) {
           absl::StrCat("ResidentExecutor: layer ", l, ": ", s.message()));
     }
   }
+  std::vector<HostCopy> copies;
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    TWICE_RETURN_IF_ERROR(blocks_[l]->mixer->Download(
-        *device_, slot.index, tokens, state.layer(static_cast<int>(l))));
+    TWICE_RETURN_IF_ERROR(blocks_[l]->mixer->AddDownloads(
+        slot.index, tokens, state.layer(static_cast<int>(l)), copies));
   }
+  TWICE_RETURN_IF_ERROR(device_->CopyAllToHost(copies));
   state.set_token_count(tokens);
   return absl::OkStatus();
 }

@@ -39,8 +39,8 @@ class ResidentFeedForwardMixer final : public ResidentMixer {
   absl::Status Upload(ExecutorDevice&, const LayerState&, int32_t) override {
     return absl::OkStatus();
   }
-  absl::Status Download(ExecutorDevice&, int32_t, int64_t,
-                        LayerState&) override {
+  absl::Status AddDownloads(int32_t, int64_t, LayerState&,
+                            std::vector<HostCopy>&) override {
     return absl::OkStatus();
   }
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,

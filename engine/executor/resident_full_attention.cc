@@ -88,20 +88,18 @@ class ResidentFullAttention final : public ResidentMixer {
     }
     return absl::OkStatus();
   }
-  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t tokens,
-                        LayerState& state) override {
+  absl::Status AddDownloads(int32_t slot, int64_t tokens, LayerState& state,
+                            std::vector<HostCopy>& copies) override {
     auto& s = static_cast<FullKvState&>(state);
     s.Resize(tokens);
     TWICE_ASSIGN_OR_RETURN(std::vector<KvBlockTable::Run> runs,
                            blocks_->Runs(slot, tokens));
     for (const KvBlockTable::Run& run : runs) {
       const int64_t at = run.first * kvw_, n = run.count * kvw_;
-      TWICE_RETURN_IF_ERROR(
-          dev.CopyToHost(PoolRows(*k_pool_, run.pool_row, run.count),
-                         s.mutable_keys().subspan(at, n)));
-      TWICE_RETURN_IF_ERROR(
-          dev.CopyToHost(PoolRows(*v_pool_, run.pool_row, run.count),
-                         s.mutable_values().subspan(at, n)));
+      copies.push_back({PoolRows(*k_pool_, run.pool_row, run.count),
+                        s.mutable_keys().subspan(at, n)});
+      copies.push_back({PoolRows(*v_pool_, run.pool_row, run.count),
+                        s.mutable_values().subspan(at, n)});
     }
     return absl::OkStatus();
   }

@@ -111,14 +111,17 @@ class ResidentMixer : public ResidualWriter {
   // is not checked).
   [[nodiscard]] virtual absl::Status CheckState(const LayerState& state,
                                                 int64_t tokens) const = 0;
-  // The host state (checked) into the slot, and the slot into the host
-  // state; `tokens` is the sequence's token count.
+  // The host state (checked) into the slot.
   [[nodiscard]] virtual absl::Status Upload(ExecutorDevice& device,
                                             const LayerState& state,
                                             int32_t slot) = 0;
-  [[nodiscard]] virtual absl::Status Download(ExecutorDevice& device,
-                                              int32_t slot, int64_t tokens,
-                                              LayerState& state) = 0;
+  // Sizes the host state (checked) for the slot's contents and appends the
+  // copies that bring them there; the executor runs every layer's copies
+  // at once (ExecutorDevice::CopyAllToHost). `tokens` is the sequence's
+  // token count.
+  [[nodiscard]] virtual absl::Status AddDownloads(
+      int32_t slot, int64_t tokens, LayerState& state,
+      std::vector<HostCopy>& copies) = 0;
 
   // x [rows, d] += Mixer(h [rows, d]); the pass's states advance.
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,

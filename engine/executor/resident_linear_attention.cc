@@ -75,11 +75,12 @@ class ResidentLinearAttention final : public ResidentMixer {
     TWICE_RETURN_IF_ERROR(dev.CopyToDevice(s.kv(), kv_of(slot)));
     return dev.CopyToDevice(s.k_sum(), k_sum_of(slot));
   }
-  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t /*tokens*/,
-                        LayerState& state) override {
+  absl::Status AddDownloads(int32_t slot, int64_t /*tokens*/, LayerState& state,
+                            std::vector<HostCopy>& copies) override {
     auto& s = static_cast<LinearAttentionState&>(state);
-    TWICE_RETURN_IF_ERROR(dev.CopyToHost(kv_of(slot), s.kv()));
-    return dev.CopyToHost(k_sum_of(slot), s.k_sum());
+    copies.push_back({kv_of(slot), s.kv()});
+    copies.push_back({k_sum_of(slot), s.k_sum()});
+    return absl::OkStatus();
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,

@@ -67,11 +67,12 @@ class ResidentMamba2Mixer final : public ResidentMixer {
     TWICE_RETURN_IF_ERROR(dev.CopyToDevice(s.conv_tail(), tail_of(slot)));
     return dev.CopyToDevice(s.ssm(), ssm_of(slot));
   }
-  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t /*tokens*/,
-                        LayerState& state) override {
+  absl::Status AddDownloads(int32_t slot, int64_t /*tokens*/, LayerState& state,
+                            std::vector<HostCopy>& copies) override {
     auto& s = static_cast<Mamba2State&>(state);
-    TWICE_RETURN_IF_ERROR(dev.CopyToHost(tail_of(slot), s.conv_tail()));
-    return dev.CopyToHost(ssm_of(slot), s.ssm());
+    copies.push_back({tail_of(slot), s.conv_tail()});
+    copies.push_back({ssm_of(slot), s.ssm()});
+    return absl::OkStatus();
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,

@@ -83,20 +83,20 @@ class ResidentRatAttention final : public ResidentMixer {
     }
     return absl::OkStatus();
   }
-  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t tokens,
-                        LayerState& state) override {
+  absl::Status AddDownloads(int32_t slot, int64_t tokens, LayerState& state,
+                            std::vector<HostCopy>& copies) override {
     auto& s = static_cast<RatChunkKvState&>(state);
     const int64_t chunks = tokens / o_.chunk_size;
     s.ResizeClosed(chunks);
     s.set_count(tokens);
-    TWICE_RETURN_IF_ERROR(dev.CopyToHost(
-        open_->floats().sub(slot * 2 * d_, 2 * d_), s.mutable_open()));
+    copies.push_back(
+        {open_->floats().sub(slot * 2 * d_, 2 * d_), s.mutable_open()});
     TWICE_ASSIGN_OR_RETURN(std::vector<KvBlockTable::Run> runs,
                            blocks_->Runs(slot, chunks));
     for (const KvBlockTable::Run& run : runs) {
-      TWICE_RETURN_IF_ERROR(dev.CopyToHost(
-          PoolRows(run.pool_row, run.count),
-          s.mutable_closed().subspan(run.first * 2 * d_, run.count * 2 * d_)));
+      copies.push_back(
+          {PoolRows(run.pool_row, run.count),
+           s.mutable_closed().subspan(run.first * 2 * d_, run.count * 2 * d_)});
     }
     return absl::OkStatus();
   }

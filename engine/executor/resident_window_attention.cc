@@ -85,11 +85,11 @@ class ResidentWindowAttention final : public ResidentMixer {
     TWICE_RETURN_IF_ERROR(dev.CopyToDevice(s.keys(), ring_of(*ring_k_, slot)));
     return dev.CopyToDevice(s.values(), ring_of(*ring_v_, slot));
   }
-  absl::Status Download(ExecutorDevice& dev, int32_t slot, int64_t tokens,
-                        LayerState& state) override {
+  absl::Status AddDownloads(int32_t slot, int64_t tokens, LayerState& state,
+                            std::vector<HostCopy>& copies) override {
     auto& s = static_cast<WindowKvState&>(state);
-    TWICE_RETURN_IF_ERROR(dev.CopyToHost(ring_of(*ring_k_, slot), s.keys()));
-    TWICE_RETURN_IF_ERROR(dev.CopyToHost(ring_of(*ring_v_, slot), s.values()));
+    copies.push_back({ring_of(*ring_k_, slot), s.keys()});
+    copies.push_back({ring_of(*ring_v_, slot), s.values()});
     s.set_count(tokens);
     return absl::OkStatus();
   }

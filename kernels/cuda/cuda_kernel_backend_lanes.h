@@ -78,12 +78,13 @@ class CudaKernelBackend::CallScope {
   void Hold(std::shared_ptr<const DeviceBuffer> weight) {
     weights_.push_back(std::move(weight));
   }
-  // Uploads host bytes into a new buffer of this call.
+  // Uploads host bytes into a new buffer of this call (queued through the
+  // lane stream's page-locked ring: the call's earlier work is not
+  // drained).
   [[nodiscard]] absl::StatusOr<void*> Stage(const void* host, int64_t bytes) {
     TWICE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
                            lane_.allocator.Allocate(bytes));
-    TWICE_RETURN_IF_ERROR(
-        CopyToDevice(host, buffer.data(), bytes, lane_.stream->get()));
+    TWICE_RETURN_IF_ERROR(lane_.stream->Upload(host, buffer.data(), bytes));
     buffers_.push_back(std::move(buffer));
     return buffers_.back().data();
   }

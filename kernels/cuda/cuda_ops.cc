@@ -318,8 +318,8 @@ absl::Status RatChunkAttention(const Stream& stream, DeviceAllocator& allocator,
   if (d.tokens == 0) return absl::OkStatus();
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer visible_dev,
                          allocator.AllocateArray<int64_t>(d.tokens));
-  TWICE_RETURN_IF_ERROR(CopyToDevice(visible.data(), visible_dev.data(),
-                                     d.tokens * sizeof(int64_t), stream.get()));
+  TWICE_RETURN_IF_ERROR(stream.Upload(visible.data(), visible_dev.data(),
+                                      d.tokens * sizeof(int64_t)));
   launch::RatAttentionArgs args;
   args.q = q.data.data;
   args.q_stride = q.stride;

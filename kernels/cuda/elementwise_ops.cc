@@ -135,8 +135,8 @@ absl::Status Embedding(const Stream& stream, DeviceAllocator& allocator,
   if (rows == 0) return absl::OkStatus();
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer ids_dev,
                          allocator.AllocateArray<int32_t>(rows));
-  TWICE_RETURN_IF_ERROR(CopyToDevice(ids.data(), ids_dev.data(),
-                                     rows * sizeof(int32_t), stream.get()));
+  TWICE_RETURN_IF_ERROR(
+      stream.Upload(ids.data(), ids_dev.data(), rows * sizeof(int32_t)));
   return CudaStatus(
       launch::Embedding(static_cast<const int32_t*>(ids_dev.data()), rows,
                         Bits(table), dim, scale, out.data, stream.get()),
@@ -167,9 +167,9 @@ absl::Status SampleRows(const Stream& stream, DeviceAllocator& allocator,
   if (rows == 0) return absl::OkStatus();
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer rules_dev,
                          allocator.AllocateArray<launch::SampleRule>(rows));
-  TWICE_RETURN_IF_ERROR(CopyToDevice(
-      device_rules.data(), rules_dev.data(),
-      rows * static_cast<int64_t>(sizeof(launch::SampleRule)), stream.get()));
+  TWICE_RETURN_IF_ERROR(
+      stream.Upload(device_rules.data(), rules_dev.data(),
+                    rows * static_cast<int64_t>(sizeof(launch::SampleRule))));
   return CudaStatus(launch::SampleRows(logits.data, rows, row_stride, vocab,
                                        static_cast<const launch::SampleRule*>(
                                            rules_dev.data()),

@@ -1,6 +1,7 @@
 #include "kernels/cuda/stream.h"
 
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
 
@@ -20,6 +21,14 @@ Stream::~Stream() {
 absl::Status Stream::Synchronize() const {
   TWICE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::Status Stream::Upload(const void* host, void* device,
+                            int64_t bytes) const {
+  if (uploads_ == nullptr) {
+    TWICE_ASSIGN_OR_RETURN(uploads_, UploadRing::Create(stream_));
+  }
+  return uploads_->Upload(host, device, bytes);
 }
 
 absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create() {

@@ -1,7 +1,7 @@
 // Stream: one owned cudaStream_t (non-blocking), destroyed with the object.
 // Every kernel launcher and GemmRunner takes the stream it queues work on;
 // work on one stream runs in order. Not thread-safe to share between threads
-// that enqueue concurrently without their own ordering.
+// that enqueue concurrently without their own ordering (Upload included).
 #ifndef TWICE_KERNELS_CUDA_STREAM_H_
 #define TWICE_KERNELS_CUDA_STREAM_H_
 
@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cuda/upload_ring.h"
 
 namespace twice::kernels::cuda {
 
@@ -27,11 +28,19 @@ class Stream {
   int device() const { return device_; }
   // Waits for all queued work; reports any asynchronous kernel error.
   [[nodiscard]] absl::Status Synchronize() const;
+  // Queues a copy of `bytes` from `host` (any host memory, read before
+  // this returns) into `device` without waiting for the stream: through
+  // the stream's ring of page-locked memory (upload_ring.h).
+  [[nodiscard]] absl::Status Upload(const void* host, void* device,
+                                    int64_t bytes) const;
 
  private:
   Stream(cudaStream_t stream, int device) : stream_(stream), device_(device) {}
   cudaStream_t stream_;
   int device_;
+  // Made on the first Upload (a stream that never uploads locks no host
+  // memory); const methods queue work too, hence mutable.
+  mutable std::unique_ptr<UploadRing> uploads_;
 };
 
 // CUDA events around queued work: elapsed milliseconds between Record()s.

@@ -6,7 +6,8 @@
 //
 // `stage(host, bytes)` returns device memory holding a copy of `bytes` host
 // bytes, valid until the stream has run the work queued after it (the
-// kernel backend's pinned lane staging; a plain device block elsewhere).
+// kernel backend's call buffers, filled through the lane stream's
+// page-locked ring; a plain device block elsewhere).
 // Returns after queueing; int8 synchronises once (its unpacked rows live on
 // the host only for this call).
 #ifndef TWICE_KERNELS_CUDA_WEIGHT_UPLOAD_H_

@@ -6,8 +6,9 @@
 // several products. f32 outputs of bf16 inputs differ only by summation
 // order (1e-5 norm-wise). Outputs and biases off cuBLASLt's 16-byte
 // alignment match too. A matrix whose columns are no multiple of 8 is
-// refused at upload. SKIPPED without a GPU; the device's name and its
-// uploaded weight bytes show it ran.
+// refused at upload. Copies to the host of several arrays in one call read
+// what the queued work wrote. SKIPPED without a GPU; the device's name and
+// its uploaded weight and downloaded bytes show it ran.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -205,6 +206,45 @@ TEST_F(CudaExecutorDeviceTest, EmbeddingReadsAPaddedTable) {
   EXPECT_EQ(
       cuda_->Embedding(outside, *dt, 1.0f, got->floats().sub(0, dim)).code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// A state's arrays after the work that writes them: a Linear queued on
+// the compute stream, then its output, its input and an empty view copied
+// to the host in one call (on the copy stream, which must wait for the
+// GEMM), beside the same on the CPU device; a mismatched copy is refused
+// before anything is copied.
+TEST_F(CudaExecutorDeviceTest, CopiesToTheHostReadWhatQueuedWorkWrote) {
+  const int64_t rows = 512, k = 1024, n = 2048;
+  const kernels::Tensor w =
+      kernels::Tensor::FromVector({n, k}, RoundBf16(Random(n * k, 7, 0.05f)));
+  const std::vector<float> x = RoundBf16(Random(rows * k, 8));
+  std::vector<float> y[2], x_back[2];
+  ExecutorDevice* devices[] = {cuda_.get(), cpu_.get()};
+  for (int d = 0; d < 2; ++d) {
+    ExecutorDevice& device = *devices[d];
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> dw,
+                         device.UploadMatrix(w));
+    std::unique_ptr<DeviceArray> dx = Put(device, x);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> dy,
+                         device.Allocate(rows * n));
+    ASSERT_OK(device.Linear(dx->floats(), rows, *dw, dy->floats()));
+    y[d].assign(static_cast<size_t>(rows * n), 0.0f);
+    x_back[d].assign(x.size(), 0.0f);
+    const HostCopy copies[] = {{dy->floats(), absl::MakeSpan(y[d])},
+                               {dx->floats().sub(0, 0), {}},
+                               {dx->floats(), absl::MakeSpan(x_back[d])}};
+    ASSERT_OK(device.CopyAllToHost(copies));
+    std::vector<float> untouched(4, -1.0f), short_host(3, -1.0f);
+    const HostCopy bad[] = {
+        {dy->floats().sub(0, 4), absl::MakeSpan(untouched)},
+        {dy->floats().sub(4, 4), absl::MakeSpan(short_host)}};
+    EXPECT_EQ(device.CopyAllToHost(bad).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(untouched, std::vector<float>(4, -1.0f));
+  }
+  EXPECT_EQ(x_back[0], x);
+  EXPECT_LE(RelativeError(y[0], y[1]), kLinearTolerance);
+  EXPECT_GE(cuda_->traffic().bytes_to_host, (rows * n + rows * k) * 4);
 }
 
 TEST_F(CudaExecutorDeviceTest, ColumnsNoGemmTakesAreRefusedAtUpload) {
