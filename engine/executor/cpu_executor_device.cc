@@ -239,6 +239,12 @@ class CpuExecutorDevice final : public ExecutorDevice {
     }
     return absl::OkStatus();
   }
+  absl::Status RmsNormLinears(DeviceFloats x, int64_t rows, int64_t dim,
+                              DeviceFloats weight, float eps, DeviceFloats y,
+                              absl::Span<const LinearOutput> outputs) override {
+    TWICE_RETURN_IF_ERROR(RmsNorm(x, rows, dim, weight, eps, y));
+    return Linears(y, rows, outputs);
+  }
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
                             int64_t x_stride, DeviceFloats weight,
                             int64_t kernel_size, DeviceFloats tail,

@@ -236,16 +236,15 @@ absl::Status CudaExecutorDevice::Linear(DeviceFloats x, int64_t rows,
   return Linears(x, rows, one);
 }
 
-absl::Status CudaExecutorDevice::Linears(
-    DeviceFloats x, int64_t rows, absl::Span<const LinearOutput> outputs) {
-  if (outputs.empty()) return absl::OkStatus();
+absl::StatusOr<int64_t> CudaExecutorDevice::CheckLinears(
+    int64_t x_size, int64_t rows, absl::Span<const LinearOutput> outputs) {
   const int64_t k =
       outputs.front().weight != nullptr ? outputs.front().weight->cols() : 0;
   for (const LinearOutput& o : outputs) {
-    if (o.weight == nullptr || o.weight->cols() != k || x.size != rows * k ||
+    if (o.weight == nullptr || o.weight->cols() != k || x_size != rows * k ||
         o.y.size != rows * o.weight->rows()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Linear: x has ", x.size, " floats and y ", o.y.size,
+          absl::StrCat("Linear: x has ", x_size, " floats and y ", o.y.size,
                        "; every weight needs the columns of x (", rows,
                        " rows of ", k, ") and y its rows"));
     }
@@ -256,12 +255,35 @@ absl::Status CudaExecutorDevice::Linears(
           "Linear: a scale with a bias has no CUDA epilogue");
     }
   }
+  return k;
+}
+
+absl::Status CudaExecutorDevice::Linears(
+    DeviceFloats x, int64_t rows, absl::Span<const LinearOutput> outputs) {
+  if (outputs.empty()) return absl::OkStatus();
+  TWICE_ASSIGN_OR_RETURN(const int64_t k, CheckLinears(x.size, rows, outputs));
   // x in bf16 once for every product.
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> x16, Scratch(rows * k));
   TWICE_RETURN_IF_ERROR(cuda::ConvertToBf16(*stream_, ConstSpan(x), x16));
   for (const LinearOutput& o : outputs) {
     TWICE_RETURN_IF_ERROR(
         Gemm(x16, rows, MatrixOf(*o.weight), o.y, o.epilogue));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutorDevice::RmsNormLinears(
+    DeviceFloats x, int64_t rows, int64_t dim, DeviceFloats weight, float eps,
+    DeviceFloats y, absl::Span<const LinearOutput> outputs) {
+  if (outputs.empty()) return RmsNorm(x, rows, dim, weight, eps, y);
+  // y is the products' input (the norm checks it is [rows, dim]).
+  TWICE_ASSIGN_OR_RETURN(const int64_t k, CheckLinears(y.size, rows, outputs));
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> y16, Scratch(rows * k));
+  TWICE_RETURN_IF_ERROR(cuda::RmsNorm(*stream_, ConstSpan(x), rows, dim,
+                                      ConstSpan(weight), eps, Span(y), y16));
+  for (const LinearOutput& o : outputs) {
+    TWICE_RETURN_IF_ERROR(
+        Gemm(y16, rows, MatrixOf(*o.weight), o.y, o.epilogue));
   }
   return absl::OkStatus();
 }

@@ -5,7 +5,8 @@
 // go through the stream's page-locked ring without draining it, copies to
 // the host through a copy stream (host_downloads.h), and GEMMs
 // run through its cuBLASLt runner with f32 accumulation; a Linear's f32
-// input is converted to bf16 in a scratch block first. The operations are
+// input is converted to bf16 in a scratch block first (by the norm's own
+// kernel in RmsNormLinears). The operations are
 // defined by family: memory, uploads, GEMMs and sampling in
 // cuda_executor_device.cc, the sequence mixers in
 // cuda_executor_mixer_ops.cc, the paged states and routed rows in
@@ -60,6 +61,10 @@ class CudaExecutorDevice final : public ExecutorDevice {
                       DeviceFloats y, const LinearEpilogue& epilogue) override;
   absl::Status Linears(DeviceFloats x, int64_t rows,
                        absl::Span<const LinearOutput> outputs) override;
+  // The norm writes f32 y and the GEMMs' bf16 input in one kernel.
+  absl::Status RmsNormLinears(DeviceFloats x, int64_t rows, int64_t dim,
+                              DeviceFloats weight, float eps, DeviceFloats y,
+                              absl::Span<const LinearOutput> outputs) override;
   absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
                           int64_t vocab,
                           absl::Span<const kernels::SamplingRule> rules,
@@ -170,6 +175,11 @@ class CudaExecutorDevice final : public ExecutorDevice {
 
  private:
   explicit CudaExecutorDevice(int ordinal);
+  // Linears' arguments for an input x of `x_size` floats in `rows` rows:
+  // every weight has the same columns k (returned), x is [rows, k] and
+  // each y [rows, W.rows]; a scale with a bias is UNIMPLEMENTED.
+  static absl::StatusOr<int64_t> CheckLinears(
+      int64_t x_size, int64_t rows, absl::Span<const LinearOutput> outputs);
   // y (+)= x16 · W^T by `epilogue` (Linears' checks done), padded rows
   // dropped.
   absl::Status Gemm(cuda::DeviceSpan<const cuda::Bf16> x16, int64_t rows,

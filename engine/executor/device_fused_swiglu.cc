@@ -14,15 +14,17 @@ int64_t DeviceFusedSwiGlu::weight_bytes() const {
   return input_->bytes() + output_->bytes();
 }
 
-absl::Status DeviceFusedSwiGlu::Forward(ExecutorDevice& dev, int64_t rows,
-                                        DeviceFloats h, DeviceFloats scratch,
-                                        DeviceFloats y,
+absl::Status DeviceFusedSwiGlu::Forward(ExecutorDevice& dev,
+                                        const LayerInput& in,
+                                        DeviceFloats scratch, DeviceFloats y,
                                         const LinearEpilogue& epilogue) const {
+  const int64_t rows = in.rows;
   if (rows == 0) return absl::OkStatus();
   const int64_t hidden = mlp_.hidden();
   const DeviceFloats u = scratch.sub(0, rows * 2 * hidden);
   const DeviceFloats a = scratch.sub(u.size, rows * hidden);
-  TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *input_, u));
+  const LinearOutput input[] = {{input_.get(), u, {}}};
+  TWICE_RETURN_IF_ERROR(in.Project(dev, input));
   // The gate is the first half of each row of u, the multiplier the second.
   TWICE_RETURN_IF_ERROR(dev.SiluMul(u, 2 * hidden,
                                     u.sub(hidden, u.size - hidden), 2 * hidden,

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "engine/executor/executor_device.h"
+#include "engine/executor/resident_layer.h"
 #include "engine/layers/fused_swiglu_mlp.h"
 
 namespace twice::engine {
@@ -23,9 +24,9 @@ class DeviceFusedSwiGlu {
   [[nodiscard]] absl::Status Load(ExecutorDevice& device);
   int64_t ScratchFloats(int64_t rows) const { return rows * 3 * mlp_.hidden(); }
   int64_t weight_bytes() const;
-  // y [rows, d] (+)= the MLP of h [rows, d], by `epilogue`.
-  [[nodiscard]] absl::Status Forward(ExecutorDevice& device, int64_t rows,
-                                     DeviceFloats h, DeviceFloats scratch,
+  // y [rows, d] (+)= the MLP of h [rows, d] made of `in`, by `epilogue`.
+  [[nodiscard]] absl::Status Forward(ExecutorDevice& device,
+                                     const LayerInput& in, DeviceFloats scratch,
                                      DeviceFloats y,
                                      const LinearEpilogue& epilogue) const;
 

@@ -215,6 +215,14 @@ class ExecutorDevice {
   // device that converts x for its GEMMs (CUDA: to bf16) does so once.
   [[nodiscard]] virtual absl::Status Linears(
       DeviceFloats x, int64_t rows, absl::Span<const LinearOutput> outputs) = 0;
+  // y = RmsNorm(x) as RmsNorm computes it, then `outputs` of y as Linears
+  // computes them: a layer's norm and its first products. A device that
+  // converts a GEMM's input (CUDA: to bf16) writes that form in the norm's
+  // own pass instead of reading y again: one kernel and one read of the
+  // rows fewer per norm.
+  [[nodiscard]] virtual absl::Status RmsNormLinears(
+      DeviceFloats x, int64_t rows, int64_t dim, DeviceFloats weight, float eps,
+      DeviceFloats y, absl::Span<const LinearOutput> outputs) = 0;
   // kernels/causal_conv1d.h.
   [[nodiscard]] virtual absl::Status CausalConv1d(
       DeviceFloats x, int64_t tokens, int64_t channels, int64_t x_stride,

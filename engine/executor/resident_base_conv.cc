@@ -59,7 +59,7 @@ class ResidentBaseConv final : public ResidentMixer {
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
     const int64_t rows = pass.rows;
     const int64_t c = m_.inner;
@@ -68,8 +68,9 @@ class ResidentBaseConv final : public ResidentMixer {
     const DeviceFloats gated = scratch.sub(u.size + conv.size, rows * c);
     const DeviceFloats u1 = u.sub(0, (rows - 1) * 2 * c + c);
     const DeviceFloats u2 = u.sub(c, (rows - 1) * 2 * c + c);
-    TWICE_RETURN_IF_ERROR(dev.Linear(
-        h, rows, *in_proj_, u, LinearEpilogue{in_bias_->floats(), false}));
+    const LinearOutput in_proj[] = {
+        {in_proj_.get(), u, LinearEpilogue{in_bias_->floats(), false}}};
+    TWICE_RETURN_IF_ERROR(in.Project(dev, in_proj));
     if (pass.step != nullptr) {
       TWICE_RETURN_IF_ERROR(dev.CausalConv1dStepSlots(
           u1, c, 2 * c, conv_w_->floats(), m_.kernel_size, tails_->floats(),

@@ -328,26 +328,26 @@ absl::Status ResidentExecutor::RunBlocks(absl::Span<const int32_t> ids,
   TWICE_RETURN_IF_ERROR(
       dev.Embedding(ids, *embedding_, model_.embedding_scale(), x));
   for (const auto& b : blocks_) {
-    TWICE_RETURN_IF_ERROR(dev.RmsNorm(x, rows, dim_, b->norm1_w->floats(),
-                                      b->host->norm1.eps(), h));
-    TWICE_RETURN_IF_ERROR(b->mixer->Forward(dev, pass, h, scratch, x));
+    const LayerInput mixer_in{
+        x, rows, dim_, b->norm1_w->floats(), b->host->norm1.eps(), h};
+    TWICE_RETURN_IF_ERROR(b->mixer->Forward(dev, pass, mixer_in, scratch, x));
     if (b->ffn == nullptr) continue;
-    TWICE_RETURN_IF_ERROR(dev.RmsNorm(x, rows, dim_, b->norm2_w->floats(),
-                                      b->host->norm2.eps(), h));
-    TWICE_RETURN_IF_ERROR(b->ffn->Forward(dev, rows, h, scratch, x));
+    const LayerInput ffn_in{
+        x, rows, dim_, b->norm2_w->floats(), b->host->norm2.eps(), h};
+    TWICE_RETURN_IF_ERROR(b->ffn->Forward(dev, ffn_in, scratch, x));
   }
   return absl::OkStatus();
 }
 
 absl::Status ResidentExecutor::Head(int64_t first, int64_t rows) {
-  const DeviceFloats hn = h_->floats().sub(0, rows * dim_);
-  TWICE_RETURN_IF_ERROR(
-      device_->RmsNorm(x_->floats().sub(first * dim_, rows * dim_), rows, dim_,
-                       final_norm_->floats(), model_.final_norm().eps(), hn));
   const DeviceMatrix& head = lm_head_ != nullptr ? *lm_head_ : *embedding_;
-  return device_->Linear(
-      hn, rows, head, logits_->floats().sub(0, rows * vocab_rows_),
-      LinearEpilogue{{}, /*accumulate=*/false, model_.logit_scale()});
+  const LinearOutput logits[] = {
+      {&head, logits_->floats().sub(0, rows * vocab_rows_),
+       LinearEpilogue{{}, /*accumulate=*/false, model_.logit_scale()}}};
+  return device_->RmsNormLinears(x_->floats().sub(first * dim_, rows * dim_),
+                                 rows, dim_, final_norm_->floats(),
+                                 model_.final_norm().eps(),
+                                 h_->floats().sub(0, rows * dim_), logits);
 }
 
 absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(

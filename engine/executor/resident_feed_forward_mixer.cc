@@ -44,9 +44,9 @@ class ResidentFeedForwardMixer final : public ResidentMixer {
     return absl::OkStatus();
   }
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
-    return ffn_->Forward(dev, pass.rows, h, scratch, x);
+    return ffn_->Forward(dev, in, scratch, x);
   }
 
  private:

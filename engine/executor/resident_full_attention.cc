@@ -105,7 +105,7 @@ class ResidentFullAttention final : public ResidentMixer {
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
     TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* kv_table,
                            pass.kv_table(table_));
@@ -117,7 +117,7 @@ class ResidentFullAttention final : public ResidentMixer {
     const DeviceFloats y = scratch.sub(q.size + k.size + v.size, rows * qw_);
     const LinearOutput qkv[] = {
         {wq_.get(), q, {}}, {wk_.get(), k, {}}, {wv_.get(), v, {}}};
-    TWICE_RETURN_IF_ERROR(dev.Linears(h, rows, qkv));
+    TWICE_RETURN_IF_ERROR(in.Project(dev, qkv));
     if (o_.rotary) {
       if (pass.step != nullptr) {
         TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(

@@ -29,9 +29,9 @@ class ResidentFusedSwiGlu final : public ResidentFeedForward {
     return mlp_.ScratchFloats(rows);
   }
   int64_t weight_bytes() const override { return mlp_.weight_bytes(); }
-  absl::Status Forward(ExecutorDevice& dev, int64_t rows, DeviceFloats h,
+  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
                        DeviceFloats scratch, DeviceFloats x) override {
-    return mlp_.Forward(dev, rows, h, scratch, x, ResidualAdd());
+    return mlp_.Forward(dev, in, scratch, x, ResidualAdd());
   }
 
  private:
@@ -72,8 +72,9 @@ class ResidentTopKMoe final : public ResidentFeedForward {
     }
     return bytes;
   }
-  absl::Status Forward(ExecutorDevice& dev, int64_t rows, DeviceFloats h,
+  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
                        DeviceFloats scratch, DeviceFloats x) override {
+    const int64_t rows = in.rows;
     const TopKMoeShape& s = moe_.shape();
     const int64_t d = s.dim, n = rows * s.top_k;
     const DeviceFloats o = scratch.sub(0, rows * d);
@@ -84,8 +85,12 @@ class ResidentTopKMoe final : public ResidentFeedForward {
     const int64_t used = o.size + logits.size + gathered.size + results.size;
     const DeviceFloats mlp = scratch.sub(used, scratch.size - used);
 
-    TWICE_RETURN_IF_ERROR(shared_.Forward(dev, rows, h, mlp, o, {}));
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *router_, logits));
+    // The router's product normalizes h; the shared expert reads it then.
+    const LinearOutput router[] = {{router_.get(), logits, {}}};
+    TWICE_RETURN_IF_ERROR(in.Project(dev, router));
+    const DeviceFloats h = in.h;
+    TWICE_RETURN_IF_ERROR(
+        shared_.Forward(dev, LayerInput::Normalized(h, rows, d), mlp, o, {}));
     host_logits_.resize(static_cast<size_t>(logits.size));
     TWICE_RETURN_IF_ERROR(dev.CopyToHost(logits, absl::MakeSpan(host_logits_)));
     TWICE_ASSIGN_OR_RETURN(
@@ -99,9 +104,10 @@ class ResidentTopKMoe final : public ResidentFeedForward {
       const int64_t begin = table.expert_begin[e];
       const int64_t count = table.expert_begin[e + 1] - begin;
       if (count == 0) continue;
-      TWICE_RETURN_IF_ERROR(
-          experts_[e].Forward(dev, count, gathered.sub(begin * d, count * d),
-                              mlp, results.sub(begin * d, count * d), {}));
+      TWICE_RETURN_IF_ERROR(experts_[e].Forward(
+          dev,
+          LayerInput::Normalized(gathered.sub(begin * d, count * d), count, d),
+          mlp, results.sub(begin * d, count * d), {}));
     }
     return dev.CombineRoutedRows(o, results, d, *device_routes,
                                  residual_scale(), x);

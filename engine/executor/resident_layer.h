@@ -5,9 +5,12 @@
 // and computes that layer's equations with the device's operations, so the
 // CPU device gives the host model's results. A block runs
 //
-//   h = RMSNorm1(x);  x += Mixer(h)       Forward(pass, h, scratch, x)
-//   h = RMSNorm2(x);  x += FFN(h)         Forward(rows, h, scratch, x)
+//   h = RMSNorm1(x);  x += Mixer(h)       Forward(pass, in, scratch, x)
+//   h = RMSNorm2(x);  x += FFN(h)         Forward(in, scratch, x)
 //
+// where `in` (LayerInput) is x with the norm: the layer applies it itself,
+// with its first products of h when it starts with some (Project), so a
+// device that converts a GEMM's input does so in the norm's pass.
 // with the residual add in the last projection's epilogue (ResidualAdd():
 // LinearEpilogue::accumulate, scaled by the model's residual multiplier,
 // 1 except in Granite-4.0-H). `scratch` is a shared activation workspace of
@@ -72,6 +75,35 @@ struct ResidentPools {
   int kv_table = -1;
 };
 
+// A layer's input: the residual stream x [rows, dim] and the RMSNorm that
+// makes the layer's h [rows, dim] of it. A layer starts with Project (its
+// first products of h, the norm applied in the same call:
+// ExecutorDevice::RmsNormLinears) or, when its first work is not a product
+// of h, with Normalize; after either, h holds the normalized rows.
+// Normalized(h) is rows normalized already (an MoE's shared expert, its
+// routed rows): Project is Linears of h, Normalize does nothing.
+struct LayerInput {
+  DeviceFloats x;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  DeviceFloats norm_weight;  // [dim]; empty: h is normalized already
+  float eps = 0.0f;
+  DeviceFloats h;
+
+  static LayerInput Normalized(DeviceFloats h, int64_t rows, int64_t dim) {
+    return {h, rows, dim, {}, 0.0f, h};
+  }
+  [[nodiscard]] absl::Status Project(
+      ExecutorDevice& device, absl::Span<const LinearOutput> outputs) const {
+    if (norm_weight.size == 0) return device.Linears(h, rows, outputs);
+    return device.RmsNormLinears(x, rows, dim, norm_weight, eps, h, outputs);
+  }
+  [[nodiscard]] absl::Status Normalize(ExecutorDevice& device) const {
+    if (norm_weight.size == 0) return absl::OkStatus();
+    return device.RmsNorm(x, rows, dim, norm_weight, eps, h);
+  }
+};
+
 // What every resident layer's last projection does: x += s · (h · W^T (+
 // bias)), s the model's residual scale (set by the executor before Load).
 class ResidualWriter {
@@ -123,10 +155,11 @@ class ResidentMixer : public ResidualWriter {
       int32_t slot, int64_t tokens, LayerState& state,
       std::vector<HostCopy>& copies) = 0;
 
-  // x [rows, d] += Mixer(h [rows, d]); the pass's states advance.
+  // x [rows, d] += Mixer(h [rows, d]), h made of `in` (in.x is x); the
+  // pass's states advance.
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
                                              const ResidentPass& pass,
-                                             DeviceFloats h,
+                                             const LayerInput& in,
                                              DeviceFloats scratch,
                                              DeviceFloats x) = 0;
 };
@@ -138,9 +171,9 @@ class ResidentFeedForward : public ResidualWriter {
   [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device) = 0;
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
   virtual int64_t weight_bytes() const = 0;
-  // x [rows, d] += FFN(h [rows, d]).
+  // x [rows, d] += FFN(h [rows, d]), h made of `in` (in.x is x).
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
-                                             int64_t rows, DeviceFloats h,
+                                             const LayerInput& in,
                                              DeviceFloats scratch,
                                              DeviceFloats x) = 0;
 };

@@ -84,7 +84,7 @@ class ResidentLinearAttention final : public ResidentMixer {
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
     const int64_t rows = pass.rows;
     const DeviceFloats q = scratch.sub(0, rows * hf_);
@@ -93,7 +93,7 @@ class ResidentLinearAttention final : public ResidentMixer {
     const DeviceFloats y = scratch.sub(2 * q.size + v.size, rows * dim());
     const LinearOutput qkv[] = {
         {wq_.get(), q, {}}, {wk_.get(), k, {}}, {wv_.get(), v, {}}};
-    TWICE_RETURN_IF_ERROR(dev.Linears(h, rows, qkv));
+    TWICE_RETURN_IF_ERROR(in.Project(dev, qkv));
     const float eps = core_.options.eps;
     if (pass.step != nullptr) {
       TWICE_RETURN_IF_ERROR(dev.LinearAttentionStepSlots(
@@ -111,7 +111,7 @@ class ResidentLinearAttention final : public ResidentMixer {
       const DeviceFloats k_enc = scratch.sub(used, e * hf_);
       const DeviceFloats v_enc = scratch.sub(used + rows * hf_, e * dim());
       if (e > 0) {
-        const DeviceFloats h_enc = h.sub(0, e * dim());
+        const DeviceFloats h_enc = in.h.sub(0, e * dim());
         const LinearOutput kv_enc[] = {{wk_enc_.get(), k_enc, {}},
                                        {wv_enc_.get(), v_enc, {}}};
         TWICE_RETURN_IF_ERROR(dev.Linears(h_enc, e, kv_enc));

@@ -76,7 +76,7 @@ class ResidentMamba2Mixer final : public ResidentMixer {
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
     const Mamba2StateShape& shape = m_.shape;
     const int64_t rows = pass.rows;
@@ -100,7 +100,8 @@ class ResidentMamba2Mixer final : public ResidentMixer {
     const kernels::SsdShape ssd{heads, shape.head_dim, m_.groups,
                                 shape.state_dim};
 
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *in_proj_, zx));
+    const LinearOutput in_proj[] = {{in_proj_.get(), zx, {}}};
+    TWICE_RETURN_IF_ERROR(in.Project(dev, in_proj));
     if (pass.step != nullptr) {
       TWICE_RETURN_IF_ERROR(dev.CausalConv1dStepSlots(
           xbc_in, c, in_dim, conv_w_->floats(), shape.conv_kernel,

@@ -27,10 +27,12 @@ class ResidentPlainMlp final : public ResidentFeedForward {
   int64_t weight_bytes() const override {
     return up_->bytes() + down_->bytes();
   }
-  absl::Status Forward(ExecutorDevice& dev, int64_t rows, DeviceFloats h,
+  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
                        DeviceFloats scratch, DeviceFloats x) override {
+    const int64_t rows = in.rows;
     const DeviceFloats u = scratch.sub(0, rows * hidden_);
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *up_, u));
+    const LinearOutput up[] = {{up_.get(), u, {}}};
+    TWICE_RETURN_IF_ERROR(in.Project(dev, up));
     TWICE_RETURN_IF_ERROR(
         activation_ == Activation::kGelu ? dev.Gelu(u) : dev.ReluSquared(u));
     return dev.Linear(u, rows, *down_, x, ResidualAdd());

@@ -102,7 +102,7 @@ class ResidentRatAttention final : public ResidentMixer {
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
     TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* chunk_table,
                            pass.kv_table(table_));
@@ -116,7 +116,8 @@ class ResidentRatAttention final : public ResidentMixer {
     const DeviceFloats v = at.sub(2 * rows * d_, rows * d_);
     const DeviceFloats z = at.sub(3 * rows * d_, rows * d_);
     const DeviceFloats y = at.sub(4 * rows * d_, rows * d_);
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *in_proj_, proj));
+    const LinearOutput in_proj[] = {{in_proj_.get(), proj, {}}};
+    TWICE_RETURN_IF_ERROR(in.Project(dev, in_proj));
     const DevicePassRows pass_rows = pass.pass_rows();
     TWICE_RETURN_IF_ERROR(dev.RatChunkScan(
         proj, w, gate_bias_->floats(), pass_rows, pass.prefill_slot, dims,

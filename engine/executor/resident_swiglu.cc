@@ -26,12 +26,14 @@ class ResidentSwiGlu final : public ResidentFeedForward {
   int64_t weight_bytes() const override {
     return fc1_->bytes() + fc2_->bytes();
   }
-  absl::Status Forward(ExecutorDevice& dev, int64_t rows, DeviceFloats h,
+  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
                        DeviceFloats scratch, DeviceFloats x) override {
+    const int64_t rows = in.rows;
     const int64_t hidden = mlp_.hidden();
     const DeviceFloats u = scratch.sub(0, rows * 2 * hidden);
     const DeviceFloats a = scratch.sub(u.size, rows * hidden);
-    TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *fc1_, u));
+    const LinearOutput fc1[] = {{fc1_.get(), u, {}}};
+    TWICE_RETURN_IF_ERROR(in.Project(dev, fc1));
     TWICE_RETURN_IF_ERROR(dev.SwiGlu(u, rows, hidden, a));
     return dev.Linear(a, rows, *fc2_, x, ResidualAdd());
   }
@@ -57,14 +59,15 @@ class ResidentLlamaMlp final : public ResidentFeedForward {
   int64_t weight_bytes() const override {
     return gate_->bytes() + up_->bytes() + down_->bytes();
   }
-  absl::Status Forward(ExecutorDevice& dev, int64_t rows, DeviceFloats h,
+  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
                        DeviceFloats scratch, DeviceFloats x) override {
+    const int64_t rows = in.rows;
     const int64_t hidden = mlp_.hidden();
     const DeviceFloats g = scratch.sub(0, rows * hidden);
     const DeviceFloats u = scratch.sub(g.size, rows * hidden);
     const DeviceFloats a = scratch.sub(g.size + u.size, rows * hidden);
     const LinearOutput gate_up[] = {{gate_.get(), g, {}}, {up_.get(), u, {}}};
-    TWICE_RETURN_IF_ERROR(dev.Linears(h, rows, gate_up));
+    TWICE_RETURN_IF_ERROR(in.Project(dev, gate_up));
     TWICE_RETURN_IF_ERROR(dev.SiluMul(g, hidden, u, hidden, rows, hidden, a));
     return dev.Linear(a, rows, *down_, x, ResidualAdd());
   }

@@ -95,7 +95,7 @@ class ResidentWindowAttention final : public ResidentMixer {
   }
 
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
-                       DeviceFloats h, DeviceFloats scratch,
+                       const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
     const int64_t rows = pass.rows;
     const DeviceFloats qkv = scratch.sub(0, rows * 3 * d_);
@@ -105,13 +105,15 @@ class ResidentWindowAttention final : public ResidentMixer {
       // v | q | k into the context area (free until Prefill gathers), then
       // q | k and v into qkv.
       const DeviceFloats vqk = scratch.sub(qkv.size + y.size, rows * 3 * d_);
-      TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wqkv_, vqk));
+      const LinearOutput wqkv[] = {{wqkv_.get(), vqk, {}}};
+      TWICE_RETURN_IF_ERROR(in.Project(dev, wqkv));
       TWICE_RETURN_IF_ERROR(dev.CopyRows(vqk.sub(d_, vqk.size - d_), 3 * d_,
                                          qkv, 3 * d_, rows, 2 * d_));
       TWICE_RETURN_IF_ERROR(dev.CopyRows(
           vqk, 3 * d_, qkv.sub(2 * d_, qkv.size - 2 * d_), 3 * d_, rows, d_));
     } else {
-      TWICE_RETURN_IF_ERROR(dev.Linear(h, rows, *wqkv_, qkv));
+      const LinearOutput wqkv[] = {{wqkv_.get(), qkv, {}}};
+      TWICE_RETURN_IF_ERROR(in.Project(dev, wqkv));
     }
     if (pass.step != nullptr) {
       const kernels::WindowStepDims dims{layer_.heads, layer_.head_dim,

@@ -277,7 +277,9 @@ struct DeviceRoutesView {
 
 // ---- row-wise and element-wise ----------------------------------------------
 
-// kernels/rms_norm.h; the bf16 overload feeds a GEMM directly.
+// kernels/rms_norm.h; the second overload also writes y rounded to bf16
+// into y16 in the same pass, a GEMM's input (bit for bit what
+// ConvertToBf16 of y gives).
 [[nodiscard]] absl::Status RmsNorm(const Stream& stream,
                                    DeviceSpan<const float> x, int64_t rows,
                                    int64_t dim, DeviceSpan<const float> weight,
@@ -285,7 +287,8 @@ struct DeviceRoutesView {
 [[nodiscard]] absl::Status RmsNorm(const Stream& stream,
                                    DeviceSpan<const float> x, int64_t rows,
                                    int64_t dim, DeviceSpan<const float> weight,
-                                   float eps, DeviceSpan<Bf16> y);
+                                   float eps, DeviceSpan<float> y,
+                                   DeviceSpan<Bf16> y16);
 
 // kernels/rope.h (in place).
 [[nodiscard]] absl::Status RopeRotateHalf(const Stream& stream,

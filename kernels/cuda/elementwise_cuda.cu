@@ -38,12 +38,14 @@ __device__ __forceinline__ bf16 FromFloat<bf16>(float v) {
   return __float2bfloat16(v);
 }
 
-template <typename Out>
+// y16 (may be null): y rounded to bf16 as well, a GEMM's input written in
+// the same pass (what F32ToBf16 would make of y, bit for bit).
 __global__ void RmsNormKernel(const float* x, int dim, const float* w,
-                              float eps, Out* y) {
+                              float eps, float* y, bf16* y16) {
   __shared__ double partial[32];
   const float* xr = x + int64_t{blockIdx.x} * dim;
-  Out* yr = y + int64_t{blockIdx.x} * dim;
+  float* yr = y + int64_t{blockIdx.x} * dim;
+  bf16* y16r = y16 != nullptr ? y16 + int64_t{blockIdx.x} * dim : nullptr;
   double sum = 0.0;
   for (int j = threadIdx.x; j < dim; j += blockDim.x) {
     sum += double{xr[j]} * xr[j];
@@ -58,7 +60,9 @@ __global__ void RmsNormKernel(const float* x, int dim, const float* w,
   }
   const float rstd = static_cast<float>(1.0 / sqrt(total / dim + eps));
   for (int j = threadIdx.x; j < dim; j += blockDim.x) {
-    yr[j] = FromFloat<Out>((xr[j] * rstd) * w[j]);
+    const float v = (xr[j] * rstd) * w[j];
+    yr[j] = v;
+    if (y16r != nullptr) y16r[j] = __float2bfloat16(v);
   }
 }
 
@@ -190,16 +194,9 @@ __global__ void FillUniformKernel(T* x, int64_t count, uint64_t seed,
 }  // namespace
 
 cudaError_t RmsNorm(const float* x, int64_t rows, int dim, const float* w,
-                    float eps, float* y, cudaStream_t stream) {
-  RmsNormKernel<float>
-      <<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, dim, w, eps, y);
-  return cudaGetLastError();
-}
-
-cudaError_t RmsNormToBf16(const float* x, int64_t rows, int dim, const float* w,
-                          float eps, bf16_bits* y, cudaStream_t stream) {
-  RmsNormKernel<bf16><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
-      x, dim, w, eps, reinterpret_cast<bf16*>(y));
+                    float eps, float* y, bf16_bits* y16, cudaStream_t stream) {
+  RmsNormKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(
+      x, dim, w, eps, y, reinterpret_cast<bf16*>(y16));
   return cudaGetLastError();
 }
 

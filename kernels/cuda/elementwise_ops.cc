@@ -37,20 +37,22 @@ absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
   TWICE_RETURN_IF_ERROR(
       CheckRmsNorm(rows, dim, eps, x.size, weight.size, y.size));
   if (rows == 0) return absl::OkStatus();
-  return CudaStatus(launch::RmsNorm(x.data, rows, static_cast<int>(dim),
-                                    weight.data, eps, y.data, stream.get()),
-                    "RmsNorm");
+  return CudaStatus(
+      launch::RmsNorm(x.data, rows, static_cast<int>(dim), weight.data, eps,
+                      y.data, /*y16=*/nullptr, stream.get()),
+      "RmsNorm");
 }
 
 absl::Status RmsNorm(const Stream& stream, DeviceSpan<const float> x,
                      int64_t rows, int64_t dim, DeviceSpan<const float> weight,
-                     float eps, DeviceSpan<Bf16> y) {
+                     float eps, DeviceSpan<float> y, DeviceSpan<Bf16> y16) {
   TWICE_RETURN_IF_ERROR(
       CheckRmsNorm(rows, dim, eps, x.size, weight.size, y.size));
+  TWICE_RETURN_IF_ERROR(CheckSize("RmsNorm", "y16", y16.size, rows * dim));
   if (rows == 0) return absl::OkStatus();
   return CudaStatus(
-      launch::RmsNormToBf16(x.data, rows, static_cast<int>(dim), weight.data,
-                            eps, Bits(y), stream.get()),
+      launch::RmsNorm(x.data, rows, static_cast<int>(dim), weight.data, eps,
+                      y.data, Bits(y16), stream.get()),
       "RmsNorm");
 }
 

@@ -276,10 +276,9 @@ cudaError_t SampleRows(const float* logits, int64_t rows, int64_t row_stride,
                        cudaStream_t stream);
 
 // ---- row-wise and element-wise (elementwise_cuda.cu) ------------------------
+// y16 may be null; else it receives y rounded to bf16 too.
 cudaError_t RmsNorm(const float* x, int64_t rows, int dim, const float* w,
-                    float eps, float* y, cudaStream_t stream);
-cudaError_t RmsNormToBf16(const float* x, int64_t rows, int dim, const float* w,
-                          float eps, bf16_bits* y, cudaStream_t stream);
+                    float eps, float* y, bf16_bits* y16, cudaStream_t stream);
 cudaError_t RopeRotateHalf(float* x, int64_t rows, int64_t row_stride,
                            int heads, int head_dim, int64_t start_pos,
                            float base, cudaStream_t stream);

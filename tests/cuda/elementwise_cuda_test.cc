@@ -34,14 +34,19 @@ TEST_F(ElementwiseCudaTest, RmsNormMatchesCpu) {
         kernels::RmsNorm(x, rows, dim, w, 1e-5f, absl::MakeSpan(want)).ok());
     DeviceBuffer dx = Put(x), dw = Put(w);
     DeviceBuffer dy = Zeros<float>(rows * dim);
+    DeviceBuffer dy2 = Zeros<float>(rows * dim);
     DeviceBuffer dy16 = Zeros<Bf16>(rows * dim);
     ASSERT_TRUE(RmsNorm(*stream_, dx.span<float>(), rows, dim, dw.span<float>(),
                         1e-5f, dy.span<float>())
                     .ok());
-    ASSERT_TRUE(RmsNorm(*stream_, dx.span<float>(), rows, dim, dw.span<float>(),
-                        1e-5f, dy16.span<Bf16>())
-                    .ok());
-    TWICE_EXPECT_REL(Get<float>(dy), want, kF32Tolerance);
+    ASSERT_OK(RmsNorm(*stream_, dx.span<float>(), rows, dim, dw.span<float>(),
+                      1e-5f, dy2.span<float>(), dy16.span<Bf16>()));
+    const std::vector<float> y = Get<float>(dy);
+    TWICE_EXPECT_REL(y, want, kF32Tolerance);
+    // Both outputs in one pass: the same f32 rows, and their bf16 rounding
+    // bit for bit (what a GEMM's input conversion would make of them).
+    EXPECT_EQ(Get<float>(dy2), y);
+    EXPECT_EQ(GetBf16(dy16), RoundBf16(y));
     TWICE_EXPECT_REL(GetBf16(dy16), want, kBf16Tolerance);
   }
 }

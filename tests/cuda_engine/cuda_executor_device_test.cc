@@ -6,7 +6,8 @@
 // several products. f32 outputs of bf16 inputs differ only by summation
 // order (1e-5 norm-wise). Outputs and biases off cuBLASLt's 16-byte
 // alignment match too. A matrix whose columns are no multiple of 8 is
-// refused at upload. Copies to the host of several arrays in one call read
+// refused at upload. RmsNormLinears equals RmsNorm then Linears bit for
+// bit. Copies to the host of several arrays in one call read
 // what the queued work wrote. SKIPPED without a GPU; the device's name and
 // its uploaded weight and downloaded bytes show it ran.
 #include <cstdint>
@@ -28,6 +29,9 @@ using kernels::cuda::testing::RelativeError;
 using kernels::cuda::testing::RoundBf16;
 
 constexpr double kLinearTolerance = 1e-5;
+// Products of an input the GPU rounds to bf16 (a norm's output) against
+// the CPU's f32 input: bf16's 2^-9 relative rounding, summed over k.
+constexpr double kBf16InputTolerance = 1e-2;
 
 // `host` on `device` as a fresh array.
 std::unique_ptr<DeviceArray> Put(ExecutorDevice& device,
@@ -245,6 +249,75 @@ TEST_F(CudaExecutorDeviceTest, CopiesToTheHostReadWhatQueuedWorkWrote) {
   EXPECT_EQ(x_back[0], x);
   EXPECT_LE(RelativeError(y[0], y[1]), kLinearTolerance);
   EXPECT_GE(cuda_->traffic().bytes_to_host, (rows * n + rows * k) * 4);
+}
+
+// A layer's norm and first products in one call: the norm writes the
+// GEMMs' bf16 input itself, so the outputs and h are bit for bit those of
+// RmsNorm then Linears on the same device (which rounds h to bf16 in a
+// pass of its own), and within bf16 rounding of the CPU device's f32
+// products. A head of 1000 rows (padded), a bias and an accumulation.
+TEST_F(CudaExecutorDeviceTest, RmsNormLinearsEqualsTheNormThenTheProducts) {
+  const int64_t rows = 33, dim = 1024, n1 = 1000, n2 = 256;
+  const std::vector<float> x = Random(rows * dim, 11, 3.0f);
+  const std::vector<float> norm_w = Random(dim, 12);
+  const std::vector<float> bias = Random(n2, 13);
+  const std::vector<float> y2_start = Random(rows * n2, 14);
+  const kernels::Tensor w1 = kernels::Tensor::FromVector(
+      {n1, dim}, RoundBf16(Random(n1 * dim, 15, 0.05f)));
+  const kernels::Tensor w2 = kernels::Tensor::FromVector(
+      {n2, dim}, RoundBf16(Random(n2 * dim, 16, 0.05f)));
+  // [fused or not][h, y1, y2] on the GPU; the CPU's once.
+  std::vector<float> gpu[2][3], cpu[3];
+  for (int run = 0; run < 3; ++run) {
+    ExecutorDevice& device = run < 2 ? *cuda_ : *cpu_;
+    std::vector<float>* out = run < 2 ? gpu[run] : cpu;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> d1,
+                         device.UploadMatrix(w1));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> d2,
+                         device.UploadMatrix(w2));
+    std::unique_ptr<DeviceArray> dx = Put(device, x);
+    std::unique_ptr<DeviceArray> dw = Put(device, norm_w);
+    std::unique_ptr<DeviceArray> db = Put(device, bias);
+    std::unique_ptr<DeviceArray> dy2 = Put(device, y2_start);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> dh,
+                         device.Allocate(rows * dim));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> dy1,
+                         device.Allocate(rows * n1));
+    const LinearOutput outputs[] = {
+        {d1.get(), dy1->floats(), {}},
+        {d2.get(), dy2->floats(), LinearEpilogue{db->floats(), true}}};
+    if (run == 1) {
+      ASSERT_OK(device.RmsNorm(dx->floats(), rows, dim, dw->floats(), 1e-5f,
+                               dh->floats()));
+      ASSERT_OK(device.Linears(dh->floats(), rows, outputs));
+    } else {
+      ASSERT_OK(device.RmsNormLinears(dx->floats(), rows, dim, dw->floats(),
+                                      1e-5f, dh->floats(), outputs));
+    }
+    out[0] = Get(device, *dh);
+    out[1] = Get(device, *dy1);
+    out[2] = Get(device, *dy2);
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(gpu[0][i], gpu[1][i]) << i;
+  EXPECT_LE(RelativeError(gpu[0][0], cpu[0]), kLinearTolerance);
+  EXPECT_LE(RelativeError(gpu[0][1], cpu[1]), kBf16InputTolerance);
+  EXPECT_LE(RelativeError(gpu[0][2], cpu[2]), kBf16InputTolerance);
+  // A product whose weight does not take h's columns is refused.
+  std::unique_ptr<DeviceArray> dx = Put(*cuda_, x);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> dh,
+                       cuda_->Allocate(rows * dim));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> dy,
+                       cuda_->Allocate(rows * 8));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> narrow,
+                       cuda_->UploadMatrix(kernels::Tensor::FromVector(
+                           {8, dim / 2}, RoundBf16(Random(8 * dim / 2, 17)))));
+  std::unique_ptr<DeviceArray> dw = Put(*cuda_, norm_w);
+  const LinearOutput bad[] = {{narrow.get(), dy->floats(), {}}};
+  EXPECT_EQ(cuda_
+                ->RmsNormLinears(dx->floats(), rows, dim, dw->floats(), 1e-5f,
+                                 dh->floats(), bad)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CudaExecutorDeviceTest, ColumnsNoGemmTakesAreRefusedAtUpload) {
