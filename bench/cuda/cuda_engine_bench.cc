@@ -24,7 +24,9 @@
 //                         greedy, beside its HBM bound: the bytes the step
 //                         must read (bf16 weights + B states read and
 //                         written) over the copy bandwidth measured in the
-//                         same run
+//                         same run, and the share of the step the host
+//                         waited for the device (the rest it spent queueing
+//                         kernels: launch-bound when the wait is small)
 // Every row gives the bytes copied host -> device and device -> host per
 // token (prefill) or per step (decode), read from the backend's (or the
 // executor device's) counters, and the kernel calls the backend declined to
@@ -88,6 +90,7 @@ struct Row {
   double d2h_bytes = 0.0;
   int64_t declined = 0;
   double bound_ms = 0.0;  // executor decode: bytes read / copy bandwidth
+  double wait_ms = -1.0;  // executor rows: host blocked on the device
 };
 
 double Median(std::vector<double> v) {
@@ -194,6 +197,7 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
     row.ms = Median(ms);
     row.h2d_bytes = (after.bytes_to_device - before.bytes_to_device) / runs;
     row.d2h_bytes = (after.bytes_to_host - before.bytes_to_host) / runs;
+    row.wait_ms = (after.host_wait_ns - before.host_wait_ns) / 1e6 / o_.reps;
     return absl::OkStatus();
   };
   for (int64_t t : o_.tokens) {
@@ -355,19 +359,25 @@ void Bench::Print(std::FILE* f) const {
   std::fprintf(f,
                "| model | phase | B | T | ms | tok/s | H2D bytes/unit | "
                "D2H bytes/unit | declined ops/run | HBM bound ms | %% of "
-               "bound |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "bound | host wait %% |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows_) {
     const std::string bound =
         r.bound_ms > 0.0 ? absl::StrFormat("%.3f | %.0f %%", r.bound_ms,
                                            100.0 * r.bound_ms / r.ms)
                          : std::string("- | -");
-    std::fprintf(
-        f,
-        "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld | %s |\n",
-        r.model.c_str(), r.what.c_str(), static_cast<long long>(r.batch),
-        static_cast<long long>(r.tokens), r.ms, r.tokens_per_s, r.h2d_bytes,
-        r.d2h_bytes, static_cast<long long>(r.declined), bound.c_str());
+    const std::string wait =
+        r.wait_ms >= 0.0 && r.ms > 0.0
+            ? absl::StrFormat("%.0f %%", 100.0 * r.wait_ms / r.ms)
+            : std::string("-");
+    std::fprintf(f,
+                 "| %s | %s | %lld | %lld | %.2f | %.0f | %.0f | %.0f | %lld | "
+                 "%s | %s |\n",
+                 r.model.c_str(), r.what.c_str(),
+                 static_cast<long long>(r.batch),
+                 static_cast<long long>(r.tokens), r.ms, r.tokens_per_s,
+                 r.h2d_bytes, r.d2h_bytes, static_cast<long long>(r.declined),
+                 bound.c_str(), wait.c_str());
   }
   std::fprintf(f,
                "\nCopy bandwidth (device to device, read + write): %.0f "
@@ -378,7 +388,10 @@ void Bench::Print(std::FILE* f) const {
                "Bytes are the activation and state copies of the offload "
                "backend, or what the executor moved (token ids, slot maps, "
                "sampling rules, sampled ids); weights are uploaded once and "
-               "not counted.\n");
+               "not counted. Host wait (executor rows): the share of the call "
+               "the host spent blocked on the device; near 0 %% the call was "
+               "bound by queueing its kernels (a CUDA graph of the step would "
+               "remove that), near 100 %% by the device.\n");
 }
 
 bool ParseList(const std::string& value, std::vector<int64_t>& out) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -21,6 +22,28 @@
 #include "kernels/status_macros.h"
 
 namespace twice::engine::cuda_executor {
+namespace {
+
+// Adds the time from its creation to its end to traffic.host_wait_ns.
+class WaitTimer {
+ public:
+  explicit WaitTimer(DeviceTraffic& traffic)
+      : traffic_(traffic), start_(std::chrono::steady_clock::now()) {}
+  ~WaitTimer() {
+    traffic_.host_wait_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start_)
+            .count();
+  }
+  WaitTimer(const WaitTimer&) = delete;
+  WaitTimer& operator=(const WaitTimer&) = delete;
+
+ private:
+  DeviceTraffic& traffic_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorDevice>> CudaExecutorDevice::Create(
     int ordinal) {
@@ -83,6 +106,7 @@ absl::Status CudaExecutorDevice::CopyAllToHost(
     raw.push_back({c.from.data, c.to.data(), FloatBytes(c.from.size)});
     traffic_.bytes_to_host += FloatBytes(c.from.size);
   }
+  const WaitTimer wait(traffic_);
   return downloads_->CopyAll(*stream_, raw);
 }
 
@@ -359,6 +383,7 @@ absl::Status CudaExecutorDevice::SampleRows(
   traffic_.bytes_to_device +=
       static_cast<int64_t>(rules.size() * sizeof(kernels::SamplingRule));
   traffic_.bytes_to_host += bytes;
+  const WaitTimer wait(traffic_);
   return cuda::CopyToHost(out.data(), ids.data(), bytes, stream_->get());
 }
 

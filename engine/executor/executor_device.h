@@ -127,11 +127,17 @@ struct HostCopy {
   absl::Span<float> to;
 };
 
-// Bytes the device moved to and from the host since it was created.
+// Bytes the device moved to and from the host since it was created, and
+// how long the host waited for it.
 struct DeviceTraffic {
   int64_t bytes_to_device = 0;  // inputs and states uploaded
   int64_t bytes_to_host = 0;    // ids, states and logits downloaded
   int64_t weight_bytes = 0;     // weights uploaded (once, at executor load)
+  // Host time blocked in copies to the host (an asynchronous device; 0 on
+  // the CPU). A decode step that waits little of its time was bound by
+  // the host queueing its kernels, not by the device running them: what a
+  // CUDA graph of the step would remove.
+  int64_t host_wait_ns = 0;
 };
 
 class ExecutorDevice {
