@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<ExecutorDevice>> CudaExecutorDevice::Create(
   TWICE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
       d->slot_zero_.data(), 0, sizeof(int32_t), d->stream_->get()));
   TWICE_ASSIGN_OR_RETURN(d->downloads_, cuda::HostDownloads::Create(ordinal));
+  d->fused_linear_attention_fits_ = cuda::FusedLinearAttentionFits(ordinal);
   return std::unique_ptr<ExecutorDevice>(std::move(d));
 }
 

@@ -212,7 +212,8 @@ class CudaExecutorDevice final : public ExecutorDevice {
   cuda::DeviceBuffer scratch_;
   cuda::DeviceBuffer f32_scratch_;
   cuda::DeviceBuffer wide_output_;
-  cuda::DeviceBuffer slot_zero_;  // one int32 0
+  cuda::DeviceBuffer slot_zero_;              // one int32 0
+  bool fused_linear_attention_fits_ = false;  // cuda::FusedLinearAttentionFits
   // States and logits to the host: a copy stream and page-locked staging.
   std::unique_ptr<cuda::HostDownloads> downloads_;
   DeviceTraffic traffic_;

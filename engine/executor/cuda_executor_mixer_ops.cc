@@ -105,8 +105,9 @@ absl::Status CudaExecutorDevice::SwiGlu(DeviceFloats u, int64_t rows,
 
 // The published shape (F = 16, hd = 64) runs the fused chunk-parallel
 // bf16 kernel (with JRT-RNN's encoder pass when E > 0) on bf16 copies of
-// the inputs; other shapes the feature maps into scratch, then the
-// recurrent featurized form.
+// the inputs where the GPU gives a block its shared memory; other shapes
+// (and GPUs) the feature maps into scratch, then the recurrent featurized
+// form.
 absl::Status CudaExecutorDevice::LinearAttention(
     DeviceFloats q, DeviceFloats k, DeviceFloats v, int64_t tokens,
     DeviceFloats k_enc, DeviceFloats v_enc, int64_t encoder_tokens,
@@ -126,7 +127,7 @@ absl::Status CudaExecutorDevice::LinearAttention(
         enc_rows * dims.head_dim, "; got ", q.size, ", ", k.size, ", ", v.size,
         ", ", y.size, ", ", k_enc.size, " and ", v_enc.size));
   }
-  if (f == 16 && dims.head_dim == 64) {
+  if (f == 16 && dims.head_dim == 64 && fused_linear_attention_fits_) {
     // bf16 copies of the inputs, one scratch block: q | k | v | y | k_enc
     // | v_enc.
     TWICE_ASSIGN_OR_RETURN(

@@ -216,9 +216,11 @@ __global__ void __launch_bounds__(kThreads)
         sab[r] = __float2bfloat16(s);
       }
       __syncthreads();
-      // den_i = phi(q_i) . z + sum_{j <= i} A[i, j]; 4 rows per warp.
+      // den_i = phi(q_i) . z + sum_{j <= i} A[i, j]; 4 rows per warp. The
+      // scores as the numerator's A V product reads them (bf16), so the
+      // weights of a row sum to its denominator.
       for (int i = warp * (kC / kWarps); i < (warp + 1) * (kC / kWarps); ++i) {
-        float part = sa[i * kC + lane];
+        float part = __bfloat162float(sab[i * kC + lane]);
         for (int m = lane; m < kDP; m += 32) {
           part += __bfloat162float(phq[i * kDP + m]) * z[m];
         }
@@ -348,6 +350,8 @@ cudaError_t LinearAttentionPrefill(const LinearAttentionArgs& args,
   LinearAttentionChunkKernel<<<grid, kThreads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
+
+int LinearAttentionPrefillSharedBytes() { return kSmemBytes; }
 
 cudaError_t TaylorFeatureMap(const float* x, int64_t rows, int feature_dim,
                              float* out, cudaStream_t stream) {

@@ -55,6 +55,7 @@ CudaKernelBackend::CudaKernelBackend(std::string name, int device,
     : name_(std::move(name)),
       device_(device),
       max_lanes_(max_lanes),
+      fused_linear_attention_fits_(FusedLinearAttentionFits(device)),
       weight_allocator_(device) {}
 
 CudaKernelBackend::~CudaKernelBackend() {

@@ -210,6 +210,8 @@ class CudaKernelBackend final : public KernelBackend {
   const std::string name_;
   const int device_;
   const int max_lanes_;
+  // The fused Based/JRT prefill runs here (cuda_ops.h); else it declines.
+  const bool fused_linear_attention_fits_;
   // Declared before everything that holds device memory from it.
   DeviceAllocator weight_allocator_;
   KernelStatsCounters counters_;

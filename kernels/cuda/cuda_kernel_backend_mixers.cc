@@ -87,7 +87,7 @@ absl::Status CudaKernelBackend::TaylorLinearAttention(
   const FusedLinearAttentionDims fused{1, dims.heads, dims.head_dim,
                                        dims.feature_dim};
   if (fused.feature_dim != launch::kTaylorF || fused.head_dim != 64 ||
-      fused.heads > 65535) {
+      fused.heads > 65535 || !fused_linear_attention_fits_) {
     return Declined(KernelOp::kTaylorLinearAttention);
   }
   TWICE_ASSIGN_OR_RETURN(LaneLease lease, AcquireLane());

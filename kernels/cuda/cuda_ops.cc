@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
@@ -54,6 +55,13 @@ bool AttentionHeadDimSupported(int64_t head_dim) {
   return head_dim >= 1 && head_dim <= 128;
 }
 
+bool FusedLinearAttentionFits(int ordinal) {
+  int limit = 0;
+  return cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                ordinal) == cudaSuccess &&
+         limit >= launch::LinearAttentionPrefillSharedBytes();
+}
+
 absl::Status LinearAttentionPrefillBf16(
     const Stream& stream, DeviceSpan<const Bf16> q, DeviceSpan<const Bf16> k,
     DeviceSpan<const Bf16> v, int64_t tokens,
@@ -80,6 +88,13 @@ absl::Status PrefixLinearAttentionPrefillBf16(
   TWICE_RETURN_IF_ERROR(
       CheckSize(kOp, "v_enc", v_enc.size, beh * dims.head_dim));
   if (tokens == 0 && encoder_tokens == 0) return absl::OkStatus();
+  if (!FusedLinearAttentionFits(stream.device())) {
+    return absl::UnimplementedError(
+        absl::StrCat(kOp, ": the fused kernel needs ",
+                     launch::LinearAttentionPrefillSharedBytes(),
+                     " bytes of shared memory per block, more than device ",
+                     stream.device(), " gives"));
+  }
   launch::LinearAttentionArgs args;
   args.q = Bits(q);
   args.k = Bits(k);
@@ -104,12 +119,14 @@ absl::Status LinearAttentionStep(
     DeviceSpan<float> kv_state, DeviceSpan<float> k_state,
     DeviceSpan<float> y) {
   constexpr char kOp[] = "LinearAttentionStep";
-  TWICE_RETURN_IF_ERROR(CheckArg(d.batch >= 1 && d.heads >= 1 &&
-                                     d.head_dim >= 1 && d.feature_dim >= 1 &&
-                                     d.feature_dim <= 64 && d.batch <= 65535,
-                                 kOp,
-                                 "need batch, heads, head_dim >= 1 and "
-                                 "1 <= feature_dim <= 64"));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(d.batch >= 1 && d.heads >= 1 && d.head_dim >= 1 &&
+                   d.feature_dim >= 1 && d.feature_dim <= 64 &&
+                   FeatureWidth(d.feature_dim) <= launch::kMaxFeatureWidth &&
+                   d.batch <= 65535,
+               kOp,
+               "need batch, heads, head_dim >= 1 and "
+               "D = 1 + F + F^2 <= 2048"));
   const int64_t bh = d.batch * d.heads;
   const int64_t dd = FeatureWidth(d.feature_dim);
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "q", q.size, bh * d.feature_dim));
@@ -350,11 +367,13 @@ absl::Status SsdChunkScan(const Stream& stream, DeviceAllocator& allocator,
                           DeviceSpan<const float> a, DeviceSpan<const float> d,
                           DeviceSpan<float> state, DeviceSpan<float> y) {
   constexpr char kOp[] = "SsdChunkScan";
-  TWICE_RETURN_IF_ERROR(
-      CheckArg(s.heads >= 1 && s.head_dim >= 1 && s.groups >= 1 &&
-                   s.state >= 1 && s.state <= 128 && s.heads % s.groups == 0 &&
-                   tokens >= 0 && chunk >= 1 && s.heads <= 65535,
-               kOp, "bad shape (N <= 128, G divides H, chunk >= 1)"));
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      s.heads >= 1 && s.head_dim >= 1 && s.groups >= 1 && s.state >= 1 &&
+          s.state <= 128 && s.heads % s.groups == 0 && tokens >= 0 &&
+          chunk >= 1 && s.heads <= 65535 && s.head_dim <= 65535,
+      kOp,
+      "bad shape (N <= 128, G divides H, chunk >= 1, H and P <= "
+      "65535)"));
   const int64_t hp = s.heads * s.head_dim;
   const int64_t gn = s.groups * s.state;
   TWICE_RETURN_IF_ERROR(

@@ -57,6 +57,11 @@ struct FusedLinearAttentionDims {
     const FusedLinearAttentionDims& dims, float eps, DeviceSpan<float> kv_state,
     DeviceSpan<float> k_state, DeviceSpan<Bf16> y);
 
+// Whether device `ordinal` gives one block the shared memory the fused
+// kernel above takes (103 KiB: A100, H100 and H200 do; sm_86 and sm_89
+// parts, 99 KiB, do not, and the fused calls answer UNIMPLEMENTED there).
+bool FusedLinearAttentionFits(int ordinal);
+
 // JRT-RNN prefix linear attention (kernels/prefix_linear_attention.h): the
 // encoder keys/values k_enc [B, E, H, F], v_enc [B, E, H, hd] are summed
 // into the state first (the encoder pass), then the causal scan starts from

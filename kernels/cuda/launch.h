@@ -16,8 +16,7 @@ namespace twice::kernels::cuda::launch {
 using bf16_bits = uint16_t;
 
 // ---- Based / JRT (based_cuda.cu) --------------------------------------------
-constexpr int kTaylorF = 16;       // feature_dim of the fused kernels
-constexpr int kLaValueSlice = 32;  // head_dim columns per thread block
+constexpr int kTaylorF = 16;  // feature_dim of the fused kernels
 
 struct LinearAttentionArgs {
   const bf16_bits* q = nullptr;      // [B, T, H, F]
@@ -37,6 +36,8 @@ struct LinearAttentionArgs {
 };
 cudaError_t LinearAttentionPrefill(const LinearAttentionArgs& args,
                                    cudaStream_t stream);
+// The dynamic shared memory one block of LinearAttentionPrefill takes.
+int LinearAttentionPrefillSharedBytes();
 
 cudaError_t TaylorFeatureMap(const float* x, int64_t rows, int feature_dim,
                              float* out, cudaStream_t stream);

@@ -10,8 +10,7 @@
 //                   registers (lanes own n = lane + 32 r), as the
 //                   recurrent SsdKernel of sequence_cuda.cu with one token
 //   LinearAttentionStepSlots
-//                   grid (H, rows): block per (row, head) as the
-//                   LinearAttentionStepKernel of based_cuda.cu:
+//                   grid (H, rows): block per (row, head):
 //                   phi(q), phi(k) [D] in shared memory (the CPU map's
 //                   divisors), z += phi(k) and den = phi(q) . z + eps by
 //                   the block, then warp per value row e:

@@ -60,8 +60,9 @@ absl::Status SsdStepSlots(const Stream& stream, const SsdShape& shape,
       shape, x.size, x_stride, b.size, c.size, bc_stride, dt.size, a.size,
       d.size, states.size, slots.host, y.size));
   TWICE_RETURN_IF_ERROR(CheckDeviceRows(kOp, slots));
-  TWICE_RETURN_IF_ERROR(CheckArg(shape.state <= 128 && shape.heads <= 65535,
-                                 kOp, "state dimension N > 128"));
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      shape.state <= 128 && shape.heads <= 65535 && shape.head_dim <= 65535,
+      kOp, "need N <= 128 and H, P <= 65535"));
   if (slots.host.empty()) return absl::OkStatus();
   const launch::SsdArgs args =
       MakeSsdArgs(shape, 1, x, x_stride, b, c, bc_stride, dt, a, d, states, y);

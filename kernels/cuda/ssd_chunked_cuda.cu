@@ -302,14 +302,18 @@ cudaError_t SsdChunkedScan(const SsdArgs& args, int chunk,
     const int64_t n =
         chunks - first < chunks_per_pass ? chunks - first : chunks_per_pass;
     const int64_t t_begin = first * chunk;
+    // Each launch is checked before the next: a failed one must not leave
+    // the next reading an unwritten workspace into the state.
     SsdChunkStatesKernel<<<dim3(static_cast<unsigned>(n),
                                 static_cast<unsigned>(args.heads)),
                            kThreads, 0, stream>>>(args, t_begin, chunk,
                                                   workspace, decay);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     const int64_t hpn = int64_t{args.heads} * pn;
     SsdStatePassingKernel<<<static_cast<unsigned>((hpn + 255) / 256), 256, 0,
                             stream>>>(n, args.heads, pn, workspace, decay,
                                       args.ssm_state);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     SsdChunkOutputsKernel<<<dim3(static_cast<unsigned>(n * row_tiles),
                                  static_cast<unsigned>(args.heads)),
                             kThreads, 0, stream>>>(args, t_begin, chunk,
