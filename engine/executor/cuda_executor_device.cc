@@ -391,7 +391,13 @@ absl::Status CudaExecutorDevice::SampleRows(
 CudaExecutorDevice::CudaExecutorDevice(int ordinal)
     : name_(
           absl::StrCat("cuda:", ordinal, " (", cuda::DeviceName(ordinal), ")")),
+      ordinal_(ordinal),
       allocator_(ordinal) {}
+
+absl::Status CudaExecutorDevice::MakeCurrent() {
+  TWICE_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<cuda::DeviceSpan<cuda::Bf16>> CudaExecutorDevice::Scratch(
     int64_t count) {

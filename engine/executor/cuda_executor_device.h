@@ -72,6 +72,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   std::string name() const override { return name_; }
   DeviceTraffic traffic() const override { return traffic_; }
   absl::Status Synchronize() override { return stream_->Synchronize(); }
+  absl::Status MakeCurrent() override;
 
   // ---- sequence mixers and element-wise (cuda_executor_mixer_ops.cc)
   absl::Status CausalConv1d(DeviceFloats x, int64_t tokens, int64_t channels,
@@ -204,6 +205,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::StatusOr<cuda::DeviceSpan<float>> F32Scratch(int64_t count);
 
   const std::string name_;
+  const int ordinal_;
   // Declaration order is destruction order reversed: the runner and the
   // blocks go before the stream and the allocator they use.
   cuda::DeviceAllocator allocator_;

@@ -146,6 +146,11 @@ class ExecutorDevice {
 
   // "cpu", "cuda:0 (<GPU>)".
   virtual std::string name() const = 0;
+  // Makes this device the calling thread's current one (CUDA:
+  // cudaSetDevice; the CPU has nothing to do). The executor calls it at
+  // the start of each call that runs work, since the thread that drives it
+  // may change between calls (the decode loop's thread, a request's).
+  [[nodiscard]] virtual absl::Status MakeCurrent() { return absl::OkStatus(); }
   virtual DeviceTraffic traffic() const = 0;
 
   // ---- memory

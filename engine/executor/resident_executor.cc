@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<ResidentExecutor>> ResidentExecutor::Create(
 
 absl::Status ResidentExecutor::Load() {
   ExecutorDevice& dev = *device_;
+  TWICE_RETURN_IF_ERROR(dev.MakeCurrent());
   TWICE_ASSIGN_OR_RETURN(embedding_, dev.UploadMatrix(model_.embedding()));
   // A tied head is the embedding's buffer: one device copy serves both.
   if (model_.lm_head().raw_data() != model_.embedding().raw_data()) {
@@ -208,6 +209,7 @@ absl::Status ResidentExecutor::ZeroSlot(int32_t slot) {
 
 absl::StatusOr<SlotId> ResidentExecutor::NewSequence() {
   std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
   TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
   slot_info_[id.index] = SlotInfo{};
   kv_tables_.Free(id.index);
@@ -241,6 +243,7 @@ absl::StatusOr<SlotId> ResidentExecutor::Resume(const SequenceState& state) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
   TWICE_ASSIGN_OR_RETURN(SlotId id, pool_.Acquire());
   slot_info_[id.index] = SlotInfo{};
   kv_tables_.Free(id.index);
@@ -273,6 +276,7 @@ absl::Status ResidentExecutor::SaveInto(SlotId slot, SequenceState& state) {
         "ResidentExecutor: saving into a state of another model");
   }
   std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
   const SlotId one[] = {slot};
   TWICE_RETURN_IF_ERROR(CheckSlots(one));
   const int64_t tokens = slot_info_[slot.index].tokens;
@@ -370,6 +374,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
   const SlotId one[] = {slot};
   TWICE_RETURN_IF_ERROR(CheckSlots(one));
   if (prefix != nullptr && slot_info_[slot.index].tokens != 0) {
@@ -438,6 +443,7 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
   }
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, model_.description().vocab_size));
   std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
   if (static_cast<int64_t>(slots.size()) > options_.slots) {
     return absl::InvalidArgumentError("ResidentExecutor::Step: too many rows");
   }
@@ -467,6 +473,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::StepLogits(
   }
   TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, model_.description().vocab_size));
   std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
   if (static_cast<int64_t>(slots.size()) > options_.slots) {
     return absl::InvalidArgumentError(
         "ResidentExecutor::StepLogits: too many rows");

@@ -14,7 +14,10 @@
 //             of counts and summed weights, walked from the largest digit
 //             until the mass above plus the digit's reaches top_p of the
 //             kept mass; the ties at the final weight are taken in id
-//             order, as many as the remaining mass needs.
+//             order, as many as the remaining mass needs. The masses are
+//             summed in a fixed order (lanes of one digit in lane order,
+//             then per warp, then the warps in order), never by floating
+//             atomics, so a row picks the same token on every run.
 //   draw      u = SamplingUniform(seed, draw); a block scan in id order of
 //             the kept weights finds the first id whose running sum exceeds
 //             u times the kept mass.
@@ -92,6 +95,7 @@ __device__ T BlockInclusiveScan(T v, T* scratch, T& total) {
 struct Shared {
   unsigned int count[256];
   double mass[256];
+  double warp_mass[kWarps][256];  // top-p: each warp's digit masses
   double dscratch[kWarps];
   int64_t iscratch[kWarps];
   float best_v[kWarps];
@@ -124,9 +128,25 @@ __device__ int64_t NthInIdOrder(int64_t vocab, int64_t n, Pred pred,
   return s.found;
 }
 
-__global__ void SampleRowsKernel(const float* logits, int64_t row_stride,
-                                 int64_t vocab, const SampleRule* rules,
-                                 int32_t* out) {
+// Adds w to this warp's mass[digit] for the lanes where `take` holds;
+// lanes of one digit are summed in lane order and their lowest lane adds
+// the sum, so the result never depends on scheduling. Every lane of the
+// warp calls it.
+__device__ void AddWarpMass(bool take, int digit, double w, double* mass) {
+  const unsigned active = __ballot_sync(0xffffffffu, take);
+  if (!take) return;
+  const unsigned same = __match_any_sync(active, digit);
+  double sum = 0.0;
+  for (unsigned rest = same; rest != 0; rest &= rest - 1) {
+    sum += __shfl_sync(same, w, __ffs(rest) - 1);
+  }
+  if ((threadIdx.x & 31) == __ffs(same) - 1) mass[digit] += sum;
+}
+
+// 512 threads need at most 128 registers each to launch.
+__global__ void __launch_bounds__(kThreads)
+    SampleRowsKernel(const float* logits, int64_t row_stride, int64_t vocab,
+                     const SampleRule* rules, int32_t* out) {
   __shared__ Shared s;
   const float* row = logits + int64_t{blockIdx.x} * row_stride;
   const SampleRule rule = rules[blockIdx.x];
@@ -223,19 +243,28 @@ __global__ void SampleRowsKernel(const float* logits, int64_t row_stride,
     const double target = static_cast<double>(rule.top_p) * kept;
     uint64_t prefix = 0, mask = 0;
     if (threadIdx.x == 0) s.mass_above = 0.0;
+    double* const warp_mass = s.warp_mass[threadIdx.x >> 5];
     for (int shift = 56; shift >= 0; shift -= 8) {
-      for (int b = threadIdx.x; b < 256; b += kThreads) {
-        s.count[b] = 0;
-        s.mass[b] = 0.0;
+      for (int b = threadIdx.x; b < 256; b += kThreads) s.count[b] = 0;
+      for (int b = threadIdx.x; b < kWarps * 256; b += kThreads) {
+        s.warp_mass[b / 256][b % 256] = 0.0;
       }
       __syncthreads();
-      for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-        const double w = Weight(row[j], max, inv_t);
-        if (Kept(w, j, cut) && (Bits(w) & mask) == prefix) {
-          const int digit = static_cast<int>((Bits(w) >> shift) & 255);
-          atomicAdd(&s.count[digit], 1u);
-          atomicAdd(&s.mass[digit], w);
-        }
+      // Whole tiles, so that every lane of a warp reaches AddWarpMass.
+      for (int64_t tile = 0; tile < vocab; tile += kThreads) {
+        const int64_t j = tile + threadIdx.x;
+        const double w = j < vocab ? Weight(row[j], max, inv_t) : 0.0;
+        const bool take =
+            j < vocab && Kept(w, j, cut) && (Bits(w) & mask) == prefix;
+        const int digit = static_cast<int>((Bits(w) >> shift) & 255);
+        if (take) atomicAdd(&s.count[digit], 1u);
+        AddWarpMass(take, digit, w, warp_mass);
+      }
+      __syncthreads();
+      for (int b = threadIdx.x; b < 256; b += kThreads) {
+        double sum = 0.0;
+        for (int w = 0; w < kWarps; ++w) sum += s.warp_mass[w][b];
+        s.mass[b] = sum;
       }
       __syncthreads();
       if (threadIdx.x == 0) {

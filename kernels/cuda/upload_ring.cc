@@ -59,8 +59,15 @@ absl::Status UploadRing::Upload(const void* host, void* device, int64_t bytes) {
     TWICE_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(to, staged, static_cast<size_t>(piece),
                         cudaMemcpyHostToDevice, stream_));
-    TWICE_CUDA_RETURN_IF_ERROR(cudaEventRecord(drained_, stream_));
+    // The region is taken from here on, whatever happens next.
     used_ += PinnedAligned(piece);
+    if (const cudaError_t e = cudaEventRecord(drained_, stream_);
+        e != cudaSuccess) {
+      // drained_ does not cover this transfer: wait for it before the
+      // region can be reused.
+      (void)cudaStreamSynchronize(stream_);
+      return CudaStatus(e, "cudaEventRecord");
+    }
     from += piece;
     to += piece;
     bytes -= piece;
