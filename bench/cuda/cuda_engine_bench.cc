@@ -26,7 +26,11 @@
 //                         written) over the copy bandwidth measured in the
 //                         same run, and the share of the step the host
 //                         waited for the device (the rest it spent queueing
-//                         kernels: launch-bound when the wait is small)
+//                         kernels: launch-bound when the wait is small);
+//                         the steps are replayed as recorded graphs
+//                         (step_graphs.h), and "decode, no graph" rows
+//                         run the same steps as they are, from an executor
+//                         that does not record them
 // Every row gives the bytes copied host -> device and device -> host per
 // token (prefill) or per step (decode), read from the backend's (or the
 // executor device's) counters, and the kernel calls the backend declined to
@@ -123,8 +127,15 @@ class Bench {
   void Print(std::FILE* f) const;
 
  private:
+  // Times `body` on `executor` into `row` (`units` per call).
+  using MeasureFn = std::function<absl::Status(
+      engine::ResidentExecutor& executor, Row& row, double units,
+      const std::function<absl::Status()>& body)>;
   absl::Status ExecutorRows(const engine::StackedModel& model,
                             const std::string& name);
+  absl::Status DecodeRows(engine::ResidentExecutor& executor, int32_t vocab,
+                          const std::string& label, const std::string& what,
+                          const MeasureFn& measure);
   // Times `body` (after one warm-up) and fills ms and the per-unit bytes.
   absl::Status Measure(Row& row, double units,
                        const std::function<absl::Status()>& body);
@@ -181,18 +192,18 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
   const int32_t vocab = model.description().vocab_size;
   const std::string label = name + " (executor)";
   // Times `body` after one warm-up; bytes from the executor's device.
-  auto measure =
-      [&](Row& row, double units,
+  const MeasureFn measure =
+      [&](engine::ResidentExecutor& on, Row& row, double units,
           const std::function<absl::Status()>& body) -> absl::Status {
     TWICE_RETURN_IF_ERROR(body());
-    const engine::DeviceTraffic before = executor->device().traffic();
+    const engine::DeviceTraffic before = on.device().traffic();
     std::vector<double> ms;
     for (int r = 0; r < o_.reps; ++r) {
       const double start = NowMs();
       TWICE_RETURN_IF_ERROR(body());
       ms.push_back(NowMs() - start);
     }
-    const engine::DeviceTraffic after = executor->device().traffic();
+    const engine::DeviceTraffic after = on.device().traffic();
     const double runs = static_cast<double>(o_.reps) * units;
     row.ms = Median(ms);
     row.h2d_bytes = (after.bytes_to_device - before.bytes_to_device) / runs;
@@ -203,7 +214,7 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
   for (int64_t t : o_.tokens) {
     const std::vector<int32_t> prompt = Tokens(t, 11, vocab);
     Row row{label, "prefill", 1, t};
-    TWICE_RETURN_IF_ERROR(measure(row, static_cast<double>(t), [&] {
+    TWICE_RETURN_IF_ERROR(measure(*executor, row, static_cast<double>(t), [&] {
       TWICE_ASSIGN_OR_RETURN(engine::SlotId slot, executor->NewSequence());
       absl::Status s = executor->Prefill(slot, prompt).status();
       TWICE_RETURN_IF_ERROR(executor->Release(slot));
@@ -214,36 +225,60 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
     std::fprintf(stderr, "%s prefill T=%lld: %.1f ms\n", label.c_str(),
                  static_cast<long long>(t), row.ms);
   }
+  // Decode rows, with the steps recorded as graphs (the executor's
+  // default) and, from a second executor, run as they are.
+  TWICE_RETURN_IF_ERROR(DecodeRows(*executor, vocab, label, "decode", measure));
+  const absl::Status graphs = executor->step_graphs_status();
+  executor.reset();
+  if (!graphs.ok()) {
+    std::fprintf(stderr, "%s: steps not recorded as graphs: %s\n",
+                 label.c_str(), std::string(graphs.message()).c_str());
+    return absl::OkStatus();
+  }
+  TWICE_ASSIGN_OR_RETURN(device, engine::NewCudaExecutorDevice(0));
+  options.step_graphs = false;
+  TWICE_ASSIGN_OR_RETURN(executor, engine::ResidentExecutor::Create(
+                                       model, std::move(device), options));
+  return DecodeRows(*executor, vocab, label, "decode, no graph", measure);
+}
+
+absl::Status Bench::DecodeRows(engine::ResidentExecutor& executor,
+                               int32_t vocab, const std::string& label,
+                               const std::string& what,
+                               const MeasureFn& measure) {
   for (int64_t b : o_.decode_batches) {
     std::vector<engine::SlotId> slots;
     for (int64_t s = 0; s < b; ++s) {
-      TWICE_ASSIGN_OR_RETURN(engine::SlotId slot, executor->NewSequence());
+      TWICE_ASSIGN_OR_RETURN(engine::SlotId slot, executor.NewSequence());
       TWICE_RETURN_IF_ERROR(
           executor
-              ->Prefill(slot, Tokens(64, 500 + static_cast<uint32_t>(s), vocab))
+              .Prefill(slot, Tokens(64, 500 + static_cast<uint32_t>(s), vocab))
               .status());
       slots.push_back(slot);
     }
     const std::vector<int32_t> next = Tokens(b, 900, vocab);
     const std::vector<kernels::SamplingRule> greedy(static_cast<size_t>(b));
-    Row row{label, "decode", b, 1};
-    TWICE_RETURN_IF_ERROR(measure(row, 1.0, [&] {
-      return executor->Step(next, slots, greedy).status();
+    // One step more than measure's warm-up: a batch size's second step is
+    // the one recorded, so the timed ones replay.
+    TWICE_RETURN_IF_ERROR(executor.Step(next, slots, greedy).status());
+    Row row{label, what, b, 1};
+    TWICE_RETURN_IF_ERROR(measure(executor, row, 1.0, [&] {
+      return executor.Step(next, slots, greedy).status();
     }));
     row.tokens_per_s = b / (row.ms / 1e3);
     // Fixed states are read and written; a KV cache is read (~64 tokens
     // per sequence) and one row written.
     const double bytes =
-        static_cast<double>(executor->weight_bytes()) +
-        2.0 * static_cast<double>(b) * executor->state_bytes_per_slot() +
-        65.0 * static_cast<double>(b) * executor->kv_bytes_per_token();
+        static_cast<double>(executor.weight_bytes()) +
+        2.0 * static_cast<double>(b) * executor.state_bytes_per_slot() +
+        65.0 * static_cast<double>(b) * executor.kv_bytes_per_token();
     row.bound_ms = copy_gbs_ > 0.0 ? bytes / (copy_gbs_ * 1e9) * 1e3 : 0.0;
     rows_.push_back(row);
-    std::fprintf(stderr, "%s decode B=%lld: %.3f ms (bound %.3f ms)\n",
-                 label.c_str(), static_cast<long long>(b), row.ms,
+    std::fprintf(stderr, "%s %s B=%lld: %.3f ms (bound %.3f ms)\n",
+                 label.c_str(), what.c_str(), static_cast<long long>(b), row.ms,
                  row.bound_ms);
     for (const engine::SlotId& slot : slots) {
-      TWICE_RETURN_IF_ERROR(executor->Release(slot));
+      TWICE_RETURN_IF_ERROR(executor.Release(slot));
     }
   }
   return absl::OkStatus();

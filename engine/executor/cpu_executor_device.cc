@@ -78,10 +78,43 @@ class HostSlotMap final : public DeviceSlotMap {
         positions_(positions.begin(), positions.end()) {}
   absl::Span<const int32_t> slots() const override { return slots_; }
   absl::Span<const int64_t> positions() const override { return positions_; }
+  void Refill(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions) {
+    slots_.assign(slots.begin(), slots.end());
+    positions_.assign(positions.begin(), positions.end());
+  }
 
  private:
   std::vector<int32_t> slots_;
   std::vector<int64_t> positions_;
+};
+
+// A step's buffers in host memory (DeviceStep).
+class HostStep final : public DeviceStep {
+ public:
+  explicit HostStep(int64_t rows)
+      : rows_(rows), map_({}, {}), sampled_(static_cast<size_t>(rows), -1) {}
+  int64_t rows() const override { return rows_; }
+  const DeviceSlotMap& slot_map() const override { return map_; }
+  absl::Span<const int32_t> token_ids() const override { return ids_; }
+
+  void Fill(absl::Span<const int32_t> ids, absl::Span<const int32_t> slots,
+            absl::Span<const int64_t> positions,
+            absl::Span<const kernels::SamplingRule> rules) {
+    map_.Refill(slots, positions);
+    ids_.assign(ids.begin(), ids.end());
+    rules_.assign(rules.begin(), rules.end());
+  }
+  absl::Span<const kernels::SamplingRule> rules() const { return rules_; }
+  absl::Span<int32_t> sampled() { return absl::MakeSpan(sampled_); }
+  absl::Span<const int32_t> sampled() const { return sampled_; }
+
+ private:
+  const int64_t rows_;
+  HostSlotMap map_;
+  std::vector<int32_t> ids_;
+  std::vector<kernels::SamplingRule> rules_;
+  std::vector<int32_t> sampled_;
 };
 
 class HostRoutes final : public DeviceRoutes {
@@ -184,6 +217,49 @@ class CpuExecutorDevice final : public ExecutorDevice {
     return std::make_unique<HostMatrix>(weight);
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::StatusOr<std::unique_ptr<DeviceStep>> NewStep(int64_t rows) override {
+    if (rows < 1) return absl::InvalidArgumentError("NewStep: rows < 1");
+    return std::make_unique<HostStep>(rows);
+  }
+  absl::Status FillStep(
+      DeviceStep& step, absl::Span<const int32_t> ids,
+      absl::Span<const int32_t> slots, absl::Span<const int64_t> positions,
+      absl::Span<const kernels::SamplingRule> rules) override {
+    TWICE_RETURN_IF_ERROR(
+        CheckStepInputs(step.rows(), ids, slots, positions, rules));
+    static_cast<HostStep&>(step).Fill(ids, slots, positions, rules);
+    return absl::OkStatus();
+  }
+  absl::Status EmbedStep(const DeviceStep& step, const DeviceMatrix& table,
+                         float scale, DeviceFloats out) override {
+    if (static_cast<int64_t>(step.token_ids().size()) != step.rows()) {
+      return absl::FailedPreconditionError("EmbedStep: the step is not filled");
+    }
+    return Embedding(step.token_ids(), table, scale, out);
+  }
+  absl::Status SampleStep(DeviceFloats logits, int64_t row_stride,
+                          int64_t vocab, DeviceStep& step) override {
+    auto& host = static_cast<HostStep&>(step);
+    if (static_cast<int64_t>(host.rules().size()) != step.rows()) {
+      return absl::FailedPreconditionError(
+          "SampleStep: the step is not filled");
+    }
+    return kernels::SampleRows(Host(logits), step.rows(), row_stride, vocab,
+                               host.rules(), host.sampled());
+  }
+  absl::Status CopyStepIds(const DeviceStep& step,
+                           absl::Span<int32_t> ids) override {
+    const absl::Span<const int32_t> sampled =
+        static_cast<const HostStep&>(step).sampled();
+    if (ids.size() != sampled.size()) {
+      return absl::InvalidArgumentError("CopyStepIds: one id per row");
+    }
+    std::copy(sampled.begin(), sampled.end(), ids.begin());
+    traffic_.bytes_to_host +=
+        static_cast<int64_t>(ids.size() * sizeof(int32_t));
+    return absl::OkStatus();
+  }
 
   absl::Status Embedding(absl::Span<const int32_t> ids,
                          const DeviceMatrix& table, float scale,

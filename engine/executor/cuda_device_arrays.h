@@ -6,6 +6,7 @@
 #define TWICE_ENGINE_EXECUTOR_CUDA_DEVICE_ARRAYS_H_
 
 #if TWICE_HAVE_CUDA
+#include <chrono>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -86,6 +87,13 @@ class CudaSlotMap final : public DeviceSlotMap {
         device_(std::move(device)) {}
   absl::Span<const int32_t> slots() const override { return slots_; }
   absl::Span<const int64_t> positions() const override { return positions_; }
+  // New host copies of what was uploaded into the block (same row count).
+  void Refill(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions) {
+    slots_.assign(slots.begin(), slots.end());
+    positions_.assign(positions.begin(), positions.end());
+  }
+  void* block() const { return device_.data(); }
   cuda::DeviceSlotRows rows() const {
     return {slots_,
             {reinterpret_cast<const int32_t*>(device_positions() +
@@ -103,6 +111,53 @@ class CudaSlotMap final : public DeviceSlotMap {
   std::vector<int32_t> slots_;
   std::vector<int64_t> positions_;
   cuda::DeviceBuffer device_;
+};
+
+// A decode step's buffers (DeviceStep) in one device block that stays put:
+// the slot map's [rows] int64 positions and [rows] int32 slots first (a
+// CudaSlotMap over the block, so the slot-indexed operations read it as
+// any), then [rows] int32 token ids, the rules' device form from a 16-byte
+// boundary, and [rows] int32 sampled ids.
+class CudaStep final : public DeviceStep {
+ public:
+  static int64_t IdsOffset(int64_t rows) { return rows * 12; }
+  static int64_t RulesOffset(int64_t rows) {
+    return (rows * 16 + 15) / 16 * 16;
+  }
+  static int64_t SampledOffset(int64_t rows) {
+    return RulesOffset(rows) + rows * cuda::DeviceSamplingRuleBytes();
+  }
+  static int64_t BlockBytes(int64_t rows) {
+    return SampledOffset(rows) + rows * 4;
+  }
+
+  CudaStep(int64_t rows, cuda::DeviceBuffer block)
+      : map_(std::vector<int32_t>(static_cast<size_t>(rows)),
+             std::vector<int64_t>(static_cast<size_t>(rows)), std::move(block)),
+        rows_(rows) {}
+  int64_t rows() const override { return rows_; }
+  const DeviceSlotMap& slot_map() const override { return map_; }
+  absl::Span<const int32_t> token_ids() const override { return ids_; }
+
+  void Refill(absl::Span<const int32_t> ids, absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions) {
+    map_.Refill(slots, positions);
+    ids_.assign(ids.begin(), ids.end());
+  }
+  char* block() const { return static_cast<char*>(map_.block()); }
+  cuda::DeviceSpan<const int32_t> device_ids() const {
+    return {reinterpret_cast<const int32_t*>(block() + IdsOffset(rows_)),
+            rows_};
+  }
+  const void* device_rules() const { return block() + RulesOffset(rows_); }
+  cuda::DeviceSpan<int32_t> device_sampled() const {
+    return {reinterpret_cast<int32_t*>(block() + SampledOffset(rows_)), rows_};
+  }
+
+ private:
+  CudaSlotMap map_;
+  const int64_t rows_;
+  std::vector<int32_t> ids_;  // host copy; empty until filled
 };
 
 // A block table's entries on the device, with the host copy the checks
@@ -147,6 +202,26 @@ class CudaRoutes final : public DeviceRoutes {
  private:
   kernels::TopKRoutes routes_;
   cuda::DeviceBuffer device_;
+};
+
+// Adds the time from its creation to its end to traffic.host_wait_ns:
+// around the calls that block the host on the device.
+class HostWaitTimer {
+ public:
+  explicit HostWaitTimer(DeviceTraffic& traffic)
+      : traffic_(traffic), start_(std::chrono::steady_clock::now()) {}
+  ~HostWaitTimer() {
+    traffic_.host_wait_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start_)
+            .count();
+  }
+  HostWaitTimer(const HostWaitTimer&) = delete;
+  HostWaitTimer& operator=(const HostWaitTimer&) = delete;
+
+ private:
+  DeviceTraffic& traffic_;
+  const std::chrono::steady_clock::time_point start_;
 };
 
 inline const CudaMatrix& MatrixOf(const DeviceMatrix& m) {

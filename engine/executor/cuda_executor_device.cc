@@ -22,28 +22,6 @@
 #include "kernels/status_macros.h"
 
 namespace twice::engine::cuda_executor {
-namespace {
-
-// Adds the time from its creation to its end to traffic.host_wait_ns.
-class WaitTimer {
- public:
-  explicit WaitTimer(DeviceTraffic& traffic)
-      : traffic_(traffic), start_(std::chrono::steady_clock::now()) {}
-  ~WaitTimer() {
-    traffic_.host_wait_ns +=
-        std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::steady_clock::now() - start_)
-            .count();
-  }
-  WaitTimer(const WaitTimer&) = delete;
-  WaitTimer& operator=(const WaitTimer&) = delete;
-
- private:
-  DeviceTraffic& traffic_;
-  const std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorDevice>> CudaExecutorDevice::Create(
     int ordinal) {
@@ -107,7 +85,7 @@ absl::Status CudaExecutorDevice::CopyAllToHost(
     raw.push_back({c.from.data, c.to.data(), FloatBytes(c.from.size)});
     traffic_.bytes_to_host += FloatBytes(c.from.size);
   }
-  const WaitTimer wait(traffic_);
+  const HostWaitTimer wait(traffic_);
   return downloads_->CopyAll(*stream_, raw);
 }
 
@@ -384,7 +362,7 @@ absl::Status CudaExecutorDevice::SampleRows(
   traffic_.bytes_to_device +=
       static_cast<int64_t>(rules.size() * sizeof(kernels::SamplingRule));
   traffic_.bytes_to_host += bytes;
-  const WaitTimer wait(traffic_);
+  const HostWaitTimer wait(traffic_);
   return cuda::CopyToHost(out.data(), ids.data(), bytes, stream_->get());
 }
 

@@ -43,6 +43,22 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::StatusOr<std::unique_ptr<DeviceSlotMap>> UploadSlotMap(
       absl::Span<const int32_t> slots,
       absl::Span<const int64_t> positions) override;
+  absl::StatusOr<std::unique_ptr<DeviceStep>> NewStep(int64_t rows) override;
+  absl::Status FillStep(DeviceStep& step, absl::Span<const int32_t> ids,
+                        absl::Span<const int32_t> slots,
+                        absl::Span<const int64_t> positions,
+                        absl::Span<const kernels::SamplingRule> rules) override;
+  absl::Status EmbedStep(const DeviceStep& step, const DeviceMatrix& table,
+                         float scale, DeviceFloats out) override;
+  absl::Status SampleStep(DeviceFloats logits, int64_t row_stride,
+                          int64_t vocab, DeviceStep& step) override;
+  absl::Status CopyStepIds(const DeviceStep& step,
+                           absl::Span<int32_t> ids) override;
+  // A stream capture of `work` on the device's stream, instantiated.
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(
+      absl::FunctionRef<absl::Status()> work) override;
+  absl::Status Launch(const DeviceGraph& graph) override;
+  int64_t layout_generation() const override { return layout_generation_; }
   absl::StatusOr<std::unique_ptr<DeviceBlockTable>> UploadBlockTable(
       absl::Span<const int32_t> table, int64_t width) override;
   absl::StatusOr<std::unique_ptr<DeviceRoutes>> UploadRoutes(
@@ -194,6 +210,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
                                            int64_t count) {
     if (buffer.bytes() < count * static_cast<int64_t>(sizeof(T))) {
       TWICE_ASSIGN_OR_RETURN(buffer, allocator_.AllocateArray<T>(count));
+      ++layout_generation_;  // recorded graphs read the old block
     }
     return cuda::DeviceSpan<T>{static_cast<T*>(buffer.data()), count};
   }
@@ -216,6 +233,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   cuda::DeviceBuffer wide_output_;
   cuda::DeviceBuffer slot_zero_;              // one int32 0
   bool fused_linear_attention_fits_ = false;  // cuda::FusedLinearAttentionFits
+  int64_t layout_generation_ = 0;
   // States and logits to the host: a copy stream and page-locked staging.
   std::unique_ptr<cuda::HostDownloads> downloads_;
   DeviceTraffic traffic_;

@@ -1,6 +1,7 @@
 #include "engine/executor/executor_device.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/status_macros.h"
 
 namespace twice::engine {
 
@@ -39,6 +40,23 @@ kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
                                      const DeviceBlockTable& table) {
   dims.table_width = table.width();
   return dims;
+}
+
+absl::Status CheckStepInputs(int64_t rows, absl::Span<const int32_t> ids,
+                             absl::Span<const int32_t> slots,
+                             absl::Span<const int64_t> positions,
+                             absl::Span<const kernels::SamplingRule> rules) {
+  const auto n = static_cast<size_t>(rows);
+  if (ids.size() != n || slots.size() != n || rules.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step of ", rows, " rows: ", ids.size(), " ids, ", slots.size(),
+        " slots and ", rules.size(), " rules; need one of each per row"));
+  }
+  TWICE_RETURN_IF_ERROR(CheckSlotMap(slots, positions));
+  for (const kernels::SamplingRule& rule : rules) {
+    TWICE_RETURN_IF_ERROR(kernels::ValidateSamplingRule(rule));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckHostCopies(absl::Span<const HostCopy> copies) {

@@ -22,8 +22,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rat_paged.h"
@@ -72,6 +74,27 @@ class DeviceSlotMap {
   virtual ~DeviceSlotMap() = default;
   virtual absl::Span<const int32_t> slots() const = 0;      // host copy
   virtual absl::Span<const int64_t> positions() const = 0;  // host copy
+};
+
+// The inputs and outputs of one decode step of `rows` sequences on the
+// device, in buffers that stay where they are: the row -> slot map with
+// positions (what the slot-indexed operations read), each row's token id
+// and sampling rule, and room for the sampled ids. The executor keeps one
+// per batch size and refills it every step, so that a step recorded once
+// as a graph (Capture) replays on the next step's inputs.
+class DeviceStep {
+ public:
+  virtual ~DeviceStep() = default;
+  virtual int64_t rows() const = 0;
+  virtual const DeviceSlotMap& slot_map() const = 0;
+  virtual absl::Span<const int32_t> token_ids() const = 0;  // host copy
+};
+
+// A device's recording of queued work (CUDA: a graph instantiated from a
+// stream capture), replayed by Launch on whatever its buffers hold then.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
 };
 
 // The block tables [rows, width] of one pass's sequences over a paged KV
@@ -138,6 +161,7 @@ struct DeviceTraffic {
   // the host queueing its kernels, not by the device running them: what a
   // CUDA graph of the step would remove.
   int64_t host_wait_ns = 0;
+  int64_t graph_launches = 0;  // recorded steps replayed (Launch)
 };
 
 class ExecutorDevice {
@@ -198,6 +222,54 @@ class ExecutorDevice {
   UploadMatrix(const kernels::Tensor& weight) = 0;
   // Waits for all queued work; reports any asynchronous fault.
   [[nodiscard]] virtual absl::Status Synchronize() = 0;
+
+  // ---- decode steps
+  // A step of `rows` >= 1 sequences (DeviceStep), empty until FillStep.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceStep>> NewStep(
+      int64_t rows) = 0;
+  // One step's inputs into `step`, one of each per row (checked as
+  // UploadSlotMap's, rules by kernels::ValidateSamplingRule); queued, the
+  // host spans may be reused when it returns. Token ids are the caller's
+  // to check against the vocabulary (EmbedStep reads them on the device).
+  [[nodiscard]] virtual absl::Status FillStep(
+      DeviceStep& step, absl::Span<const int32_t> ids,
+      absl::Span<const int32_t> slots, absl::Span<const int64_t> positions,
+      absl::Span<const kernels::SamplingRule> rules) = 0;
+  // Embedding of the step's token ids (on the device) into out.
+  [[nodiscard]] virtual absl::Status EmbedStep(const DeviceStep& step,
+                                               const DeviceMatrix& table,
+                                               float scale,
+                                               DeviceFloats out) = 0;
+  // SampleRows of logits [rows, row_stride] by the step's rules into the
+  // step's id room, on the device.
+  [[nodiscard]] virtual absl::Status SampleStep(DeviceFloats logits,
+                                                int64_t row_stride,
+                                                int64_t vocab,
+                                                DeviceStep& step) = 0;
+  // The ids SampleStep wrote, on the host (waits for the step).
+  [[nodiscard]] virtual absl::Status CopyStepIds(const DeviceStep& step,
+                                                 absl::Span<int32_t> ids) = 0;
+
+  // ---- recorded work
+  // Records the work `work` queues as a graph instead of running it; the
+  // work must not wait for the device nor copy from the host. UNIMPLEMENTED
+  // on a device without graphs (the CPU); the device's error when the work
+  // cannot be recorded (it then ran nothing).
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(
+      absl::FunctionRef<absl::Status()> work) {
+    (void)work;
+    return absl::UnimplementedError(
+        absl::StrCat("device ", name(), " records no graphs"));
+  }
+  // Queues a recorded graph of this device.
+  [[nodiscard]] virtual absl::Status Launch(const DeviceGraph& graph) {
+    (void)graph;
+    return absl::UnimplementedError(
+        absl::StrCat("device ", name(), " records no graphs"));
+  }
+  // Changes whenever a buffer that recorded work may read moves (a scratch
+  // block of the device grew): a graph recorded before is stale then.
+  virtual int64_t layout_generation() const { return 0; }
 
   // ---- operations
   // out[i, :] = scale · table[ids[i], :] as f32 (ids on the host, < table
@@ -367,6 +439,12 @@ kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
                                     const DeviceBlockTable& table);
 kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
                                      const DeviceBlockTable& table);
+// FillStep's checks: one id, slot, position and rule per row of the step
+// (CheckSlotMap, kernels::ValidateSamplingRule).
+[[nodiscard]] absl::Status CheckStepInputs(
+    int64_t rows, absl::Span<const int32_t> ids,
+    absl::Span<const int32_t> slots, absl::Span<const int64_t> positions,
+    absl::Span<const kernels::SamplingRule> rules);
 // INVALID_ARGUMENT naming the first copy whose sizes differ.
 [[nodiscard]] absl::Status CheckHostCopies(absl::Span<const HostCopy> copies);
 [[nodiscard]] absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,

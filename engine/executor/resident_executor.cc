@@ -44,8 +44,8 @@ ResidentExecutor::ResidentExecutor(const StackedModel& model,
                       model.description().prefix_length})),
       pool_(options.slots),
       slot_info_(static_cast<size_t>(options.slots)),
-      kv_tables_(options.kv_cache_tokens, options.kv_block_size,
-                 options.slots) {}
+      kv_tables_(options.kv_cache_tokens, options.kv_block_size, options.slots),
+      step_graphs_(options.step_graphs) {}
 
 ResidentExecutor::~ResidentExecutor() = default;
 
@@ -119,6 +119,20 @@ absl::Status ResidentExecutor::Load() {
   TWICE_ASSIGN_OR_RETURN(h_, dev.Allocate(rows_ * dim_));
   TWICE_ASSIGN_OR_RETURN(scratch_, dev.Allocate(scratch));
   TWICE_ASSIGN_OR_RETURN(logits_, dev.Allocate(options_.slots * vocab_rows_));
+  // A step graph holds a step's every launch with its arguments: block
+  // tables that change every step and a routing that needs the host in
+  // the middle of the pass cannot be in one.
+  if (!kv_tables_.empty()) {
+    step_graphs_.Disable(absl::FailedPreconditionError(
+        "a layer pages its state (its block tables change every step)"));
+  }
+  for (const auto& b : blocks_) {
+    if (b->mixer->routes_on_host() ||
+        (b->ffn != nullptr && b->ffn->routes_on_host())) {
+      step_graphs_.Disable(
+          absl::FailedPreconditionError("a layer routes its rows on the host"));
+    }
+  }
   return dev.Synchronize();
 }
 
@@ -312,6 +326,16 @@ absl::StatusOr<int64_t> ResidentExecutor::TokenCount(SlotId slot) const {
   return slot_info_[slot.index].tokens;
 }
 
+absl::Status ResidentExecutor::step_graphs_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_graphs_.status();
+}
+
+int ResidentExecutor::step_graphs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_graphs_.graphs();
+}
+
 DeviceTraffic ResidentExecutor::traffic() const {
   std::lock_guard<std::mutex> lock(mu_);
   return device_->traffic();
@@ -322,15 +346,12 @@ bool ResidentExecutor::IsDamaged(SlotId slot) const {
   return pool_.Check(slot).ok() && slot_info_[slot.index].damaged;
 }
 
-absl::Status ResidentExecutor::RunBlocks(absl::Span<const int32_t> ids,
-                                         const ResidentPass& pass) {
+absl::Status ResidentExecutor::RunBlocks(const ResidentPass& pass) {
   ExecutorDevice& dev = *device_;
   const int64_t rows = pass.rows;
   const DeviceFloats x = x_->floats().sub(0, rows * dim_);
   const DeviceFloats h = h_->floats().sub(0, rows * dim_);
   const DeviceFloats scratch = scratch_->floats();
-  TWICE_RETURN_IF_ERROR(
-      dev.Embedding(ids, *embedding_, model_.embedding_scale(), x));
   for (const auto& b : blocks_) {
     const LayerInput mixer_in{
         x, rows, dim_, b->norm1_w->floats(), b->host->norm1.eps(), h};
@@ -395,7 +416,10 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
                       slot_info_[slot.index].tokens + begin, nullptr};
     if (begin == 0) pass.prefix = prefix;
     pass.kv_tables = kv_tables->views;
-    s = RunBlocks(tokens.subspan(begin, last_rows), pass);
+    s = device_->Embedding(tokens.subspan(begin, last_rows), *embedding_,
+                           model_.embedding_scale(),
+                           x_->floats().sub(0, last_rows * dim_));
+    if (s.ok()) s = RunBlocks(pass);
     begin += last_rows;
   }
   std::vector<float> logits(static_cast<size_t>(vocab_rows_));
@@ -426,8 +450,26 @@ absl::Status ResidentExecutor::StepToLogits(absl::Span<const int32_t> tokens,
   const int64_t rows = static_cast<int64_t>(slots.size());
   ResidentPass pass{rows, -1, 0, map.get()};
   pass.kv_tables = kv_tables.views;
-  TWICE_RETURN_IF_ERROR(RunBlocks(tokens, pass));
+  TWICE_RETURN_IF_ERROR(device_->Embedding(tokens, *embedding_,
+                                           model_.embedding_scale(),
+                                           x_->floats().sub(0, rows * dim_)));
+  TWICE_RETURN_IF_ERROR(RunBlocks(pass));
   return Head(0, rows);
+}
+
+absl::Status ResidentExecutor::StepWork(
+    DeviceStep& step, absl::Span<const DeviceBlockTable* const> kv_tables) {
+  const int64_t rows = step.rows();
+  ResidentPass pass{rows, -1, 0, &step.slot_map()};
+  pass.kv_tables = kv_tables;
+  TWICE_RETURN_IF_ERROR(device_->EmbedStep(step, *embedding_,
+                                           model_.embedding_scale(),
+                                           x_->floats().sub(0, rows * dim_)));
+  TWICE_RETURN_IF_ERROR(RunBlocks(pass));
+  TWICE_RETURN_IF_ERROR(Head(0, rows));
+  return device_->SampleStep(logits_->floats().sub(0, rows * vocab_rows_),
+                             vocab_rows_, model_.description().vocab_size,
+                             step);
 }
 
 absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
@@ -451,12 +493,22 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
   const int64_t batch = static_cast<int64_t>(slots.size());
   std::vector<int32_t> ids(static_cast<size_t>(batch));
-  absl::Status s = StepToLogits(tokens, slots);
-  if (s.ok()) {
-    s = device_->SampleRows(logits_->floats().sub(0, batch * vocab_rows_),
-                            batch, vocab_rows_, model_.description().vocab_size,
-                            rules, absl::MakeSpan(ids));
+  std::vector<int32_t> indices(slots.size());
+  std::vector<int64_t> positions(slots.size());
+  for (size_t b = 0; b < slots.size(); ++b) {
+    indices[b] = slots[b].index;
+    positions[b] = slot_info_[slots[b].index].tokens;
   }
+  TWICE_ASSIGN_OR_RETURN(DeviceStep * step,
+                         step_graphs_.StepFor(*device_, batch));
+  absl::StatusOr<PassTables> kv_tables = PassKvTables(slots);
+  absl::Status s = kv_tables.status();
+  if (s.ok()) s = device_->FillStep(*step, tokens, indices, positions, rules);
+  if (s.ok()) {
+    s = step_graphs_.Run(*device_, batch,
+                         [&] { return StepWork(*step, kv_tables->views); });
+  }
+  if (s.ok()) s = device_->CopyStepIds(*step, absl::MakeSpan(ids));
   if (!s.ok()) {
     MarkDamaged(slots);
     return s;

@@ -53,6 +53,7 @@
 #include "engine/executor/paged_kv_tables.h"
 #include "engine/executor/resident_layer.h"
 #include "engine/executor/slot_pool.h"
+#include "engine/executor/step_graphs.h"
 #include "engine/models/stacked_model.h"
 #include "engine/state/sequence_state.h"
 #include "kernels/sampling.h"
@@ -67,6 +68,11 @@ struct ResidentExecutorOptions {
   // and rows per block.
   int64_t kv_cache_tokens = 65536;
   int64_t kv_block_size = 16;
+  // Record each batch size's decode step as a device graph and replay it
+  // (step_graphs.h). Where the device has no graphs (the CPU), a layer
+  // pages its state (block tables change every step) or routes on the
+  // host, steps run as they are.
+  bool step_graphs = true;
 };
 
 // Whether every layer of `model` has a resident form (resident_layers.h):
@@ -136,6 +142,10 @@ class ResidentExecutor {
   int64_t free_kv_blocks() const;
   int64_t free_kv_tokens() const;
   int64_t weight_bytes() const { return weight_bytes_; }
+  // OK while decode steps are recorded as graphs; else why not. And the
+  // graphs kept (under the executor's lock).
+  absl::Status step_graphs_status() const;
+  int step_graphs() const;
 
  private:
   struct Block;
@@ -151,15 +161,18 @@ class ResidentExecutor {
   // Live, not damaged, distinct (callers hold mu_).
   [[nodiscard]] absl::Status CheckSlots(absl::Span<const SlotId> slots) const;
   [[nodiscard]] absl::Status ZeroSlot(int32_t slot);
-  // x = embedding of `ids` (pass.rows of them), then every block in
-  // place; the states of the pass's slots advance.
-  [[nodiscard]] absl::Status RunBlocks(absl::Span<const int32_t> ids,
-                                       const ResidentPass& pass);
+  // Every block in place on x (its pass.rows rows embedded before); the
+  // states of the pass's slots advance.
+  [[nodiscard]] absl::Status RunBlocks(const ResidentPass& pass);
   // logits rows [0, rows) = head(final_norm(x rows [first, first + rows))).
   [[nodiscard]] absl::Status Head(int64_t first, int64_t rows);
   // The step up to the logits (checks done by the caller).
   [[nodiscard]] absl::Status StepToLogits(absl::Span<const int32_t> tokens,
                                           absl::Span<const SlotId> slots);
+  // The work of a sampled step on its filled buffers, all queued on the
+  // device (what a step graph records): embedding, blocks, head, sampling.
+  [[nodiscard]] absl::Status StepWork(
+      DeviceStep& step, absl::Span<const DeviceBlockTable* const> kv_tables);
   void MarkDamaged(absl::Span<const SlotId> slots);
   // Blocks for `extra` more tokens in each slot (nothing to do without
   // paged layers); RESOURCE_EXHAUSTED, nothing taken, when the pool is
@@ -195,6 +208,7 @@ class ResidentExecutor {
   // shared scratch, the logits.
   std::unique_ptr<DeviceArray> x_, h_, scratch_, logits_;
   int64_t weight_bytes_ = 0;
+  StepGraphs step_graphs_;
 };
 
 }  // namespace twice::engine

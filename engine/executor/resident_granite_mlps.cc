@@ -72,6 +72,8 @@ class ResidentTopKMoe final : public ResidentFeedForward {
     }
     return bytes;
   }
+  // The router's logits come back to the host for the routing.
+  bool routes_on_host() const override { return true; }
   absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
                        DeviceFloats scratch, DeviceFloats x) override {
     const int64_t rows = in.rows;

@@ -155,6 +155,9 @@ class ResidentMixer : public ResidualWriter {
       int32_t slot, int64_t tokens, LayerState& state,
       std::vector<HostCopy>& copies) = 0;
 
+  // Whether a pass needs the host in its middle (a mixture of experts'
+  // routing): such a step cannot be recorded as a device graph.
+  virtual bool routes_on_host() const { return false; }
   // x [rows, d] += Mixer(h [rows, d]), h made of `in` (in.x is x); the
   // pass's states advance.
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
@@ -171,6 +174,8 @@ class ResidentFeedForward : public ResidualWriter {
   [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device) = 0;
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
   virtual int64_t weight_bytes() const = 0;
+  // As ResidentMixer::routes_on_host.
+  virtual bool routes_on_host() const { return false; }
   // x [rows, d] += FFN(h [rows, d]), h made of `in` (in.x is x).
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
                                              const LayerInput& in,

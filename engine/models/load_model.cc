@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
   ResidentExecutorOptions executor;
   executor.slots = options.resident_slots;
   executor.kv_cache_tokens = options.resident_kv_tokens;
+  executor.step_graphs = options.resident_step_graphs;
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<ResidentModel> resident,
       ResidentModel::Create(std::move(model), std::move(device), executor));

@@ -130,15 +130,19 @@ struct LoadOptions {
   // Serve the model from a resident executor (engine/executor/
   // resident_model.h: weights, workspace and sequence states kept on
   // `resident_device`, "cpu" or "cuda") when its layers have resident forms
-  // (Mamba-2, Based, JRT-RNN, Llama, Nemotron-H, RAT); other
-  // architectures (Granite-4.0-H) load as usual.
+  // (every shipped architecture: Mamba-2, Based, JRT-RNN, Llama,
+  // Nemotron-H, RAT, Granite-4.0-H); a model with a layer that has none
+  // loads as usual.
   // `resident_slots` states are resident at once (--resident_slots);
   // full-attention layers keep `resident_kv_tokens` tokens of KV cache for
-  // all of them together (--resident_kv_tokens).
+  // all of them together (--resident_kv_tokens); `resident_step_graphs`
+  // records decode steps as device graphs (--resident_step_graphs,
+  // engine/executor/step_graphs.h).
   bool resident = false;
   std::string resident_device = "cpu";
   int32_t resident_slots = 256;
   int64_t resident_kv_tokens = 65536;
+  bool resident_step_graphs = true;
 };
 
 // The --weights_dtype flag: "auto" (nullopt), "f32", "bf16", "f16" or

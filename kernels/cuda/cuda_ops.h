@@ -360,6 +360,27 @@ struct DeviceRoutesView {
                                       absl::Span<const SamplingRule> rules,
                                       DeviceSpan<int32_t> out);
 
+// The two above with their inputs already on the device (a recorded decode
+// step's buffers): token ids the caller checked against `vocab`, and
+// rules in their device form (PackSamplingRules of validated rules).
+// Nothing is allocated or copied from the host, so a stream capture can
+// record them.
+[[nodiscard]] absl::Status EmbeddingOfDeviceIds(const Stream& stream,
+                                                DeviceSpan<const int32_t> ids,
+                                                DeviceSpan<const Bf16> table,
+                                                int64_t vocab, int64_t dim,
+                                                float scale,
+                                                DeviceSpan<float> out);
+// Bytes of one rule's device form.
+int64_t DeviceSamplingRuleBytes();
+// `rules` (validated) in their device form, DeviceSamplingRuleBytes each,
+// into `out` (at least that many bytes per rule).
+void PackSamplingRules(absl::Span<const SamplingRule> rules, void* out);
+[[nodiscard]] absl::Status SampleRowsOfDeviceRules(
+    const Stream& stream, DeviceSpan<const float> logits, int64_t rows,
+    int64_t row_stride, int64_t vocab, const void* device_rules,
+    DeviceSpan<int32_t> out);
+
 [[nodiscard]] absl::Status ConvertToBf16(const Stream& stream,
                                          DeviceSpan<const float> x,
                                          DeviceSpan<Bf16> out);

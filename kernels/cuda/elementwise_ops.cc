@@ -120,28 +120,75 @@ absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                     "Gelu");
 }
 
+absl::Status EmbeddingOfDeviceIds(const Stream& stream,
+                                  DeviceSpan<const int32_t> ids,
+                                  DeviceSpan<const Bf16> table, int64_t vocab,
+                                  int64_t dim, float scale,
+                                  DeviceSpan<float> out) {
+  constexpr char kOp[] = "Embedding";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(vocab >= 1 && dim >= 1, kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "table", table.size, vocab * dim));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, ids.size * dim));
+  if (ids.size == 0) return absl::OkStatus();
+  return CudaStatus(launch::Embedding(ids.data, ids.size, Bits(table), dim,
+                                      scale, out.data, stream.get()),
+                    kOp);
+}
+
 absl::Status Embedding(const Stream& stream, DeviceAllocator& allocator,
                        absl::Span<const int32_t> ids,
                        DeviceSpan<const Bf16> table, int64_t vocab, int64_t dim,
                        float scale, DeviceSpan<float> out) {
   constexpr char kOp[] = "Embedding";
   const int64_t rows = static_cast<int64_t>(ids.size());
-  TWICE_RETURN_IF_ERROR(
-      CheckArg(vocab >= 1 && dim >= 1, kOp, "bad dimensions"));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "table", table.size, vocab * dim));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows * dim));
   for (const int32_t id : ids) {
     TWICE_RETURN_IF_ERROR(CheckArg(id >= 0 && id < vocab, kOp,
                                    "token id outside the vocabulary"));
   }
-  if (rows == 0) return absl::OkStatus();
+  if (rows == 0) {
+    return EmbeddingOfDeviceIds(stream, {}, table, vocab, dim, scale, out);
+  }
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer ids_dev,
                          allocator.AllocateArray<int32_t>(rows));
   TWICE_RETURN_IF_ERROR(
       stream.Upload(ids.data(), ids_dev.data(), rows * sizeof(int32_t)));
+  return EmbeddingOfDeviceIds(
+      stream, {static_cast<const int32_t*>(ids_dev.data()), rows}, table, vocab,
+      dim, scale, out);
+}
+
+int64_t DeviceSamplingRuleBytes() {
+  return static_cast<int64_t>(sizeof(launch::SampleRule));
+}
+
+void PackSamplingRules(absl::Span<const SamplingRule> rules, void* out) {
+  auto* device_rules = static_cast<launch::SampleRule*>(out);
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const SamplingRule& rule = rules[i];
+    device_rules[i] = {rule.temperature, rule.top_k, rule.top_p, rule.seed,
+                       rule.draw};
+  }
+}
+
+absl::Status SampleRowsOfDeviceRules(const Stream& stream,
+                                     DeviceSpan<const float> logits,
+                                     int64_t rows, int64_t row_stride,
+                                     int64_t vocab, const void* device_rules,
+                                     DeviceSpan<int32_t> out) {
+  constexpr char kOp[] = "SampleRows";
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows < (int64_t{1} << 31) &&
+                                     vocab >= 1 && vocab < (int64_t{1} << 31) &&
+                                     row_stride >= vocab,
+                                 kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "logits", logits.size,
+                                     StridedExtent(rows, vocab, row_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows));
+  if (rows == 0) return absl::OkStatus();
   return CudaStatus(
-      launch::Embedding(static_cast<const int32_t*>(ids_dev.data()), rows,
-                        Bits(table), dim, scale, out.data, stream.get()),
+      launch::SampleRows(logits.data, rows, row_stride, vocab,
+                         static_cast<const launch::SampleRule*>(device_rules),
+                         out.data, stream.get()),
       kOp);
 }
 
@@ -151,32 +198,23 @@ absl::Status SampleRows(const Stream& stream, DeviceAllocator& allocator,
                         absl::Span<const SamplingRule> rules,
                         DeviceSpan<int32_t> out) {
   constexpr char kOp[] = "SampleRows";
-  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && rows < (int64_t{1} << 31) &&
-                                     vocab >= 1 && vocab < (int64_t{1} << 31) &&
-                                     row_stride >= vocab,
-                                 kOp, "bad dimensions"));
-  TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "logits", logits.size,
-                                     StridedExtent(rows, vocab, row_stride)));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "rules", rules.size(), rows));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows));
-  std::vector<launch::SampleRule> device_rules;
-  device_rules.reserve(rules.size());
   for (const SamplingRule& rule : rules) {
     TWICE_RETURN_IF_ERROR(ValidateSamplingRule(rule));
-    device_rules.push_back(
-        {rule.temperature, rule.top_k, rule.top_p, rule.seed, rule.draw});
   }
-  if (rows == 0) return absl::OkStatus();
+  if (rows <= 0) {
+    return SampleRowsOfDeviceRules(stream, logits, rows, row_stride, vocab,
+                                   nullptr, out);
+  }
+  std::vector<launch::SampleRule> device_rules(rules.size());
+  PackSamplingRules(rules, device_rules.data());
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer rules_dev,
                          allocator.AllocateArray<launch::SampleRule>(rows));
   TWICE_RETURN_IF_ERROR(
       stream.Upload(device_rules.data(), rules_dev.data(),
                     rows * static_cast<int64_t>(sizeof(launch::SampleRule))));
-  return CudaStatus(launch::SampleRows(logits.data, rows, row_stride, vocab,
-                                       static_cast<const launch::SampleRule*>(
-                                           rules_dev.data()),
-                                       out.data, stream.get()),
-                    kOp);
+  return SampleRowsOfDeviceRules(stream, logits, rows, row_stride, vocab,
+                                 rules_dev.data(), out);
 }
 
 absl::Status ConvertToBf16(const Stream& stream, DeviceSpan<const float> x,

@@ -269,6 +269,7 @@ engine::LoadOptions ServerOptions::ModelLoadOptions() const {
   load.resident_device = device;
   load.resident_slots = resident_slots;
   load.resident_kv_tokens = resident_kv_tokens;
+  load.resident_step_graphs = resident_step_graphs;
   return load;
 }
 

@@ -127,6 +127,11 @@ ABSL_FLAG(int64_t, resident_kv_tokens, 65536,
           "Llama and Nemotron-H attention, RAT's closed chunks) hold for all "
           "its sequences together, in blocks of 16 rows; when a read needs "
           "more, idle states spill to host memory");
+ABSL_FLAG(bool, resident_step_graphs, true,
+          "Record each batch size's decode step of a resident model on a "
+          "GPU as a CUDA graph after its first run and replay it (one launch "
+          "instead of hundreds); models whose layers page their states or "
+          "route on the host run their steps as they are");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");
@@ -277,6 +282,7 @@ int main(int argc, char** argv) {
   options.executor = absl::GetFlag(FLAGS_executor);
   options.resident_slots = absl::GetFlag(FLAGS_resident_slots);
   options.resident_kv_tokens = absl::GetFlag(FLAGS_resident_kv_tokens);
+  options.resident_step_graphs = absl::GetFlag(FLAGS_resident_step_graphs);
   options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);

@@ -226,6 +226,37 @@ class UnknownFeedForward final : public FeedForward {
   }
 };
 
+// Step graphs on the CPU device: a model whose layers page their states
+// or route on the host says so from its load; any other tries to record
+// its batch size's second step, learns that the CPU records no graphs
+// (UNIMPLEMENTED), and runs that step and every later one as it is.
+TEST_P(ResidentExecutorTest, StepGraphsSayWhyTheyAreOff) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/4);
+  ASSERT_NE(e, nullptr);
+  const bool blocked = e->has_paged_kv() || GetParam() == "granitemoe";
+  EXPECT_EQ(
+      e->step_graphs_status().code(),
+      blocked ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kOk)
+      << e->step_graphs_status();
+  std::vector<SlotId> slots;
+  for (int b = 0; b < 2; ++b) {
+    ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+    ASSERT_OK(e->Prefill(slot, RandomTokens(4, kExecutorVocab, 60 + b)));
+    slots.push_back(slot);
+  }
+  const std::vector<kernels::SamplingRule> rules(2, ExecutorGreedy());
+  std::vector<int32_t> tokens = {5, 6};
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_OK_AND_ASSIGN(tokens, e->Step(tokens, slots, rules));
+  }
+  EXPECT_EQ(e->step_graphs_status().code(),
+            blocked ? absl::StatusCode::kFailedPrecondition
+                    : absl::StatusCode::kUnimplemented)
+      << e->step_graphs_status();
+  EXPECT_EQ(e->step_graphs(), 0);
+  EXPECT_EQ(e->device().traffic().graph_launches, 0);
+}
+
 TEST_P(ResidentExecutorTest, EveryLayerHasAFormAndAnUnknownOneIsRefused) {
   EXPECT_OK(SupportsResident(*stacked_));
   const UnknownFeedForward unknown;

@@ -1,0 +1,70 @@
+// StepGraphs: a resident executor's decode steps recorded as device graphs,
+// one per batch size. A step of B sequences queues a few hundred small
+// kernels; on a GPU at small B the host's launching them, not the device,
+// sets the step's time, and a graph replays them all in one launch.
+//
+// Each batch size has its DeviceStep (the step's inputs and sampled ids in
+// buffers that stay put). Its first step runs as it is, which also sizes
+// the device's scratch for that batch; its second is recorded (Capture)
+// and launched; later ones replay the graph on the refilled inputs. A
+// graph recorded before the device's layout changed (a scratch block grew,
+// ExecutorDevice::layout_generation) is recorded again. A device without
+// graphs, or work that cannot be recorded, turns recording off for good:
+// the steps then run as they are (status() says why).
+// Not thread-safe: the executor calls it under its lock.
+#ifndef TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
+#define TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/executor/executor_device.h"
+
+namespace twice::engine {
+
+class StepGraphs {
+ public:
+  // At most this many graphs are kept (the least recently used goes).
+  static constexpr int kMaxGraphs = 32;
+
+  // `record`: whether steps may be recorded at all.
+  explicit StepGraphs(bool record);
+
+  // The step buffers of batch size `rows` (made on first use).
+  [[nodiscard]] absl::StatusOr<DeviceStep*> StepFor(ExecutorDevice& device,
+                                                    int64_t rows);
+  // Runs the step of batch size `rows` (StepFor called before), whose
+  // work `work` queues: replayed, recorded, or run as it is (above).
+  [[nodiscard]] absl::Status Run(ExecutorDevice& device, int64_t rows,
+                                 absl::FunctionRef<absl::Status()> work);
+
+  // Turns recording off for good (the model's steps cannot be recorded).
+  void Disable(absl::Status why);
+  // OK while recording is on; else why it is off.
+  const absl::Status& status() const { return status_; }
+  int graphs() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<DeviceStep> step;
+    std::unique_ptr<DeviceGraph> graph;
+    int64_t generation = 0;  // the device's layout when recorded
+    int64_t runs = 0;
+    uint64_t last_use = 0;
+  };
+  // Drops the least recently used graph while kMaxGraphs are kept.
+  void MakeRoom();
+
+  bool record_;
+  absl::Status status_;
+  std::map<int64_t, Entry> entries_;  // by batch size
+  uint64_t clock_ = 0;
+};
+
+}  // namespace twice::engine
+
+#endif  // TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
