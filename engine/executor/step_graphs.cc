@@ -6,6 +6,18 @@
 
 namespace twice::engine {
 
+StepAction ChooseStepAction(bool record, const StepRecordState& state,
+                            int64_t generation) {
+  if (!record) return StepAction::kRunAsIs;
+  if (state.has_graph && state.graph_generation == generation) {
+    return StepAction::kReplay;
+  }
+  if (state.runs_as_is == 0 || state.failed_recordings >= 2) {
+    return StepAction::kRunAsIs;
+  }
+  return StepAction::kRecord;
+}
+
 StepGraphs::StepGraphs(bool record)
     : record_(record),
       status_(record ? absl::OkStatus()
@@ -34,41 +46,51 @@ absl::Status StepGraphs::Run(ExecutorDevice& device, int64_t rows,
     return absl::FailedPreconditionError("StepGraphs: no step of that size");
   }
   Entry& e = it->second;
-  if (!record_) return work();
   const int64_t generation = device.layout_generation();
-  if (e.graph != nullptr && e.generation == generation) {
-    return device.Launch(*e.graph);
+  switch (ChooseStepAction(record_, e.state, generation)) {
+    case StepAction::kReplay:
+      return device.Launch(*e.graph);
+    case StepAction::kRunAsIs: {
+      absl::Status ran = work();
+      if (ran.ok()) ++e.state.runs_as_is;
+      return ran;
+    }
+    case StepAction::kRecord:
+      break;
   }
   e.graph.reset();
-  // The first step of a batch size runs as it is: it sizes the device's
-  // scratch for this batch, so that recording allocates nothing.
-  if (e.runs++ == 0) return work();
+  e.state.has_graph = false;
   MakeRoom();
   absl::StatusOr<std::unique_ptr<DeviceGraph>> graph = device.Capture(work);
   if (!graph.ok()) {
-    // Nothing ran: the step runs as it is. When it runs, only its
-    // recording failed, and every later step runs as it is too; when it
-    // fails as well, the work itself was at fault.
-    absl::Status ran = work();
-    if (ran.ok()) {
-      record_ = false;
+    // Nothing ran: the step runs as it is now.
+    if (absl::IsUnimplemented(graph.status())) {
+      record_ = false;  // the device has no graphs
       status_ = graph.status();
+    } else {
+      ++e.state.failed_recordings;
     }
-    return ran;
+    return work();
   }
   if (device.layout_generation() != generation) {
     // Recording moved a buffer after all: the graph may read the old one.
+    ++e.state.failed_recordings;
     return work();
   }
+  ++recordings_;
   e.graph = *std::move(graph);
-  e.generation = generation;
+  e.state.has_graph = true;
+  e.state.graph_generation = generation;
   return device.Launch(*e.graph);
 }
 
 void StepGraphs::Disable(absl::Status why) {
   record_ = false;
   status_ = std::move(why);
-  for (auto& [rows, e] : entries_) e.graph.reset();
+  for (auto& [rows, e] : entries_) {
+    e.graph.reset();
+    e.state.has_graph = false;
+  }
 }
 
 int StepGraphs::graphs() const {
@@ -87,6 +109,7 @@ void StepGraphs::MakeRoom() {
       }
     }
     oldest->graph.reset();
+    oldest->state.has_graph = false;
   }
 }
 

@@ -4,13 +4,15 @@
 // sets the step's time, and a graph replays them all in one launch.
 //
 // Each batch size has its DeviceStep (the step's inputs and sampled ids in
-// buffers that stay put). Its first step runs as it is, which also sizes
-// the device's scratch for that batch; its second is recorded (Capture)
-// and launched; later ones replay the graph on the refilled inputs. A
-// graph recorded before the device's layout changed (a scratch block grew,
-// ExecutorDevice::layout_generation) is recorded again. A device without
-// graphs, or work that cannot be recorded, turns recording off for good:
-// the steps then run as they are (status() says why).
+// buffers that stay put). Until a step of that size has run as it is
+// (which also sizes the device's scratch for that batch, so that recording
+// allocates nothing), its steps run as they are; the next one is recorded
+// (Capture) and launched; later ones replay the graph on the refilled
+// inputs. A graph recorded before the device's layout changed (a scratch
+// block grew, ExecutorDevice::layout_generation) is recorded again. A
+// device without graphs (UNIMPLEMENTED) turns recording off for good
+// (status() says why); a batch size whose recording fails twice runs as it
+// is from then on, the others keep theirs.
 // Not thread-safe: the executor calls it under its lock.
 #ifndef TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
 #define TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
@@ -26,10 +28,28 @@
 
 namespace twice::engine {
 
+// What a batch size's next step does.
+enum class StepAction { kRunAsIs, kRecord, kReplay };
+
+// The state of one batch size that the choice reads.
+struct StepRecordState {
+  bool has_graph = false;
+  int64_t graph_generation = 0;  // the device's layout when recorded
+  int64_t runs_as_is = 0;        // steps that ran as they are and succeeded
+  int64_t failed_recordings = 0;
+};
+
+// kReplay when the batch size has a graph recorded at the device's current
+// layout; kRecord when recording is on, a step of that size has run as it
+// is, and its recording has failed fewer than twice; else kRunAsIs.
+StepAction ChooseStepAction(bool record, const StepRecordState& state,
+                            int64_t generation);
+
 class StepGraphs {
  public:
-  // At most this many graphs are kept (the least recently used goes).
-  static constexpr int kMaxGraphs = 32;
+  // At most this many graphs are kept (the least recently used goes): as
+  // many as the decode loop's largest batch has sizes.
+  static constexpr int kMaxGraphs = 64;
 
   // `record`: whether steps may be recorded at all.
   explicit StepGraphs(bool record);
@@ -47,13 +67,15 @@ class StepGraphs {
   // OK while recording is on; else why it is off.
   const absl::Status& status() const { return status_; }
   int graphs() const;
+  // Graphs recorded so far (a count far above graphs() means sizes come
+  // and go faster than kMaxGraphs keeps them).
+  int64_t recordings() const { return recordings_; }
 
  private:
   struct Entry {
     std::unique_ptr<DeviceStep> step;
     std::unique_ptr<DeviceGraph> graph;
-    int64_t generation = 0;  // the device's layout when recorded
-    int64_t runs = 0;
+    StepRecordState state;
     uint64_t last_use = 0;
   };
   // Drops the least recently used graph while kMaxGraphs are kept.
@@ -63,6 +85,7 @@ class StepGraphs {
   absl::Status status_;
   std::map<int64_t, Entry> entries_;  // by batch size
   uint64_t clock_ = 0;
+  int64_t recordings_ = 0;
 };
 
 }  // namespace twice::engine

@@ -49,6 +49,13 @@ absl::Status UploadRing::Upload(const void* host, void* device, int64_t bytes) {
   if (bytes > 0 && (host == nullptr || device == nullptr)) {
     return absl::InvalidArgumentError("Upload: null pointer");
   }
+  // A graph would replay the copy from whatever the ring holds then.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TWICE_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    return absl::FailedPreconditionError(
+        "Upload: a copy from the host cannot be recorded in a graph");
+  }
   const char* from = static_cast<const char*>(host);
   char* to = static_cast<char*>(device);
   while (bytes > 0) {

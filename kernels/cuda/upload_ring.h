@@ -37,7 +37,8 @@ class UploadRing {
   UploadRing& operator=(const UploadRing&) = delete;
 
   // Queues `bytes` from `host` (any host memory, read before this
-  // returns) into `device` on the ring's stream.
+  // returns) into `device` on the ring's stream. FAILED_PRECONDITION while
+  // the stream is being captured into a graph.
   [[nodiscard]] absl::Status Upload(const void* host, void* device,
                                     int64_t bytes);
 

@@ -84,6 +84,32 @@ TEST_F(UploadRingTest, UploadsLandInOrderThoughTheRingWrapsAndGrows) {
   EXPECT_GT(ring->waits(), 50);  // it wrapped (about 400 KB through 4 KiB)
 }
 
+// A ring of up to 4 MiB grows 1 -> 2 -> 4 MiB while the stream is busy
+// and earlier transfers are still queued: each growth waits for them
+// before the old memory goes, so every byte still lands.
+TEST_F(UploadRingTest, ItGrowsWithTransfersStillQueued) {
+  const int64_t max_bytes = int64_t{4} << 20;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<UploadRing> ring,
+                       UploadRing::Create(stream_->get(), max_bytes));
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer busy,
+                       allocator_->Allocate(int64_t{256} << 20));
+  const int64_t piece = 300000, pieces = 30;  // 9 MB through the ring
+  DeviceBuffer device = Zeros<uint8_t>(piece * pieces);
+  ASSERT_OK(stream_->Synchronize());
+  std::vector<uint8_t> want;
+  for (int64_t i = 0; i < pieces; ++i) {
+    if (i % 10 == 0) KeepBusy(*stream_, busy, static_cast<int>(i));
+    const std::vector<uint8_t> host =
+        RandomBytes(piece, 500 + static_cast<uint32_t>(i));
+    want.insert(want.end(), host.begin(), host.end());
+    ASSERT_OK(ring->Upload(
+        host.data(), static_cast<char*>(device.data()) + i * piece, piece));
+  }
+  EXPECT_EQ(Get<uint8_t>(device), want);
+  EXPECT_EQ(ring->capacity(), max_bytes);
+  EXPECT_GE(ring->waits(), 2);  // at least the two growths
+}
+
 TEST_F(UploadRingTest, AnUploadLargerThanTheRingGoesInPieces) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<UploadRing> ring,
                        UploadRing::Create(stream_->get(), kSmallLimit));

@@ -7,9 +7,10 @@
 // order (1e-5 norm-wise). Outputs and biases off cuBLASLt's 16-byte
 // alignment match too. A matrix whose columns are no multiple of 8 is
 // refused at upload. RmsNormLinears equals RmsNorm then Linears bit for
-// bit. Copies to the host of several arrays in one call read
-// what the queued work wrote. SKIPPED without a GPU; the device's name and
-// its uploaded weight and downloaded bytes show it ran.
+// bit. A decode step's buffers hold what they were filled with. Copies to the
+// host of several arrays in one call read what the queued work wrote. SKIPPED
+// without a GPU; the device's name and its uploaded weight and downloaded bytes
+// show it ran.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -255,9 +256,10 @@ TEST_F(CudaExecutorDeviceTest, CopiesToTheHostReadWhatQueuedWorkWrote) {
 // GEMMs' bf16 input itself, so the outputs and h are bit for bit those of
 // RmsNorm then Linears on the same device (which rounds h to bf16 in a
 // pass of its own), and within bf16 rounding of the CPU device's f32
-// products. A head of 1000 rows (padded), a bias and an accumulation.
+// products. A head of 1001 rows (padded to 1008: the wide-output path), a
+// bias and an accumulation.
 TEST_F(CudaExecutorDeviceTest, RmsNormLinearsEqualsTheNormThenTheProducts) {
-  const int64_t rows = 33, dim = 1024, n1 = 1000, n2 = 256;
+  const int64_t rows = 33, dim = 1024, n1 = 1001, n2 = 256;
   const std::vector<float> x = Random(rows * dim, 11, 3.0f);
   const std::vector<float> norm_w = Random(dim, 12);
   const std::vector<float> bias = Random(n2, 13);
@@ -317,6 +319,74 @@ TEST_F(CudaExecutorDeviceTest, RmsNormLinearsEqualsTheNormThenTheProducts) {
                 ->RmsNormLinears(dx->floats(), rows, dim, dw->floats(), 1e-5f,
                                  dh->floats(), bad)
                 .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A decode step's buffers: the ids, slots, positions and rules FillStep
+// packs into the step's block are what EmbedStep, the slot map and
+// SampleStep read there (a wrong offset or rule packing shows): the
+// embedding equals Embedding of the same ids, the sampled ids equal
+// SampleRows of the same logits and rules on the CPU device, for two
+// fillings of one step (the block is reused). An unfilled step and a
+// filling of the wrong size are refused.
+TEST_F(CudaExecutorDeviceTest, AStepReadsTheInputsItWasFilledWith) {
+  const int64_t rows = 5, vocab = 1001, dim = 64;
+  const kernels::Tensor table = kernels::Tensor::FromVector(
+      {vocab, dim}, RoundBf16(Random(vocab * dim, 21)));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> dt,
+                       cuda_->UploadMatrix(table));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> ht,
+                       cpu_->UploadMatrix(table));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceStep> step, cuda_->NewStep(rows));
+  std::unique_ptr<DeviceArray> out = *cuda_->Allocate(rows * dim);
+  int32_t ignored[rows] = {};
+  EXPECT_EQ(cuda_->EmbedStep(*step, *dt, 1.0f, out->floats()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (int filling = 0; filling < 2; ++filling) {
+    SCOPED_TRACE(filling);
+    const std::vector<int32_t> ids = {3, 1000, 0, 77,
+                                      static_cast<int32_t>(500 + filling)};
+    const std::vector<int32_t> slots = {4, 0, 2, 9, 1};
+    const std::vector<int64_t> positions = {0, 7, 100000, 3, 64 + filling};
+    std::vector<kernels::SamplingRule> rules(rows);
+    rules[1].temperature = 0.8f;
+    rules[1].top_k = 40;
+    rules[1].seed = 5 + filling;
+    rules[2].temperature = 1.3f;
+    rules[2].top_p = 0.9f;
+    rules[2].seed = 6;
+    rules[2].draw = 17 + filling;
+    rules[3].temperature = 0.5f;
+    rules[3].top_k = 3;
+    rules[3].top_p = 0.5f;
+    rules[3].seed = 7;
+    ASSERT_OK(cuda_->FillStep(*step, ids, slots, positions, rules));
+    EXPECT_EQ(step->slot_map().slots(), absl::MakeConstSpan(slots));
+    EXPECT_EQ(step->slot_map().positions(), absl::MakeConstSpan(positions));
+    ASSERT_OK(cuda_->EmbedStep(*step, *dt, 2.0f, out->floats()));
+    std::unique_ptr<DeviceArray> want = *cpu_->Allocate(rows * dim);
+    ASSERT_OK(cpu_->Embedding(ids, *ht, 2.0f, want->floats()));
+    EXPECT_EQ(Get(*cuda_, *out), Get(*cpu_, *want));  // exact: bf16 · 2
+    // Random logits: a tie, or a draw within rounding of a boundary, has
+    // probability ~1e-12 per row (sampling_cuda_test.cc).
+    const std::vector<float> logits = Random(rows * vocab, 22 + filling, 4.0f);
+    std::unique_ptr<DeviceArray> dl = Put(*cuda_, logits);
+    ASSERT_OK(cuda_->SampleStep(dl->floats(), vocab, vocab, *step));
+    std::vector<int32_t> got(rows), expected(rows);
+    ASSERT_OK(cuda_->CopyStepIds(*step, absl::MakeSpan(got)));
+    std::unique_ptr<DeviceArray> hl = Put(*cpu_, logits);
+    ASSERT_OK(cpu_->SampleRows(hl->floats(), rows, vocab, vocab, rules,
+                               absl::MakeSpan(expected)));
+    EXPECT_EQ(got, expected);
+  }
+  EXPECT_EQ(cuda_
+                ->FillStep(*step, std::vector<int32_t>(rows - 1, 0),
+                           std::vector<int32_t>(rows - 1, 0),
+                           std::vector<int64_t>(rows - 1, 0),
+                           std::vector<kernels::SamplingRule>(rows - 1))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda_->CopyStepIds(*step, absl::MakeSpan(ignored, rows - 1)).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
