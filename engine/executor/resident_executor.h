@@ -16,7 +16,11 @@
 //                                projection for the B rows; the state
 //                                updates slot-indexed, one call each),
 //                                head and sampling on the device; only the
-//                                B ids come back;
+//                                B ids come back. Its inputs go up in one
+//                                copy into buffers kept per batch size, and
+//                                the step itself is recorded once as a
+//                                device graph and replayed where the device
+//                                and the model allow (step_graphs.h);
 //   Save(slot) / Resume(state)   the only times a state crosses to the
 //                                host: for the store's codec, and back. A
 //                                saved state is the engine's SequenceState
