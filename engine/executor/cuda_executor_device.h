@@ -10,7 +10,8 @@
 // defined by family: memory, uploads, GEMMs and sampling in
 // cuda_executor_device.cc, the sequence mixers in
 // cuda_executor_mixer_ops.cc, the paged states and routed rows in
-// cuda_executor_table_ops.cc. Only in builds with CUDA.
+// cuda_executor_table_ops.cc, the decode-step buffers and recorded graphs
+// in cuda_executor_step_ops.cc. Only in builds with CUDA.
 #ifndef TWICE_ENGINE_EXECUTOR_CUDA_EXECUTOR_DEVICE_H_
 #define TWICE_ENGINE_EXECUTOR_CUDA_EXECUTOR_DEVICE_H_
 

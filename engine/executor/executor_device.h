@@ -7,8 +7,10 @@
 //
 // Two implementations: CpuExecutorDevice (host memory, kernels/ on the CPU:
 // what CI runs, and the reference for the other) and CudaExecutorDevice
-// (device memory, kernels/cuda/cuda_ops.h on one stream). The executor's
-// logic (slots, batching, checks, save/load) is the same code on both.
+// (device memory, kernels/cuda/cuda_ops.h on one stream, copies to the
+// host on a second; decode steps recorded as graphs). The executor's
+// logic (slots, batching, checks, save/load, step buffers) is the same
+// code on both; only the CUDA device records graphs.
 //
 // Operations mirror kernels/ entry points with the same equations and
 // layouts (see each one's header); sizes are checked there. On an
