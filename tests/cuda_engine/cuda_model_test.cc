@@ -29,6 +29,7 @@
 #include "kernels/cuda/cuda_kernel_backend.h"
 #include "kernels/cuda/device_info.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda_engine/random_test_model.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
@@ -74,15 +75,9 @@ class CudaModelTest : public ::testing::TestWithParam<ModelCase> {
     const ModelCase& c = GetParam();
     std::string dir = c.dir;
     if (dir.empty()) {
-      dir = (std::filesystem::temp_directory_path() /
-             ("twice-cuda-model-" + c.name + "-" + std::to_string(::getpid())))
-                .string();
-      InitModelOptions init;
-      init.architecture = c.architecture;
-      init.preset = c.preset;
-      init.out_dir = dir;
-      init.seed = kernels::cuda::testing::TestSeed();
-      ASSERT_OK(WriteRandomModel(init));
+      ASSERT_OK_AND_ASSIGN(dir,
+                           WriteRandomTestModel("twice-cuda-model-" + c.name,
+                                                c.architecture, c.preset));
       cleanup_ = dir;
     }
     absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(dir);

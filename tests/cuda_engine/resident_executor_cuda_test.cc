@@ -10,125 +10,23 @@
 // continuations the same alone and in a batch of 64. A state read on the
 // GPU continues on the CPU through the state codec, and the reverse. The
 // CUDA executor device has no CPU fallback; each test asserts its name and
-// uploaded weight bytes (the device ran). Decode steps recorded as graphs
-// give the ids of the same steps run as they are. SKIPPED without a GPU.
-#include <unistd.h>
-
-#include <algorithm>
+// uploaded weight bytes (the device ran). SKIPPED without a GPU.
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "engine/executor/resident_executor.h"
-#include "engine/models/init_model.h"
-#include "engine/models/stacked_model.h"
 #include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/device_info.h"
 #include "kernels/sampling.h"
-#include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda_engine/resident_cuda_fixture.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
 namespace {
 
 using kernels::cuda::testing::RelativeError;
-
-constexpr double kExecutorTolerance = 3e-2;
-
-struct ExecutorCase {
-  std::string name;
-  std::string dir;           // a shipped model, or empty for random weights
-  std::string architecture;  // and preset of the random weights
-  std::string preset;
-  bool trained = false;
-};
-
-void PrintTo(const ExecutorCase& c, std::ostream* os) { *os << c.name; }
-
-class ResidentExecutorCudaTest : public ::testing::TestWithParam<ExecutorCase> {
- protected:
-  void SetUp() override {
-    if (kernels::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    const ExecutorCase& c = GetParam();
-    std::string dir = c.dir;
-    if (dir.empty()) {
-      dir =
-          (std::filesystem::temp_directory_path() /
-           ("twice-cuda-executor-" + c.name + "-" + std::to_string(::getpid())))
-              .string();
-      InitModelOptions init;
-      init.architecture = c.architecture;
-      init.preset = c.preset;
-      init.out_dir = dir;
-      init.seed = kernels::cuda::testing::TestSeed();
-      ASSERT_OK(WriteRandomModel(init));
-      cleanup_ = dir;
-    }
-    ASSERT_OK_AND_ASSIGN(model_, LoadModel(dir));
-    stacked_ = dynamic_cast<const StackedModel*>(model_.get());
-    ASSERT_NE(stacked_, nullptr);
-    ResidentExecutorOptions options;
-    options.slots = 64;
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> gpu,
-                         NewCudaExecutorDevice(0));
-    ASSERT_OK_AND_ASSIGN(
-        gpu_, ResidentExecutor::Create(*stacked_, std::move(gpu), options));
-    ASSERT_OK_AND_ASSIGN(cpu_, ResidentExecutor::Create(
-                                   *stacked_, NewCpuExecutorDevice(), options));
-    ASSERT_EQ(gpu_->device().name().rfind("cuda:0", 0), 0u)
-        << gpu_->device().name();
-    EXPECT_GT(gpu_->device().traffic().weight_bytes, 0);
-  }
-  void TearDown() override {
-    gpu_.reset();
-    cpu_.reset();
-    if (!cleanup_.empty()) std::filesystem::remove_all(cleanup_);
-  }
-
-  std::vector<int32_t> Tokens(int64_t n, uint32_t salt) const {
-    return kernels::cuda::testing::RandomTokenIds(
-        n, model_->description().vocab_size, salt);
-  }
-
-  int32_t Argmax(const std::vector<float>& logits) const {
-    const kernels::SamplingRule greedy;
-    int32_t id = -1;
-    EXPECT_OK(kernels::SampleRows(
-        logits, 1, logits.size(), model_->description().vocab_size,
-        absl::MakeConstSpan(&greedy, 1), absl::MakeSpan(&id, 1)));
-    return id;
-  }
-
-  // KL(softmax(p) || softmax(q)) over the model's vocabulary (padding
-  // columns excluded), in double.
-  double Kl(const std::vector<float>& p, const std::vector<float>& q) const {
-    const size_t v = static_cast<size_t>(model_->description().vocab_size);
-    auto log_softmax = [v](const std::vector<float>& x) {
-      double m = -1e300;
-      for (size_t i = 0; i < v; ++i) m = std::max(m, double{x[i]});
-      double z = 0.0;
-      for (size_t i = 0; i < v; ++i) z += std::exp(double{x[i]} - m);
-      std::vector<double> out(v);
-      for (size_t i = 0; i < v; ++i) out[i] = double{x[i]} - m - std::log(z);
-      return out;
-    };
-    const std::vector<double> lp = log_softmax(p), lq = log_softmax(q);
-    double kl = 0.0;
-    for (size_t i = 0; i < v; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-    return kl;
-  }
-
-  std::unique_ptr<Model> model_;
-  const StackedModel* stacked_ = nullptr;
-  std::unique_ptr<ResidentExecutor> gpu_;
-  std::unique_ptr<ResidentExecutor> cpu_;
-  std::string cleanup_;
-};
 
 TEST_P(ResidentExecutorCudaTest, PrefillAndBatchedStepsMatchTheCpu) {
   // Long enough for the chunked SSD scan (>= 64 tokens) over several
@@ -305,76 +203,6 @@ TEST_P(ResidentExecutorCudaTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
     }
     EXPECT_EQ(alone, batched[i]);
     ASSERT_OK(gpu_->Release(s));
-  }
-}
-
-// Decode steps recorded as graphs (the default) against the same steps run
-// as they are, on the GPU: the same ids, bit for bit, through batch sizes
-// that change (each size's first step runs, its second is recorded, later
-// ones replay) and a long prefill in between that grows the device's
-// scratch (graphs recorded before are recorded again). Models whose layers
-// page their states or route on the host run every step as it is, and say
-// why.
-TEST_P(ResidentExecutorCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
-  ResidentExecutorOptions options;
-  options.slots = 64;
-  options.step_graphs = false;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> device,
-                       NewCudaExecutorDevice(0));
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<ResidentExecutor> plain,
-      ResidentExecutor::Create(*stacked_, std::move(device), options));
-  // Every case but the paged ones and the mixture of experts.
-  const bool records =
-      !gpu_->has_paged_kv() && GetParam().name != "granite_tiny_moe";
-  std::vector<std::vector<int32_t>> got[2];
-  ResidentExecutor* executors[] = {gpu_.get(), plain.get()};
-  const int batches[] = {1, 3, 3, 3, 3, 1, 1, 1, 3, 3};
-  for (int e = 0; e < 2; ++e) {
-    ResidentExecutor& x = *executors[e];
-    std::vector<SlotId> slots;
-    std::vector<int32_t> next;
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_OK_AND_ASSIGN(SlotId s, x.NewSequence());
-      ASSERT_OK(x.Prefill(s, Tokens(5 + i, 300 + i)));
-      slots.push_back(s);
-      next.push_back(Tokens(1, 400 + i)[0]);
-    }
-    std::vector<kernels::SamplingRule> rules(3);
-    rules[1].temperature = 0.9f;
-    rules[1].top_p = 0.9f;
-    rules[1].seed = 11;
-    rules[2].temperature = 1.2f;
-    rules[2].top_k = 20;
-    rules[2].seed = 12;
-    for (int step = 0; step < 10; ++step) {
-      if (step == 6) {
-        // A pass of 512 rows: the scratch grows past what the steps used.
-        ASSERT_OK_AND_ASSIGN(SlotId s, x.NewSequence());
-        ASSERT_OK(x.Prefill(s, Tokens(1500, 500)));
-        ASSERT_OK(x.Release(s));
-      }
-      const int b = batches[step];
-      for (auto& r : rules) r.draw = static_cast<uint64_t>(step);
-      ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids,
-                           x.Step(absl::MakeConstSpan(next).subspan(0, b),
-                                  absl::MakeConstSpan(slots).subspan(0, b),
-                                  absl::MakeConstSpan(rules).subspan(0, b)));
-      for (int i = 0; i < b; ++i) next[i] = ids[i];
-      got[e].push_back(ids);
-    }
-  }
-  EXPECT_EQ(got[0], got[1]);
-  EXPECT_EQ(plain->device().traffic().graph_launches, 0);
-  if (records) {
-    EXPECT_OK(gpu_->step_graphs_status());
-    EXPECT_GE(gpu_->device().traffic().graph_launches, 4);
-    EXPECT_GE(gpu_->step_graphs(), 1);
-  } else {
-    EXPECT_EQ(gpu_->step_graphs_status().code(),
-              absl::StatusCode::kFailedPrecondition)
-        << gpu_->step_graphs_status();
-    EXPECT_EQ(gpu_->device().traffic().graph_launches, 0);
   }
 }
 

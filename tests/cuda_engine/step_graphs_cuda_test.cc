@@ -1,0 +1,102 @@
+// Decode steps recorded as CUDA graphs (engine/executor/step_graphs.h,
+// the executor's default) against the same steps run as they are, on the
+// GPU: the same ids, bit for bit, through batch sizes that change (each
+// size's first step runs, its second is recorded, later ones replay) and a
+// long prefill in between that grows the device's scratch (graphs recorded
+// before are recorded again); graph launches counted. Models whose layers
+// page their states (Llama) or route on the host (Granite's experts) run
+// every step as it is and say why. A test file of its own, with a few
+// small models, so that the device check's per-program minute holds it.
+// SKIPPED without a GPU.
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/sampling.h"
+#include "tests/cuda_engine/resident_cuda_fixture.h"
+#include "tests/testing/status_matchers.h"
+
+namespace twice::engine {
+namespace {
+
+using StepGraphsCudaTest = ResidentExecutorCudaTest;
+
+TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
+  ResidentExecutorOptions options;
+  options.slots = 64;
+  options.step_graphs = false;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> device,
+                       NewCudaExecutorDevice(0));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<ResidentExecutor> plain,
+      ResidentExecutor::Create(*stacked_, std::move(device), options));
+  // Every case but the paged ones and the mixture of experts.
+  const bool records =
+      !gpu_->has_paged_kv() && GetParam().name != "granite_tiny_moe";
+  std::vector<std::vector<int32_t>> got[2];
+  ResidentExecutor* executors[] = {gpu_.get(), plain.get()};
+  const int batches[] = {1, 3, 3, 3, 3, 1, 1, 1, 3, 3};
+  for (int e = 0; e < 2; ++e) {
+    ResidentExecutor& x = *executors[e];
+    std::vector<SlotId> slots;
+    std::vector<int32_t> next;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK_AND_ASSIGN(SlotId s, x.NewSequence());
+      ASSERT_OK(x.Prefill(s, Tokens(5 + i, 300 + i)));
+      slots.push_back(s);
+      next.push_back(Tokens(1, 400 + i)[0]);
+    }
+    std::vector<kernels::SamplingRule> rules(3);
+    rules[1].temperature = 0.9f;
+    rules[1].top_p = 0.9f;
+    rules[1].seed = 11;
+    rules[2].temperature = 1.2f;
+    rules[2].top_k = 20;
+    rules[2].seed = 12;
+    for (int step = 0; step < 10; ++step) {
+      if (step == 6) {
+        // A pass of 512 rows: the scratch grows past what the steps used.
+        ASSERT_OK_AND_ASSIGN(SlotId s, x.NewSequence());
+        ASSERT_OK(x.Prefill(s, Tokens(1500, 500)));
+        ASSERT_OK(x.Release(s));
+      }
+      const int b = batches[step];
+      for (auto& r : rules) r.draw = static_cast<uint64_t>(step);
+      ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids,
+                           x.Step(absl::MakeConstSpan(next).subspan(0, b),
+                                  absl::MakeConstSpan(slots).subspan(0, b),
+                                  absl::MakeConstSpan(rules).subspan(0, b)));
+      for (int i = 0; i < b; ++i) next[i] = ids[i];
+      got[e].push_back(ids);
+    }
+  }
+  EXPECT_EQ(got[0], got[1]);
+  EXPECT_EQ(plain->device().traffic().graph_launches, 0);
+  if (records) {
+    EXPECT_OK(gpu_->step_graphs_status());
+    EXPECT_GE(gpu_->device().traffic().graph_launches, 4);
+    EXPECT_GE(gpu_->step_graphs(), 1);
+  } else {
+    EXPECT_EQ(gpu_->step_graphs_status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << gpu_->step_graphs_status();
+    EXPECT_EQ(gpu_->device().traffic().graph_launches, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, StepGraphsCudaTest,
+    ::testing::Values(ExecutorCase{"mamba2_tiny", "", "mamba2", "tiny", false},
+                      ExecutorCase{"mamba2_130m_shape", "", "mamba2",
+                                   "mamba2-130m-shape", false},
+                      ExecutorCase{"based_tiny", "", "based", "tiny", false},
+                      ExecutorCase{"jrt_qa", "models/jrt-qa", "", "", true},
+                      ExecutorCase{"llama_tiny", "", "llama", "tiny", false},
+                      ExecutorCase{"granite_tiny_moe", "", "granitemoehybrid",
+                                   "tiny-moe", false}),
+    [](const ::testing::TestParamInfo<ExecutorCase>& info) {
+      return info.param.name;
+    });
+
+}  // namespace
+}  // namespace twice::engine
