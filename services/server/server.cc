@@ -262,6 +262,20 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
             return e.traffic().bytes_to_host;
           }));
       server->metrics_->AddGauge(
+          "twice_resident_step_graph_launches",
+          "Decode steps resident executors replayed as recorded device "
+          "graphs (--resident_step_graphs)",
+          sum([](const engine::ResidentExecutor& e) {
+            return e.traffic().graph_launches;
+          }));
+      server->metrics_->AddGauge(
+          "twice_resident_host_wait_seconds",
+          "Time resident executors' callers spent blocked on the device "
+          "(copies to the host)",
+          sum([](const engine::ResidentExecutor& e) {
+            return static_cast<double>(e.traffic().host_wait_ns) / 1e9;
+          }));
+      server->metrics_->AddGauge(
           "twice_resident_sequences",
           "Sequence states held in resident executors' device slots",
           sum([](const engine::ResidentExecutor& e) { return e.sequences(); }));

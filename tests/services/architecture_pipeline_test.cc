@@ -181,6 +181,12 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
       page = testing::HttpGet(port, "/metrics");
     }
     EXPECT_EQ(testing::Sample(page, "twice_resident_sequences"), 0) << page;
+    // Exported, and 0 on the CPU device: it records no graphs, and its
+    // copies to the host do not wait.
+    EXPECT_EQ(testing::Sample(page, "twice_resident_step_graph_launches"), 0)
+        << page;
+    EXPECT_EQ(testing::Sample(page, "twice_resident_host_wait_seconds"), 0)
+        << page;
     // Every sequence released: the KV cache is whole again (65536 tokens
     // with full attention: Llama, Nemotron-H, Granite-4.0-H; none without;
     // RAT's chunk table: 65536 tokens' chunks, whole blocks).
