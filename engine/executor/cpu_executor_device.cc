@@ -499,15 +499,6 @@ class CpuExecutorDevice final : public ExecutorDevice {
         Host(qkv), qkv_stride, dims, rotary_base, scale, slots.positions(),
         Host(ring_k), Host(ring_v), slots.slots(), Host(y));
   }
-  absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
-                          int64_t vocab,
-                          absl::Span<const kernels::SamplingRule> rules,
-                          absl::Span<int32_t> ids) override {
-    absl::Status s =
-        kernels::SampleRows(Host(logits), rows, row_stride, vocab, rules, ids);
-    if (s.ok()) traffic_.bytes_to_host += rows * int64_t{sizeof(int32_t)};
-    return s;
-  }
 
  private:
   DeviceTraffic traffic_;

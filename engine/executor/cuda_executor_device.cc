@@ -347,25 +347,6 @@ absl::Status CudaExecutorDevice::Gemm(cuda::DeviceSpan<const cuda::Bf16> x16,
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutorDevice::SampleRows(
-    DeviceFloats logits, int64_t rows, int64_t row_stride, int64_t vocab,
-    absl::Span<const kernels::SamplingRule> rules, absl::Span<int32_t> ids) {
-  if (static_cast<int64_t>(ids.size()) != rows) {
-    return absl::InvalidArgumentError("SampleRows: one id per row");
-  }
-  TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer out,
-                         allocator_.AllocateArray<int32_t>(rows));
-  TWICE_RETURN_IF_ERROR(cuda::SampleRows(*stream_, allocator_,
-                                         ConstSpan(logits), rows, row_stride,
-                                         vocab, rules, out.span<int32_t>()));
-  const int64_t bytes = rows * static_cast<int64_t>(sizeof(int32_t));
-  traffic_.bytes_to_device +=
-      static_cast<int64_t>(rules.size() * sizeof(kernels::SamplingRule));
-  traffic_.bytes_to_host += bytes;
-  const HostWaitTimer wait(traffic_);
-  return cuda::CopyToHost(out.data(), ids.data(), bytes, stream_->get());
-}
-
 CudaExecutorDevice::CudaExecutorDevice(int ordinal)
     : name_(
           absl::StrCat("cuda:", ordinal, " (", cuda::DeviceName(ordinal), ")")),

@@ -82,10 +82,6 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status RmsNormLinears(DeviceFloats x, int64_t rows, int64_t dim,
                               DeviceFloats weight, float eps, DeviceFloats y,
                               absl::Span<const LinearOutput> outputs) override;
-  absl::Status SampleRows(DeviceFloats logits, int64_t rows, int64_t row_stride,
-                          int64_t vocab,
-                          absl::Span<const kernels::SamplingRule> rules,
-                          absl::Span<int32_t> ids) override;
   std::string name() const override { return name_; }
   DeviceTraffic traffic() const override { return traffic_; }
   absl::Status Synchronize() override { return stream_->Synchronize(); }

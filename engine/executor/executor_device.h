@@ -420,12 +420,6 @@ class ExecutorDevice {
       DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
       float rotary_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
       const DeviceSlotMap& slots, DeviceFloats y) = 0;
-  // kernels/sampling.h; the `rows` ids land in `ids` on the host (the only
-  // bytes a decode step brings back).
-  [[nodiscard]] virtual absl::Status SampleRows(
-      DeviceFloats logits, int64_t rows, int64_t row_stride, int64_t vocab,
-      absl::Span<const kernels::SamplingRule> rules,
-      absl::Span<int32_t> ids) = 0;
 };
 
 // The checks every device runs on UploadSlotMap's and CopyRows's arguments

@@ -18,6 +18,7 @@
 #include "engine/executor/executor_device.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/sampling.h"
 #include "kernels/tensor.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/testing/status_matchers.h"
@@ -326,7 +327,7 @@ TEST_F(CudaExecutorDeviceTest, RmsNormLinearsEqualsTheNormThenTheProducts) {
 // packs into the step's block are what EmbedStep, the slot map and
 // SampleStep read there (a wrong offset or rule packing shows): the
 // embedding equals Embedding of the same ids, the sampled ids equal
-// SampleRows of the same logits and rules on the CPU device, for two
+// kernels::SampleRows of the same logits and rules on the CPU, for two
 // fillings of one step (the block is reused). An unfilled step and a
 // filling of the wrong size are refused.
 TEST_F(CudaExecutorDeviceTest, AStepReadsTheInputsItWasFilledWith) {
@@ -374,9 +375,8 @@ TEST_F(CudaExecutorDeviceTest, AStepReadsTheInputsItWasFilledWith) {
     ASSERT_OK(cuda_->SampleStep(dl->floats(), vocab, vocab, *step));
     std::vector<int32_t> got(rows), expected(rows);
     ASSERT_OK(cuda_->CopyStepIds(*step, absl::MakeSpan(got)));
-    std::unique_ptr<DeviceArray> hl = Put(*cpu_, logits);
-    ASSERT_OK(cpu_->SampleRows(hl->floats(), rows, vocab, vocab, rules,
-                               absl::MakeSpan(expected)));
+    ASSERT_OK(kernels::SampleRows(logits, rows, vocab, vocab, rules,
+                                  absl::MakeSpan(expected)));
     EXPECT_EQ(got, expected);
   }
   EXPECT_EQ(cuda_
