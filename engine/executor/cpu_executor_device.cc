@@ -133,6 +133,7 @@ class HostBlockTable final : public DeviceBlockTable {
       : blocks_(blocks.begin(), blocks.end()), width_(width) {}
   absl::Span<const int32_t> blocks() const override { return blocks_; }
   int64_t width() const override { return width_; }
+  void set_blocks(std::vector<int32_t> blocks) { blocks_ = std::move(blocks); }
 
  private:
   std::vector<int32_t> blocks_;
@@ -202,6 +203,14 @@ class CpuExecutorDevice final : public ExecutorDevice {
       absl::Span<const int32_t> table, int64_t width) override {
     TWICE_RETURN_IF_ERROR(CheckBlockTable(table, width));
     return std::make_unique<HostBlockTable>(table, width);
+  }
+  absl::Status FillBlockTable(DeviceBlockTable& table,
+                              absl::Span<const int32_t> rows,
+                              int64_t width) override {
+    TWICE_ASSIGN_OR_RETURN(std::vector<int32_t> padded,
+                           PaddedTableRows(table, rows, width));
+    static_cast<HostBlockTable&>(table).set_blocks(std::move(padded));
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<DeviceRoutes>> UploadRoutes(
       kernels::TopKRoutes routes) override {

@@ -171,6 +171,8 @@ class CudaBlockTable final : public DeviceBlockTable {
         device_(std::move(device)) {}
   absl::Span<const int32_t> blocks() const override { return blocks_; }
   int64_t width() const override { return width_; }
+  void set_blocks(std::vector<int32_t> blocks) { blocks_ = std::move(blocks); }
+  void* device_data() const { return device_.data(); }
   cuda::DeviceBlockTableView view() const {
     return {blocks_,
             {static_cast<const int32_t*>(device_.data()),

@@ -126,6 +126,23 @@ CudaExecutorDevice::UploadBlockTable(absl::Span<const int32_t> table,
       std::make_unique<CudaBlockTable>(table, width, std::move(device)));
 }
 
+absl::Status CudaExecutorDevice::FillBlockTable(DeviceBlockTable& table,
+                                                absl::Span<const int32_t> rows,
+                                                int64_t width) {
+  TWICE_ASSIGN_OR_RETURN(std::vector<int32_t> padded,
+                         PaddedTableRows(table, rows, width));
+  auto& t = static_cast<CudaBlockTable&>(table);
+  const int64_t bytes = static_cast<int64_t>(padded.size() * sizeof(int32_t));
+  if (bytes > 0) {
+    // Queued behind the work that read the old rows (one stream).
+    TWICE_RETURN_IF_ERROR(
+        stream_->Upload(padded.data(), t.device_data(), bytes));
+  }
+  traffic_.bytes_to_device += bytes;
+  t.set_blocks(std::move(padded));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<DeviceRoutes>> CudaExecutorDevice::UploadRoutes(
     kernels::TopKRoutes routes) {
   TWICE_RETURN_IF_ERROR(kernels::CheckRoutes(routes));

@@ -62,6 +62,9 @@ class CudaExecutorDevice final : public ExecutorDevice {
   int64_t layout_generation() const override { return layout_generation_; }
   absl::StatusOr<std::unique_ptr<DeviceBlockTable>> UploadBlockTable(
       absl::Span<const int32_t> table, int64_t width) override;
+  absl::Status FillBlockTable(DeviceBlockTable& table,
+                              absl::Span<const int32_t> rows,
+                              int64_t width) override;
   absl::StatusOr<std::unique_ptr<DeviceRoutes>> UploadRoutes(
       kernels::TopKRoutes routes) override;
   absl::Status CopyRows(DeviceFloats src, int64_t src_stride, DeviceFloats dst,

@@ -1,5 +1,7 @@
 #include "engine/executor/executor_device.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
 
@@ -28,6 +30,24 @@ absl::Status CheckBlockTable(absl::Span<const int32_t> table, int64_t width) {
                      " entries are not whole rows of width ", width));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> PaddedTableRows(
+    const DeviceBlockTable& table, absl::Span<const int32_t> rows,
+    int64_t width) {
+  TWICE_RETURN_IF_ERROR(CheckBlockTable(rows, width));
+  const int64_t to = table.width();
+  const int64_t n = static_cast<int64_t>(table.blocks().size()) / to;
+  if (static_cast<int64_t>(rows.size()) / width != n || width > to) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FillBlockTable: a table of ", n, " rows of width ", to,
+        " cannot take ", rows.size() / width, " rows of width ", width));
+  }
+  std::vector<int32_t> padded(static_cast<size_t>(n * to), -1);
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy_n(rows.begin() + r * width, width, padded.begin() + r * to);
+  }
+  return padded;
 }
 
 kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,

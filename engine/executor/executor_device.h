@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -215,6 +216,14 @@ class ExecutorDevice {
   // none) on the device.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceBlockTable>>
   UploadBlockTable(absl::Span<const int32_t> table, int64_t width) = 0;
+  // Refills `table` (made by UploadBlockTable) in place with `rows`
+  // [table's rows, width], width <= table.width(), each row padded with -1
+  // to the table's width: a decode step's tables stay where a recorded
+  // step reads them (queued like CopyToDevice; INVALID_ARGUMENT, with the
+  // table unchanged, for another row count or a wider table).
+  [[nodiscard]] virtual absl::Status FillBlockTable(
+      DeviceBlockTable& table, absl::Span<const int32_t> rows,
+      int64_t width) = 0;
   // `routes` (checked: kernels::CheckRoutes) on the device.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceRoutes>>
   UploadRoutes(kernels::TopKRoutes routes) = 0;
@@ -430,6 +439,11 @@ class ExecutorDevice {
                                         absl::Span<const int64_t> positions);
 [[nodiscard]] absl::Status CheckBlockTable(absl::Span<const int32_t> table,
                                            int64_t width);
+// FillBlockTable's checks (CheckBlockTable, the table's row count, width
+// <= the table's), then `rows` padded with -1 to the table's width.
+[[nodiscard]] absl::StatusOr<std::vector<int32_t>> PaddedTableRows(
+    const DeviceBlockTable& table, absl::Span<const int32_t> rows,
+    int64_t width);
 // `dims` with the table's width (what the paged operations pass on).
 kernels::PagedKvDims WithTableWidth(kernels::PagedKvDims dims,
                                     const DeviceBlockTable& table);

@@ -77,18 +77,18 @@ absl::StatusOr<std::vector<KvBlockTable::Run>> KvBlockTable::Runs(
   return runs;
 }
 
-std::vector<int32_t> KvBlockTable::Rows(absl::Span<const int32_t> slots,
-                                        int64_t& width) const {
-  width = 1;
+BlockTableRows KvBlockTable::Rows(absl::Span<const int32_t> slots) const {
+  BlockTableRows rows;
   for (int32_t s : slots) {
-    width = std::max(
-        width, static_cast<int64_t>(owned_[static_cast<size_t>(s)].size()));
+    rows.width =
+        std::max(rows.width,
+                 static_cast<int64_t>(owned_[static_cast<size_t>(s)].size()));
   }
-  std::vector<int32_t> rows(slots.size() * static_cast<size_t>(width), -1);
+  rows.blocks.assign(slots.size() * static_cast<size_t>(rows.width), -1);
   for (size_t r = 0; r < slots.size(); ++r) {
     const std::vector<int32_t>& owned = owned_[static_cast<size_t>(slots[r])];
     std::copy(owned.begin(), owned.end(),
-              rows.begin() + static_cast<int64_t>(r) * width);
+              rows.blocks.begin() + static_cast<int64_t>(r) * rows.width);
   }
   return rows;
 }

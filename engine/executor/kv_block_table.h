@@ -26,6 +26,13 @@
 
 namespace twice::engine {
 
+// Slots' block lists as table rows [rows, width] (block indices in
+// position order, shorter lists padded with -1).
+struct BlockTableRows {
+  std::vector<int32_t> blocks;
+  int64_t width = 1;
+};
+
 class KvBlockTable {
  public:
   // blocks >= 0, block_size >= 1, slots >= 1.
@@ -64,9 +71,8 @@ class KvBlockTable {
   [[nodiscard]] absl::StatusOr<std::vector<Run>> Runs(int32_t slot,
                                                       int64_t rows) const;
   // The slots' block lists as table rows [slots.size(), width], width the
-  // longest list (at least 1), shorter rows padded with -1.
-  std::vector<int32_t> Rows(absl::Span<const int32_t> slots,
-                            int64_t& width) const;
+  // longest list (at least 1).
+  BlockTableRows Rows(absl::Span<const int32_t> slots) const;
 
  private:
   const int64_t blocks_;

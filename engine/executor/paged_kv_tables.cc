@@ -43,15 +43,20 @@ void PagedKvTables::Free(int32_t slot) {
   for (Entry& e : tables_) e.table->Free(slot);
 }
 
+std::vector<BlockTableRows> PagedKvTables::Rows(
+    absl::Span<const int32_t> slots) const {
+  std::vector<BlockTableRows> out;
+  for (const Entry& e : tables_) out.push_back(e.table->Rows(slots));
+  return out;
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<DeviceBlockTable>>>
 PagedKvTables::Upload(ExecutorDevice& device,
                       absl::Span<const int32_t> slots) const {
   std::vector<std::unique_ptr<DeviceBlockTable>> out;
-  for (const Entry& e : tables_) {
-    int64_t width = 0;
-    const std::vector<int32_t> rows = e.table->Rows(slots, width);
+  for (const BlockTableRows& rows : Rows(slots)) {
     TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBlockTable> table,
-                           device.UploadBlockTable(rows, width));
+                           device.UploadBlockTable(rows.blocks, rows.width));
     out.push_back(std::move(table));
   }
   return out;

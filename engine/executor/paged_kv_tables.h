@@ -40,7 +40,9 @@ class PagedKvTables {
   [[nodiscard]] absl::Status Reserve(absl::Span<const int32_t> slots,
                                      absl::Span<const int64_t> tokens);
   void Free(int32_t slot);
-  // The slots' rows of every table on the device, in Register order.
+  // The slots' rows of every table, in Register order.
+  std::vector<BlockTableRows> Rows(absl::Span<const int32_t> slots) const;
+  // The same on the device.
   [[nodiscard]] absl::StatusOr<std::vector<std::unique_ptr<DeviceBlockTable>>>
   Upload(ExecutorDevice& device, absl::Span<const int32_t> slots) const;
 

@@ -119,13 +119,9 @@ absl::Status ResidentExecutor::Load() {
   TWICE_ASSIGN_OR_RETURN(h_, dev.Allocate(rows_ * dim_));
   TWICE_ASSIGN_OR_RETURN(scratch_, dev.Allocate(scratch));
   TWICE_ASSIGN_OR_RETURN(logits_, dev.Allocate(options_.slots * vocab_rows_));
-  // A step graph holds a step's every launch with its arguments: block
-  // tables that change every step and a routing that needs the host in
-  // the middle of the pass cannot be in one.
-  if (!kv_tables_.empty()) {
-    step_graphs_.Disable(absl::FailedPreconditionError(
-        "a layer pages its state (its block tables change every step)"));
-  }
+  // A step graph holds a step's every launch with its arguments: a
+  // routing that needs the host in the middle of the pass cannot be in
+  // one. (Block tables can: each batch size's stay put, StepGraphs.)
   for (const auto& b : blocks_) {
     if (b->mixer->routes_on_host() ||
         (b->ffn != nullptr && b->ffn->routes_on_host())) {
@@ -501,12 +497,13 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
   }
   TWICE_ASSIGN_OR_RETURN(DeviceStep * step,
                          step_graphs_.StepFor(*device_, batch));
-  absl::StatusOr<PassTables> kv_tables = PassKvTables(slots);
+  absl::StatusOr<std::vector<const DeviceBlockTable*>> kv_tables =
+      step_graphs_.FillTables(*device_, batch, kv_tables_.Rows(indices));
   absl::Status s = kv_tables.status();
   if (s.ok()) s = device_->FillStep(*step, tokens, indices, positions, rules);
   if (s.ok()) {
     s = step_graphs_.Run(*device_, batch,
-                         [&] { return StepWork(*step, kv_tables->views); });
+                         [&] { return StepWork(*step, *kv_tables); });
   }
   if (s.ok()) s = device_->CopyStepIds(*step, absl::MakeSpan(ids));
   if (!s.ok()) {

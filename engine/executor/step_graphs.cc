@@ -1,6 +1,7 @@
 #include "engine/executor/step_graphs.h"
 
 #include <utility>
+#include <vector>
 
 #include "kernels/status_macros.h"
 
@@ -39,6 +40,56 @@ absl::StatusOr<DeviceStep*> StepGraphs::StepFor(ExecutorDevice& device,
   return e.step.get();
 }
 
+int64_t StepGraphs::TableWidthFor(int64_t width) {
+  int64_t w = kMinTableWidth;
+  while (w < width) w *= 2;
+  return w;
+}
+
+absl::StatusOr<std::vector<const DeviceBlockTable*>> StepGraphs::FillTables(
+    ExecutorDevice& device, int64_t rows,
+    absl::Span<const BlockTableRows> tables) {
+  auto it = entries_.find(rows);
+  if (it == entries_.end()) {
+    return absl::FailedPreconditionError("StepGraphs: no step of that size");
+  }
+  Entry& e = it->second;
+  if (e.tables.size() != tables.size()) {
+    e.tables.clear();
+    e.tables.resize(tables.size());
+  }
+  std::vector<const DeviceBlockTable*> views;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const BlockTableRows& t = tables[i];
+    std::unique_ptr<DeviceBlockTable>& table = e.tables[i];
+    if (table == nullptr || table->width() < t.width) {
+      // Made anew (empty rows of the new width), so a graph that read the
+      // old one is stale.
+      const int64_t width = TableWidthFor(t.width);
+      const std::vector<int32_t> empty(static_cast<size_t>(rows * width), -1);
+      absl::StatusOr<std::unique_ptr<DeviceBlockTable>> made =
+          device.UploadBlockTable(empty, width);
+      if (!made.ok()) {
+        e.tables.clear();
+        return made.status();
+      }
+      table = *std::move(made);
+      ++e.table_moves;
+    }
+    TWICE_RETURN_IF_ERROR(device.FillBlockTable(*table, t.blocks, t.width));
+    views.push_back(table.get());
+  }
+  return views;
+}
+
+int64_t StepGraphs::Generation(const ExecutorDevice& device,
+                               int64_t rows) const {
+  auto it = entries_.find(rows);
+  // Both counters only grow, so their sum changes whenever either does.
+  return device.layout_generation() +
+         (it != entries_.end() ? it->second.table_moves : 0);
+}
+
 absl::Status StepGraphs::Run(ExecutorDevice& device, int64_t rows,
                              absl::FunctionRef<absl::Status()> work) {
   auto it = entries_.find(rows);
@@ -46,7 +97,7 @@ absl::Status StepGraphs::Run(ExecutorDevice& device, int64_t rows,
     return absl::FailedPreconditionError("StepGraphs: no step of that size");
   }
   Entry& e = it->second;
-  const int64_t generation = device.layout_generation();
+  const int64_t generation = Generation(device, rows);
   switch (ChooseStepAction(record_, e.state, generation)) {
     case StepAction::kReplay:
       return device.Launch(*e.graph);
@@ -72,7 +123,7 @@ absl::Status StepGraphs::Run(ExecutorDevice& device, int64_t rows,
     }
     return work();
   }
-  if (device.layout_generation() != generation) {
+  if (Generation(device, rows) != generation) {
     // Recording moved a buffer after all: the graph may read the old one.
     ++e.state.failed_recordings;
     return work();

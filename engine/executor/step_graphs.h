@@ -13,6 +13,14 @@
 // device without graphs (UNIMPLEMENTED) turns recording off for good
 // (status() says why); a batch size whose recording fails twice runs as it
 // is from then on, the others keep theirs.
+//
+// A model that pages its states (full attention, RAT) reads block tables
+// that change every step; each batch size keeps its own tables, refilled
+// in place every step (FillTables) so a graph reads them where they were
+// recorded. A table is made wider than its rows need (the next power of
+// two, at least kMinTableWidth blocks); only when a sequence outgrows it
+// is it made anew, and the size's graph recorded again: a few times over a
+// sequence's life, not every step.
 // Not thread-safe: the executor calls it under its lock.
 #ifndef TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
 #define TWICE_ENGINE_EXECUTOR_STEP_GRAPHS_H_
@@ -20,11 +28,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/executor/executor_device.h"
+#include "engine/executor/kv_block_table.h"
 
 namespace twice::engine {
 
@@ -34,7 +45,7 @@ enum class StepAction { kRunAsIs, kRecord, kReplay };
 // The state of one batch size that the choice reads.
 struct StepRecordState {
   bool has_graph = false;
-  int64_t graph_generation = 0;  // the device's layout when recorded
+  int64_t graph_generation = 0;  // StepGraphs::Generation when recorded
   int64_t runs_as_is = 0;        // steps that ran as they are and succeeded
   int64_t failed_recordings = 0;
 };
@@ -54,9 +65,23 @@ class StepGraphs {
   // `record`: whether steps may be recorded at all.
   explicit StepGraphs(bool record);
 
+  // The narrowest step table: blocks for the first few hundred tokens.
+  static constexpr int64_t kMinTableWidth = 8;
+  // The width a step table is made with for rows of `width` blocks.
+  static int64_t TableWidthFor(int64_t width);
+
   // The step buffers of batch size `rows` (made on first use).
   [[nodiscard]] absl::StatusOr<DeviceStep*> StepFor(ExecutorDevice& device,
                                                     int64_t rows);
+  // The step tables of batch size `rows` (StepFor called before) refilled
+  // with `tables` (one per paged table of the model, in order), in order.
+  [[nodiscard]] absl::StatusOr<std::vector<const DeviceBlockTable*>> FillTables(
+      ExecutorDevice& device, int64_t rows,
+      absl::Span<const BlockTableRows> tables);
+  // What a graph of batch size `rows` must have been recorded at to be
+  // replayed: the device's layout and the size's table moves together.
+  int64_t Generation(const ExecutorDevice& device, int64_t rows) const;
+
   // Runs the step of batch size `rows` (StepFor called before), whose
   // work `work` queues: replayed, recorded, or run as it is (above).
   [[nodiscard]] absl::Status Run(ExecutorDevice& device, int64_t rows,
@@ -77,6 +102,8 @@ class StepGraphs {
     std::unique_ptr<DeviceGraph> graph;
     StepRecordState state;
     uint64_t last_use = 0;
+    std::vector<std::unique_ptr<DeviceBlockTable>> tables;
+    int64_t table_moves = 0;  // tables made anew (a graph reading one is stale)
   };
   // Drops the least recently used graph while kMaxGraphs are kept.
   void MakeRoom();

@@ -4,10 +4,12 @@
 // size's first step runs, its second is recorded, later ones replay) and a
 // long prefill in between that grows the device's scratch (graphs recorded
 // before are recorded again); graph launches counted. Models whose layers
-// page their states (Llama) or route on the host (Granite's experts) run
-// every step as it is and say why. A test file of its own, with a few
-// small models, so that the device check's per-program minute holds it.
-// SKIPPED without a GPU.
+// page their states (Llama, RAT) run with blocks of one row, so that their
+// sequences outgrow their batch size's step tables within the test (the
+// tables are made anew and the graphs recorded again); models whose
+// layers route on the host (Granite's experts) run every step as it is
+// and say why. A test file of its own, with a few small models, so that
+// the device check's per-program minute holds it. SKIPPED without a GPU.
 #include <memory>
 #include <vector>
 
@@ -22,19 +24,26 @@ namespace {
 using StepGraphsCudaTest = ResidentExecutorCudaTest;
 
 TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
-  ResidentExecutorOptions options;
-  options.slots = 64;
-  options.step_graphs = false;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> device,
-                       NewCudaExecutorDevice(0));
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<ResidentExecutor> plain,
-      ResidentExecutor::Create(*stacked_, std::move(device), options));
-  // Every case but the paged ones and the mixture of experts.
-  const bool records =
-      !gpu_->has_paged_kv() && GetParam().name != "granite_tiny_moe";
+  // The fixture's executors go: these two take blocks of one row.
+  gpu_.reset();
+  cpu_.reset();
+  std::unique_ptr<ResidentExecutor> made[2];
+  for (int e = 0; e < 2; ++e) {
+    ResidentExecutorOptions options;
+    options.slots = 64;
+    options.kv_block_size = 1;
+    options.step_graphs = e == 0;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> device,
+                         NewCudaExecutorDevice(0));
+    ASSERT_OK_AND_ASSIGN(made[e], ResidentExecutor::Create(
+                                      *stacked_, std::move(device), options));
+  }
+  ResidentExecutor& recording = *made[0];
+  ResidentExecutor& plain = *made[1];
+  // Every case but the mixture of experts.
+  const bool records = GetParam().name != "granite_tiny_moe";
   std::vector<std::vector<int32_t>> got[2];
-  ResidentExecutor* executors[] = {gpu_.get(), plain.get()};
+  ResidentExecutor* executors[] = {&recording, &plain};
   const int batches[] = {1, 3, 3, 3, 3, 1, 1, 1, 3, 3};
   for (int e = 0; e < 2; ++e) {
     ResidentExecutor& x = *executors[e];
@@ -71,16 +80,16 @@ TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
     }
   }
   EXPECT_EQ(got[0], got[1]);
-  EXPECT_EQ(plain->device().traffic().graph_launches, 0);
+  EXPECT_EQ(plain.device().traffic().graph_launches, 0);
   if (records) {
-    EXPECT_OK(gpu_->step_graphs_status());
-    EXPECT_GE(gpu_->device().traffic().graph_launches, 4);
-    EXPECT_GE(gpu_->step_graphs(), 1);
+    EXPECT_OK(recording.step_graphs_status());
+    EXPECT_GE(recording.device().traffic().graph_launches, 4);
+    EXPECT_GE(recording.step_graphs(), 1);
   } else {
-    EXPECT_EQ(gpu_->step_graphs_status().code(),
+    EXPECT_EQ(recording.step_graphs_status().code(),
               absl::StatusCode::kFailedPrecondition)
-        << gpu_->step_graphs_status();
-    EXPECT_EQ(gpu_->device().traffic().graph_launches, 0);
+        << recording.step_graphs_status();
+    EXPECT_EQ(recording.device().traffic().graph_launches, 0);
   }
 }
 
@@ -92,6 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ExecutorCase{"based_tiny", "", "based", "tiny", false},
                       ExecutorCase{"jrt_qa", "models/jrt-qa", "", "", true},
                       ExecutorCase{"llama_tiny", "", "llama", "tiny", false},
+                      ExecutorCase{"rat_tiny", "", "rat", "tiny", false},
                       ExecutorCase{"granite_tiny_moe", "", "granitemoehybrid",
                                    "tiny-moe", false}),
     [](const ::testing::TestParamInfo<ExecutorCase>& info) {

@@ -27,6 +27,7 @@
 #include "engine/models/stacked_model.h"
 #include "gtest/gtest.h"
 #include "kernels/sampling.h"
+#include "kernels/status_macros.h"
 #include "tests/engine/test_model_util.h"
 #include "tests/testing/status_matchers.h"
 
@@ -138,6 +139,16 @@ class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
         ResidentExecutor::Create(*stacked_, NewCpuExecutorDevice(), o);
     EXPECT_OK(e);
     return e.ok() ? *std::move(e) : nullptr;
+  }
+
+  // The id `rule` draws from one row of logits.
+  static absl::StatusOr<int32_t> SampleOne(const std::vector<float>& logits,
+                                           const kernels::SamplingRule& rule) {
+    int32_t id = -1;
+    TWICE_RETURN_IF_ERROR(kernels::SampleRows(
+        logits, 1, static_cast<int64_t>(logits.size()), kExecutorVocab,
+        absl::MakeConstSpan(&rule, 1), absl::MakeSpan(&id, 1)));
+    return id;
   }
 
   // `steps` tokens the model generates after `prompt` by `rule`.

@@ -90,10 +90,7 @@ TEST_P(ResidentExecutorTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
     ASSERT_OK_AND_ASSIGN(SlotId slot, batched->NewSequence());
     ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
                          batched->Prefill(slot, prompts[i]));
-    int32_t first = -1;
-    ASSERT_OK(kernels::SampleRows(logits, 1, logits.size(), kExecutorVocab,
-                                  absl::MakeConstSpan(&rules[i], 1),
-                                  absl::MakeSpan(&first, 1)));
+    ASSERT_OK_AND_ASSIGN(const int32_t first, SampleOne(logits, rules[i]));
     slots.push_back(slot);
     next.push_back(first);
   }
@@ -128,6 +125,50 @@ TEST_P(ResidentExecutorTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
     }
     EXPECT_EQ(mine, got[i]);
     ASSERT_OK(alone->Release(slot));
+  }
+}
+
+// Blocks of one row: the paged models' sequences outgrow their batch
+// size's step tables (StepGraphs::FillTables makes them anew, wider) and
+// refill them in place every step between; the tokens are the model's.
+TEST_P(ResidentExecutorTest, StepsThroughGrowingStepTablesMatchTheModel) {
+  std::unique_ptr<ResidentExecutor> e =
+      NewExecutor(/*slots=*/3, /*prefill_chunk=*/64,
+                  /*kv_cache_tokens=*/4096, /*kv_block_size=*/1);
+  ASSERT_NE(e, nullptr);
+  if (!e->has_paged_kv()) GTEST_SKIP() << "no paged state";
+  constexpr int kSteps = 30;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SlotId> slots;
+  std::vector<int32_t> next;
+  const std::vector<kernels::SamplingRule> rules(3, ExecutorGreedy());
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(RandomTokens(4 + 7 * i, kExecutorVocab, 700 + i));
+    ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+    ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
+                         e->Prefill(slot, prompts[i]));
+    ASSERT_OK_AND_ASSIGN(const int32_t first, SampleOne(logits, rules[i]));
+    slots.push_back(slot);
+    next.push_back(first);
+  }
+  std::vector<std::vector<int32_t>> got(3);
+  for (int i = 0; i < 3; ++i) got[i].push_back(next[i]);
+  for (int step = 1; step < kSteps; ++step) {
+    // Batches of 3 and of 2 in turn: each size keeps its own tables.
+    const size_t b = step % 3 == 0 ? 2 : 3;
+    ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids,
+                         e->Step(absl::MakeConstSpan(next).subspan(0, b),
+                                 absl::MakeConstSpan(slots).subspan(0, b),
+                                 absl::MakeConstSpan(rules).subspan(0, b)));
+    for (size_t i = 0; i < b; ++i) {
+      next[i] = ids[i];
+      got[i].push_back(ids[i]);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i], ModelTokens(prompts[i], ExecutorGreedy(),
+                                  static_cast<int>(got[i].size())));
   }
 }
 

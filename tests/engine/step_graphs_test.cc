@@ -4,11 +4,14 @@
 // give up on a size after two failed recordings; never record with
 // recording off. And on the CPU device, which records no graphs, the
 // executor-facing object: buffers per batch size, recording off after the
-// first attempt with the device's UNIMPLEMENTED. (Recording and replaying
-// on a GPU: tests/cuda_engine/resident_executor_cuda_test.cc.)
+// first attempt with the device's UNIMPLEMENTED, and step tables that
+// stay put while their rows fit and are made anew (a new generation) when
+// they do not. (Recording and replaying on a GPU:
+// tests/cuda_engine/step_graphs_cuda_test.cc.)
 #include "engine/executor/step_graphs.h"
 
 #include <memory>
+#include <vector>
 
 #include "engine/executor/executor_device.h"
 #include "gtest/gtest.h"
@@ -72,6 +75,86 @@ TEST(StepGraphsTest, OnTheCpuRecordingEndsWithTheDevicesAnswer) {
             absl::StatusCode::kInternal);
   EXPECT_EQ(graphs.StepFor(*cpu, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StepGraphsTest, TableWidthsGrowByDoubling) {
+  EXPECT_EQ(StepGraphs::TableWidthFor(1), StepGraphs::kMinTableWidth);
+  EXPECT_EQ(StepGraphs::TableWidthFor(8), 8);
+  EXPECT_EQ(StepGraphs::TableWidthFor(9), 16);
+  EXPECT_EQ(StepGraphs::TableWidthFor(1000), 1024);
+}
+
+TEST(StepGraphsTest, StepTablesStayPutUntilTheirRowsOutgrowThem) {
+  std::unique_ptr<ExecutorDevice> cpu = NewCpuExecutorDevice();
+  StepGraphs graphs(/*record=*/true);
+  ASSERT_OK(graphs.StepFor(*cpu, 2).status());
+  const int64_t start = graphs.Generation(*cpu, 2);
+  // Two paged tables of a model (rows per token, rows per chunk).
+  const std::vector<BlockTableRows> first = {{{4, 7, 9, -1}, 2}, {{3, 5}, 1}};
+  ASSERT_OK_AND_ASSIGN(std::vector<const DeviceBlockTable*> t1,
+                       graphs.FillTables(*cpu, 2, first));
+  ASSERT_EQ(t1.size(), 2u);
+  EXPECT_EQ(t1[0]->width(), StepGraphs::kMinTableWidth);
+  const std::vector<int32_t> padded = {4, 7,  -1, -1, -1, -1, -1, -1,
+                                       9, -1, -1, -1, -1, -1, -1, -1};
+  EXPECT_EQ(
+      std::vector<int32_t>(t1[0]->blocks().begin(), t1[0]->blocks().end()),
+      padded);
+  const int64_t made = graphs.Generation(*cpu, 2);
+  EXPECT_GT(made, start);
+
+  // Rows that still fit: the same tables, refilled; the generation holds.
+  const std::vector<BlockTableRows> second = {{{4, 7, 2, 9, 1, 6}, 3},
+                                              {{3, 5}, 1}};
+  ASSERT_OK_AND_ASSIGN(std::vector<const DeviceBlockTable*> t2,
+                       graphs.FillTables(*cpu, 2, second));
+  EXPECT_EQ(t2, t1);
+  EXPECT_EQ(t2[0]->blocks()[2], 2);
+  EXPECT_EQ(t2[0]->blocks()[8 + 2], 6);
+  EXPECT_EQ(graphs.Generation(*cpu, 2), made);
+
+  // A row of nine blocks outgrows the first table: made anew, wider.
+  BlockTableRows wide{std::vector<int32_t>(18, 1), 9};
+  const std::vector<BlockTableRows> third = {wide, {{3, 5}, 1}};
+  ASSERT_OK_AND_ASSIGN(std::vector<const DeviceBlockTable*> t3,
+                       graphs.FillTables(*cpu, 2, third));
+  EXPECT_EQ(t3[0]->width(), 16);
+  EXPECT_EQ(t3[1], t1[1]);
+  EXPECT_GT(graphs.Generation(*cpu, 2), made);
+  // Another batch size has tables of its own.
+  ASSERT_OK(graphs.StepFor(*cpu, 1).status());
+  const std::vector<BlockTableRows> single = {{{8}, 1}};
+  ASSERT_OK_AND_ASSIGN(std::vector<const DeviceBlockTable*> one,
+                       graphs.FillTables(*cpu, 1, single));
+  EXPECT_NE(one[0], t3[0]);
+  // Rows of another batch size, and a size without buffers, are refused.
+  EXPECT_EQ(graphs.FillTables(*cpu, 1, first).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(graphs.FillTables(*cpu, 5, first).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ExecutorDeviceTablesTest, FillBlockTableRefusesWhatDoesNotFit) {
+  std::unique_ptr<ExecutorDevice> cpu = NewCpuExecutorDevice();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceBlockTable> table,
+                       cpu->UploadBlockTable({1, 2, 3, 4, 5, 6}, 3));
+  const std::vector<int32_t> before(table->blocks().begin(),
+                                    table->blocks().end());
+  // Wider than the table, another row count, not whole rows.
+  EXPECT_EQ(cpu->FillBlockTable(*table, {1, 2, 3, 4, 5, 6, 7, 8}, 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu->FillBlockTable(*table, {1, 2, 3}, 3).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu->FillBlockTable(*table, {1, 2, 3}, 2).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      std::vector<int32_t>(table->blocks().begin(), table->blocks().end()),
+      before);
+  ASSERT_OK(cpu->FillBlockTable(*table, {8, 9}, 1));
+  EXPECT_EQ(
+      std::vector<int32_t>(table->blocks().begin(), table->blocks().end()),
+      (std::vector<int32_t>{8, -1, -1, 9, -1, -1}));
+  EXPECT_EQ(table->width(), 3);
 }
 
 }  // namespace
