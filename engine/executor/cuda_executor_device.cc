@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/paged_splits.h"
 #include "kernels/cuda/weight_upload.h"
 #include "kernels/status_macros.h"
 
@@ -42,6 +43,8 @@ absl::StatusOr<std::unique_ptr<ExecutorDevice>> CudaExecutorDevice::Create(
       d->slot_zero_.data(), 0, sizeof(int32_t), d->stream_->get()));
   TWICE_ASSIGN_OR_RETURN(d->downloads_, cuda::HostDownloads::Create(ordinal));
   d->fused_linear_attention_fits_ = cuda::FusedLinearAttentionFits(ordinal);
+  d->split_warps_ = int64_t{cuda::MultiprocessorCount(ordinal)} *
+                    cuda::kSplitWarpsPerMultiprocessor;
   return std::unique_ptr<ExecutorDevice>(std::move(d));
 }
 

@@ -233,6 +233,11 @@ class CudaExecutorDevice final : public ExecutorDevice {
   cuda::DeviceBuffer wide_output_;
   cuda::DeviceBuffer slot_zero_;              // one int32 0
   bool fused_linear_attention_fits_ = false;  // cuda::FusedLinearAttentionFits
+  // Paged attention of few rows splits each row's positions to keep about
+  // this many warps busy (cuda/paged_splits.h), partial sums in
+  // split_partials_ (sized for any length, so recorded steps keep it).
+  int64_t split_warps_ = 0;
+  cuda::DeviceBuffer split_partials_;
   int64_t layout_generation_ = 0;
   // States and logits to the host: a copy stream and page-locked staging.
   std::unique_ptr<cuda::HostDownloads> downloads_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/executor/cuda_executor_device.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/paged_splits.h"
 #include "kernels/status_macros.h"
 
 namespace twice::engine::cuda_executor {
@@ -93,11 +94,21 @@ absl::Status CudaExecutorDevice::PagedAttention(
     DeviceFloats q, int64_t q_stride, const DevicePassRows& rows,
     const kernels::PagedKvDims& dims, const DeviceBlockTable& table,
     DeviceFloats k_pool, DeviceFloats v_pool, float scale, DeviceFloats y) {
+  const kernels::PagedKvDims d = WithTableWidth(dims, table);
+  // Splits by the longest position the table can address, partial sums
+  // in a block sized for any length: a recorded step keeps both.
+  cuda::PagedSplit split;
+  split.splits = cuda::PagedAttentionSplits(
+      rows.rows * d.heads, d.table_width * d.block_size, split_warps_);
+  if (const int64_t most = cuda::MaxPagedSplitFloats(rows.rows, d.heads,
+                                                     d.head_dim, split_warps_);
+      most > 0) {
+    TWICE_ASSIGN_OR_RETURN(split.partials, Kept<float>(split_partials_, most));
+  }
   return cuda::PagedCausalAttention(
-      *stream_, ConstSpan(q), q_stride, CudaPagedRowsOf(rows),
-      WithTableWidth(dims, table),
+      *stream_, ConstSpan(q), q_stride, CudaPagedRowsOf(rows), d,
       static_cast<const CudaBlockTable&>(table).view(), ConstSpan(k_pool),
-      ConstSpan(v_pool), scale, Span(y));
+      ConstSpan(v_pool), scale, Span(y), split);
 }
 
 }  // namespace twice::engine::cuda_executor

@@ -226,11 +226,19 @@ struct DeviceBlockTableView {
     DeviceSpan<const float> v, int64_t v_stride, const DevicePagedRows& rows,
     const PagedKvDims& dims, const DeviceBlockTableView& table,
     DeviceSpan<float> k_pool, DeviceSpan<float> v_pool);
+// A split pass (paged_splits.h): `splits` warps per (row, head) sharing
+// its positions, their partial sums in `partials` (at least
+// PagedSplitFloats floats; unused with splits = 1).
+struct PagedSplit {
+  int64_t splits = 1;
+  DeviceSpan<float> partials;
+};
 [[nodiscard]] absl::Status PagedCausalAttention(
     const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
     const DevicePagedRows& rows, const PagedKvDims& dims,
     const DeviceBlockTableView& table, DeviceSpan<const float> k_pool,
-    DeviceSpan<const float> v_pool, float scale, DeviceSpan<float> out);
+    DeviceSpan<const float> v_pool, float scale, DeviceSpan<float> out,
+    const PagedSplit& split = {});
 
 // ---- RAT over paged closed chunks (f32) -------------------------------------
 

@@ -31,4 +31,14 @@ std::string DeviceName(int index) {
   return buf;
 }
 
+int MultiprocessorCount(int index) {
+  int count = 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 }  // namespace twice::kernels::cuda

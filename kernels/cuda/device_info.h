@@ -15,6 +15,10 @@ int DeviceCount();
 // string when it cannot be queried.
 std::string DeviceName(int index);
 
+// Streaming multiprocessors of device `index`, or 0 when it cannot be
+// queried.
+int MultiprocessorCount(int index);
+
 }  // namespace twice::kernels::cuda
 
 #endif  // TWICE_KERNELS_CUDA_DEVICE_INFO_H_

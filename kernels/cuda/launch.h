@@ -217,9 +217,13 @@ cudaError_t PagedKvWrite(const PagedRowsArgs& rows, const float* k,
                          float* k_pool, float* v_pool, cudaStream_t stream);
 // out [rows, H, hd]: row r's softmax attention over positions [0, p_r] of
 // its table row; q [rows, H, hd] with row stride q_stride; hd <= 128.
+// splits > 1 (paged_splits.h): each (row, head)'s positions shared among
+// `splits` warps through `partials` (PagedSplitFloats), except in the
+// tiled prefill (8 rows or more of one sequence), which needs none.
 cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  int64_t q_stride, const float* k_pool,
                                  const float* v_pool, float scale, float* out,
+                                 int splits, float* partials,
                                  cudaStream_t stream);
 
 // ---- RAT over paged closed chunks (rat_paged_cuda.cu) -----------------------

@@ -24,6 +24,12 @@
 //                         softmax once, and lane l accumulates dims
 //                         l + 32 r of the weighted values. Keys after a
 //                         row's position weigh 0.
+//                         Split (paged_splits.h): warp per (row, head,
+//                         split s of S), walking the s-th of S equal
+//                         shares of the row's positions [0, p_r] and
+//                         storing its partial sums; then warp per (row,
+//                         head) combining the S shares (empty shares, sum
+//                         0, are skipped).
 #include <algorithm>
 #include <cfloat>
 
@@ -81,6 +87,85 @@ __global__ void PagedAttentionKernel(PagedRowsArgs a, const float* q,
       }
     }
     row.Store(out + (r * a.heads + h) * hd);
+  }
+}
+
+// grid-stride over (row, head, split) warps; partials [rows, H, splits,
+// hd + 2] (WarpSoftmaxRow::StorePartial).
+__global__ void PagedAttentionSplitKernel(PagedRowsArgs a, const float* q,
+                                          int64_t q_stride, const float* k_pool,
+                                          const float* v_pool, float scale,
+                                          int splits, float* partials) {
+  const int64_t warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
+  const int hd = a.head_dim;
+  const int group = a.heads / a.kv_heads;
+  const int64_t kv_row = int64_t{a.kv_heads} * hd;
+  for (int64_t w = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
+       w < a.rows * a.heads * splits; w += warps) {
+    const int64_t row_head = w / splits;
+    const int64_t s = w % splits;
+    const int64_t r = row_head / a.heads;
+    const int h = static_cast<int>(row_head % a.heads);
+    const int64_t n = PassRowPosition(a, r) + 1;  // positions [0, n)
+    const int64_t share = (n + splits - 1) / splits;
+    const int64_t begin = s * share;
+    const int64_t end = begin + share < n ? begin + share : n;
+    const int32_t* blocks = PassTableRow(a, r);
+    const int64_t kv_off = int64_t{h / group} * hd;
+    WarpSoftmaxRow row(q + r * q_stride + int64_t{h} * hd, hd, scale);
+    for (int64_t j = begin; j < end;) {
+      const int64_t in_block = j % a.block_size;
+      const int64_t count =
+          end - j < a.block_size - in_block ? end - j : a.block_size - in_block;
+      const int64_t base =
+          int64_t{blocks[j / a.block_size]} * a.block_size + in_block;
+      for (int64_t t = 0; t < count; ++t) {
+        row.Visit(k_pool + (base + t) * kv_row + kv_off,
+                  v_pool + (base + t) * kv_row + kv_off);
+      }
+      j += count;
+    }
+    row.StorePartial(partials + w * (hd + 2));
+  }
+}
+
+// Warp per (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M}
+// l_s over the shares with l_s > 0 (M their largest max; share 0 holds
+// position 0, so at least one has).
+__global__ void CombineSplitsKernel(int64_t row_heads, int hd, int splits,
+                                    const float* partials, float* out) {
+  const int64_t warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  const int64_t part = hd + 2;
+  for (int64_t w = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
+       w < row_heads; w += warps) {
+    const float* p = partials + w * splits * part;
+    float m = -FLT_MAX;
+    for (int s = 0; s < splits; ++s) {
+      if (p[s * part + hd + 1] > 0.0f) m = fmaxf(m, p[s * part + hd]);
+    }
+    float l = 0.0f;
+    float acc[kWarpRowDims];
+#pragma unroll
+    for (int d = 0; d < kWarpRowDims; ++d) acc[d] = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float* share = p + s * part;
+      const float ls = share[hd + 1];
+      if (!(ls > 0.0f)) continue;  // an empty share (warp-uniform)
+      const float weight = __expf(share[hd] - m);
+      l += ls * weight;
+#pragma unroll
+      for (int d = 0; d < kWarpRowDims; ++d) {
+        const int e = lane + 32 * d;
+        if (e < hd) acc[d] += weight * share[e];
+      }
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int d = 0; d < kWarpRowDims; ++d) {
+      const int e = lane + 32 * d;
+      if (e < hd) out[w * hd + e] = acc[d] * inv;
+    }
   }
 }
 
@@ -200,6 +285,7 @@ cudaError_t PagedKvWrite(const PagedRowsArgs& rows, const float* k,
 cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  int64_t q_stride, const float* k_pool,
                                  const float* v_pool, float scale, float* out,
+                                 int splits, float* partials,
                                  cudaStream_t stream) {
   if (rows.positions == nullptr && rows.rows >= kTileRows &&
       rows.head_dim <= kTileMaxDim) {
@@ -208,6 +294,17 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
         static_cast<unsigned>(rows.heads));
     PagedPrefillTileKernel<<<grid, kTileRows * 32, 0, stream>>>(
         rows, q, q_stride, k_pool, v_pool, scale, out);
+    return cudaGetLastError();
+  }
+  if (splits > 1) {
+    const int64_t row_heads = rows.rows * rows.heads;
+    PagedAttentionSplitKernel<<<PagedGridBlocks(row_heads * splits * 32),
+                                kPagedThreads, 0, stream>>>(
+        rows, q, q_stride, k_pool, v_pool, scale, splits, partials);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    CombineSplitsKernel<<<PagedGridBlocks(row_heads * 32), kPagedThreads, 0,
+                          stream>>>(row_heads, rows.head_dim, splits, partials,
+                                    out);
     return cudaGetLastError();
   }
   PagedAttentionKernel<<<PagedGridBlocks(rows.rows * rows.heads * 32),

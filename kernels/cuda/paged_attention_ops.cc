@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/paged_splits.h"
 #include "kernels/cuda/pass_table_args.h"
 #include "kernels/paged_attention.h"
 #include "kernels/status_macros.h"
@@ -73,7 +74,8 @@ absl::Status PagedCausalAttention(
     const Stream& stream, DeviceSpan<const float> q, int64_t q_stride,
     const DevicePagedRows& rows, const PagedKvDims& dims,
     const DeviceBlockTableView& table, DeviceSpan<const float> k_pool,
-    DeviceSpan<const float> v_pool, float scale, DeviceSpan<float> out) {
+    DeviceSpan<const float> v_pool, float scale, DeviceSpan<float> out,
+    const PagedSplit& split) {
   constexpr char kOp[] = "PagedCausalAttention";
   TWICE_RETURN_IF_ERROR(
       CheckPagedCall(kOp, rows, dims, table, k_pool.size, v_pool.size));
@@ -85,11 +87,18 @@ absl::Status PagedCausalAttention(
   TWICE_RETURN_IF_ERROR(
       CheckAtLeast(kOp, "q", q.size, StridedExtent(rows.rows, row, q_stride)));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows.rows * row));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(split.splits >= 1 && split.splits <= kMaxPagedSplits, kOp,
+               absl::StrCat("splits must be in [1, ", kMaxPagedSplits, "]")));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "partials", split.partials.size,
+      PagedSplitFloats(rows.rows, dims.heads, dims.head_dim, split.splits)));
   if (rows.rows == 0) return absl::OkStatus();
   return CudaStatus(
       launch::PagedCausalAttention(MakePagedArgs(rows, dims, table), q.data,
                                    q_stride, k_pool.data, v_pool.data, scale,
-                                   out.data, stream.get()),
+                                   out.data, static_cast<int>(split.splits),
+                                   split.partials.data, stream.get()),
       kOp);
 }
 

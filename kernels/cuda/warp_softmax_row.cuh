@@ -58,6 +58,21 @@ class WarpSoftmaxRow {
     m_ = m_new;
   }
 
+  // The partial sums of the keys visited: out[0, hd) the weighted values
+  // (not divided by the sum), out[hd] the running max, out[hd + 1] the
+  // sum (-FLT_MAX and 0 with no key); combined by CombineSplits.
+  __device__ void StorePartial(float* out) const {
+#pragma unroll
+    for (int r = 0; r < kWarpRowDims; ++r) {
+      const int e = lane_ + 32 * r;
+      if (e < hd_) out[e] = acc_[r];
+    }
+    if (lane_ == 0) {
+      out[hd_] = m_;
+      out[hd_ + 1] = l_;
+    }
+  }
+
   __device__ void Store(float* out_row) const {
     const float inv = l_ > 0.0f ? 1.0f / l_ : 0.0f;
 #pragma unroll

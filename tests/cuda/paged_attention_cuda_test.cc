@@ -20,6 +20,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/paged_splits.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rope.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -94,10 +95,12 @@ class PagedAttentionCudaTest : public testing::CudaTest {
   // One pass on both sides: PagedKvWrite of the rows' k and v, then
   // PagedCausalAttention of their q, all three read from one fused row
   // [q | k | v | pad] as an attention layer's projection writes them.
+  // `splits` > 1: the attention shares each row's positions among that
+  // many warps (paged_splits.h).
   void WriteThenAttend(const PagedKvDims& dims, int64_t rows, int64_t start,
                        const std::vector<int64_t>& positions,
                        const std::vector<int32_t>& table, PagedPools& pools,
-                       uint32_t salt) {
+                       uint32_t salt, int64_t splits = 1) {
     const int64_t qw = dims.heads * dims.head_dim;
     const int64_t kvw = dims.kv_heads * dims.head_dim;
     const int64_t stride = qw + 2 * kvw + 3;
@@ -125,10 +128,17 @@ class PagedAttentionCudaTest : public testing::CudaTest {
                            dall.subspan(qw + kvw, dall.size - qw - kvw), stride,
                            drows, dims, dview, pools.device_k.span<float>(),
                            pools.device_v.span<float>()));
+    const int64_t partial_floats =
+        PagedSplitFloats(rows, dims.heads, dims.head_dim, splits);
+    // NaN partials: a share the split kernel skipped would show.
+    DeviceBuffer dpartials =
+        Put(std::vector<float>(std::max<int64_t>(partial_floats, 1), kNaN));
+    const PagedSplit split{splits,
+                           dpartials.span<float>().subspan(0, partial_floats)};
     ASSERT_OK(PagedCausalAttention(*stream_, dall, stride, drows, dims, dview,
                                    pools.device_k.span<const float>(),
                                    pools.device_v.span<const float>(), scale,
-                                   dout.span<float>()));
+                                   dout.span<float>(), split));
     EXPECT_EQ(Mismatches(Get<float>(pools.device_k), pools.k), 0);
     EXPECT_EQ(Mismatches(Get<float>(pools.device_v), pools.v), 0);
     TWICE_EXPECT_REL(Get<float>(dout), out, kF32Tolerance);
@@ -198,6 +208,76 @@ TEST_F(PagedAttentionCudaTest, StepsMatchCpu) {
                       static_cast<uint32_t>(20 + step));
       ASSERT_FALSE(HasFatalFailure());
       for (int64_t& p : positions) ++p;
+    }
+  }
+}
+
+// Split passes (flash-decoding): a few rows with long contexts, each
+// row's positions shared among 2-128 warps and combined. Positions 0 and
+// 1 leave most shares empty; a share boundary falls inside and on block
+// edges; prefill passes of fewer than 8 rows split too (the tiled kernel
+// takes 8 or more, unsplit).
+TEST_F(PagedAttentionCudaTest, SplitPassesMatchCpu) {
+  struct Case {
+    int64_t head_dim, block_size, splits;
+  };
+  for (const Case c : {Case{64, 16, 2}, Case{128, 5, 7}, Case{16, 16, 64},
+                       Case{96, 16, 128}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "hd " << c.head_dim << " block_size " << c.block_size
+                 << " splits " << c.splits);
+    const int64_t bs = c.block_size;
+    std::vector<int64_t> positions = {0, 1, 127, 128, 2999, 4096 + 3};
+    std::mt19937 rng(testing::TestSeed() + 30);
+    std::uniform_int_distribution<int64_t> anywhere(0, 5000);
+    for (int i = 0; i < 4; ++i) positions.push_back(anywhere(rng));
+    const int64_t rows = static_cast<int64_t>(positions.size());
+    std::vector<int64_t> needed(rows);
+    int64_t total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      needed[r] = BlocksFor(positions[r] + 1, bs);
+      total += needed[r];
+    }
+    const int64_t width = *std::max_element(needed.begin(), needed.end());
+    const int64_t blocks = total + 2;
+    const PagedKvDims dims{8, 2, c.head_dim, bs, width};
+    const std::vector<int32_t> table = ShuffledTable(needed, width, blocks, 31);
+    PagedPools pools = RandomPools(dims, blocks, 32);
+    for (int64_t step = 0; step < 2; ++step) {
+      WriteThenAttend(dims, rows, 0, positions, table, pools,
+                      static_cast<uint32_t>(40 + step), c.splits);
+      ASSERT_FALSE(HasFatalFailure());
+      for (int64_t& p : positions) ++p;
+    }
+    // A prefill pass of 5 rows after 3000 past tokens.
+    const int64_t past = 3000, n = 5;
+    const int64_t one = BlocksFor(past + n - 1, bs);
+    const PagedKvDims prefill_dims{8, 2, c.head_dim, bs, one};
+    const std::vector<int32_t> row = ShuffledTable({one}, one, one + 1, 33);
+    PagedPools prefill_pools = RandomPools(prefill_dims, one + 1, 34);
+    WriteThenAttend(prefill_dims, n, past, {}, row, prefill_pools, 50,
+                    c.splits);
+  }
+}
+
+TEST(PagedSplitsTest, SplitsFillTheDeviceOnlyWhereRowsAreFewAndLong) {
+  // 132 multiprocessors: 2112 warps wanted.
+  const int64_t want = 132 * kSplitWarpsPerMultiprocessor;
+  EXPECT_EQ(PagedAttentionSplits(32, 32768, want), 66);  // one sequence
+  EXPECT_EQ(PagedAttentionSplits(32, 1000, want), 8);    // shares of >= 128
+  EXPECT_EQ(PagedAttentionSplits(32, 100, want), 1);     // short rows
+  EXPECT_EQ(PagedAttentionSplits(64 * 32, 32768, want), 2);
+  EXPECT_EQ(PagedAttentionSplits(256 * 32, 32768, want), 1);  // full already
+  EXPECT_EQ(PagedAttentionSplits(1, 1 << 30, want), kMaxPagedSplits);
+  EXPECT_EQ(PagedAttentionSplits(32, 32768, 0), 1);  // no device count
+  EXPECT_EQ(PagedSplitFloats(3, 8, 64, 1), 0);
+  EXPECT_EQ(PagedSplitFloats(3, 8, 64, 4), 3 * 8 * 4 * 66);
+  // The most any length needs bounds what every length needs.
+  for (const int64_t rows : {1, 3, 64, 256}) {
+    for (const int64_t length : {1, 129, 5000, 1 << 20}) {
+      EXPECT_LE(PagedSplitFloats(rows, 32, 128,
+                                 PagedAttentionSplits(rows * 32, length, want)),
+                MaxPagedSplitFloats(rows, 32, 128, want));
     }
   }
 }
@@ -347,6 +427,22 @@ TEST_F(PagedAttentionCudaTest, BadInputIsRefusedWithoutWrites) {
                   .code(),
               kInvalid);
     EXPECT_TRUE(AllNan(Get<float>(wide_out)));
+  }
+  // Splits out of [1, 128], or partial sums of too few floats.
+  {
+    const int64_t need = PagedSplitFloats(rows, dims.heads, dims.head_dim, 3);
+    DeviceBuffer partials = Zeros<float>(need);
+    for (const PagedSplit bad :
+         {PagedSplit{0, partials.span<float>()},
+          PagedSplit{kMaxPagedSplits + 1, partials.span<float>()},
+          PagedSplit{3, partials.span<float>().subspan(0, need - 1)}}) {
+      EXPECT_EQ(PagedCausalAttention(*stream_, dq.span<const float>(), qw,
+                                     drows, dims, good, k_pool, v_pool, scale,
+                                     dout.span<float>(), bad)
+                    .code(),
+                kInvalid)
+          << bad.splits;
+    }
   }
   // Rope: a negative position, device positions of the wrong size.
   {

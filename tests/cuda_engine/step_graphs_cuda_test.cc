@@ -51,7 +51,9 @@ TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
     std::vector<int32_t> next;
     for (int i = 0; i < 3; ++i) {
       ASSERT_OK_AND_ASSIGN(SlotId s, x.NewSequence());
-      ASSERT_OK(x.Prefill(s, Tokens(5 + i, 300 + i)));
+      // The third is long enough that a paged model's steps of three rows
+      // split their attention (cuda/paged_splits.h), recorded too.
+      ASSERT_OK(x.Prefill(s, Tokens(i == 2 ? 600 : 5 + i, 300 + i)));
       slots.push_back(s);
       next.push_back(Tokens(1, 400 + i)[0]);
     }
