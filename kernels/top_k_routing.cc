@@ -190,4 +190,65 @@ absl::Status CombineRoutedRows(absl::Span<const float> base,
   return absl::OkStatus();
 }
 
+absl::Status RouteTopKPairs(absl::Span<const float> logits, int64_t rows,
+                            int64_t experts, int64_t top_k,
+                            absl::Span<float> pair_experts,
+                            absl::Span<float> pair_gates) {
+  constexpr char kOp[] = "RouteTopKPairs";
+  TWICE_RETURN_IF_ERROR(CheckArg(experts < kMaxPairExperts, kOp,
+                                 "need experts < 2^24 (exact as floats)"));
+  TWICE_ASSIGN_OR_RETURN(TopKRoutes routes,
+                         RouteTopK(logits, rows, experts, top_k));
+  const int64_t n = rows * top_k;
+  TWICE_RETURN_IF_ERROR(CheckSize(
+      kOp, "pair_experts", static_cast<int64_t>(pair_experts.size()), n));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "pair_gates", static_cast<int64_t>(pair_gates.size()), n));
+  for (int64_t p = 0; p < n; ++p) {
+    // The expert whose block holds the pair's entry.
+    const int64_t e =
+        std::upper_bound(routes.expert_begin.begin(), routes.expert_begin.end(),
+                         routes.entry[p]) -
+        routes.expert_begin.begin() - 1;
+    pair_experts[p] = static_cast<float>(e);
+    pair_gates[p] = routes.gate[p];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCombineRoutedPairs(int64_t base_size, int64_t routed_size,
+                                     int64_t cols, int64_t rows, int64_t top_k,
+                                     int64_t gates_size, int64_t dst_size) {
+  constexpr char kOp[] = "CombineRoutedPairs";
+  TWICE_RETURN_IF_ERROR(CheckArg(cols >= 1 && rows >= 0 && top_k >= 1, kOp,
+                                 "need cols, k >= 1 and rows >= 0"));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "base", base_size, rows * cols));
+  TWICE_RETURN_IF_ERROR(
+      CheckSize(kOp, "routed", routed_size, rows * top_k * cols));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "gates", gates_size, rows * top_k));
+  return CheckSize(kOp, "dst", dst_size, rows * cols);
+}
+
+absl::Status CombineRoutedPairs(absl::Span<const float> base,
+                                absl::Span<const float> routed, int64_t cols,
+                                int64_t rows, int64_t top_k,
+                                absl::Span<const float> gates, float scale,
+                                absl::Span<float> dst) {
+  TWICE_RETURN_IF_ERROR(CheckCombineRoutedPairs(
+      static_cast<int64_t>(base.size()), static_cast<int64_t>(routed.size()),
+      cols, rows, top_k, static_cast<int64_t>(gates.size()),
+      static_cast<int64_t>(dst.size())));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = gates.data() + r * top_k;
+    for (int64_t c = 0; c < cols; ++c) {
+      float sum = base[r * cols + c];
+      for (int64_t j = 0; j < top_k; ++j) {
+        sum += gate[j] * routed[(r * top_k + j) * cols + c];
+      }
+      dst[r * cols + c] += scale * sum;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace twice::kernels

@@ -10,6 +10,17 @@
 //                      Σ_j gate[r, j] · routed[entry[r, j], :]), the k
 //                      terms added one by one in ascending expert order
 //
+// The same routing for products run per (row, choice) pair, as a decode
+// step on a device runs them (no host in the middle of the pass):
+//
+//   RouteTopKPairs      RouteTopK's experts and gates in row order: pair
+//                       p = r·k + j is row r's j-th expert (ascending) and
+//                       its gate; the experts written as floats (exact
+//                       below 2^24), so a device's float memory holds them
+//   CombineRoutedPairs  dst[r, :] += scale · (base[r, :] + Σ_j gate[r·k +
+//                       j] · routed[r·k + j, :]), j ascending: the sum of
+//                       CombineRoutedRows, term for term
+//
 // A route table lists rows·k entries grouped by expert (ascending) and, in
 // each expert, by row (ascending), so one expert's rows are one contiguous
 // block [expert_begin[e], expert_begin[e + 1]) that a single GEMM serves.
@@ -72,6 +83,26 @@ struct TopKRoutes {
                                              const TopKRoutes& routes,
                                              float scale, bool accumulate,
                                              absl::Span<float> dst);
+
+// Experts below this are exact as floats (RouteTopKPairs).
+inline constexpr int64_t kMaxPairExperts = int64_t{1} << 24;
+
+// pair_experts and pair_gates [rows·k]; experts < kMaxPairExperts.
+[[nodiscard]] absl::Status RouteTopKPairs(absl::Span<const float> logits,
+                                          int64_t rows, int64_t experts,
+                                          int64_t top_k,
+                                          absl::Span<float> pair_experts,
+                                          absl::Span<float> pair_gates);
+
+// base, dst [rows, cols], routed [rows·k, cols], gates [rows·k]; dst may
+// alias base.
+[[nodiscard]] absl::Status CheckCombineRoutedPairs(
+    int64_t base_size, int64_t routed_size, int64_t cols, int64_t rows,
+    int64_t top_k, int64_t gates_size, int64_t dst_size);
+[[nodiscard]] absl::Status CombineRoutedPairs(
+    absl::Span<const float> base, absl::Span<const float> routed, int64_t cols,
+    int64_t rows, int64_t top_k, absl::Span<const float> gates, float scale,
+    absl::Span<float> dst);
 
 }  // namespace twice::kernels
 

@@ -140,6 +140,21 @@ class HostBlockTable final : public DeviceBlockTable {
   int64_t width_;
 };
 
+class HostMatrixTable final : public DeviceMatrixTable {
+ public:
+  explicit HostMatrixTable(absl::Span<const DeviceMatrix* const> matrices)
+      : matrices_(matrices.begin(), matrices.end()) {}
+  int64_t experts() const override {
+    return static_cast<int64_t>(matrices_.size());
+  }
+  int64_t rows() const override { return matrices_[0]->rows(); }
+  int64_t cols() const override { return matrices_[0]->cols(); }
+  const DeviceMatrix& matrix(int64_t e) const { return *matrices_[e]; }
+
+ private:
+  std::vector<const DeviceMatrix*> matrices_;
+};
+
 kernels::PagedRows PagedRowsOf(const DevicePassRows& rows) {
   return {rows.rows, rows.start,
           rows.step != nullptr ? rows.step->positions()
@@ -458,6 +473,75 @@ class CpuExecutorDevice final : public ExecutorDevice {
                                       routes.routes(), scale,
                                       /*accumulate=*/true, Host(x));
   }
+  absl::StatusOr<std::unique_ptr<DeviceMatrixTable>> UploadMatrixTable(
+      absl::Span<const DeviceMatrix* const> matrices) override {
+    TWICE_RETURN_IF_ERROR(CheckMatrixTable(matrices));
+    return std::make_unique<HostMatrixTable>(matrices);
+  }
+  absl::Status RouteTopKPairs(DeviceFloats logits, int64_t rows,
+                              int64_t experts, int64_t top_k,
+                              DeviceFloats pair_experts,
+                              DeviceFloats pair_gates) override {
+    return kernels::RouteTopKPairs(Host(logits), rows, experts, top_k,
+                                   Host(pair_experts), Host(pair_gates));
+  }
+  // Each expert's pairs gathered in pair order and multiplied in one
+  // Linear, as the host layer multiplies each expert's block of rows (so
+  // the sums are the host model's).
+  absl::Status RoutedLinear(DeviceFloats x, int64_t x_group,
+                            const DeviceMatrixTable& weights,
+                            DeviceFloats pair_experts, int64_t pairs,
+                            DeviceFloats y) override {
+    const auto& table = static_cast<const HostMatrixTable&>(weights);
+    const int64_t n = table.rows(), k = table.cols();
+    if (pairs < 0 || x_group < 1 || pairs % x_group != 0 ||
+        x.size != pairs / x_group * k || pair_experts.size != pairs ||
+        y.size != pairs * n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RoutedLinear: ", pairs, " pairs of x rows shared by ",
+                       x_group, " need x [pairs / x_group, ", k,
+                       "], one expert per pair and y "
+                       "[pairs, ",
+                       n, "]"));
+    }
+    std::vector<std::vector<int64_t>> of_expert(
+        static_cast<size_t>(table.experts()));
+    for (int64_t p = 0; p < pairs; ++p) {
+      const float e = pair_experts.data[p];
+      if (!(e >= 0.0f && e < static_cast<float>(table.experts())) ||
+          e != static_cast<float>(static_cast<int64_t>(e))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("RoutedLinear: pair ", p, " names expert ", e, " of ",
+                         table.experts()));
+      }
+      of_expert[static_cast<size_t>(e)].push_back(p);
+    }
+    for (int64_t e = 0; e < table.experts(); ++e) {
+      const std::vector<int64_t>& list = of_expert[static_cast<size_t>(e)];
+      if (list.empty()) continue;
+      const int64_t count = static_cast<int64_t>(list.size());
+      routed_in_.resize(static_cast<size_t>(count * k));
+      routed_out_.resize(static_cast<size_t>(count * n));
+      for (int64_t i = 0; i < count; ++i) {
+        std::copy_n(x.data + list[i] / x_group * k, k,
+                    routed_in_.data() + i * k);
+      }
+      TWICE_RETURN_IF_ERROR(kernels::Linear(routed_in_, count, k,
+                                            TensorOf(table.matrix(e)), n, {},
+                                            absl::MakeSpan(routed_out_)));
+      for (int64_t i = 0; i < count; ++i) {
+        std::copy_n(routed_out_.data() + i * n, n, y.data + list[i] * n);
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::Status CombineRoutedPairs(DeviceFloats base, DeviceFloats routed,
+                                  int64_t cols, int64_t rows, int64_t top_k,
+                                  DeviceFloats pair_gates, float scale,
+                                  DeviceFloats x) override {
+    return kernels::CombineRoutedPairs(Host(base), Host(routed), cols, rows,
+                                       top_k, Host(pair_gates), scale, Host(x));
+  }
   absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
                                  DeviceFloats own_v, DeviceFloats z,
                                  const DevicePassRows& rows,
@@ -512,6 +596,7 @@ class CpuExecutorDevice final : public ExecutorDevice {
  private:
   DeviceTraffic traffic_;
   std::vector<float> product_;  // an accumulating Linear's product
+  std::vector<float> routed_in_, routed_out_;  // one expert's pairs
 };
 
 }  // namespace

@@ -76,6 +76,31 @@ class CudaMatrix final : public DeviceMatrix {
   int64_t cols_;
 };
 
+// The experts' bf16 matrices of one routed product as a device array of
+// pointers (cuda::RoutedWeights); the matrices stay their layer's.
+class CudaMatrixTable final : public DeviceMatrixTable {
+ public:
+  CudaMatrixTable(int64_t experts, int64_t rows, int64_t cols,
+                  cuda::DeviceBuffer pointers)
+      : experts_(experts),
+        rows_(rows),
+        cols_(cols),
+        pointers_(std::move(pointers)) {}
+  int64_t experts() const override { return experts_; }
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  cuda::RoutedWeights weights() const {
+    return {{static_cast<const cuda::Bf16* const*>(pointers_.data()), experts_},
+            experts_,
+            rows_,
+            cols_};
+  }
+
+ private:
+  int64_t experts_, rows_, cols_;
+  cuda::DeviceBuffer pointers_;  // [experts] const Bf16*
+};
+
 // Slots and positions in one device block: [rows] int64 positions, then
 // [rows] int32 slots.
 class CudaSlotMap final : public DeviceSlotMap {

@@ -146,6 +146,24 @@ absl::Status CudaExecutorDevice::FillBlockTable(DeviceBlockTable& table,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<DeviceMatrixTable>>
+CudaExecutorDevice::UploadMatrixTable(
+    absl::Span<const DeviceMatrix* const> matrices) {
+  TWICE_RETURN_IF_ERROR(CheckMatrixTable(matrices));
+  std::vector<const cuda::Bf16*> pointers;
+  for (const DeviceMatrix* m : matrices) {
+    pointers.push_back(static_cast<const CudaMatrix&>(*m).values().data);
+  }
+  const int64_t bytes =
+      static_cast<int64_t>(pointers.size() * sizeof(pointers[0]));
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device, allocator_.Allocate(bytes));
+  TWICE_RETURN_IF_ERROR(stream_->Upload(pointers.data(), device.data(), bytes));
+  traffic_.bytes_to_device += bytes;
+  return std::unique_ptr<DeviceMatrixTable>(std::make_unique<CudaMatrixTable>(
+      static_cast<int64_t>(matrices.size()), matrices[0]->rows(),
+      matrices[0]->cols(), std::move(device)));
+}
+
 absl::StatusOr<std::unique_ptr<DeviceRoutes>> CudaExecutorDevice::UploadRoutes(
     kernels::TopKRoutes routes) {
   TWICE_RETURN_IF_ERROR(kernels::CheckRoutes(routes));

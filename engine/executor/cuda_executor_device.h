@@ -65,6 +65,8 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status FillBlockTable(DeviceBlockTable& table,
                               absl::Span<const int32_t> rows,
                               int64_t width) override;
+  absl::StatusOr<std::unique_ptr<DeviceMatrixTable>> UploadMatrixTable(
+      absl::Span<const DeviceMatrix* const> matrices) override;
   absl::StatusOr<std::unique_ptr<DeviceRoutes>> UploadRoutes(
       kernels::TopKRoutes routes) override;
   absl::Status CopyRows(DeviceFloats src, int64_t src_stride, DeviceFloats dst,
@@ -168,6 +170,18 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status CombineRoutedRows(DeviceFloats base, DeviceFloats routed,
                                  int64_t cols, const DeviceRoutes& routes,
                                  float scale, DeviceFloats x) override;
+  absl::Status RouteTopKPairs(DeviceFloats logits, int64_t rows,
+                              int64_t experts, int64_t top_k,
+                              DeviceFloats pair_experts,
+                              DeviceFloats pair_gates) override;
+  absl::Status RoutedLinear(DeviceFloats x, int64_t x_group,
+                            const DeviceMatrixTable& weights,
+                            DeviceFloats pair_experts, int64_t pairs,
+                            DeviceFloats y) override;
+  absl::Status CombineRoutedPairs(DeviceFloats base, DeviceFloats routed,
+                                  int64_t cols, int64_t rows, int64_t top_k,
+                                  DeviceFloats pair_gates, float scale,
+                                  DeviceFloats x) override;
   absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
                                  DeviceFloats own_v, DeviceFloats z,
                                  const DevicePassRows& rows,
@@ -238,6 +252,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
   // split_partials_ (sized for any length, so recorded steps keep it).
   int64_t split_warps_ = 0;
   cuda::DeviceBuffer split_partials_;
+  cuda::DeviceBuffer route_workspace_;  // RoutedLinear's expert lists
   int64_t layout_generation_ = 0;
   // States and logits to the host: a copy stream and page-locked staging.
   std::unique_ptr<cuda::HostDownloads> downloads_;

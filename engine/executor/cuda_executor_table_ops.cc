@@ -2,6 +2,7 @@
 // (cuda_executor_device.h): the paged KV cache, RAT's paged chunks and the
 // mixture-of-experts routes.
 #if TWICE_HAVE_CUDA
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,38 @@ absl::Status CudaExecutorDevice::CombineRoutedRows(
   return cuda::CombineRoutedRows(
       *stream_, ConstSpan(base), ConstSpan(routed), cols,
       static_cast<const CudaRoutes&>(routes).view(), scale, Span(x));
+}
+
+absl::Status CudaExecutorDevice::RouteTopKPairs(DeviceFloats logits,
+                                                int64_t rows, int64_t experts,
+                                                int64_t top_k,
+                                                DeviceFloats pair_experts,
+                                                DeviceFloats pair_gates) {
+  return cuda::RouteTopKPairs(*stream_, ConstSpan(logits), rows, experts, top_k,
+                              Span(pair_experts), Span(pair_gates));
+}
+
+absl::Status CudaExecutorDevice::RoutedLinear(DeviceFloats x, int64_t x_group,
+                                              const DeviceMatrixTable& weights,
+                                              DeviceFloats pair_experts,
+                                              int64_t pairs, DeviceFloats y) {
+  TWICE_ASSIGN_OR_RETURN(
+      cuda::DeviceSpan<int32_t> workspace,
+      Kept<int32_t>(route_workspace_,
+                    cuda::RoutedLinearWorkspace(weights.experts(),
+                                                std::max<int64_t>(pairs, 0))));
+  return cuda::RoutedLinear(
+      *stream_, ConstSpan(x), x_group,
+      static_cast<const CudaMatrixTable&>(weights).weights(),
+      ConstSpan(pair_experts), pairs, workspace, Span(y));
+}
+
+absl::Status CudaExecutorDevice::CombineRoutedPairs(
+    DeviceFloats base, DeviceFloats routed, int64_t cols, int64_t rows,
+    int64_t top_k, DeviceFloats pair_gates, float scale, DeviceFloats x) {
+  return cuda::CombineRoutedPairs(*stream_, ConstSpan(base), ConstSpan(routed),
+                                  cols, rows, top_k, ConstSpan(pair_gates),
+                                  scale, Span(x));
 }
 
 absl::Status CudaExecutorDevice::RatPagedAttention(

@@ -24,6 +24,11 @@ class DeviceFusedSwiGlu {
   [[nodiscard]] absl::Status Load(ExecutorDevice& device);
   int64_t ScratchFloats(int64_t rows) const { return rows * 3 * mlp_.hidden(); }
   int64_t weight_bytes() const;
+  int64_t hidden() const { return mlp_.hidden(); }
+  // The loaded weights: input [2 · hidden, d] (gate rows first), output
+  // [d, hidden].
+  const DeviceMatrix& input() const { return *input_; }
+  const DeviceMatrix& output() const { return *output_; }
   // y [rows, d] (+)= the MLP of h [rows, d] made of `in`, by `epilogue`.
   [[nodiscard]] absl::Status Forward(ExecutorDevice& device,
                                      const LayerInput& in, DeviceFloats scratch,

@@ -79,6 +79,20 @@ absl::Status CheckStepInputs(int64_t rows, absl::Span<const int32_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status CheckMatrixTable(absl::Span<const DeviceMatrix* const> matrices) {
+  if (matrices.empty()) {
+    return absl::InvalidArgumentError("UploadMatrixTable: no matrices");
+  }
+  for (const DeviceMatrix* m : matrices) {
+    if (m == nullptr || m->rows() != matrices[0]->rows() ||
+        m->cols() != matrices[0]->cols()) {
+      return absl::InvalidArgumentError(
+          "UploadMatrixTable: the matrices must all be of one shape");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckHostCopies(absl::Span<const HostCopy> copies) {
   for (size_t i = 0; i < copies.size(); ++i) {
     const HostCopy& c = copies[i];

@@ -100,6 +100,17 @@ class DeviceGraph {
   virtual ~DeviceGraph() = default;
 };
 
+// The matrices of a mixture's experts for one routed product (all of one
+// shape), indexed by expert on the device (RoutedLinear). Does not own
+// them: they stay the layer's.
+class DeviceMatrixTable {
+ public:
+  virtual ~DeviceMatrixTable() = default;
+  virtual int64_t experts() const = 0;
+  virtual int64_t rows() const = 0;
+  virtual int64_t cols() const = 0;
+};
+
 // The block tables [rows, width] of one pass's sequences over a paged KV
 // cache (kernels/paged_attention.h), resident on the device for the pass's
 // paged operations (uploaded once per pass, shared by every layer).
@@ -390,6 +401,29 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status CombineRoutedRows(
       DeviceFloats base, DeviceFloats routed, int64_t cols,
       const DeviceRoutes& routes, float scale, DeviceFloats x) = 0;
+  // ---- a mixture of experts routed on the device (a decode step's: the
+  // host is not needed in the middle of the pass, so the step can be
+  // recorded). Pairs p = r·k + j are row r's j-th expert, ascending.
+  // `matrices` (one shape, at least one) as a table RoutedLinear indexes.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrixTable>>
+  UploadMatrixTable(absl::Span<const DeviceMatrix* const> matrices) = 0;
+  // kernels/top_k_routing.h RouteTopKPairs: logits [rows, experts] into
+  // pair_experts (expert indices as floats) and pair_gates [rows·k].
+  [[nodiscard]] virtual absl::Status RouteTopKPairs(
+      DeviceFloats logits, int64_t rows, int64_t experts, int64_t top_k,
+      DeviceFloats pair_experts, DeviceFloats pair_gates) = 0;
+  // y [pairs, W rows] = x[p / x_group, :] · W_{e_p}^T, e_p the pair's
+  // expert in pair_experts, for x [pairs / x_group, W cols]: the routed
+  // rows' products, each expert's as Linear computes it over its rows.
+  [[nodiscard]] virtual absl::Status RoutedLinear(
+      DeviceFloats x, int64_t x_group, const DeviceMatrixTable& weights,
+      DeviceFloats pair_experts, int64_t pairs, DeviceFloats y) = 0;
+  // kernels/top_k_routing.h CombineRoutedPairs: x [rows, cols] += scale ·
+  // (base + the rows' gated pair results of `routed` [rows·k, cols]).
+  [[nodiscard]] virtual absl::Status CombineRoutedPairs(
+      DeviceFloats base, DeviceFloats routed, int64_t cols, int64_t rows,
+      int64_t top_k, DeviceFloats pair_gates, float scale, DeviceFloats x) = 0;
+
   // kernels/rat_paged.h for the pass's rows: a prefill pass's sequence in
   // slot `prefill_slot` of `open`, a step's rows in their map's slots;
   // dims.table_width is the table's.
@@ -455,6 +489,9 @@ kernels::RatPagedDims WithTableWidth(kernels::RatPagedDims dims,
     int64_t rows, absl::Span<const int32_t> ids,
     absl::Span<const int32_t> slots, absl::Span<const int64_t> positions,
     absl::Span<const kernels::SamplingRule> rules);
+// UploadMatrixTable's check: at least one matrix, all of one shape.
+[[nodiscard]] absl::Status CheckMatrixTable(
+    absl::Span<const DeviceMatrix* const> matrices);
 // INVALID_ARGUMENT naming the first copy whose sizes differ.
 [[nodiscard]] absl::Status CheckHostCopies(absl::Span<const HostCopy> copies);
 [[nodiscard]] absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,

@@ -119,16 +119,6 @@ absl::Status ResidentExecutor::Load() {
   TWICE_ASSIGN_OR_RETURN(h_, dev.Allocate(rows_ * dim_));
   TWICE_ASSIGN_OR_RETURN(scratch_, dev.Allocate(scratch));
   TWICE_ASSIGN_OR_RETURN(logits_, dev.Allocate(options_.slots * vocab_rows_));
-  // A step graph holds a step's every launch with its arguments: a
-  // routing that needs the host in the middle of the pass cannot be in
-  // one. (Block tables can: each batch size's stay put, StepGraphs.)
-  for (const auto& b : blocks_) {
-    if (b->mixer->routes_on_host() ||
-        (b->ffn != nullptr && b->ffn->routes_on_host())) {
-      step_graphs_.Disable(
-          absl::FailedPreconditionError("a layer routes its rows on the host"));
-    }
-  }
   return dev.Synchronize();
 }
 
@@ -355,7 +345,7 @@ absl::Status ResidentExecutor::RunBlocks(const ResidentPass& pass) {
     if (b->ffn == nullptr) continue;
     const LayerInput ffn_in{
         x, rows, dim_, b->norm2_w->floats(), b->host->norm2.eps(), h};
-    TWICE_RETURN_IF_ERROR(b->ffn->Forward(dev, ffn_in, scratch, x));
+    TWICE_RETURN_IF_ERROR(b->ffn->Forward(dev, pass, ffn_in, scratch, x));
   }
   return absl::OkStatus();
 }

@@ -73,8 +73,8 @@ struct ResidentExecutorOptions {
   int64_t kv_cache_tokens = 65536;
   int64_t kv_block_size = 16;
   // Record each batch size's decode step as a device graph and replay it
-  // (step_graphs.h). Where the device has no graphs (the CPU) or a layer
-  // routes on the host, steps run as they are.
+  // (step_graphs.h). Where the device has no graphs (the CPU), steps run
+  // as they are.
   bool step_graphs = true;
 };
 

@@ -43,11 +43,10 @@ class ResidentFeedForwardMixer final : public ResidentMixer {
                             std::vector<HostCopy>&) override {
     return absl::OkStatus();
   }
-  bool routes_on_host() const override { return ffn_->routes_on_host(); }
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
                        const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
-    return ffn_->Forward(dev, in, scratch, x);
+    return ffn_->Forward(dev, pass, in, scratch, x);
   }
 
  private:

@@ -1,12 +1,17 @@
 // Granite-4.0-H's MLPs on a device, s its residual multiplier:
 // - FusedSwiGluMlp, dense: x += s · MLP(h) (device_fused_swiglu.h);
 // - TopKMoeMlp, experts: x += s · (Shared(h) + Σ_k g_k · Expert_k(h)).
-// The mixture routes on the host: the router logits [rows, E] come back
-// (one wait per layer and pass), RouteTopK (kernels/top_k_routing.h, the
-// host layer's own routing) groups the rows by expert, and the table goes
-// up once; then the gathered rows of each expert are one contiguous block
-// and one GEMM pair, and the combine adds each row's k gated results in
-// ascending expert order, as the host layer does.
+// A decode step routes on the device, per (row, choice) pair: the router's
+// logits become each row's k experts and gates there (RouteTopKPairs),
+// each expert's products run over its pairs (RoutedLinear, every used
+// expert's weights read once), and the combine adds each row's k gated
+// results in ascending expert order, as the host layer does; nothing
+// comes back, so the step can be recorded. A prefill pass routes on the
+// host: the router logits [rows, E] come back (one wait per layer and
+// pass), RouteTopK (kernels/top_k_routing.h, the host layer's own routing)
+// groups the rows by expert, the table goes up once, and the gathered rows
+// of each expert are one contiguous block and one GEMM pair (what many
+// rows per expert want).
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -29,8 +34,9 @@ class ResidentFusedSwiGlu final : public ResidentFeedForward {
     return mlp_.ScratchFloats(rows);
   }
   int64_t weight_bytes() const override { return mlp_.weight_bytes(); }
-  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
-                       DeviceFloats scratch, DeviceFloats x) override {
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& /*pass*/,
+                       const LayerInput& in, DeviceFloats scratch,
+                       DeviceFloats x) override {
     return mlp_.Forward(dev, in, scratch, x, ResidualAdd());
   }
 
@@ -50,20 +56,31 @@ class ResidentTopKMoe final : public ResidentFeedForward {
   absl::Status Load(ExecutorDevice& dev) override {
     TWICE_ASSIGN_OR_RETURN(router_, dev.UploadMatrix(moe_.router()));
     TWICE_RETURN_IF_ERROR(shared_.Load(dev));
+    std::vector<const DeviceMatrix*> inputs, outputs;
     for (DeviceFusedSwiGlu& expert : experts_) {
       TWICE_RETURN_IF_ERROR(expert.Load(dev));
+      inputs.push_back(&expert.input());
+      outputs.push_back(&expert.output());
     }
+    TWICE_ASSIGN_OR_RETURN(inputs_, dev.UploadMatrixTable(inputs));
+    TWICE_ASSIGN_OR_RETURN(outputs_, dev.UploadMatrixTable(outputs));
     return absl::OkStatus();
   }
-  // shared sum o [rows, d] | router logits [rows, E] | gathered rows and
-  // expert results [rows·k, d] each | one MLP's workspace.
+  // shared sum o [rows, d] | router logits [rows, E] | then a prefill's
+  // gathered rows and expert results [rows·k, d] each, or a step's pair
+  // experts and gates [rows·k] each, expert inputs [rows·k, 2 ff], their
+  // SwiGLU [rows·k, ff] and results [rows·k, d] | one MLP's workspace.
   int64_t ScratchFloats(int64_t rows) const override {
     const TopKMoeShape& s = moe_.shape();
+    const int64_t n = rows * s.top_k;
     int64_t mlp = shared_.ScratchFloats(rows);
+    int64_t pairs = 0;
     if (!experts_.empty()) {
       mlp = std::max(mlp, experts_.front().ScratchFloats(rows));
+      pairs = 2 * n + 3 * n * experts_.front().hidden() + n * s.dim;
     }
-    return rows * s.dim + rows * s.experts + 2 * rows * s.top_k * s.dim + mlp;
+    return rows * s.dim + rows * s.experts + std::max(2 * n * s.dim, pairs) +
+           mlp;
   }
   int64_t weight_bytes() const override {
     int64_t bytes = router_->bytes() + shared_.weight_bytes();
@@ -72,24 +89,67 @@ class ResidentTopKMoe final : public ResidentFeedForward {
     }
     return bytes;
   }
-  // The router's logits come back to the host for the routing.
-  bool routes_on_host() const override { return true; }
-  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
-                       DeviceFloats scratch, DeviceFloats x) override {
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
+                       const LayerInput& in, DeviceFloats scratch,
+                       DeviceFloats x) override {
     const int64_t rows = in.rows;
     const TopKMoeShape& s = moe_.shape();
-    const int64_t d = s.dim, n = rows * s.top_k;
+    const int64_t d = s.dim;
     const DeviceFloats o = scratch.sub(0, rows * d);
     const DeviceFloats logits = scratch.sub(o.size, rows * s.experts);
-    const DeviceFloats gathered = scratch.sub(o.size + logits.size, n * d);
-    const DeviceFloats results =
-        scratch.sub(o.size + logits.size + gathered.size, n * d);
-    const int64_t used = o.size + logits.size + gathered.size + results.size;
-    const DeviceFloats mlp = scratch.sub(used, scratch.size - used);
-
+    const DeviceFloats rest =
+        scratch.sub(o.size + logits.size, scratch.size - o.size - logits.size);
     // The router's product normalizes h; the shared expert reads it then.
     const LinearOutput router[] = {{router_.get(), logits, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, router));
+    if (pass.step != nullptr) return RouteOnDevice(dev, in, o, logits, rest, x);
+    return RouteOnHost(dev, in, o, logits, rest, x);
+  }
+
+ private:
+  // A step: routes, products and combine on the device (see the top).
+  absl::Status RouteOnDevice(ExecutorDevice& dev, const LayerInput& in,
+                             DeviceFloats o, DeviceFloats logits,
+                             DeviceFloats rest, DeviceFloats x) {
+    const int64_t rows = in.rows;
+    const TopKMoeShape& s = moe_.shape();
+    const int64_t n = rows * s.top_k, ff = experts_.front().hidden();
+    int64_t at = 0;
+    auto take = [&](int64_t floats) {
+      const DeviceFloats part = rest.sub(at, floats);
+      at += floats;
+      return part;
+    };
+    const DeviceFloats experts = take(n), gates = take(n);
+    const DeviceFloats u = take(n * 2 * ff), a = take(n * ff);
+    const DeviceFloats results = take(n * s.dim);
+    const DeviceFloats mlp = rest.sub(at, rest.size - at);
+    TWICE_RETURN_IF_ERROR(shared_.Forward(
+        dev, LayerInput::Normalized(in.h, rows, s.dim), mlp, o, {}));
+    TWICE_RETURN_IF_ERROR(
+        dev.RouteTopKPairs(logits, rows, s.experts, s.top_k, experts, gates));
+    // Each pair reads its row of h: pairs r·k .. r·k + k - 1 share row r.
+    TWICE_RETURN_IF_ERROR(
+        dev.RoutedLinear(in.h, s.top_k, *inputs_, experts, n, u));
+    // The gate is the first half of each row of u, as in an expert.
+    TWICE_RETURN_IF_ERROR(
+        dev.SiluMul(u, 2 * ff, u.sub(ff, u.size - ff), 2 * ff, n, ff, a));
+    TWICE_RETURN_IF_ERROR(
+        dev.RoutedLinear(a, 1, *outputs_, experts, n, results));
+    return dev.CombineRoutedPairs(o, results, s.dim, rows, s.top_k, gates,
+                                  residual_scale(), x);
+  }
+
+  // A prefill pass: routes on the host, one GEMM pair per expert's block.
+  absl::Status RouteOnHost(ExecutorDevice& dev, const LayerInput& in,
+                           DeviceFloats o, DeviceFloats logits,
+                           DeviceFloats rest, DeviceFloats x) {
+    const int64_t rows = in.rows;
+    const TopKMoeShape& s = moe_.shape();
+    const int64_t d = s.dim, n = rows * s.top_k;
+    const DeviceFloats gathered = rest.sub(0, n * d);
+    const DeviceFloats results = rest.sub(n * d, n * d);
+    const DeviceFloats mlp = rest.sub(2 * n * d, rest.size - 2 * n * d);
     const DeviceFloats h = in.h;
     TWICE_RETURN_IF_ERROR(
         shared_.Forward(dev, LayerInput::Normalized(h, rows, d), mlp, o, {}));
@@ -115,11 +175,12 @@ class ResidentTopKMoe final : public ResidentFeedForward {
                                  residual_scale(), x);
   }
 
- private:
   const TopKMoeMlp& moe_;
   DeviceFusedSwiGlu shared_;
   std::vector<DeviceFusedSwiGlu> experts_;
   std::unique_ptr<DeviceMatrix> router_;
+  // The experts' input and output matrices, indexed on the device.
+  std::unique_ptr<DeviceMatrixTable> inputs_, outputs_;
   std::vector<float> host_logits_;
 };
 

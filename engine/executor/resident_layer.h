@@ -155,9 +155,6 @@ class ResidentMixer : public ResidualWriter {
       int32_t slot, int64_t tokens, LayerState& state,
       std::vector<HostCopy>& copies) = 0;
 
-  // Whether a pass needs the host in its middle (a mixture of experts'
-  // routing): such a step cannot be recorded as a device graph.
-  virtual bool routes_on_host() const { return false; }
   // x [rows, d] += Mixer(h [rows, d]), h made of `in` (in.x is x); the
   // pass's states advance.
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
@@ -174,10 +171,11 @@ class ResidentFeedForward : public ResidualWriter {
   [[nodiscard]] virtual absl::Status Load(ExecutorDevice& device) = 0;
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
   virtual int64_t weight_bytes() const = 0;
-  // As ResidentMixer::routes_on_host.
-  virtual bool routes_on_host() const { return false; }
-  // x [rows, d] += FFN(h [rows, d]), h made of `in` (in.x is x).
+  // x [rows, d] += FFN(h [rows, d]), h made of `in` (in.x is x). A
+  // decode step's work (pass.step set) must not need the host in its
+  // middle, so that the step can be recorded as a device graph.
   [[nodiscard]] virtual absl::Status Forward(ExecutorDevice& device,
+                                             const ResidentPass& pass,
                                              const LayerInput& in,
                                              DeviceFloats scratch,
                                              DeviceFloats x) = 0;

@@ -27,8 +27,9 @@ class ResidentPlainMlp final : public ResidentFeedForward {
   int64_t weight_bytes() const override {
     return up_->bytes() + down_->bytes();
   }
-  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
-                       DeviceFloats scratch, DeviceFloats x) override {
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& /*pass*/,
+                       const LayerInput& in, DeviceFloats scratch,
+                       DeviceFloats x) override {
     const int64_t rows = in.rows;
     const DeviceFloats u = scratch.sub(0, rows * hidden_);
     const LinearOutput up[] = {{up_.get(), u, {}}};

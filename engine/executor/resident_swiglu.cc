@@ -26,8 +26,9 @@ class ResidentSwiGlu final : public ResidentFeedForward {
   int64_t weight_bytes() const override {
     return fc1_->bytes() + fc2_->bytes();
   }
-  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
-                       DeviceFloats scratch, DeviceFloats x) override {
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& /*pass*/,
+                       const LayerInput& in, DeviceFloats scratch,
+                       DeviceFloats x) override {
     const int64_t rows = in.rows;
     const int64_t hidden = mlp_.hidden();
     const DeviceFloats u = scratch.sub(0, rows * 2 * hidden);
@@ -59,8 +60,9 @@ class ResidentLlamaMlp final : public ResidentFeedForward {
   int64_t weight_bytes() const override {
     return gate_->bytes() + up_->bytes() + down_->bytes();
   }
-  absl::Status Forward(ExecutorDevice& dev, const LayerInput& in,
-                       DeviceFloats scratch, DeviceFloats x) override {
+  absl::Status Forward(ExecutorDevice& dev, const ResidentPass& /*pass*/,
+                       const LayerInput& in, DeviceFloats scratch,
+                       DeviceFloats x) override {
     const int64_t rows = in.rows;
     const int64_t hidden = mlp_.hidden();
     const DeviceFloats g = scratch.sub(0, rows * hidden);

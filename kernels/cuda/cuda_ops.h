@@ -288,6 +288,43 @@ struct DeviceRoutesView {
                                              const DeviceRoutesView& routes,
                                              float scale, DeviceSpan<float> x);
 
+// ---- mixture of experts routed per pair (f32 rows, bf16 weights) ------------
+
+// kernels/top_k_routing.h RouteTopKPairs on the device: logits [rows, E]
+// into pair_experts and pair_gates [rows·k]; k <= 32, E < 2^24.
+[[nodiscard]] absl::Status RouteTopKPairs(const Stream& stream,
+                                          DeviceSpan<const float> logits,
+                                          int64_t rows, int64_t experts,
+                                          int64_t top_k,
+                                          DeviceSpan<float> pair_experts,
+                                          DeviceSpan<float> pair_gates);
+
+// The experts' matrices of one routed product: `experts` bf16 matrices
+// [rows, cols], row-major, at the device pointers `matrices`.
+struct RoutedWeights {
+  DeviceSpan<const Bf16* const> matrices;
+  int64_t experts = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+// int32 workspace RoutedLinear needs for `pairs` pairs.
+inline int64_t RoutedLinearWorkspace(int64_t experts, int64_t pairs) {
+  return experts * (1 + pairs);
+}
+// y [pairs, W rows] = x[p / x_group, :] · W_{e_p}^T, e_p = pair_experts[p]
+// (RouteTopKPairs's floats; a pair whose expert is out of range is left
+// unwritten), x [pairs / x_group, W cols] rounded to bf16 as a GEMM's
+// input, f32 sums; each used expert's weights read once per call.
+[[nodiscard]] absl::Status RoutedLinear(
+    const Stream& stream, DeviceSpan<const float> x, int64_t x_group,
+    const RoutedWeights& weights, DeviceSpan<const float> pair_experts,
+    int64_t pairs, DeviceSpan<int32_t> workspace, DeviceSpan<float> y);
+// kernels/top_k_routing.h CombineRoutedPairs (accumulating into x).
+[[nodiscard]] absl::Status CombineRoutedPairs(
+    const Stream& stream, DeviceSpan<const float> base,
+    DeviceSpan<const float> routed, int64_t cols, int64_t rows, int64_t top_k,
+    DeviceSpan<const float> gates, float scale, DeviceSpan<float> x);
+
 // ---- row-wise and element-wise ----------------------------------------------
 
 // kernels/rms_norm.h; the second overload also writes y rounded to bf16

@@ -265,6 +265,27 @@ cudaError_t CombineRoutedRows(const float* base, const float* routed,
                               const float* gate, int64_t rows, int k,
                               float scale, float* x, cudaStream_t stream);
 
+// ---- mixture of experts routed per pair (routed_pairs_cuda.cu) --------------
+inline constexpr int kMaxDeviceTopK = 32;
+// pair_experts, pair_gates [rows·k] of logits [rows, experts]; k <=
+// kMaxDeviceTopK.
+cudaError_t RouteTopKPairs(const float* logits, int64_t rows, int experts,
+                           int k, float* pair_experts, float* pair_gates,
+                           cudaStream_t stream);
+// y[p, :] = bf16(x[p / x_group, :]) · W_e^T for pairs p < pairs, e =
+// pair_experts[p], W_e = weights[e] [n_rows, cols] bf16; workspace: experts
+// + experts · pairs int32.
+cudaError_t RoutedLinear(const float* x, int64_t x_group,
+                         const bf16_bits* const* weights, int experts,
+                         int64_t n_rows, int64_t cols,
+                         const float* pair_experts, int64_t pairs,
+                         int32_t* workspace, float* y, cudaStream_t stream);
+// x[r, :] += scale · (base[r, :] + Σ_j gates[r·k + j] · routed[r·k + j, :]).
+cudaError_t CombineRoutedPairs(const float* base, const float* routed,
+                               int64_t cols, int64_t rows, int k,
+                               const float* gates, float scale, float* x,
+                               cudaStream_t stream);
+
 // ---- sampling (sampling_cuda.cu) --------------------------------------------
 // kernels::SamplingRule's fields, field for field (cuda_ops.cc copies them).
 struct SampleRule {

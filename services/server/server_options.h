@@ -144,8 +144,7 @@ struct ServerOptions {
   // together (--resident_kv_tokens); >= 16. Default: 65536.
   int64_t resident_kv_tokens = 65536;
   // Record a resident model's decode steps as device graphs and replay
-  // them (--resident_step_graphs; CUDA only, and not for models that page
-  // their states or route on the host). Default: true.
+  // them (--resident_step_graphs; CUDA only). Default: true.
   bool resident_step_graphs = true;
   // The LoadOptions weights_dtype and the executor give.
   engine::LoadOptions ModelLoadOptions() const;

@@ -130,8 +130,8 @@ ABSL_FLAG(int64_t, resident_kv_tokens, 65536,
 ABSL_FLAG(bool, resident_step_graphs, true,
           "Record each batch size's decode step of a resident model on a "
           "GPU as a CUDA graph after its first run and replay it (one launch "
-          "instead of hundreds); models whose layers page their states or "
-          "route on the host run their steps as they are");
+          "instead of hundreds), for every architecture; a paged model's "
+          "step is recorded again when a sequence outgrows its block table");
 ABSL_FLAG(std::string, backup_dir, "",
           "Directory `twice store backup` writes checkpoints into; same file "
           "system as --data_dir (empty = DATA_DIR-backups)");

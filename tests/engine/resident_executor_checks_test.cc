@@ -226,18 +226,14 @@ class UnknownFeedForward final : public FeedForward {
   }
 };
 
-// Step graphs on the CPU device: a model whose layers route on the host
-// says so from its load; any other (paged ones included) tries to record
-// its batch size's second step, learns that the CPU records no graphs
-// (UNIMPLEMENTED), and runs that step and every later one as it is.
+// Step graphs on the CPU device: every model (paged ones and mixtures of
+// experts included) tries to record its batch size's second step, learns
+// that the CPU records no graphs (UNIMPLEMENTED), and runs that step and
+// every later one as it is.
 TEST_P(ResidentExecutorTest, StepGraphsSayWhyTheyAreOff) {
   std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/4);
   ASSERT_NE(e, nullptr);
-  const bool blocked = GetParam() == "granitemoe";
-  EXPECT_EQ(
-      e->step_graphs_status().code(),
-      blocked ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kOk)
-      << e->step_graphs_status();
+  EXPECT_OK(e->step_graphs_status());
   std::vector<SlotId> slots;
   for (int b = 0; b < 2; ++b) {
     ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
@@ -249,9 +245,7 @@ TEST_P(ResidentExecutorTest, StepGraphsSayWhyTheyAreOff) {
   for (int step = 0; step < 3; ++step) {
     ASSERT_OK_AND_ASSIGN(tokens, e->Step(tokens, slots, rules));
   }
-  EXPECT_EQ(e->step_graphs_status().code(),
-            blocked ? absl::StatusCode::kFailedPrecondition
-                    : absl::StatusCode::kUnimplemented)
+  EXPECT_EQ(e->step_graphs_status().code(), absl::StatusCode::kUnimplemented)
       << e->step_graphs_status();
   EXPECT_EQ(e->step_graphs(), 0);
   EXPECT_EQ(e->device().traffic().graph_launches, 0);

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -225,6 +226,101 @@ TEST(TopKRoutingRulesTest, BadCallsAndTablesAreRefusedWithNothingWritten) {
                               absl::MakeSpan(short_out))
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace twice::kernels
+
+namespace twice::kernels {
+namespace {
+
+// Per-pair routing: row r's j-th pair is the j-th expert of its RefTopK
+// set in ascending order, gated as RouteTopK gates it; the pair combine
+// equals the table combine (the same sum, term for term), checked against
+// the float64 mixture too.
+TEST(TopKRoutingPairsTest, PairsAreTheTablesRoutesInRowOrder) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& [rows, experts, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 64, 6},
+        {17, 8, 3},
+        {5, 4, 4},
+        {33, 62, 8}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " " << experts << " " << k);
+    std::vector<float> logits =
+        RandomVector(rows * experts, RoutingSeed() + 70, 3.0f);
+    if (k < experts) logits[0] = nan;        // ranks last: never chosen
+    if (experts > 2) logits[2] = logits[1];  // a tie
+    ASSERT_OK_AND_ASSIGN(const TopKRoutes routes,
+                         RouteTopK(logits, rows, experts, k));
+    std::vector<float> pair_experts(rows * k, -1.0f), gates(rows * k, -1.0f);
+    ASSERT_OK(RouteTopKPairs(logits, rows, experts, k,
+                             absl::MakeSpan(pair_experts),
+                             absl::MakeSpan(gates)));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<int> want = RefTopK(logits, r, experts, k);
+      std::sort(want.begin(), want.end());
+      for (int64_t j = 0; j < k; ++j) {
+        EXPECT_EQ(pair_experts[r * k + j], static_cast<float>(want[j]))
+            << r << " " << j;
+        EXPECT_EQ(gates[r * k + j], routes.gate[r * k + j]) << r << " " << j;
+      }
+    }
+    const int64_t cols = 5;
+    const std::vector<float> base = RandomVector(rows * cols, 71);
+    const std::vector<float> results = RandomVector(rows * k * cols, 72);
+    // The table combine reads routed rows by entry: the pair's result sits
+    // at its entry's row there.
+    std::vector<float> routed(results.size());
+    for (int64_t p = 0; p < rows * k; ++p) {
+      std::copy_n(results.begin() + p * cols, cols,
+                  routed.begin() + routes.entry[p] * cols);
+    }
+    std::vector<float> by_table = RandomVector(rows * cols, 73);
+    std::vector<float> by_pairs = by_table;
+    const std::vector<float> before = by_table;
+    ASSERT_OK(CombineRoutedRows(base, routed, cols, routes, 0.5f, true,
+                                absl::MakeSpan(by_table)));
+    ASSERT_OK(CombineRoutedPairs(base, results, cols, rows, k, gates, 0.5f,
+                                 absl::MakeSpan(by_pairs)));
+    EXPECT_EQ(by_pairs, by_table);
+    std::vector<double> want(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        double sum = base[r * cols + c];
+        for (int64_t j = 0; j < k; ++j) {
+          sum += double{gates[r * k + j]} * results[(r * k + j) * cols + c];
+        }
+        want[r * cols + c] = before[r * cols + c] + 0.5 * sum;
+      }
+    }
+    ExpectClose(by_pairs, want, 1e-5, 1e-5);
+  }
+}
+
+TEST(TopKRoutingPairsTest, BadCallsAreRefusedWithNothingWritten) {
+  const std::vector<float> logits = RandomVector(3 * 4, RoutingSeed());
+  std::vector<float> experts(6, 9.0f), gates(6, 9.0f);
+  EXPECT_EQ(RouteTopKPairs(logits, 3, 4, 2, absl::MakeSpan(experts).subspan(1),
+                           absl::MakeSpan(gates))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RouteTopKPairs(logits, 3, 4, 5, absl::MakeSpan(experts),
+                           absl::MakeSpan(gates))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(experts, std::vector<float>(6, 9.0f));
+  std::vector<float> x(3 * 2, 9.0f);
+  const std::vector<float> base(3 * 2, 1.0f), routed(6 * 2, 1.0f);
+  EXPECT_EQ(CombineRoutedPairs(base, routed, 2, 3, 2,
+                               absl::MakeConstSpan(gates).subspan(1), 1.0f,
+                               absl::MakeSpan(x))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CombineRoutedPairs(base, absl::MakeConstSpan(routed).subspan(2), 2,
+                               3, 2, gates, 1.0f, absl::MakeSpan(x))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(x, std::vector<float>(6, 9.0f));
 }
 
 }  // namespace
