@@ -121,9 +121,10 @@ class DeviceBlockTable {
   virtual int64_t width() const = 0;
 };
 
-// One pass's mixture-of-experts routes (kernels/top_k_routing.h) on the
-// device for its row moves (uploaded once per layer and pass: the routing
-// itself runs on the host over router logits brought back).
+// One prefill pass's mixture-of-experts routes (kernels/top_k_routing.h)
+// on the device for its row moves (uploaded once per layer and pass: the
+// routing itself runs on the host over router logits brought back; a
+// decode step routes on the device, RouteTopKPairs).
 class DeviceRoutes {
  public:
   virtual ~DeviceRoutes() = default;

@@ -135,15 +135,6 @@ absl::Status StepGraphs::Run(ExecutorDevice& device, int64_t rows,
   return device.Launch(*e.graph);
 }
 
-void StepGraphs::Disable(absl::Status why) {
-  record_ = false;
-  status_ = std::move(why);
-  for (auto& [rows, e] : entries_) {
-    e.graph.reset();
-    e.state.has_graph = false;
-  }
-}
-
 int StepGraphs::graphs() const {
   int n = 0;
   for (const auto& [rows, e] : entries_) n += e.graph != nullptr ? 1 : 0;

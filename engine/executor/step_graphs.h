@@ -87,8 +87,6 @@ class StepGraphs {
   [[nodiscard]] absl::Status Run(ExecutorDevice& device, int64_t rows,
                                  absl::FunctionRef<absl::Status()> work);
 
-  // Turns recording off for good (the model's steps cannot be recorded).
-  void Disable(absl::Status why);
   // OK while recording is on; else why it is off.
   const absl::Status& status() const { return status_; }
   int graphs() const;
