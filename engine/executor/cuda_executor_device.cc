@@ -241,10 +241,13 @@ absl::StatusOr<std::unique_ptr<DeviceMatrix>> CudaExecutorDevice::UploadMatrix(
     TWICE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(wide.data(), bf16.data(), bytes,
                                                cudaMemcpyDeviceToDevice,
                                                stream_->get()));
-    TWICE_RETURN_IF_ERROR(stream_->Synchronize());
     bf16 = std::move(wide);
   }
-  TWICE_RETURN_IF_ERROR(stream_->Synchronize());
+  // No wait: the staged and unpadded blocks go back to the allocator's
+  // cache, and whatever reuses them is queued on this stream behind the
+  // work that reads them, so one matrix's conversion overlaps the next
+  // one's staging; the executor's load ends with one Synchronize, which
+  // reports any fault of the queued work.
   traffic_.weight_bytes += weight.size() * kernels::DTypeSize(weight.dtype()) +
                            (weight.dtype() == kernels::DType::kI8
                                 ? FloatBytes(cuda::I8ScaleCountOf(weight))
