@@ -129,14 +129,17 @@ absl::Status CudaExecutorDevice::PagedAttention(
     DeviceFloats k_pool, DeviceFloats v_pool, float scale, DeviceFloats y) {
   const kernels::PagedKvDims d = WithTableWidth(dims, table);
   // Splits by the longest position the table can address, partial sums
-  // in a block sized for any length: a recorded step keeps both.
+  // in a block sized for any pass and made at the first (a prefill's, not
+  // a recording's): a recorded step keeps both, and no batch size or
+  // length moves the block.
   cuda::PagedSplit split;
   split.splits = cuda::PagedAttentionSplits(
       rows.rows * d.heads, d.table_width * d.block_size, split_warps_);
-  if (const int64_t most = cuda::MaxPagedSplitFloats(rows.rows, d.heads,
-                                                     d.head_dim, split_warps_);
-      most > 0) {
-    TWICE_ASSIGN_OR_RETURN(split.partials, Kept<float>(split_partials_, most));
+  if (split_warps_ > 0) {
+    TWICE_ASSIGN_OR_RETURN(
+        split.partials,
+        Kept<float>(split_partials_,
+                    cuda::MaxPagedSplitFloats(d.head_dim, split_warps_)));
   }
   return cuda::PagedCausalAttention(
       *stream_, ConstSpan(q), q_stride, CudaPagedRowsOf(rows), d,

@@ -91,7 +91,10 @@ __global__ void PagedAttentionKernel(PagedRowsArgs a, const float* q,
 }
 
 // grid-stride over (row, head, split) warps; partials [rows, H, splits,
-// hd + 2] (WarpSoftmaxRow::StorePartial).
+// hd + 2] (WarpSoftmaxRow::StorePartial). Warps are numbered with the
+// query heads of one key head innermost, so the warps that read the same
+// keys and values (grouped-query attention) sit in one block and share
+// them through its cache.
 __global__ void PagedAttentionSplitKernel(PagedRowsArgs a, const float* q,
                                           int64_t q_stride, const float* k_pool,
                                           const float* v_pool, float scale,
@@ -102,10 +105,14 @@ __global__ void PagedAttentionSplitKernel(PagedRowsArgs a, const float* q,
   const int64_t kv_row = int64_t{a.kv_heads} * hd;
   for (int64_t w = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) >> 5;
        w < a.rows * a.heads * splits; w += warps) {
-    const int64_t row_head = w / splits;
-    const int64_t s = w % splits;
-    const int64_t r = row_head / a.heads;
-    const int h = static_cast<int>(row_head % a.heads);
+    // w = ((r · H_kv + kv head) · splits + s) · group + head in group.
+    const int in_group = static_cast<int>(w % group);
+    const int64_t share_of_kv = w / group;
+    const int64_t s = share_of_kv % splits;
+    const int64_t row_kv = share_of_kv / splits;
+    const int64_t r = row_kv / a.kv_heads;
+    const int h = static_cast<int>(row_kv % a.kv_heads) * group + in_group;
+    const int64_t row_head = r * a.heads + h;
     const int64_t n = PassRowPosition(a, r) + 1;  // positions [0, n)
     const int64_t share = (n + splits - 1) / splits;
     const int64_t begin = s * share;
@@ -125,12 +132,12 @@ __global__ void PagedAttentionSplitKernel(PagedRowsArgs a, const float* q,
       }
       j += count;
     }
-    row.StorePartial(partials + w * (hd + 2));
+    row.StorePartial(partials + (row_head * splits + s) * (hd + 2));
   }
 }
 
 // Warp per (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M}
-// l_s over the shares with l_s > 0 (M their largest max; share 0 holds
+// l_s over the shares with l_s != 0 (M their largest max; share 0 holds
 // position 0, so at least one has).
 __global__ void CombineSplitsKernel(int64_t row_heads, int hd, int splits,
                                     const float* partials, float* out) {
@@ -142,7 +149,9 @@ __global__ void CombineSplitsKernel(int64_t row_heads, int hd, int splits,
     const float* p = partials + w * splits * part;
     float m = -FLT_MAX;
     for (int s = 0; s < splits; ++s) {
-      if (p[s * part + hd + 1] > 0.0f) m = fmaxf(m, p[s * part + hd]);
+      // Only an empty share (sum exactly 0) is skipped: a NaN sum carries
+      // on into the output, as the unsplit kernel and the CPU give it.
+      if (p[s * part + hd + 1] != 0.0f) m = fmaxf(m, p[s * part + hd]);
     }
     float l = 0.0f;
     float acc[kWarpRowDims];
@@ -151,7 +160,7 @@ __global__ void CombineSplitsKernel(int64_t row_heads, int hd, int splits,
     for (int s = 0; s < splits; ++s) {
       const float* share = p + s * part;
       const float ls = share[hd + 1];
-      if (!(ls > 0.0f)) continue;  // an empty share (warp-uniform)
+      if (ls == 0.0f) continue;  // an empty share (warp-uniform)
       const float weight = __expf(share[hd] - m);
       l += ls * weight;
 #pragma unroll

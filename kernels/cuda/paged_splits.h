@@ -43,13 +43,12 @@ inline int64_t PagedSplitFloats(int64_t rows, int64_t heads, int64_t head_dim,
   return splits > 1 ? rows * heads * splits * (head_dim + 2) : 0;
 }
 
-// The most PagedSplitFloats a pass of `rows` rows can need at any length
-// (what an executor keeps, so that a longer sequence never moves it).
-inline int64_t MaxPagedSplitFloats(int64_t rows, int64_t heads,
-                                   int64_t head_dim, int64_t warps_wanted) {
-  return PagedSplitFloats(
-      rows, heads, head_dim,
-      PagedAttentionSplits(rows * heads, int64_t{1} << 40, warps_wanted));
+// The most PagedSplitFloats any pass can need, whatever its rows and
+// length: a split pass has rows·H < warps_wanted and splits <=
+// ceil(warps_wanted / (rows·H)), so rows·H·splits < 2 · warps_wanted.
+// What an executor keeps, so that no batch size or length moves it.
+inline int64_t MaxPagedSplitFloats(int64_t head_dim, int64_t warps_wanted) {
+  return 2 * warps_wanted * (head_dim + 2);
 }
 
 }  // namespace twice::kernels::cuda

@@ -130,7 +130,8 @@ class PagedAttentionCudaTest : public testing::CudaTest {
                            pools.device_v.span<float>()));
     const int64_t partial_floats =
         PagedSplitFloats(rows, dims.heads, dims.head_dim, splits);
-    // NaN partials: a share the split kernel skipped would show.
+    // NaN partials: a non-empty share the split kernel skipped would carry
+    // NaN into the output.
     DeviceBuffer dpartials =
         Put(std::vector<float>(std::max<int64_t>(partial_floats, 1), kNaN));
     const PagedSplit split{splits,
@@ -272,12 +273,16 @@ TEST(PagedSplitsTest, SplitsFillTheDeviceOnlyWhereRowsAreFewAndLong) {
   EXPECT_EQ(PagedAttentionSplits(32, 32768, 0), 1);  // no device count
   EXPECT_EQ(PagedSplitFloats(3, 8, 64, 1), 0);
   EXPECT_EQ(PagedSplitFloats(3, 8, 64, 4), 3 * 8 * 4 * 66);
-  // The most any length needs bounds what every length needs.
-  for (const int64_t rows : {1, 3, 64, 256}) {
-    for (const int64_t length : {1, 129, 5000, 1 << 20}) {
-      EXPECT_LE(PagedSplitFloats(rows, 32, 128,
-                                 PagedAttentionSplits(rows * 32, length, want)),
-                MaxPagedSplitFloats(rows, 32, 128, want));
+  // The bound holds for every batch, length and head count.
+  for (const int64_t rows : {1, 3, 5, 13, 64, 65, 256}) {
+    for (const int64_t heads : {1, 7, 32}) {
+      for (const int64_t length : {1, 129, 5000, 1 << 20}) {
+        EXPECT_LE(
+            PagedSplitFloats(rows, heads, 128,
+                             PagedAttentionSplits(rows * heads, length, want)),
+            MaxPagedSplitFloats(128, want))
+            << rows << " " << heads << " " << length;
+      }
     }
   }
 }
