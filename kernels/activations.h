@@ -20,6 +20,10 @@
 
 namespace twice::kernels {
 
+// Which of the activations above sits between an MLP's two products (a
+// device that fuses the activation into its GEMM's input takes this).
+enum class MlpActivationKind { kSiluMul, kReluSquared, kGelu };
+
 [[nodiscard]] absl::Status SiluMul(absl::Span<const float> gate,
                                    int64_t gate_stride,
                                    absl::Span<const float> mult,

@@ -329,6 +329,24 @@ class CpuExecutorDevice final : public ExecutorDevice {
     for (int64_t i = 0; i < y.size; ++i) y.data[i] += scale * product_[i];
     return absl::OkStatus();
   }
+  absl::Status ActivationLinear(const MlpActivation& act, DeviceFloats a,
+                                const DeviceMatrix& weight, DeviceFloats y,
+                                const LinearEpilogue& epilogue) override {
+    if (act.kind == kernels::MlpActivationKind::kSiluMul) {
+      TWICE_RETURN_IF_ERROR(SiluMul(act.in, act.in_stride, act.mult,
+                                    act.mult_stride, act.rows, act.cols, a));
+    } else {
+      TWICE_RETURN_IF_ERROR(
+          CopyRows(act.in, act.in_stride, a, act.cols, act.rows, act.cols));
+      const absl::Span<float> rows = Host(a.sub(0, act.rows * act.cols));
+      if (act.kind == kernels::MlpActivationKind::kGelu) {
+        kernels::Gelu(rows);
+      } else {
+        kernels::ReluSquared(rows);
+      }
+    }
+    return Linear(a, act.rows, weight, y, epilogue);
+  }
   absl::Status Linears(DeviceFloats x, int64_t rows,
                        absl::Span<const LinearOutput> outputs) override {
     for (const LinearOutput& o : outputs) {
@@ -435,14 +453,6 @@ class CpuExecutorDevice final : public ExecutorDevice {
                        int64_t cols, DeviceFloats out) override {
     return kernels::SiluMul(Host(gate), gate_stride, Host(mult), mult_stride,
                             rows, cols, Host(out));
-  }
-  absl::Status ReluSquared(DeviceFloats x) override {
-    kernels::ReluSquared(Host(x));
-    return absl::OkStatus();
-  }
-  absl::Status Gelu(DeviceFloats x) override {
-    kernels::Gelu(Host(x));
-    return absl::OkStatus();
   }
   absl::Status RatChunkScan(DeviceFloats proj, int64_t proj_stride,
                             DeviceFloats gate_bias, const DevicePassRows& rows,
@@ -553,10 +563,6 @@ class CpuExecutorDevice final : public ExecutorDevice {
         Host(q), Host(own_k), Host(own_v), Host(z), PagedRowsOf(rows),
         WithTableWidth(dims, table), table.blocks(), Host(closed), scale,
         Host(out));
-  }
-  absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
-                      DeviceFloats out) override {
-    return kernels::SwiGlu(Host(u), rows, hidden, Host(out));
   }
   absl::Status LinearAttention(DeviceFloats q, DeviceFloats k, DeviceFloats v,
                                int64_t tokens, DeviceFloats k_enc,

@@ -316,6 +316,27 @@ absl::Status CudaExecutorDevice::Linears(
   return absl::OkStatus();
 }
 
+absl::Status CudaExecutorDevice::ActivationLinear(
+    const MlpActivation& act, DeviceFloats a, const DeviceMatrix& weight,
+    DeviceFloats y, const LinearEpilogue& epilogue) {
+  const LinearOutput one[] = {{&weight, y, epilogue}};
+  // `a` is checked as the product's input would be, though only its bf16
+  // form is written.
+  TWICE_ASSIGN_OR_RETURN(const int64_t k, CheckLinears(a.size, act.rows, one));
+  if (act.cols != k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ActivationLinear: the activation has ", act.cols,
+                     " columns and the weight ", k));
+  }
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<cuda::Bf16> a16,
+                         Scratch(act.rows * k));
+  TWICE_RETURN_IF_ERROR(cuda::ActivationToBf16(
+      *stream_, act.kind, ConstSpan(act.in), act.in_stride, ConstSpan(act.mult),
+      act.mult_stride, act.rows, act.cols, a16));
+  if (act.rows == 0) return absl::OkStatus();
+  return Gemm(a16, act.rows, MatrixOf(weight), y, epilogue);
+}
+
 absl::Status CudaExecutorDevice::RmsNormLinears(
     DeviceFloats x, int64_t rows, int64_t dim, DeviceFloats weight, float eps,
     DeviceFloats y, absl::Span<const LinearOutput> outputs) {

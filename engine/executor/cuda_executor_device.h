@@ -83,6 +83,10 @@ class CudaExecutorDevice final : public ExecutorDevice {
                       DeviceFloats y, const LinearEpilogue& epilogue) override;
   absl::Status Linears(DeviceFloats x, int64_t rows,
                        absl::Span<const LinearOutput> outputs) override;
+  // The activation writes only the GEMM's bf16 input.
+  absl::Status ActivationLinear(const MlpActivation& act, DeviceFloats a,
+                                const DeviceMatrix& weight, DeviceFloats y,
+                                const LinearEpilogue& epilogue) override;
   // The norm writes f32 y and the GEMMs' bf16 input in one kernel.
   absl::Status RmsNormLinears(DeviceFloats x, int64_t rows, int64_t dim,
                               DeviceFloats weight, float eps, DeviceFloats y,
@@ -127,10 +131,6 @@ class CudaExecutorDevice final : public ExecutorDevice {
   absl::Status SiluMul(DeviceFloats gate, int64_t gate_stride,
                        DeviceFloats mult, int64_t mult_stride, int64_t rows,
                        int64_t cols, DeviceFloats out) override;
-  absl::Status ReluSquared(DeviceFloats x) override;
-  absl::Status Gelu(DeviceFloats x) override;
-  absl::Status SwiGlu(DeviceFloats u, int64_t rows, int64_t hidden,
-                      DeviceFloats out) override;
   // The published shape (F = 16, hd = 64) runs the fused chunk-parallel
   // bf16 kernel (with JRT-RNN's encoder pass when E > 0) on bf16 copies of
   // the inputs; other shapes the feature maps into scratch, then the

@@ -90,19 +90,6 @@ absl::Status CudaExecutorDevice::SiluMul(DeviceFloats gate, int64_t gate_stride,
                        mult_stride, rows, cols, Span(out));
 }
 
-absl::Status CudaExecutorDevice::ReluSquared(DeviceFloats x) {
-  return cuda::ReluSquared(*stream_, Span(x));
-}
-
-absl::Status CudaExecutorDevice::Gelu(DeviceFloats x) {
-  return cuda::Gelu(*stream_, ConstSpan(x), Span(x));
-}
-
-absl::Status CudaExecutorDevice::SwiGlu(DeviceFloats u, int64_t rows,
-                                        int64_t hidden, DeviceFloats out) {
-  return cuda::SwiGlu(*stream_, ConstSpan(u), rows, hidden, Span(out));
-}
-
 // The published shape (F = 16, hd = 64) runs the fused chunk-parallel
 // bf16 kernel (with JRT-RNN's encoder pass when E > 0) on bf16 copies of
 // the inputs where the GPU gives a block its shared memory; other shapes

@@ -26,10 +26,14 @@ absl::Status DeviceFusedSwiGlu::Forward(ExecutorDevice& dev,
   const LinearOutput input[] = {{input_.get(), u, {}}};
   TWICE_RETURN_IF_ERROR(in.Project(dev, input));
   // The gate is the first half of each row of u, the multiplier the second.
-  TWICE_RETURN_IF_ERROR(dev.SiluMul(u, 2 * hidden,
-                                    u.sub(hidden, u.size - hidden), 2 * hidden,
-                                    rows, hidden, a));
-  return dev.Linear(a, rows, *output_, y, epilogue);
+  const MlpActivation act{kernels::MlpActivationKind::kSiluMul,
+                          u,
+                          2 * hidden,
+                          u.sub(hidden, u.size - hidden),
+                          2 * hidden,
+                          rows,
+                          hidden};
+  return dev.ActivationLinear(act, a, *output_, y, epilogue);
 }
 
 }  // namespace twice::engine

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "kernels/activations.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rat_paged.h"
 #include "kernels/sampling.h"
@@ -150,6 +151,19 @@ struct LinearEpilogue {
   DeviceFloats bias;        // [W.rows], or empty: no bias
   bool accumulate = false;  // y += ... instead of y =
   float scale = 1.0f;
+};
+
+// The element-wise step between an MLP's two products over `rows` rows of
+// `cols` of `in` (row stride in_stride): silu(in) · mult (mult with its
+// stride), relu(in)² or exact GELU (kernels/activations.h).
+struct MlpActivation {
+  kernels::MlpActivationKind kind = kernels::MlpActivationKind::kSiluMul;
+  DeviceFloats in;
+  int64_t in_stride = 0;
+  DeviceFloats mult;  // kSiluMul only
+  int64_t mult_stride = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
 };
 
 // One product of Linears: y (+)= x · W^T by `epilogue`.
@@ -329,6 +343,15 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::Status RmsNormLinears(
       DeviceFloats x, int64_t rows, int64_t dim, DeviceFloats weight, float eps,
       DeviceFloats y, absl::Span<const LinearOutput> outputs) = 0;
+  // a [rows, cols] = the activation as SiluMul / ReluSquared / Gelu compute
+  // it (a may be act.in for the last two), then Linear(a, rows, weight, y,
+  // epilogue): an MLP's activation and second product. A device that
+  // converts a GEMM's input (CUDA: to bf16) writes that form straight from
+  // the activation and leaves `a` unwritten: one kernel, and one f32 write
+  // and read of the rows, fewer.
+  [[nodiscard]] virtual absl::Status ActivationLinear(
+      const MlpActivation& act, DeviceFloats a, const DeviceMatrix& weight,
+      DeviceFloats y, const LinearEpilogue& epilogue) = 0;
   // kernels/causal_conv1d.h.
   [[nodiscard]] virtual absl::Status CausalConv1d(
       DeviceFloats x, int64_t tokens, int64_t channels, int64_t x_stride,
@@ -384,15 +407,10 @@ class ExecutorDevice {
       const kernels::PagedKvDims& dims, const DeviceBlockTable& table,
       DeviceFloats k_pool, DeviceFloats v_pool, float scale,
       DeviceFloats y) = 0;
-  // kernels/activations.h.
+  // kernels/activations.h (an MLP's activation: ActivationLinear).
   [[nodiscard]] virtual absl::Status SiluMul(
       DeviceFloats gate, int64_t gate_stride, DeviceFloats mult,
       int64_t mult_stride, int64_t rows, int64_t cols, DeviceFloats out) = 0;
-  [[nodiscard]] virtual absl::Status SwiGlu(DeviceFloats u, int64_t rows,
-                                            int64_t hidden,
-                                            DeviceFloats out) = 0;
-  [[nodiscard]] virtual absl::Status ReluSquared(DeviceFloats x) = 0;
-  [[nodiscard]] virtual absl::Status Gelu(DeviceFloats x) = 0;
   // kernels/top_k_routing.h: the rows of every expert out of src [*, cols]
   // into dst [rows·k, cols]; x [rows, cols] += scale · (base + the gated
   // expert rows of `routed` [rows·k, cols]).

@@ -10,12 +10,10 @@
 namespace twice::engine {
 namespace {
 
-enum class Activation { kReluSquared, kGelu };
-
 class ResidentPlainMlp final : public ResidentFeedForward {
  public:
   ResidentPlainMlp(const Tensor& up, const Tensor& down, int64_t hidden,
-                   Activation activation)
+                   kernels::MlpActivationKind activation)
       : up_w_(up), down_w_(down), hidden_(hidden), activation_(activation) {}
 
   absl::Status Load(ExecutorDevice& dev) override {
@@ -34,29 +32,29 @@ class ResidentPlainMlp final : public ResidentFeedForward {
     const DeviceFloats u = scratch.sub(0, rows * hidden_);
     const LinearOutput up[] = {{up_.get(), u, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, up));
-    TWICE_RETURN_IF_ERROR(
-        activation_ == Activation::kGelu ? dev.Gelu(u) : dev.ReluSquared(u));
-    return dev.Linear(u, rows, *down_, x, ResidualAdd());
+    // In place: the activation's rows are u's.
+    const MlpActivation act{activation_, u, hidden_, {}, 0, rows, hidden_};
+    return dev.ActivationLinear(act, u, *down_, x, ResidualAdd());
   }
 
  private:
   const Tensor& up_w_;
   const Tensor& down_w_;
   const int64_t hidden_;
-  const Activation activation_;
+  const kernels::MlpActivationKind activation_;
   std::unique_ptr<DeviceMatrix> up_, down_;
 };
 
 }  // namespace
 
 std::unique_ptr<ResidentFeedForward> NewResidentRelu2Mlp(const Relu2Mlp& m) {
-  return std::make_unique<ResidentPlainMlp>(m.up(), m.down(), m.hidden(),
-                                            Activation::kReluSquared);
+  return std::make_unique<ResidentPlainMlp>(
+      m.up(), m.down(), m.hidden(), kernels::MlpActivationKind::kReluSquared);
 }
 
 std::unique_ptr<ResidentFeedForward> NewResidentGeluMlp(const GeluMlp& m) {
   return std::make_unique<ResidentPlainMlp>(m.fc1(), m.fc2(), m.hidden(),
-                                            Activation::kGelu);
+                                            kernels::MlpActivationKind::kGelu);
 }
 
 }  // namespace twice::engine

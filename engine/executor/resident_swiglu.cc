@@ -35,8 +35,15 @@ class ResidentSwiGlu final : public ResidentFeedForward {
     const DeviceFloats a = scratch.sub(u.size, rows * hidden);
     const LinearOutput fc1[] = {{fc1_.get(), u, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, fc1));
-    TWICE_RETURN_IF_ERROR(dev.SwiGlu(u, rows, hidden, a));
-    return dev.Linear(a, rows, *fc2_, x, ResidualAdd());
+    // SwiGlu: the second half of each row of u gates the first.
+    const MlpActivation act{kernels::MlpActivationKind::kSiluMul,
+                            u.sub(hidden, u.size - hidden),
+                            2 * hidden,
+                            u,
+                            2 * hidden,
+                            rows,
+                            hidden};
+    return dev.ActivationLinear(act, a, *fc2_, x, ResidualAdd());
   }
 
  private:
@@ -70,8 +77,14 @@ class ResidentLlamaMlp final : public ResidentFeedForward {
     const DeviceFloats a = scratch.sub(g.size + u.size, rows * hidden);
     const LinearOutput gate_up[] = {{gate_.get(), g, {}}, {up_.get(), u, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, gate_up));
-    TWICE_RETURN_IF_ERROR(dev.SiluMul(g, hidden, u, hidden, rows, hidden, a));
-    return dev.Linear(a, rows, *down_, x, ResidualAdd());
+    const MlpActivation act{kernels::MlpActivationKind::kSiluMul,
+                            g,
+                            hidden,
+                            u,
+                            hidden,
+                            rows,
+                            hidden};
+    return dev.ActivationLinear(act, a, *down_, x, ResidualAdd());
   }
 
  private:

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/activations.h"
 #include "kernels/attention_decode.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/stream.h"
@@ -370,6 +371,14 @@ inline int64_t RoutedLinearWorkspace(int64_t experts, int64_t pairs) {
 // Exact GELU, u/2 (1 + erf(u / sqrt 2)) (engine/layers/gelu_mlp.h).
 [[nodiscard]] absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                                 DeviceSpan<float> out);
+// One of the three activations above of rows [rows, cols] of `in` (row
+// stride in_stride; mult and its stride for kSiluMul), written only as
+// bf16 into out [rows, cols]: a GEMM's input, bit for bit what
+// ConvertToBf16 of the f32 activation gives.
+[[nodiscard]] absl::Status ActivationToBf16(
+    const Stream& stream, MlpActivationKind kind, DeviceSpan<const float> in,
+    int64_t in_stride, DeviceSpan<const float> mult, int64_t mult_stride,
+    int64_t rows, int64_t cols, DeviceSpan<Bf16> out);
 
 // kernels/ssm_gating.h (the Mamba-2 steps around the SSD scan).
 [[nodiscard]] absl::Status BiasSiluRows(const Stream& stream,

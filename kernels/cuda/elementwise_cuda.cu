@@ -124,6 +124,30 @@ __global__ void GeluKernel(const float* x, int64_t count, float* out) {
   }
 }
 
+// kind: 0 silu(in) · mult, 1 relu(in)², 2 exact GELU (the three kernels
+// above, term for term), written as bf16 only.
+__global__ void ActivationToBf16Kernel(int kind, const float* in,
+                                       int64_t in_stride, const float* mult,
+                                       int64_t mult_stride, int64_t rows,
+                                       int64_t cols, bf16* out) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / cols;
+    const int64_t c = i % cols;
+    const float u = in[r * in_stride + c];
+    float v;
+    if (kind == 0) {
+      v = u / (1.0f + expf(-u)) * mult[r * mult_stride + c];
+    } else if (kind == 1) {
+      v = u > 0.0f ? u * u : 0.0f;
+    } else {
+      v = 0.5f * u * (1.0f + erff(u * 0.70710678118654752f));
+    }
+    out[i] = __float2bfloat16(v);
+  }
+}
+
 __global__ void EmbeddingKernel(const int32_t* ids, int64_t rows,
                                 const bf16* table, int64_t dim, float scale,
                                 float* out) {
@@ -232,6 +256,16 @@ cudaError_t ReluSquared(float* x, int64_t count, cudaStream_t stream) {
 cudaError_t Gelu(const float* x, int64_t count, float* out,
                  cudaStream_t stream) {
   GeluKernel<<<Blocks(count, 256), 256, 0, stream>>>(x, count, out);
+  return cudaGetLastError();
+}
+
+cudaError_t ActivationToBf16(int kind, const float* in, int64_t in_stride,
+                             const float* mult, int64_t mult_stride,
+                             int64_t rows, int64_t cols, bf16_bits* out,
+                             cudaStream_t stream) {
+  ActivationToBf16Kernel<<<Blocks(rows * cols, 256), 256, 0, stream>>>(
+      kind, in, in_stride, mult, mult_stride, rows, cols,
+      reinterpret_cast<bf16*>(out));
   return cudaGetLastError();
 }
 

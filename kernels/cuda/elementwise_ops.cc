@@ -120,6 +120,35 @@ absl::Status Gelu(const Stream& stream, DeviceSpan<const float> x,
                     "Gelu");
 }
 
+absl::Status ActivationToBf16(const Stream& stream, MlpActivationKind kind,
+                              DeviceSpan<const float> in, int64_t in_stride,
+                              DeviceSpan<const float> mult, int64_t mult_stride,
+                              int64_t rows, int64_t cols,
+                              DeviceSpan<Bf16> out) {
+  constexpr char kOp[] = "ActivationToBf16";
+  // The kernel's kind numbers.
+  static_assert(static_cast<int>(MlpActivationKind::kSiluMul) == 0 &&
+                static_cast<int>(MlpActivationKind::kReluSquared) == 1 &&
+                static_cast<int>(MlpActivationKind::kGelu) == 2);
+  const bool gated = kind == MlpActivationKind::kSiluMul;
+  TWICE_RETURN_IF_ERROR(CheckArg(rows >= 0 && cols >= 1 && in_stride >= cols &&
+                                     (!gated || mult_stride >= cols),
+                                 kOp, "bad dimensions"));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(kOp, "in", in.size, StridedExtent(rows, cols, in_stride)));
+  if (gated) {
+    TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "mult", mult.size,
+                                       StridedExtent(rows, cols, mult_stride)));
+  }
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size, rows * cols));
+  if (rows == 0) return absl::OkStatus();
+  return CudaStatus(
+      launch::ActivationToBf16(static_cast<int>(kind), in.data, in_stride,
+                               gated ? mult.data : nullptr, mult_stride, rows,
+                               cols, Bits(out), stream.get()),
+      kOp);
+}
+
 absl::Status EmbeddingOfDeviceIds(const Stream& stream,
                                   DeviceSpan<const int32_t> ids,
                                   DeviceSpan<const Bf16> table, int64_t vocab,

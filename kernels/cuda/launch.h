@@ -316,6 +316,12 @@ cudaError_t SiluMul(const float* gate, int64_t gate_stride, const float* mult,
                     int64_t mult_stride, int64_t rows, int64_t cols, float* out,
                     cudaStream_t stream);
 cudaError_t ReluSquared(float* x, int64_t count, cudaStream_t stream);
+// out [rows, cols] bf16 = the activation `kind` (0 SiluMul, 1 ReluSquared,
+// 2 Gelu) of in (row stride in_stride; mult and its stride for kind 0).
+cudaError_t ActivationToBf16(int kind, const float* in, int64_t in_stride,
+                             const float* mult, int64_t mult_stride,
+                             int64_t rows, int64_t cols, bf16_bits* out,
+                             cudaStream_t stream);
 cudaError_t Gelu(const float* x, int64_t count, float* out,
                  cudaStream_t stream);
 // ssm_gating_cuda.cu

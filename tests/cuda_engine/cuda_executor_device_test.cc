@@ -323,6 +323,75 @@ TEST_F(CudaExecutorDeviceTest, RmsNormLinearsEqualsTheNormThenTheProducts) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An MLP's activation written straight as the product's bf16 input: for
+// silu(gate) · mult over two column ranges of one wide matrix, bit for bit
+// SiluMul then Linear on the GPU; for every kind (GELU and relu² in place,
+// as the MLPs call them) the CPU device within bf16 rounding of the
+// product's input. A weight whose columns are not the activation's is
+// refused.
+TEST_F(CudaExecutorDeviceTest, ActivationLinearEqualsTheActivationThenLinear) {
+  const int64_t rows = 19, hidden = 512, n = 136;
+  const std::vector<float> u = Random(rows * 2 * hidden, 21, 3.0f);
+  const std::vector<float> y_start = Random(rows * n, 22);
+  const kernels::Tensor w = kernels::Tensor::FromVector(
+      {n, hidden}, RoundBf16(Random(n * hidden, 23, 0.05f)));
+  using Kind = kernels::MlpActivationKind;
+  for (const Kind kind : {Kind::kSiluMul, Kind::kReluSquared, Kind::kGelu}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    // [fused on the GPU, unfused on the GPU (SiluMul only), CPU]
+    std::vector<float> got[3];
+    for (int run = 0; run < 3; ++run) {
+      if (run == 1 && kind != Kind::kSiluMul) continue;
+      ExecutorDevice& device = run < 2 ? *cuda_ : *cpu_;
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> dw,
+                           device.UploadMatrix(w));
+      std::unique_ptr<DeviceArray> du = Put(device, u);
+      std::unique_ptr<DeviceArray> dy = Put(device, y_start);
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> da,
+                           device.Allocate(rows * hidden));
+      const DeviceFloats all = du->floats();
+      const LinearEpilogue add{{}, /*accumulate=*/true, 0.5f};
+      if (kind == Kind::kSiluMul) {
+        // The gate is the second half of each row, as in SwiGlu.
+        const MlpActivation act{kind,       all.sub(hidden, all.size - hidden),
+                                2 * hidden, all,
+                                2 * hidden, rows,
+                                hidden};
+        if (run == 1) {
+          ASSERT_OK(device.SiluMul(act.in, act.in_stride, act.mult,
+                                   act.mult_stride, rows, hidden,
+                                   da->floats()));
+          ASSERT_OK(device.Linear(da->floats(), rows, *dw, dy->floats(), add));
+        } else {
+          ASSERT_OK(device.ActivationLinear(act, da->floats(), *dw,
+                                            dy->floats(), add));
+        }
+      } else {
+        // In place over the first rows * hidden floats.
+        const DeviceFloats in = all.sub(0, rows * hidden);
+        const MlpActivation act{kind, in, hidden, {}, 0, rows, hidden};
+        ASSERT_OK(device.ActivationLinear(act, in, *dw, dy->floats(), add));
+      }
+      got[run] = Get(device, *dy);
+    }
+    if (kind == Kind::kSiluMul) {
+      EXPECT_EQ(got[0], got[1]);
+    }
+    EXPECT_LE(RelativeError(got[0], got[2]), kBf16InputTolerance);
+  }
+  std::unique_ptr<DeviceArray> du = Put(*cuda_, u);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> dy,
+                       cuda_->Allocate(rows * 8));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<DeviceMatrix> narrow,
+      cuda_->UploadMatrix(kernels::Tensor::FromVector(
+          {8, hidden / 2}, RoundBf16(Random(8 * hidden / 2, 24)))));
+  const DeviceFloats in = du->floats().sub(0, rows * hidden);
+  const MlpActivation act{Kind::kGelu, in, hidden, {}, 0, rows, hidden};
+  EXPECT_EQ(cuda_->ActivationLinear(act, in, *narrow, dy->floats(), {}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // A decode step's buffers: the ids, slots, positions and rules FillStep
 // packs into the step's block are what EmbedStep, the slot map and
 // SampleStep read there (a wrong offset or rule packing shows): the
