@@ -13,9 +13,10 @@ int PagedKvTables::Register(int64_t tokens_per_row) {
     if (tables_[i].tokens_per_row == tokens_per_row) return static_cast<int>(i);
   }
   const int64_t rows = (tokens_ + tokens_per_row - 1) / tokens_per_row;
-  tables_.push_back({tokens_per_row, std::make_unique<KvBlockTable>(
-                                         (rows + block_size_ - 1) / block_size_,
-                                         block_size_, slots_)});
+  tables_.push_back({tokens_per_row,
+                     std::make_unique<KvBlockTable>(
+                         (rows + block_size_ - 1) / block_size_ + extra_blocks_,
+                         block_size_, slots_)});
   return static_cast<int>(tables_.size()) - 1;
 }
 

@@ -24,9 +24,15 @@ namespace twice::engine {
 class PagedKvTables {
  public:
   // Each table holds `tokens` tokens' rows for all slots together, in
-  // blocks of `block_size` rows (tokens >= 0, block_size >= 1).
-  PagedKvTables(int64_t tokens, int64_t block_size, int32_t slots)
-      : tokens_(tokens), block_size_(block_size), slots_(slots) {}
+  // blocks of `block_size` rows (tokens >= 0, block_size >= 1), and
+  // `extra_blocks` blocks more (what the executor reserves for itself, so
+  // the callers keep all `tokens`).
+  PagedKvTables(int64_t tokens, int64_t block_size, int32_t slots,
+                int64_t extra_blocks = 0)
+      : tokens_(tokens),
+        block_size_(block_size),
+        slots_(slots),
+        extra_blocks_(extra_blocks) {}
 
   // The index of the table with one row per `tokens_per_row` tokens
   // (>= 1), made on first use.
@@ -60,6 +66,7 @@ class PagedKvTables {
   const int64_t tokens_;
   const int64_t block_size_;
   const int32_t slots_;
+  const int64_t extra_blocks_;
   std::vector<Entry> tables_;
 };
 

@@ -32,6 +32,22 @@ absl::Status SupportsResident(const StackedModel& model) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The most rows any step bucket pads (StepBucketRows), 0 without padding.
+int32_t PadSlotsFor(const ResidentExecutorOptions& options) {
+  if (options.step_padding == ResidentExecutorOptions::StepPadding::kNever) {
+    return 0;
+  }
+  int64_t most = 0;
+  for (int64_t b = 1; b <= options.slots; ++b) {
+    most = std::max(most, StepBucketRows(b, options.slots) - b);
+  }
+  return static_cast<int32_t>(most);
+}
+
+}  // namespace
+
 ResidentExecutor::ResidentExecutor(const StackedModel& model,
                                    std::unique_ptr<ExecutorDevice> device,
                                    const ResidentExecutorOptions& options)
@@ -42,9 +58,13 @@ ResidentExecutor::ResidentExecutor(const StackedModel& model,
       vocab_rows_(model.description().padded_vocab_size),
       rows_(std::max({options.prefill_chunk, int64_t{options.slots},
                       model.description().prefix_length})),
+      pad_slots_(PadSlotsFor(options)),
+      state_slots_(options.slots + pad_slots_),
       pool_(options.slots),
       slot_info_(static_cast<size_t>(options.slots)),
-      kv_tables_(options.kv_cache_tokens, options.kv_block_size, options.slots),
+      // A block per padding slot on top of the caller's tokens.
+      kv_tables_(options.kv_cache_tokens, options.kv_block_size, state_slots_,
+                 pad_slots_),
       step_graphs_(options.step_graphs) {}
 
 ResidentExecutor::~ResidentExecutor() = default;
@@ -94,7 +114,7 @@ absl::Status ResidentExecutor::Load() {
                            UploadVector(dev, b.norm1.weight().span()));
     TWICE_ASSIGN_OR_RETURN(block->mixer, NewResidentMixer(*b.mixer));
     block->mixer->set_residual_scale(model_.residual_scale());
-    ResidentPools pools{options_.slots, nullptr, -1};
+    ResidentPools pools{state_slots_, nullptr, -1};
     if (const int64_t per_row = block->mixer->kv_tokens_per_row();
         per_row > 0) {
       pools.kv_table = kv_tables_.Register(per_row);
@@ -119,6 +139,13 @@ absl::Status ResidentExecutor::Load() {
   TWICE_ASSIGN_OR_RETURN(h_, dev.Allocate(rows_ * dim_));
   TWICE_ASSIGN_OR_RETURN(scratch_, dev.Allocate(scratch));
   TWICE_ASSIGN_OR_RETURN(logits_, dev.Allocate(options_.slots * vocab_rows_));
+  if (pad_slots_ > 0 && !kv_tables_.empty()) {
+    // Each padding row's one token at position 0 (pools start zeroed).
+    std::vector<int32_t> pads(static_cast<size_t>(pad_slots_));
+    for (int32_t j = 0; j < pad_slots_; ++j) pads[j] = options_.slots + j;
+    const std::vector<int64_t> one(pads.size(), 1);
+    TWICE_RETURN_IF_ERROR(kv_tables_.Reserve(pads, one));
+  }
   return dev.Synchronize();
 }
 
@@ -458,6 +485,14 @@ absl::Status ResidentExecutor::StepWork(
                              step);
 }
 
+int64_t ResidentExecutor::PaddedStepRows(int64_t batch) const {
+  using Padding = ResidentExecutorOptions::StepPadding;
+  const bool pad = options_.step_padding == Padding::kAlways ||
+                   (options_.step_padding == Padding::kWhileRecording &&
+                    options_.step_graphs && step_graphs_.status().ok());
+  return pad ? StepBucketRows(batch, options_.slots) : batch;
+}
+
 absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
     absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots,
     absl::Span<const kernels::SamplingRule> rules) {
@@ -478,21 +513,34 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
   TWICE_RETURN_IF_ERROR(CheckSlots(slots));
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
   const int64_t batch = static_cast<int64_t>(slots.size());
-  std::vector<int32_t> ids(static_cast<size_t>(batch));
-  std::vector<int32_t> indices(slots.size());
-  std::vector<int64_t> positions(slots.size());
-  for (size_t b = 0; b < slots.size(); ++b) {
-    indices[b] = slots[b].index;
-    positions[b] = slot_info_[slots[b].index].tokens;
+  // Padding rows (if any) read token 0 at position 0 into pad slots of
+  // their own, greedily; their ids are dropped.
+  const int64_t rows = PaddedStepRows(batch);
+  std::vector<int32_t> ids(static_cast<size_t>(rows));
+  std::vector<int32_t> all_tokens(tokens.begin(), tokens.end());
+  std::vector<kernels::SamplingRule> all_rules(rules.begin(), rules.end());
+  std::vector<int32_t> indices(static_cast<size_t>(rows));
+  std::vector<int64_t> positions(static_cast<size_t>(rows), 0);
+  all_tokens.resize(static_cast<size_t>(rows), 0);
+  all_rules.resize(static_cast<size_t>(rows), kernels::SamplingRule{});
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r < batch) {
+      indices[r] = slots[r].index;
+      positions[r] = slot_info_[slots[r].index].tokens;
+    } else {
+      indices[r] = options_.slots + static_cast<int32_t>(r - batch);
+    }
   }
   TWICE_ASSIGN_OR_RETURN(DeviceStep * step,
-                         step_graphs_.StepFor(*device_, batch));
+                         step_graphs_.StepFor(*device_, rows));
   absl::StatusOr<std::vector<const DeviceBlockTable*>> kv_tables =
-      step_graphs_.FillTables(*device_, batch, kv_tables_.Rows(indices));
+      step_graphs_.FillTables(*device_, rows, kv_tables_.Rows(indices));
   absl::Status s = kv_tables.status();
-  if (s.ok()) s = device_->FillStep(*step, tokens, indices, positions, rules);
   if (s.ok()) {
-    s = step_graphs_.Run(*device_, batch,
+    s = device_->FillStep(*step, all_tokens, indices, positions, all_rules);
+  }
+  if (s.ok()) {
+    s = step_graphs_.Run(*device_, rows,
                          [&] { return StepWork(*step, *kv_tables); });
   }
   if (s.ok()) s = device_->CopyStepIds(*step, absl::MakeSpan(ids));
@@ -501,6 +549,7 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
     return s;
   }
   for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
+  ids.resize(static_cast<size_t>(batch));
   return ids;
 }
 

@@ -76,6 +76,14 @@ struct ResidentExecutorOptions {
   // (step_graphs.h). Where the device has no graphs (the CPU), steps run
   // as they are.
   bool step_graphs = true;
+  // Pad a step of B sequences to StepBucketRows(B, slots) rows, each extra
+  // row reading token 0 at position 0 into a slot of its own (the states
+  // of a step's rows must be distinct: up to 7 more slots of state for 64
+  // slots, 15 for 256, never handed out), so that a few recorded graphs
+  // serve every batch size: while steps are recorded (a GPU; the
+  // default), always (tests of the padding on the CPU), or never.
+  enum class StepPadding { kWhileRecording, kAlways, kNever };
+  StepPadding step_padding = StepPadding::kWhileRecording;
 };
 
 // Whether every layer of `model` has a resident form (resident_layers.h):
@@ -177,6 +185,8 @@ class ResidentExecutor {
   [[nodiscard]] absl::Status StepWork(
       DeviceStep& step, absl::Span<const DeviceBlockTable* const> kv_tables);
   void MarkDamaged(absl::Span<const SlotId> slots);
+  // The rows a step of `batch` sequences runs as (step_padding).
+  int64_t PaddedStepRows(int64_t batch) const;
   // Blocks for `extra` more tokens in each slot (nothing to do without
   // paged layers); RESOURCE_EXHAUSTED, nothing taken, when the pool is
   // short. Then the slots' block tables on the device for the pass (null
@@ -198,6 +208,11 @@ class ResidentExecutor {
   const int64_t vocab_rows_;
   // Workspace rows: max(prefill_chunk, slots, the prefix encoder's length).
   const int64_t rows_;
+  // Padding rows' slots: slots, slots + 1, ... (as many as the most any
+  // bucket pads; 0 without padding); the layers' pools hold state_slots_ =
+  // slots + pad_slots_ slots.
+  const int32_t pad_slots_;
+  const int32_t state_slots_;
 
   mutable std::mutex mu_;
   SlotPool pool_;

@@ -1,11 +1,20 @@
 #include "engine/executor/step_graphs.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "kernels/status_macros.h"
 
 namespace twice::engine {
+
+int64_t StepBucketRows(int64_t rows, int64_t limit) {
+  // Coarser as batches grow: a padded row costs a smaller share of a big
+  // step, whose time the device's work sets rather than its launches.
+  const int64_t step = rows <= 8 ? 1 : rows <= 64 ? 8 : rows <= 256 ? 16 : 64;
+  const int64_t bucket = (rows + step - 1) / step * step;
+  return std::max(rows, std::min(bucket, limit));
+}
 
 StepAction ChooseStepAction(bool record, const StepRecordState& state,
                             int64_t generation) {

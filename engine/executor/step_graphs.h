@@ -50,6 +50,12 @@ struct StepRecordState {
   int64_t failed_recordings = 0;
 };
 
+// The rows a step of `rows` runs as when padded to a bucket (so that a
+// few recorded graphs serve every batch size): every size up to 8, then
+// multiples of 8 up to 64, of 16 up to 256 and of 64 beyond; at most
+// `limit` (and never fewer than `rows`).
+int64_t StepBucketRows(int64_t rows, int64_t limit);
+
 // kReplay when the batch size has a graph recorded at the device's current
 // layout; kRecord when recording is on, a step of that size has run as it
 // is, and its recording has failed fewer than twice; else kRunAsIs.

@@ -3,7 +3,8 @@
 // GPU: the same ids, bit for bit, through batch sizes that change (each
 // size's first step runs, its second is recorded, later ones replay) and a
 // long prefill in between that grows the device's scratch (graphs recorded
-// before are recorded again); graph launches counted. Models whose layers
+// before are recorded again), and a batch of 11 that the recording
+// executor pads to 16 rows; graph launches counted. Models whose layers
 // page their states (Llama, RAT) run with blocks of one row, so that their
 // sequences outgrow their batch size's step tables within the test (the
 // tables are made anew and the graphs recorded again); Granite's mixture
@@ -42,12 +43,15 @@ TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
   ResidentExecutor& plain = *made[1];
   std::vector<std::vector<int32_t>> got[2];
   ResidentExecutor* executors[] = {&recording, &plain};
-  const int batches[] = {1, 3, 3, 3, 3, 1, 1, 1, 3, 3};
+  // 11 rows run padded to 16 where steps are recorded (the plain executor
+  // runs them as 11), so the padding rows must not change the ids.
+  const int batches[] = {1, 3, 3, 11, 11, 1, 1, 11, 3, 11};
+  constexpr int kSequences = 11;
   for (int e = 0; e < 2; ++e) {
     ResidentExecutor& x = *executors[e];
     std::vector<SlotId> slots;
     std::vector<int32_t> next;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kSequences; ++i) {
       ASSERT_OK_AND_ASSIGN(SlotId s, x.NewSequence());
       // The third is long enough that a paged model's steps of three rows
       // split their attention (cuda/paged_splits.h), recorded too.
@@ -55,13 +59,18 @@ TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
       slots.push_back(s);
       next.push_back(Tokens(1, 400 + i)[0]);
     }
-    std::vector<kernels::SamplingRule> rules(3);
-    rules[1].temperature = 0.9f;
-    rules[1].top_p = 0.9f;
-    rules[1].seed = 11;
-    rules[2].temperature = 1.2f;
-    rules[2].top_k = 20;
-    rules[2].seed = 12;
+    std::vector<kernels::SamplingRule> rules(kSequences);
+    for (int i = 0; i < kSequences; ++i) {
+      if (i % 3 == 1) {
+        rules[i].temperature = 0.9f;
+        rules[i].top_p = 0.9f;
+        rules[i].seed = 11 + i;
+      } else if (i % 3 == 2) {
+        rules[i].temperature = 1.2f;
+        rules[i].top_k = 20;
+        rules[i].seed = 12 + i;
+      }
+    }
     for (int step = 0; step < 10; ++step) {
       if (step == 6) {
         // A pass of 512 rows: the scratch grows past what the steps used.

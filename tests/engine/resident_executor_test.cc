@@ -172,6 +172,54 @@ TEST_P(ResidentExecutorTest, StepsThroughGrowingStepTablesMatchTheModel) {
   }
 }
 
+// Steps padded to their bucket (9 sequences run as 16 rows, the extra
+// rows reading into the executor's own pad slot) give every sequence the
+// model's tokens, and the pad slot is never handed out.
+TEST_P(ResidentExecutorTest, PaddedStepsGiveEachSequenceTheModelsTokens) {
+  ResidentExecutorOptions o;
+  o.slots = 16;
+  o.prefill_chunk = 64;
+  o.kv_cache_tokens = 4096;
+  o.step_padding = ResidentExecutorOptions::StepPadding::kAlways;
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<ResidentExecutor> e,
+      ResidentExecutor::Create(*stacked_, NewCpuExecutorDevice(), o));
+  constexpr int kSequences = 9, kSteps = 5;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<kernels::SamplingRule> rules;
+  std::vector<SlotId> slots;
+  std::vector<int32_t> next;
+  for (int i = 0; i < kSequences; ++i) {
+    prompts.push_back(RandomTokens(3 + i % 4, kExecutorVocab, 800 + i));
+    rules.push_back(i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(900 + i));
+    ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+    ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
+                         e->Prefill(slot, prompts[i]));
+    ASSERT_OK_AND_ASSIGN(const int32_t first, SampleOne(logits, rules[i]));
+    slots.push_back(slot);
+    next.push_back(first);
+  }
+  std::vector<std::vector<int32_t>> got(kSequences);
+  for (int i = 0; i < kSequences; ++i) got[i].push_back(next[i]);
+  for (int step = 1; step < kSteps; ++step) {
+    for (auto& r : rules) r.draw = static_cast<uint64_t>(step);
+    ASSERT_OK_AND_ASSIGN(next, e->Step(next, slots, rules));
+    ASSERT_EQ(next.size(), static_cast<size_t>(kSequences));
+    for (int i = 0; i < kSequences; ++i) got[i].push_back(next[i]);
+  }
+  for (int i = 0; i < kSequences; ++i) {
+    SCOPED_TRACE(i);
+    kernels::SamplingRule rule =
+        i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(900 + i);
+    EXPECT_EQ(got[i], ModelTokens(prompts[i], rule, kSteps));
+  }
+  // The 16 slots are the caller's; the pad slot is not among them.
+  EXPECT_EQ(e->capacity(), 16);
+  for (int i = kSequences; i < 16; ++i) ASSERT_OK(e->NewSequence().status());
+  EXPECT_EQ(e->NewSequence().status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 // A mixture of experts included: a step routes on the device.
 TEST_P(ResidentExecutorTest, AStepBringsBackOnlyTheIds) {
   std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/16);

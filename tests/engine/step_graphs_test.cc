@@ -10,7 +10,9 @@
 // tests/cuda_engine/step_graphs_cuda_test.cc.)
 #include "engine/executor/step_graphs.h"
 
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "engine/executor/executor_device.h"
@@ -75,6 +77,30 @@ TEST(StepGraphsTest, OnTheCpuRecordingEndsWithTheDevicesAnswer) {
             absl::StatusCode::kInternal);
   EXPECT_EQ(graphs.StepFor(*cpu, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StepBucketRowsTest, AFewBucketsServeEveryBatchSize) {
+  for (int64_t rows = 1; rows <= 8; ++rows) {
+    EXPECT_EQ(StepBucketRows(rows, 256), rows);
+  }
+  EXPECT_EQ(StepBucketRows(9, 256), 16);
+  EXPECT_EQ(StepBucketRows(64, 256), 64);
+  EXPECT_EQ(StepBucketRows(65, 256), 80);
+  EXPECT_EQ(StepBucketRows(250, 256), 256);
+  EXPECT_EQ(StepBucketRows(257, 1024), 320);
+  // Capped by the executor's rows, never below the batch.
+  EXPECT_EQ(StepBucketRows(9, 12), 12);
+  EXPECT_EQ(StepBucketRows(60, 50), 60);
+  // Batches of 1..256 use 27 sizes: under StepGraphs::kMaxGraphs.
+  std::set<int64_t> sizes;
+  for (int64_t rows = 1; rows <= 256; ++rows) {
+    const int64_t b = StepBucketRows(rows, 256);
+    EXPECT_GE(b, rows);
+    EXPECT_LE(b - rows, std::max<int64_t>(rows / 2, 7)) << rows;
+    sizes.insert(b);
+  }
+  EXPECT_EQ(sizes.size(), 27u);
+  EXPECT_LE(static_cast<int>(sizes.size()), StepGraphs::kMaxGraphs);
 }
 
 TEST(StepGraphsTest, TableWidthsGrowByDoubling) {
