@@ -151,6 +151,50 @@ class ResidentExecutorTest : public ::testing::TestWithParam<std::string> {
     return id;
   }
 
+  // Sequence i of a batch: a prompt of 2 + i % 9 random tokens, a greedy
+  // rule for even i and a sampled one for odd.
+  static std::vector<int32_t> BatchPrompt(int i) {
+    return RandomTokens(2 + i % 9, kExecutorVocab, 500 + i);
+  }
+  static kernels::SamplingRule BatchRule(int i) {
+    return i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(1000 + i);
+  }
+  // `n` sequences of BatchPrompt / BatchRule prefilled in `e`, then
+  // `steps` - 1 steps of all of them together: each sequence's ids, the
+  // prefill's sampled id first (empty on a failure, which is reported).
+  static std::vector<std::vector<int32_t>> StepTogether(ResidentExecutor& e,
+                                                        int n, int steps) {
+    std::vector<kernels::SamplingRule> rules;
+    std::vector<SlotId> slots;
+    std::vector<int32_t> next;
+    for (int i = 0; i < n; ++i) {
+      rules.push_back(BatchRule(i));
+      absl::StatusOr<SlotId> slot = e.NewSequence();
+      EXPECT_OK(slot);
+      if (!slot.ok()) return {};
+      absl::StatusOr<std::vector<float>> logits =
+          e.Prefill(*slot, BatchPrompt(i));
+      EXPECT_OK(logits);
+      if (!logits.ok()) return {};
+      absl::StatusOr<int32_t> first = SampleOne(*logits, rules[i]);
+      EXPECT_OK(first);
+      if (!first.ok()) return {};
+      slots.push_back(*slot);
+      next.push_back(*first);
+    }
+    std::vector<std::vector<int32_t>> got(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) got[i].push_back(next[i]);
+    for (int step = 1; step < steps; ++step) {
+      for (auto& r : rules) r.draw = static_cast<uint64_t>(step);
+      absl::StatusOr<std::vector<int32_t>> ids = e.Step(next, slots, rules);
+      EXPECT_OK(ids);
+      if (!ids.ok()) return {};
+      next = *ids;
+      for (int i = 0; i < n; ++i) got[i].push_back(next[i]);
+    }
+    return got;
+  }
+
   // `steps` tokens the model generates after `prompt` by `rule`.
   std::vector<int32_t> ModelTokens(const std::vector<int32_t>& prompt,
                                    kernels::SamplingRule rule, int steps) {

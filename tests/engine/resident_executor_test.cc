@@ -80,36 +80,17 @@ TEST_P(ResidentExecutorTest, SixtyFourSequencesGetTheTokensEachGetsAlone) {
   std::unique_ptr<ResidentExecutor> alone = NewExecutor(1);
   ASSERT_NE(batched, nullptr);
   ASSERT_NE(alone, nullptr);
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<kernels::SamplingRule> rules;
-  std::vector<SlotId> slots;
-  std::vector<int32_t> next;
-  for (int i = 0; i < kSequences; ++i) {
-    prompts.push_back(RandomTokens(2 + i % 9, kExecutorVocab, 500 + i));
-    rules.push_back(i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(1000 + i));
-    ASSERT_OK_AND_ASSIGN(SlotId slot, batched->NewSequence());
-    ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
-                         batched->Prefill(slot, prompts[i]));
-    ASSERT_OK_AND_ASSIGN(const int32_t first, SampleOne(logits, rules[i]));
-    slots.push_back(slot);
-    next.push_back(first);
-  }
-  std::vector<std::vector<int32_t>> got(kSequences);
-  for (int i = 0; i < kSequences; ++i) got[i].push_back(next[i]);
-  for (int step = 1; step < kSteps; ++step) {
-    for (auto& r : rules) r.draw = static_cast<uint64_t>(step);
-    ASSERT_OK_AND_ASSIGN(next, batched->Step(next, slots, rules));
-    for (int i = 0; i < kSequences; ++i) got[i].push_back(next[i]);
-  }
+  const std::vector<std::vector<int32_t>> got =
+      StepTogether(*batched, kSequences, kSteps);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSequences));
   for (int i = 0; i < kSequences; ++i) {
     SCOPED_TRACE(i);
     // Alone: the same executor code with one slot, and the model itself.
-    kernels::SamplingRule rule =
-        i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(1000 + i);
-    EXPECT_EQ(got[i], ModelTokens(prompts[i], rule, kSteps));
+    kernels::SamplingRule rule = BatchRule(i);
+    EXPECT_EQ(got[i], ModelTokens(BatchPrompt(i), rule, kSteps));
     ASSERT_OK_AND_ASSIGN(SlotId slot, alone->NewSequence());
     ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
-                         alone->Prefill(slot, prompts[i]));
+                         alone->Prefill(slot, BatchPrompt(i)));
     int32_t id = -1;
     ASSERT_OK(kernels::SampleRows(logits, 1, logits.size(), kExecutorVocab,
                                   absl::MakeConstSpan(&rule, 1),
@@ -185,35 +166,14 @@ TEST_P(ResidentExecutorTest, PaddedStepsGiveEachSequenceTheModelsTokens) {
       std::unique_ptr<ResidentExecutor> e,
       ResidentExecutor::Create(*stacked_, NewCpuExecutorDevice(), o));
   constexpr int kSequences = 9, kSteps = 5;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<kernels::SamplingRule> rules;
-  std::vector<SlotId> slots;
-  std::vector<int32_t> next;
-  for (int i = 0; i < kSequences; ++i) {
-    prompts.push_back(RandomTokens(3 + i % 4, kExecutorVocab, 800 + i));
-    rules.push_back(i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(900 + i));
-    ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
-    ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
-                         e->Prefill(slot, prompts[i]));
-    ASSERT_OK_AND_ASSIGN(const int32_t first, SampleOne(logits, rules[i]));
-    slots.push_back(slot);
-    next.push_back(first);
-  }
-  std::vector<std::vector<int32_t>> got(kSequences);
-  for (int i = 0; i < kSequences; ++i) got[i].push_back(next[i]);
-  for (int step = 1; step < kSteps; ++step) {
-    for (auto& r : rules) r.draw = static_cast<uint64_t>(step);
-    ASSERT_OK_AND_ASSIGN(next, e->Step(next, slots, rules));
-    ASSERT_EQ(next.size(), static_cast<size_t>(kSequences));
-    for (int i = 0; i < kSequences; ++i) got[i].push_back(next[i]);
-  }
+  const std::vector<std::vector<int32_t>> got =
+      StepTogether(*e, kSequences, kSteps);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSequences));
   for (int i = 0; i < kSequences; ++i) {
     SCOPED_TRACE(i);
-    kernels::SamplingRule rule =
-        i % 2 == 0 ? ExecutorGreedy() : ExecutorSampled(900 + i);
-    EXPECT_EQ(got[i], ModelTokens(prompts[i], rule, kSteps));
+    EXPECT_EQ(got[i], ModelTokens(BatchPrompt(i), BatchRule(i), kSteps));
   }
-  // The 16 slots are the caller's; the pad slot is not among them.
+  // The 16 slots are the caller's; the pad slots are not among them.
   EXPECT_EQ(e->capacity(), 16);
   for (int i = kSequences; i < 16; ++i) ASSERT_OK(e->NewSequence().status());
   EXPECT_EQ(e->NewSequence().status().code(),
