@@ -55,6 +55,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
                           int64_t vocab, DeviceStep& step) override;
   absl::Status CopyStepIds(const DeviceStep& step,
                            absl::Span<int32_t> ids) override;
+  bool records_graphs() const override { return true; }
   // A stream capture of `work` on the device's stream, instantiated.
   absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(
       absl::FunctionRef<absl::Status()> work) override;

@@ -288,6 +288,8 @@ class ExecutorDevice {
                                                  absl::Span<int32_t> ids) = 0;
 
   // ---- recorded work
+  // Whether Capture can record at all (CUDA; not the CPU).
+  virtual bool records_graphs() const { return false; }
   // Records the work `work` queues as a graph instead of running it; the
   // work must not wait for the device nor copy from the host. UNIMPLEMENTED
   // on a device without graphs (the CPU); the device's error when the work

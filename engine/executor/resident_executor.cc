@@ -34,11 +34,19 @@ absl::Status SupportsResident(const StackedModel& model) {
 
 namespace {
 
+// Whether steps on `device` are padded to buckets (step_padding).
+bool PadsSteps(const ResidentExecutorOptions& options,
+               const ExecutorDevice& device) {
+  using Padding = ResidentExecutorOptions::StepPadding;
+  return options.step_padding == Padding::kAlways ||
+         (options.step_padding == Padding::kWhileRecording &&
+          options.step_graphs && device.records_graphs());
+}
+
 // The most rows any step bucket pads (StepBucketRows), 0 without padding.
-int32_t PadSlotsFor(const ResidentExecutorOptions& options) {
-  if (options.step_padding == ResidentExecutorOptions::StepPadding::kNever) {
-    return 0;
-  }
+int32_t PadSlotsFor(const ResidentExecutorOptions& options,
+                    const ExecutorDevice& device) {
+  if (!PadsSteps(options, device)) return 0;
   int64_t most = 0;
   for (int64_t b = 1; b <= options.slots; ++b) {
     most = std::max(most, StepBucketRows(b, options.slots) - b);
@@ -58,7 +66,7 @@ ResidentExecutor::ResidentExecutor(const StackedModel& model,
       vocab_rows_(model.description().padded_vocab_size),
       rows_(std::max({options.prefill_chunk, int64_t{options.slots},
                       model.description().prefix_length})),
-      pad_slots_(PadSlotsFor(options)),
+      pad_slots_(PadSlotsFor(options, *device_)),
       state_slots_(options.slots + pad_slots_),
       pool_(options.slots),
       slot_info_(static_cast<size_t>(options.slots)),
@@ -487,9 +495,10 @@ absl::Status ResidentExecutor::StepWork(
 
 int64_t ResidentExecutor::PaddedStepRows(int64_t batch) const {
   using Padding = ResidentExecutorOptions::StepPadding;
-  const bool pad = options_.step_padding == Padding::kAlways ||
-                   (options_.step_padding == Padding::kWhileRecording &&
-                    options_.step_graphs && step_graphs_.status().ok());
+  // kWhileRecording stops padding once recording is off for good.
+  const bool pad =
+      pad_slots_ > 0 &&
+      (options_.step_padding == Padding::kAlways || step_graphs_.status().ok());
   return pad ? StepBucketRows(batch, options_.slots) : batch;
 }
 

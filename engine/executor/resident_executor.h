@@ -80,8 +80,9 @@ struct ResidentExecutorOptions {
   // row reading token 0 at position 0 into a slot of its own (the states
   // of a step's rows must be distinct: up to 7 more slots of state for 64
   // slots, 15 for 256, never handed out), so that a few recorded graphs
-  // serve every batch size: while steps are recorded (a GPU; the
-  // default), always (tests of the padding on the CPU), or never.
+  // serve every batch size: while steps are recorded (a device that
+  // records graphs, with step_graphs on; the default), always (tests of
+  // the padding on the CPU), or never.
   enum class StepPadding { kWhileRecording, kAlways, kNever };
   StepPadding step_padding = StepPadding::kWhileRecording;
 };

@@ -3,8 +3,8 @@
 // GPU: the same ids, bit for bit, through batch sizes that change (each
 // size's first step runs, its second is recorded, later ones replay) and a
 // long prefill in between that grows the device's scratch (graphs recorded
-// before are recorded again), and a batch of 11 that the recording
-// executor pads to 16 rows; graph launches counted. Models whose layers
+// before are recorded again), and a batch of 11 padded to 16 rows; graph
+// launches counted. Models whose layers
 // page their states (Llama, RAT) run with blocks of one row, so that their
 // sequences outgrow their batch size's step tables within the test (the
 // tables are made anew and the graphs recorded again); Granite's mixture
@@ -34,6 +34,9 @@ TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
     options.slots = 64;
     options.kv_block_size = 1;
     options.step_graphs = e == 0;
+    // Both run padded steps (the same GEMM shapes, so the same ids bit for
+    // bit); that padding leaves the ids the model's is the CPU tests'.
+    options.step_padding = ResidentExecutorOptions::StepPadding::kAlways;
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExecutorDevice> device,
                          NewCudaExecutorDevice(0));
     ASSERT_OK_AND_ASSIGN(made[e], ResidentExecutor::Create(
@@ -43,8 +46,7 @@ TEST_P(StepGraphsCudaTest, RecordedStepsEqualStepsRunAsTheyAre) {
   ResidentExecutor& plain = *made[1];
   std::vector<std::vector<int32_t>> got[2];
   ResidentExecutor* executors[] = {&recording, &plain};
-  // 11 rows run padded to 16 where steps are recorded (the plain executor
-  // runs them as 11), so the padding rows must not change the ids.
+  // 11 rows run padded to 16 rows.
   const int batches[] = {1, 3, 3, 11, 11, 1, 1, 11, 3, 11};
   constexpr int kSequences = 11;
   for (int e = 0; e < 2; ++e) {

@@ -154,7 +154,7 @@ TEST_P(ResidentExecutorTest, StepsThroughGrowingStepTablesMatchTheModel) {
 }
 
 // Steps padded to their bucket (9 sequences run as 16 rows, the extra
-// rows reading into the executor's own pad slot) give every sequence the
+// rows reading into the executor's own pad slots) give every sequence the
 // model's tokens, and the pad slot is never handed out.
 TEST_P(ResidentExecutorTest, PaddedStepsGiveEachSequenceTheModelsTokens) {
   ResidentExecutorOptions o;
