@@ -17,10 +17,12 @@
 //                                updates slot-indexed, one call each),
 //                                head and sampling on the device; only the
 //                                B ids come back. Its inputs go up in one
-//                                copy into buffers kept per batch size, and
-//                                the step itself is recorded once as a
-//                                device graph and replayed where the device
-//                                and the model allow (step_graphs.h);
+//                                copy into buffers kept per batch size (a
+//                                paged model's block tables refilled in
+//                                place), and the step itself is recorded
+//                                once as a device graph and replayed where
+//                                the device records graphs (step_graphs.h),
+//                                padded to a few batch-size buckets;
 //   Save(slot) / Resume(state)   the only times a state crosses to the
 //                                host: for the store's codec, and back. A
 //                                saved state is the engine's SequenceState
@@ -29,9 +31,10 @@
 //
 // Models: Mamba-2, Based (BaseConv, linear attention, sliding window,
 // SwiGLU), JRT-RNN (prefix reads included), Llama, Nemotron-H, RAT (with
-// its window layers) and Granite-4.0-H (dense or with experts; its
-// embedding, residual and logit multipliers ride on the embedding and the
-// GEMM epilogues); resident_layers.h lists the layers. Growing
+// its window layers) and Granite-4.0-H (dense or with experts, routed on
+// the device in steps; its embedding, residual and logit multipliers ride
+// on the embedding and the GEMM epilogues); resident_layers.h lists the
+// layers. Growing
 // states (full attention's KV caches, RAT's closed chunks) keep their rows
 // in blocks of per-layer pools (PagedKvTables): a read first reserves the
 // blocks its tokens need for every slot of the call, so a full pool

@@ -15,7 +15,8 @@
 //   Relu2Mlp, GeluMlp       -> non-gated MLPs (Nemotron-H, RAT)
 //   FusedSwiGluMlp          -> Granite-4.0-H's SwiGLU (gate rows first)
 //   TopKMoeMlp              -> Granite-4.0-H's mixture of experts: shared
-//                              MLP + top-k experts, routed on the host
+//                              MLP + top-k experts, routed on the device
+//                              in steps and on the host in prefill
 //   FeedForwardMixer        -> any of those MLPs as a layer of its own
 //
 // Any other layer is UNIMPLEMENTED: a model holding one runs on the offload
