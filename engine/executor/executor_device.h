@@ -435,7 +435,9 @@ class ExecutorDevice {
       DeviceFloats pair_experts, DeviceFloats pair_gates) = 0;
   // y [pairs, W rows] = x[p / x_group, :] · W_{e_p}^T, e_p the pair's
   // expert in pair_experts, for x [pairs / x_group, W cols]: the routed
-  // rows' products, each expert's as Linear computes it over its rows.
+  // rows' products (the CPU runs each expert's pairs through one Linear;
+  // CUDA reads each used expert's bf16 weights once, x rounded to bf16 as
+  // a GEMM's input, f32 sums).
   [[nodiscard]] virtual absl::Status RoutedLinear(
       DeviceFloats x, int64_t x_group, const DeviceMatrixTable& weights,
       DeviceFloats pair_experts, int64_t pairs, DeviceFloats y) = 0;

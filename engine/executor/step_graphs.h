@@ -56,9 +56,10 @@ struct StepRecordState {
 // `limit` (and never fewer than `rows`).
 int64_t StepBucketRows(int64_t rows, int64_t limit);
 
-// kReplay when the batch size has a graph recorded at the device's current
-// layout; kRecord when recording is on, a step of that size has run as it
-// is, and its recording has failed fewer than twice; else kRunAsIs.
+// kReplay when the batch size has a graph recorded at `generation` (its
+// current StepGraphs::Generation); kRecord when recording is on, a step of
+// that size has run as it is, and its recording has failed fewer than
+// twice; else kRunAsIs.
 StepAction ChooseStepAction(bool record, const StepRecordState& state,
                             int64_t generation);
 
