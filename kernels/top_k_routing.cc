@@ -192,11 +192,16 @@ absl::Status CombineRoutedRows(absl::Span<const float> base,
 
 absl::Status RouteTopKPairs(absl::Span<const float> logits, int64_t rows,
                             int64_t experts, int64_t top_k,
+                            const PaddingRows& padding,
                             absl::Span<float> pair_experts,
                             absl::Span<float> pair_gates) {
   constexpr char kOp[] = "RouteTopKPairs";
   TWICE_RETURN_IF_ERROR(CheckArg(experts < kMaxPairExperts, kOp,
                                  "need experts < 2^24 (exact as floats)"));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(padding.row_slots.empty() ||
+                   static_cast<int64_t>(padding.row_slots.size()) == rows,
+               kOp, "padding rows are known by one slot per row"));
   TWICE_ASSIGN_OR_RETURN(TopKRoutes routes,
                          RouteTopK(logits, rows, experts, top_k));
   const int64_t n = rows * top_k;
@@ -210,8 +215,10 @@ absl::Status RouteTopKPairs(absl::Span<const float> logits, int64_t rows,
         std::upper_bound(routes.expert_begin.begin(), routes.expert_begin.end(),
                          routes.entry[p]) -
         routes.expert_begin.begin() - 1;
-    pair_experts[p] = static_cast<float>(e);
-    pair_gates[p] = routes.gate[p];
+    const bool pad = !padding.row_slots.empty() &&
+                     padding.row_slots[p / top_k] >= padding.first_slot;
+    pair_experts[p] = pad ? kNoExpert : static_cast<float>(e);
+    pair_gates[p] = pad ? 0.0f : routes.gate[p];
   }
   return absl::OkStatus();
 }

@@ -16,7 +16,8 @@
 //   RouteTopKPairs      RouteTopK's experts and gates in row order: pair
 //                       p = r·k + j is row r's j-th expert (ascending) and
 //                       its gate; the experts written as floats (exact
-//                       below 2^24), so a device's float memory holds them
+//                       below 2^24), so a device's float memory holds them;
+//                       a padding row's pairs take kNoExpert and gate 0
 //   CombineRoutedPairs  dst[r, :] += scale · (base[r, :] + Σ_j gate[r·k +
 //                       j] · routed[r·k + j, :]), j ascending: the sum of
 //                       CombineRoutedRows, term for term
@@ -87,10 +88,24 @@ struct TopKRoutes {
 // Experts below this are exact as floats (RouteTopKPairs).
 inline constexpr int64_t kMaxPairExperts = int64_t{1} << 24;
 
+// The expert of a pair that takes none (a padding row's): a routed product
+// writes zeros for it and its gate is 0, so it adds nothing.
+inline constexpr float kNoExpert = -1.0f;
+
+// The rows a decode step adds to fill its batch-size bucket, known by
+// their slots: row r is padding when row_slots[r] >= first_slot. Their
+// pairs take kNoExpert, so a padded step reads no expert's weights that
+// a real row does not use. Empty row_slots: no padding.
+struct PaddingRows {
+  absl::Span<const int32_t> row_slots;  // [rows] or empty
+  int32_t first_slot = 0;
+};
+
 // pair_experts and pair_gates [rows·k]; experts < kMaxPairExperts.
 [[nodiscard]] absl::Status RouteTopKPairs(absl::Span<const float> logits,
                                           int64_t rows, int64_t experts,
                                           int64_t top_k,
+                                          const PaddingRows& padding,
                                           absl::Span<float> pair_experts,
                                           absl::Span<float> pair_gates);
 

@@ -1,8 +1,8 @@
 // The host as an ExecutorDevice: arrays are host vectors, matrices are the
 // loaded tensors themselves (memory-mapped or converted at load, never
-// copied again), and every operation is the kernels/ entry point.
+// copied again; the handles are in cpu_device_arrays.h), and every
+// operation is the kernels/ entry point.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/cpu_device_arrays.h"
 #include "engine/executor/executor_device.h"
 #include "kernels/activations.h"
 #include "kernels/causal_conv1d.h"
@@ -31,139 +32,16 @@
 namespace twice::engine {
 namespace {
 
-absl::Span<float> Host(DeviceFloats x) {
-  return absl::MakeSpan(x.data, static_cast<size_t>(x.size));
-}
-
-// calloc'd: a large block comes as untouched zero pages, so a state pool's
-// unused slots cost address space, not resident memory.
-class HostArray final : public DeviceArray {
- public:
-  static absl::StatusOr<std::unique_ptr<DeviceArray>> Create(int64_t floats) {
-    void* p = std::calloc(static_cast<size_t>(std::max<int64_t>(floats, 1)),
-                          sizeof(float));
-    if (p == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", floats * 4, " bytes"));
-    }
-    return std::unique_ptr<DeviceArray>(
-        new HostArray(static_cast<float*>(p), floats));
-  }
-  ~HostArray() override { std::free(values_); }
-  DeviceFloats floats() const override { return {values_, size_}; }
-
- private:
-  HostArray(float* values, int64_t size) : values_(values), size_(size) {}
-  float* values_;
-  int64_t size_;
-};
-
-class HostMatrix final : public DeviceMatrix {
- public:
-  explicit HostMatrix(kernels::Tensor weight) : weight_(std::move(weight)) {}
-  int64_t rows() const override { return weight_.dim(0); }
-  int64_t cols() const override { return weight_.size() / weight_.dim(0); }
-  int64_t bytes() const override { return weight_.ByteSize(); }
-  const kernels::Tensor& tensor() const { return weight_; }
-
- private:
-  kernels::Tensor weight_;  // shares the loaded buffer (or view)
-};
-
-class HostSlotMap final : public DeviceSlotMap {
- public:
-  HostSlotMap(absl::Span<const int32_t> slots,
-              absl::Span<const int64_t> positions)
-      : slots_(slots.begin(), slots.end()),
-        positions_(positions.begin(), positions.end()) {}
-  absl::Span<const int32_t> slots() const override { return slots_; }
-  absl::Span<const int64_t> positions() const override { return positions_; }
-  void Refill(absl::Span<const int32_t> slots,
-              absl::Span<const int64_t> positions) {
-    slots_.assign(slots.begin(), slots.end());
-    positions_.assign(positions.begin(), positions.end());
-  }
-
- private:
-  std::vector<int32_t> slots_;
-  std::vector<int64_t> positions_;
-};
-
-// A step's buffers in host memory (DeviceStep).
-class HostStep final : public DeviceStep {
- public:
-  explicit HostStep(int64_t rows)
-      : rows_(rows), map_({}, {}), sampled_(static_cast<size_t>(rows), -1) {}
-  int64_t rows() const override { return rows_; }
-  const DeviceSlotMap& slot_map() const override { return map_; }
-  absl::Span<const int32_t> token_ids() const override { return ids_; }
-
-  void Fill(absl::Span<const int32_t> ids, absl::Span<const int32_t> slots,
-            absl::Span<const int64_t> positions,
-            absl::Span<const kernels::SamplingRule> rules) {
-    map_.Refill(slots, positions);
-    ids_.assign(ids.begin(), ids.end());
-    rules_.assign(rules.begin(), rules.end());
-  }
-  absl::Span<const kernels::SamplingRule> rules() const { return rules_; }
-  absl::Span<int32_t> sampled() { return absl::MakeSpan(sampled_); }
-  absl::Span<const int32_t> sampled() const { return sampled_; }
-
- private:
-  const int64_t rows_;
-  HostSlotMap map_;
-  std::vector<int32_t> ids_;
-  std::vector<kernels::SamplingRule> rules_;
-  std::vector<int32_t> sampled_;
-};
-
-class HostRoutes final : public DeviceRoutes {
- public:
-  explicit HostRoutes(kernels::TopKRoutes routes)
-      : routes_(std::move(routes)) {}
-  const kernels::TopKRoutes& routes() const override { return routes_; }
-
- private:
-  kernels::TopKRoutes routes_;
-};
-
-class HostBlockTable final : public DeviceBlockTable {
- public:
-  HostBlockTable(absl::Span<const int32_t> blocks, int64_t width)
-      : blocks_(blocks.begin(), blocks.end()), width_(width) {}
-  absl::Span<const int32_t> blocks() const override { return blocks_; }
-  int64_t width() const override { return width_; }
-  void set_blocks(std::vector<int32_t> blocks) { blocks_ = std::move(blocks); }
-
- private:
-  std::vector<int32_t> blocks_;
-  int64_t width_;
-};
-
-class HostMatrixTable final : public DeviceMatrixTable {
- public:
-  explicit HostMatrixTable(absl::Span<const DeviceMatrix* const> matrices)
-      : matrices_(matrices.begin(), matrices.end()) {}
-  int64_t experts() const override {
-    return static_cast<int64_t>(matrices_.size());
-  }
-  int64_t rows() const override { return matrices_[0]->rows(); }
-  int64_t cols() const override { return matrices_[0]->cols(); }
-  const DeviceMatrix& matrix(int64_t e) const { return *matrices_[e]; }
-
- private:
-  std::vector<const DeviceMatrix*> matrices_;
-};
-
-kernels::PagedRows PagedRowsOf(const DevicePassRows& rows) {
-  return {rows.rows, rows.start,
-          rows.step != nullptr ? rows.step->positions()
-                               : absl::Span<const int64_t>()};
-}
-
-const kernels::Tensor& TensorOf(const DeviceMatrix& m) {
-  return static_cast<const HostMatrix&>(m).tensor();
-}
+using cpu_executor::Host;
+using cpu_executor::HostArray;
+using cpu_executor::HostBlockTable;
+using cpu_executor::HostMatrix;
+using cpu_executor::HostMatrixTable;
+using cpu_executor::HostRoutes;
+using cpu_executor::HostSlotMap;
+using cpu_executor::HostStep;
+using cpu_executor::PagedRowsOf;
+using cpu_executor::TensorOf;
 
 class CpuExecutorDevice final : public ExecutorDevice {
  public:
@@ -490,9 +368,14 @@ class CpuExecutorDevice final : public ExecutorDevice {
   }
   absl::Status RouteTopKPairs(DeviceFloats logits, int64_t rows,
                               int64_t experts, int64_t top_k,
+                              const StepPadRows& padding,
                               DeviceFloats pair_experts,
                               DeviceFloats pair_gates) override {
-    return kernels::RouteTopKPairs(Host(logits), rows, experts, top_k,
+    const kernels::PaddingRows pad_rows{padding.step != nullptr
+                                            ? padding.step->slots()
+                                            : absl::Span<const int32_t>(),
+                                        padding.first_slot};
+    return kernels::RouteTopKPairs(Host(logits), rows, experts, top_k, pad_rows,
                                    Host(pair_experts), Host(pair_gates));
   }
   // Each expert's pairs gathered in pair order and multiplied in one
@@ -518,6 +401,10 @@ class CpuExecutorDevice final : public ExecutorDevice {
         static_cast<size_t>(table.experts()));
     for (int64_t p = 0; p < pairs; ++p) {
       const float e = pair_experts.data[p];
+      if (e == kernels::kNoExpert) {
+        std::fill_n(y.data + p * n, n, 0.0f);
+        continue;
+      }
       if (!(e >= 0.0f && e < static_cast<float>(table.experts())) ||
           e != static_cast<float>(static_cast<int64_t>(e))) {
         return absl::InvalidArgumentError(

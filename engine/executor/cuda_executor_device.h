@@ -173,6 +173,7 @@ class CudaExecutorDevice final : public ExecutorDevice {
                                  float scale, DeviceFloats x) override;
   absl::Status RouteTopKPairs(DeviceFloats logits, int64_t rows,
                               int64_t experts, int64_t top_k,
+                              const StepPadRows& padding,
                               DeviceFloats pair_experts,
                               DeviceFloats pair_gates) override;
   absl::Status RoutedLinear(DeviceFloats x, int64_t x_group,

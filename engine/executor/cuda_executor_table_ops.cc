@@ -61,10 +61,16 @@ absl::Status CudaExecutorDevice::CombineRoutedRows(
 absl::Status CudaExecutorDevice::RouteTopKPairs(DeviceFloats logits,
                                                 int64_t rows, int64_t experts,
                                                 int64_t top_k,
+                                                const StepPadRows& padding,
                                                 DeviceFloats pair_experts,
                                                 DeviceFloats pair_gates) {
+  cuda::DevicePaddingRows pad_rows{{}, padding.first_slot};
+  if (padding.step != nullptr) {
+    pad_rows.row_slots =
+        static_cast<const CudaSlotMap&>(*padding.step).rows().device;
+  }
   return cuda::RouteTopKPairs(*stream_, ConstSpan(logits), rows, experts, top_k,
-                              Span(pair_experts), Span(pair_gates));
+                              pad_rows, Span(pair_experts), Span(pair_gates));
 }
 
 absl::Status CudaExecutorDevice::RoutedLinear(DeviceFloats x, int64_t x_group,

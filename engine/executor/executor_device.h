@@ -142,6 +142,15 @@ struct DevicePassRows {
   const DeviceSlotMap* step = nullptr;
 };
 
+// The rows a decode step adds to fill its batch-size bucket: the rows of
+// `step` whose slot is at or past `first_slot` (the executor's pad slots).
+// Read from the step's slot map on the device, so a recorded step knows
+// them at every replay. No step: no padding.
+struct StepPadRows {
+  const DeviceSlotMap* step = nullptr;
+  int32_t first_slot = 0;
+};
+
 // What a Linear does besides the product: a bias per output column, a
 // scale, and accumulation into y (a residual add fused into the GEMM's
 // epilogue): y (+)= scale · (x · W^T + bias). Granite-4.0-H scales its
@@ -429,15 +438,17 @@ class ExecutorDevice {
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DeviceMatrixTable>>
   UploadMatrixTable(absl::Span<const DeviceMatrix* const> matrices) = 0;
   // kernels/top_k_routing.h RouteTopKPairs: logits [rows, experts] into
-  // pair_experts (expert indices as floats) and pair_gates [rows·k].
+  // pair_experts (expert indices as floats) and pair_gates [rows·k]; the
+  // step's padding rows take no expert.
   [[nodiscard]] virtual absl::Status RouteTopKPairs(
       DeviceFloats logits, int64_t rows, int64_t experts, int64_t top_k,
-      DeviceFloats pair_experts, DeviceFloats pair_gates) = 0;
+      const StepPadRows& padding, DeviceFloats pair_experts,
+      DeviceFloats pair_gates) = 0;
   // y [pairs, W rows] = x[p / x_group, :] · W_{e_p}^T, e_p the pair's
-  // expert in pair_experts, for x [pairs / x_group, W cols]: the routed
-  // rows' products (the CPU runs each expert's pairs through one Linear;
-  // CUDA reads each used expert's bf16 weights once, x rounded to bf16 as
-  // a GEMM's input, f32 sums).
+  // expert in pair_experts (a row of zeros for kernels::kNoExpert), for x
+  // [pairs / x_group, W cols]: the routed rows' products (the CPU runs
+  // each expert's pairs through one Linear; CUDA reads each used expert's
+  // bf16 weights once, x rounded to bf16 as a GEMM's input, f32 sums).
   [[nodiscard]] virtual absl::Status RoutedLinear(
       DeviceFloats x, int64_t x_group, const DeviceMatrixTable& weights,
       DeviceFloats pair_experts, int64_t pairs, DeviceFloats y) = 0;

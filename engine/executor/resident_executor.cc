@@ -483,6 +483,7 @@ absl::Status ResidentExecutor::StepWork(
   const int64_t rows = step.rows();
   ResidentPass pass{rows, -1, 0, &step.slot_map()};
   pass.kv_tables = kv_tables;
+  pass.first_pad_slot = options_.slots;  // pad slots follow the caller's
   TWICE_RETURN_IF_ERROR(device_->EmbedStep(step, *embedding_,
                                            model_.embedding_scale(),
                                            x_->floats().sub(0, rows * dim_)));

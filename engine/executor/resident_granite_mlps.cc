@@ -6,7 +6,9 @@
 // each expert's products run over its pairs (RoutedLinear, every used
 // expert's weights read once), and the combine adds each row's k gated
 // results in ascending expert order, as the host layer does; nothing
-// comes back, so the step can be recorded. A prefill pass routes on the
+// comes back, so the step can be recorded. The rows a step pads its
+// batch with take no expert (their products are zeros), so padding reads
+// no expert's weights that the real rows do not. A prefill pass routes on the
 // host: the router logits [rows, E] come back (one wait per layer and
 // pass), RouteTopK (kernels/top_k_routing.h, the host layer's own routing)
 // groups the rows by expert, the table goes up once, and the gathered rows
@@ -102,15 +104,18 @@ class ResidentTopKMoe final : public ResidentFeedForward {
     // The router's product normalizes h; the shared expert reads it then.
     const LinearOutput router[] = {{router_.get(), logits, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, router));
-    if (pass.step != nullptr) return RouteOnDevice(dev, in, o, logits, rest, x);
+    if (pass.step != nullptr) {
+      return RouteOnDevice(dev, pass.pad_rows(), in, o, logits, rest, x);
+    }
     return RouteOnHost(dev, in, o, logits, rest, x);
   }
 
  private:
   // A step: routes, products and combine on the device (see the top).
-  absl::Status RouteOnDevice(ExecutorDevice& dev, const LayerInput& in,
-                             DeviceFloats o, DeviceFloats logits,
-                             DeviceFloats rest, DeviceFloats x) {
+  absl::Status RouteOnDevice(ExecutorDevice& dev, const StepPadRows& padding,
+                             const LayerInput& in, DeviceFloats o,
+                             DeviceFloats logits, DeviceFloats rest,
+                             DeviceFloats x) {
     const int64_t rows = in.rows;
     const TopKMoeShape& s = moe_.shape();
     const int64_t n = rows * s.top_k, ff = experts_.front().hidden();
@@ -126,8 +131,8 @@ class ResidentTopKMoe final : public ResidentFeedForward {
     const DeviceFloats mlp = rest.sub(at, rest.size - at);
     TWICE_RETURN_IF_ERROR(shared_.Forward(
         dev, LayerInput::Normalized(in.h, rows, s.dim), mlp, o, {}));
-    TWICE_RETURN_IF_ERROR(
-        dev.RouteTopKPairs(logits, rows, s.experts, s.top_k, experts, gates));
+    TWICE_RETURN_IF_ERROR(dev.RouteTopKPairs(logits, rows, s.experts, s.top_k,
+                                             padding, experts, gates));
     // Each pair reads its row of h: pairs r·k .. r·k + k - 1 share row r.
     TWICE_RETURN_IF_ERROR(
         dev.RoutedLinear(in.h, s.top_k, *inputs_, experts, n, u));

@@ -24,6 +24,7 @@
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_LAYER_H_
 
 #include <cstdint>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,8 +53,12 @@ struct ResidentPass {
   const DeviceSlotMap* step = nullptr;
   const PrefixEncoding* prefix = nullptr;
   absl::Span<const DeviceBlockTable* const> kv_tables = {};
+  // A step's rows in slots at or past this pad its batch to a bucket
+  // (their results are dropped; a mixture routes them to no expert).
+  int32_t first_pad_slot = std::numeric_limits<int32_t>::max();
 
   DevicePassRows pass_rows() const { return {rows, prefill_start, step}; }
+  StepPadRows pad_rows() const { return {step, first_pad_slot}; }
   // Table `index` of kv_tables; FAILED_PRECONDITION when the pass has none
   // (a paged layer run without its executor's tables).
   absl::StatusOr<const DeviceBlockTable*> kv_table(int index) const {

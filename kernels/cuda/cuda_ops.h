@@ -291,14 +291,19 @@ struct DeviceRoutesView {
 
 // ---- mixture of experts routed per pair (f32 rows, bf16 weights) ------------
 
+// kernels/top_k_routing.h PaddingRows with the rows' slots on the device
+// (a step's slot map): rows whose slot is >= first_slot take no expert.
+struct DevicePaddingRows {
+  DeviceSpan<const int32_t> row_slots;  // [rows] or empty: no padding
+  int32_t first_slot = 0;
+};
+
 // kernels/top_k_routing.h RouteTopKPairs on the device: logits [rows, E]
 // into pair_experts and pair_gates [rows·k]; k <= 32, E < 2^24.
-[[nodiscard]] absl::Status RouteTopKPairs(const Stream& stream,
-                                          DeviceSpan<const float> logits,
-                                          int64_t rows, int64_t experts,
-                                          int64_t top_k,
-                                          DeviceSpan<float> pair_experts,
-                                          DeviceSpan<float> pair_gates);
+[[nodiscard]] absl::Status RouteTopKPairs(
+    const Stream& stream, DeviceSpan<const float> logits, int64_t rows,
+    int64_t experts, int64_t top_k, const DevicePaddingRows& padding,
+    DeviceSpan<float> pair_experts, DeviceSpan<float> pair_gates);
 
 // The experts' matrices of one routed product: `experts` bf16 matrices
 // [rows, cols], row-major, at the device pointers `matrices`.
@@ -313,9 +318,10 @@ inline int64_t RoutedLinearWorkspace(int64_t experts, int64_t pairs) {
   return experts * (1 + pairs);
 }
 // y [pairs, W rows] = x[p / x_group, :] · W_{e_p}^T, e_p = pair_experts[p]
-// (RouteTopKPairs's floats; a pair whose expert is out of range is left
-// unwritten), x [pairs / x_group, W cols] rounded to bf16 as a GEMM's
-// input, f32 sums; each used expert's weights read once per call.
+// (RouteTopKPairs's floats; a kNoExpert pair's row is zeros, a pair whose
+// expert is otherwise out of range is left unwritten), x [pairs / x_group,
+// W cols] rounded to bf16 as a GEMM's input, f32 sums; each used expert's
+// weights read once per call.
 [[nodiscard]] absl::Status RoutedLinear(
     const Stream& stream, DeviceSpan<const float> x, int64_t x_group,
     const RoutedWeights& weights, DeviceSpan<const float> pair_experts,

@@ -268,13 +268,15 @@ cudaError_t CombineRoutedRows(const float* base, const float* routed,
 // ---- mixture of experts routed per pair (routed_pairs_cuda.cu) --------------
 inline constexpr int kMaxDeviceTopK = 32;
 // pair_experts, pair_gates [rows·k] of logits [rows, experts]; k <=
-// kMaxDeviceTopK.
+// kMaxDeviceTopK; rows whose row_slots entry is >= first_pad_slot take no
+// expert (-1, gate 0); row_slots null: none.
 cudaError_t RouteTopKPairs(const float* logits, int64_t rows, int experts,
-                           int k, float* pair_experts, float* pair_gates,
-                           cudaStream_t stream);
+                           int k, const int32_t* row_slots,
+                           int32_t first_pad_slot, float* pair_experts,
+                           float* pair_gates, cudaStream_t stream);
 // y[p, :] = bf16(x[p / x_group, :]) · W_e^T for pairs p < pairs, e =
-// pair_experts[p], W_e = weights[e] [n_rows, cols] bf16; workspace: experts
-// + experts · pairs int32.
+// pair_experts[p], W_e = weights[e] [n_rows, cols] bf16 (zeros for e = -1);
+// workspace: experts + experts · pairs int32.
 cudaError_t RoutedLinear(const float* x, int64_t x_group,
                          const bf16_bits* const* weights, int experts,
                          int64_t n_rows, int64_t cols,

@@ -8,11 +8,14 @@
 //   RouteTopKPairsKernel   thread per row: the k largest logits (ties:
 //                          the lower expert; NaN ranks last) by k passes
 //                          over the experts, sorted by expert, gated by a
-//                          softmax over the k in double (as RouteTopK).
+//                          softmax over the k in double (as RouteTopK); a
+//                          padding row (its slot at or past the first pad
+//                          slot) takes no expert (-1, gate 0).
 //   ListPairsKernel        thread per pair: appends the pair to its
 //                          expert's list (atomic slot; the order within
 //                          a list does not matter, every output element
-//                          is one pair's own dot product).
+//                          is one pair's own dot product); a pair with
+//                          no expert gets a row of zeros instead.
 //   GroupedGemvKernel      warp per (expert, output row n): for each pair
 //                          of the expert, the dot product of W_e[n, :]
 //                          (bf16) with the pair's x row rounded to bf16
@@ -46,10 +49,19 @@ __device__ __forceinline__ float RankKey(float v) {
 }
 
 __global__ void RouteTopKPairsKernel(const float* logits, int64_t rows,
-                                     int experts, int k, float* pair_experts,
-                                     float* pair_gates) {
+                                     int experts, int k,
+                                     const int32_t* row_slots,
+                                     int32_t first_pad_slot,
+                                     float* pair_experts, float* pair_gates) {
   for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += int64_t{gridDim.x} * blockDim.x) {
+    if (row_slots != nullptr && row_slots[r] >= first_pad_slot) {
+      for (int j = 0; j < k; ++j) {
+        pair_experts[r * k + j] = -1.0f;
+        pair_gates[r * k + j] = 0.0f;
+      }
+      continue;
+    }
     const float* l = logits + r * experts;
     int chosen[kMaxDeviceTopK];
     for (int j = 0; j < k; ++j) {
@@ -94,12 +106,18 @@ __global__ void RouteTopKPairsKernel(const float* logits, int64_t rows,
   }
 }
 
-// counts [E] (zeroed before), lists [E, pairs].
+// counts [E] (zeroed before), lists [E, pairs]; y [pairs, n_rows] gets
+// its rows of zeros for the pairs with no expert.
 __global__ void ListPairsKernel(const float* pair_experts, int64_t pairs,
-                                int experts, int32_t* counts, int32_t* lists) {
+                                int experts, int32_t* counts, int32_t* lists,
+                                int64_t n_rows, float* y) {
   for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pairs;
        p += int64_t{gridDim.x} * blockDim.x) {
     const float ef = pair_experts[p];
+    if (ef == -1.0f) {  // a padding row's pair: a few per step at most
+      for (int64_t n = 0; n < n_rows; ++n) y[p * n_rows + n] = 0.0f;
+      continue;
+    }
     // Only the routing kernel writes these; a value out of range (never
     // expected) is dropped rather than written out of bounds.
     if (!(ef >= 0.0f && ef < static_cast<float>(experts))) continue;
@@ -170,10 +188,12 @@ __global__ void CombineRoutedPairsKernel(const float* base, const float* routed,
 }  // namespace
 
 cudaError_t RouteTopKPairs(const float* logits, int64_t rows, int experts,
-                           int k, float* pair_experts, float* pair_gates,
-                           cudaStream_t stream) {
+                           int k, const int32_t* row_slots,
+                           int32_t first_pad_slot, float* pair_experts,
+                           float* pair_gates, cudaStream_t stream) {
   RouteTopKPairsKernel<<<PairBlocks(rows), kPairThreads, 0, stream>>>(
-      logits, rows, experts, k, pair_experts, pair_gates);
+      logits, rows, experts, k, row_slots, first_pad_slot, pair_experts,
+      pair_gates);
   return cudaGetLastError();
 }
 
@@ -190,7 +210,7 @@ cudaError_t RoutedLinear(const float* x, int64_t x_group,
     return e;
   }
   ListPairsKernel<<<PairBlocks(pairs), kPairThreads, 0, stream>>>(
-      pair_experts, pairs, experts, counts, lists);
+      pair_experts, pairs, experts, counts, lists, n_rows, y);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   GroupedGemvKernel<<<PairBlocks(int64_t{experts} * n_rows * 32), kPairThreads,
                       0, stream>>>(x, x_group, weights, experts, n_rows, cols,

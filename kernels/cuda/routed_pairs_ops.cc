@@ -17,6 +17,7 @@ namespace twice::kernels::cuda {
 absl::Status RouteTopKPairs(const Stream& stream,
                             DeviceSpan<const float> logits, int64_t rows,
                             int64_t experts, int64_t top_k,
+                            const DevicePaddingRows& padding,
                             DeviceSpan<float> pair_experts,
                             DeviceSpan<float> pair_gates) {
   constexpr char kOp[] = "RouteTopKPairs";
@@ -29,11 +30,15 @@ absl::Status RouteTopKPairs(const Stream& stream,
       CheckSize(kOp, "pair_experts", pair_experts.size, rows * top_k));
   TWICE_RETURN_IF_ERROR(
       CheckSize(kOp, "pair_gates", pair_gates.size, rows * top_k));
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(padding.row_slots.size == 0 || padding.row_slots.size == rows,
+               kOp, "padding rows are known by one slot per row"));
   if (rows == 0) return absl::OkStatus();
   return CudaStatus(
-      launch::RouteTopKPairs(logits.data, rows, static_cast<int>(experts),
-                             static_cast<int>(top_k), pair_experts.data,
-                             pair_gates.data, stream.get()),
+      launch::RouteTopKPairs(
+          logits.data, rows, static_cast<int>(experts), static_cast<int>(top_k),
+          padding.row_slots.size == 0 ? nullptr : padding.row_slots.data,
+          padding.first_slot, pair_experts.data, pair_gates.data, stream.get()),
       kOp);
 }
 

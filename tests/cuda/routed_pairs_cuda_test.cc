@@ -5,9 +5,9 @@
 // product of the bf16 weights and the bf16-rounded rows, within 1e-5
 // norm-wise (f32 sums); CombineRoutedPairs against its CPU twin within
 // f32 summation order. Rows of up to 256 sequences over 64 experts (a
-// Granite-4.0-H tiny step) and odd shapes; outputs start as NaN, so a
-// launch that did nothing fails. Bad arguments are refused before any
-// launch.
+// Granite-4.0-H tiny step) and odd shapes, a quarter of the rows padding
+// (no expert: zero products); outputs start as NaN, so a launch that did
+// nothing fails. Bad arguments are refused before any launch.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -43,16 +43,25 @@ TEST_F(RoutedPairsCudaTest, RoutesProductsAndCombineMatchCpu) {
     const int64_t pairs = c.rows * c.k;
     std::vector<float> logits = Random(c.rows * c.experts, 1, 3.0f);
     logits[1] = logits[0];  // a tie
+    // A padded step's last quarter of rows (slots from rows - rows / 4 on,
+    // listed in reverse) take no expert: their products are zeros.
+    std::vector<int32_t> slots(c.rows);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      slots[r] = static_cast<int32_t>(c.rows - 1 - r);
+    }
+    const int32_t first_pad_slot = static_cast<int32_t>(c.rows - c.rows / 4);
     std::vector<float> want_experts(pairs), want_gates(pairs);
-    ASSERT_OK(kernels::RouteTopKPairs(logits, c.rows, c.experts, c.k,
-                                      absl::MakeSpan(want_experts),
-                                      absl::MakeSpan(want_gates)));
+    ASSERT_OK(kernels::RouteTopKPairs(
+        logits, c.rows, c.experts, c.k, {slots, first_pad_slot},
+        absl::MakeSpan(want_experts), absl::MakeSpan(want_gates)));
     DeviceBuffer dlogits = Put(logits);
+    DeviceBuffer dslots = Put(slots);
     DeviceBuffer dexperts = Put(std::vector<float>(pairs, kNaN));
     DeviceBuffer dgates = Put(std::vector<float>(pairs, kNaN));
     ASSERT_OK(RouteTopKPairs(*stream_, dlogits.span<const float>(), c.rows,
-                             c.experts, c.k, dexperts.span<float>(),
-                             dgates.span<float>()));
+                             c.experts, c.k,
+                             {dslots.span<const int32_t>(), first_pad_slot},
+                             dexperts.span<float>(), dgates.span<float>()));
     EXPECT_EQ(Get<float>(dexperts), want_experts);
     const std::vector<float> gates = Get<float>(dgates);
     for (int64_t p = 0; p < pairs; ++p) {
@@ -83,6 +92,7 @@ TEST_F(RoutedPairsCudaTest, RoutesProductsAndCombineMatchCpu) {
           testing::FromBf16Vector(testing::ToBf16Vector(x));
       std::vector<double> want(pairs * c.n);
       for (int64_t p = 0; p < pairs; ++p) {
+        if (want_experts[p] == kernels::kNoExpert) continue;  // zeros
         const auto& we = w[static_cast<int64_t>(want_experts[p])];
         const float* xr = x16.data() + p / group * c.cols;
         for (int64_t i = 0; i < c.n; ++i) {
@@ -127,13 +137,20 @@ TEST_F(RoutedPairsCudaTest, BadCallsAreRefusedBeforeAnyLaunch) {
   DeviceBuffer gates = Put(std::vector<float>(6, kNaN));
   const DeviceSpan<const float> l = logits.span<const float>();
   // k above the experts, above 32, outputs of the wrong size.
-  EXPECT_EQ(RouteTopKPairs(*stream_, l, 3, 8, 9, experts.span<float>(),
+  EXPECT_EQ(RouteTopKPairs(*stream_, l, 3, 8, 9, {}, experts.span<float>(),
                            gates.span<float>())
                 .code(),
             kInvalid);
   EXPECT_EQ(
-      RouteTopKPairs(*stream_, l, 3, 8, 2, experts.span<float>().subspan(0, 5),
-                     gates.span<float>())
+      RouteTopKPairs(*stream_, l, 3, 8, 2, {},
+                     experts.span<float>().subspan(0, 5), gates.span<float>())
+          .code(),
+      kInvalid);
+  // Padding rows are known by one slot per row.
+  DeviceBuffer two_slots = Put(std::vector<int32_t>{0, 1});
+  EXPECT_EQ(
+      RouteTopKPairs(*stream_, l, 3, 8, 2, {two_slots.span<const int32_t>(), 1},
+                     experts.span<float>(), gates.span<float>())
           .code(),
       kInvalid);
   EXPECT_TRUE(std::isnan(Get<float>(experts)[0]));

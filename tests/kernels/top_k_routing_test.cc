@@ -253,7 +253,7 @@ TEST(TopKRoutingPairsTest, PairsAreTheTablesRoutesInRowOrder) {
     ASSERT_OK_AND_ASSIGN(const TopKRoutes routes,
                          RouteTopK(logits, rows, experts, k));
     std::vector<float> pair_experts(rows * k, -1.0f), gates(rows * k, -1.0f);
-    ASSERT_OK(RouteTopKPairs(logits, rows, experts, k,
+    ASSERT_OK(RouteTopKPairs(logits, rows, experts, k, {},
                              absl::MakeSpan(pair_experts),
                              absl::MakeSpan(gates)));
     for (int64_t r = 0; r < rows; ++r) {
@@ -297,15 +297,50 @@ TEST(TopKRoutingPairsTest, PairsAreTheTablesRoutesInRowOrder) {
   }
 }
 
+// A padded step's extra rows (slots at or past the first pad slot, in
+// any order among the real rows) take no expert and gate 0; every other
+// row's pairs are what they are without padding.
+TEST(TopKRoutingPairsTest, PaddingRowsTakeNoExpert) {
+  const int64_t rows = 9, experts = 16, k = 3;
+  const std::vector<float> logits =
+      RandomVector(rows * experts, RoutingSeed() + 74, 3.0f);
+  const std::vector<int32_t> slots = {4, 0, 8, 1, 9, 2, 3, 10, 5};
+  const int32_t first_pad_slot = 8;  // rows 2, 4 and 7 pad the step
+  std::vector<float> plain_experts(rows * k), plain_gates(rows * k);
+  ASSERT_OK(RouteTopKPairs(logits, rows, experts, k, {},
+                           absl::MakeSpan(plain_experts),
+                           absl::MakeSpan(plain_gates)));
+  std::vector<float> pair_experts(rows * k, 7.0f), gates(rows * k, 7.0f);
+  ASSERT_OK(RouteTopKPairs(logits, rows, experts, k, {slots, first_pad_slot},
+                           absl::MakeSpan(pair_experts),
+                           absl::MakeSpan(gates)));
+  for (int64_t p = 0; p < rows * k; ++p) {
+    if (slots[p / k] >= first_pad_slot) {
+      EXPECT_EQ(pair_experts[p], kNoExpert) << p;
+      EXPECT_EQ(gates[p], 0.0f) << p;
+    } else {
+      EXPECT_EQ(pair_experts[p], plain_experts[p]) << p;
+      EXPECT_EQ(gates[p], plain_gates[p]) << p;
+    }
+  }
+}
+
 TEST(TopKRoutingPairsTest, BadCallsAreRefusedWithNothingWritten) {
   const std::vector<float> logits = RandomVector(3 * 4, RoutingSeed());
   std::vector<float> experts(6, 9.0f), gates(6, 9.0f);
-  EXPECT_EQ(RouteTopKPairs(logits, 3, 4, 2, absl::MakeSpan(experts).subspan(1),
+  EXPECT_EQ(
+      RouteTopKPairs(logits, 3, 4, 2, {}, absl::MakeSpan(experts).subspan(1),
+                     absl::MakeSpan(gates))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RouteTopKPairs(logits, 3, 4, 5, {}, absl::MakeSpan(experts),
                            absl::MakeSpan(gates))
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RouteTopKPairs(logits, 3, 4, 5, absl::MakeSpan(experts),
-                           absl::MakeSpan(gates))
+  // Padding rows are known by one slot per row.
+  const std::vector<int32_t> two_slots = {0, 1};
+  EXPECT_EQ(RouteTopKPairs(logits, 3, 4, 2, {two_slots, 1},
+                           absl::MakeSpan(experts), absl::MakeSpan(gates))
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(experts, std::vector<float>(6, 9.0f));
