@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,11 +36,77 @@ inline float SoftmaxWeight(float x) {
   return x < cpu::kNegligibleSoftmaxExponent ? 0.0f : std::exp(x);
 }
 
+// 16 floats as one vector (GCC/Clang vector extension): one register on
+// AVX-512, two on AVX2, four on SSE2, so the clones of TWICE_CPU_CLONES
+// each get their widest form. Loads and stores go through memcpy (any
+// alignment). The helpers taking and returning them are inlined into the
+// clones, so no vector crosses a call whose ABI would depend on the
+// target (what -Wpsabi warns of).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats4 __attribute__((vector_size(16)));
+constexpr int64_t kLanes = 16;
+
+inline Floats16 Load16(const float* p) {
+  Floats16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void Store16(float* p, const Floats16& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// q·k over n floats: 16 partial sums, then halves added pairwise. The
+// in-order sum of the lanes that a `simd reduction` over a runtime length
+// compiled to here is a chain of 16 dependent adds per score, which held a
+// long decode's attention to under half the memory bandwidth.
+inline float DotByLanes(const float* a, const float* b, int64_t n) {
+  Floats16 acc = {};
+  int64_t e = 0;
+  for (; e + kLanes <= n; e += kLanes) acc += Load16(a + e) * Load16(b + e);
+  const Floats8 s8 =
+      __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
+      __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Floats4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) +
+                     __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  float dot = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  for (; e < n; ++e) dot += a[e] * b[e];
+  return dot;
+}
+
+// Positions whose weighted values one pass of the value loop adds into a
+// head's accumulator held in registers (their rows stay in L1 between the
+// head's column vectors).
+constexpr int64_t kValueChunk = 16;
+
+// oh[e] += Σ_t w[t] · v[t · stride + e] for t < tn, in t order per
+// element, 16 columns at a time in a register.
+inline void AddWeightedRows(const float* w, int64_t tn, const float* v,
+                            int64_t stride, int64_t hd, float* oh) {
+  int64_t e = 0;
+  for (; e + kLanes <= hd; e += kLanes) {
+    Floats16 a = Load16(oh + e);
+    for (int64_t t = 0; t < tn; ++t) a += w[t] * Load16(v + t * stride + e);
+    Store16(oh + e, a);
+  }
+  for (; e < hd; ++e) {
+    float a = oh[e];
+    for (int64_t t = 0; t < tn; ++t) a += w[t] * v[t * stride + e];
+    oh[e] = a;
+  }
+}
+
 // One row's attention over positions [j0, j1) of its sequence, all heads,
 // unnormalised: per head the scores' maximum m, the sum l of their
 // weights e^{s - m}, and acc = Σ e^{s - m} v [hd]. Keys outer, heads inner,
 // so each cached row streams through memory once (a long decode's cache is
-// far larger than the caches), walking the blocks in position order.
+// far larger than the caches), walking the blocks in position order; the
+// values in chunks of kValueChunk positions, each head's sums for a chunk
+// kept in registers, added in position order (the same sums as one
+// position at a time).
 // s: [H, j1 - j0] scratch; m, l: [H]; acc: [H, hd].
 TWICE_CPU_CLONES
 void AttendPagedRange(const float* q, const PagedKvDims& dims,
@@ -62,12 +129,8 @@ void AttendPagedRange(const float* q, const PagedKvDims& dims,
     for (int64_t t = 0; t < count; ++t) {
       const float* kj = k_pool + at + t * kv_row;
       for (int64_t head = 0; head < h; ++head) {
-        const float* qh = q + head * hd;
-        const float* kh = kj + (head / group) * hd;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t e = 0; e < hd; ++e) dot += qh[e] * kh[e];
-        s[head * n + first + t] = dot * scale;
+        s[head * n + first + t] =
+            DotByLanes(q + head * hd, kj + (head / group) * hd, hd) * scale;
       }
     }
   });
@@ -76,23 +139,26 @@ void AttendPagedRange(const float* q, const PagedKvDims& dims,
     float mh = -INFINITY;
     for (int64_t j = 0; j < n; ++j) mh = std::max(mh, sh[j]);
     float sum = 0.0f;
+    // Branch-free, so it vectorises (as the prefill tiles' weights).
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) {
-      sh[j] = SoftmaxWeight(sh[j] - mh);
-      sum += sh[j];
+      const float x = sh[j] - mh;
+      const float w =
+          x < cpu::kNegligibleSoftmaxExponent ? 0.0f : cpu::FastExp(x);
+      sh[j] = w;
+      sum += w;
     }
     m[head] = mh;
     l[head] = sum;
   }
   std::fill(acc, acc + h * hd, 0.0f);
   for_each_run([&](int64_t at, int64_t first, int64_t count) {
-    for (int64_t t = 0; t < count; ++t) {
-      const float* vj = v_pool + at + t * kv_row;
+    for (int64_t t0 = 0; t0 < count; t0 += kValueChunk) {
+      const int64_t tn = std::min(kValueChunk, count - t0);
       for (int64_t head = 0; head < h; ++head) {
-        const float w = s[head * n + first + t];
-        const float* vh = vj + (head / group) * hd;
-        float* oh = acc + head * hd;
-#pragma omp simd
-        for (int64_t e = 0; e < hd; ++e) oh[e] += w * vh[e];
+        AddWeightedRows(s + head * n + first + t0, tn,
+                        v_pool + at + t0 * kv_row + (head / group) * hd, kv_row,
+                        hd, acc + head * hd);
       }
     }
   });

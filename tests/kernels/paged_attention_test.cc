@@ -208,7 +208,11 @@ TEST_P(PagedAttentionTest, BatchedStepMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
                          ::testing::Values(PagedCase{8, 2, 16, 16},
                                            PagedCase{4, 4, 64, 5},
-                                           PagedCase{6, 3, 32, 1}));
+                                           PagedCase{6, 3, 32, 1},
+                                           // head dims off the 16-lane
+                                           // vectors: a tail, only a tail
+                                           PagedCase{6, 2, 24, 7},
+                                           PagedCase{3, 1, 8, 3}));
 
 TEST(PagedAttentionChecks, BadTablesAndPositionsWriteNothing) {
   const PagedKvDims dims{2, 1, 8, 4, 3};
