@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/check.h"
+#include "kernels/cpu/lane_vectors.h"
 #include "kernels/cpu/paged_prefill_attention.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
@@ -36,47 +36,6 @@ inline float SoftmaxWeight(float x) {
   return x < cpu::kNegligibleSoftmaxExponent ? 0.0f : std::exp(x);
 }
 
-// 16 floats as one vector (GCC/Clang vector extension): one register on
-// AVX-512, two on AVX2, four on SSE2, so the clones of TWICE_CPU_CLONES
-// each get their widest form. Loads and stores go through memcpy (any
-// alignment). The helpers taking and returning them are inlined into the
-// clones, so no vector crosses a call whose ABI would depend on the
-// target (what -Wpsabi warns of).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-typedef float Floats16 __attribute__((vector_size(64)));
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef float Floats4 __attribute__((vector_size(16)));
-constexpr int64_t kLanes = 16;
-
-inline Floats16 Load16(const float* p) {
-  Floats16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void Store16(float* p, const Floats16& v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-// q·k over n floats: 16 partial sums, then halves added pairwise. The
-// in-order sum of the lanes that a `simd reduction` over a runtime length
-// compiled to here is a chain of 16 dependent adds per score, which held a
-// long decode's attention to under half the memory bandwidth.
-inline float DotByLanes(const float* a, const float* b, int64_t n) {
-  Floats16 acc = {};
-  int64_t e = 0;
-  for (; e + kLanes <= n; e += kLanes) acc += Load16(a + e) * Load16(b + e);
-  const Floats8 s8 =
-      __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
-      __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
-  const Floats4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) +
-                     __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-  float dot = (s4[0] + s4[2]) + (s4[1] + s4[3]);
-  for (; e < n; ++e) dot += a[e] * b[e];
-  return dot;
-}
-
 // Positions whose weighted values one pass of the value loop adds into a
 // head's accumulator held in registers (their rows stay in L1 between the
 // head's column vectors).
@@ -87,10 +46,12 @@ constexpr int64_t kValueChunk = 16;
 inline void AddWeightedRows(const float* w, int64_t tn, const float* v,
                             int64_t stride, int64_t hd, float* oh) {
   int64_t e = 0;
-  for (; e + kLanes <= hd; e += kLanes) {
-    Floats16 a = Load16(oh + e);
-    for (int64_t t = 0; t < tn; ++t) a += w[t] * Load16(v + t * stride + e);
-    Store16(oh + e, a);
+  for (; e + cpu::kLanes <= hd; e += cpu::kLanes) {
+    cpu::Floats16 a = cpu::Load16(oh + e);
+    for (int64_t t = 0; t < tn; ++t) {
+      a += w[t] * cpu::Load16(v + t * stride + e);
+    }
+    cpu::Store16(oh + e, a);
   }
   for (; e < hd; ++e) {
     float a = oh[e];
@@ -130,7 +91,8 @@ void AttendPagedRange(const float* q, const PagedKvDims& dims,
       const float* kj = k_pool + at + t * kv_row;
       for (int64_t head = 0; head < h; ++head) {
         s[head * n + first + t] =
-            DotByLanes(q + head * hd, kj + (head / group) * hd, hd) * scale;
+            cpu::DotByLanes(q + head * hd, kj + (head / group) * hd, hd) *
+            scale;
       }
     }
   });

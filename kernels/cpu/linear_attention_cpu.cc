@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lane_vectors.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -100,12 +101,20 @@ void StepHead(const float* q, const float* k, const float* vh, int64_t hd,
     z[m] += k[m];
     den += q[m] * z[m];
   }
+  // Each state row: updated, then read by q, 16 columns at a time (the
+  // lanes' sums added pairwise, cpu/lane_vectors.h).
   for (int64_t e = 0; e < hd; ++e) {
     float* se = s + e * d;
     const float ve = vh[e];
-    float num = 0.0f;
-#pragma omp simd reduction(+ : num)
-    for (int64_t m = 0; m < d; ++m) {
+    Floats16 acc = {};
+    int64_t m = 0;
+    for (; m + kLanes <= d; m += kLanes) {
+      const Floats16 row = Load16(se + m) + ve * Load16(k + m);
+      Store16(se + m, row);
+      acc += Load16(q + m) * row;
+    }
+    float num = SumLanes(acc);
+    for (; m < d; ++m) {
       se[m] += ve * k[m];
       num += q[m] * se[m];
     }

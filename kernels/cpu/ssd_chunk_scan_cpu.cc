@@ -26,6 +26,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/lane_vectors.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace twice::kernels::cpu {
@@ -155,6 +157,39 @@ void SsdChunkScan(int64_t heads, int64_t head_dim, int64_t groups,
   });
 }
 
+namespace {
+
+// One head's step: each state row s[p, :] = decay · s + (dt · x_p) · B,
+// then y_p = s[p, :] · C + D · x_p, 16 columns at a time (the lanes' sums
+// added pairwise, cpu/lane_vectors.h). Its own function so that it gets
+// the CPU's widest vectors (TWICE_CPU_CLONES); the state rows stream
+// through once per step.
+TWICE_CPU_CLONES
+void SsdStepHead(int64_t head_dim, int64_t state_dim, float delta, float decay,
+                 float d, const float* x, const float* bg, const float* cg,
+                 float* state, float* y) {
+  for (int64_t p = 0; p < head_dim; ++p) {
+    const float xv = x[p];
+    const float in = delta * xv;
+    float* s = state + p * state_dim;
+    Floats16 acc = {};
+    int64_t n = 0;
+    for (; n + kLanes <= state_dim; n += kLanes) {
+      const Floats16 row = decay * Load16(s + n) + in * Load16(bg + n);
+      Store16(s + n, row);
+      acc += row * Load16(cg + n);
+    }
+    float sum = SumLanes(acc);
+    for (; n < state_dim; ++n) {
+      s[n] = decay * s[n] + in * bg[n];
+      sum += s[n] * cg[n];
+    }
+    y[p] = sum + d * xv;
+  }
+}
+
+}  // namespace
+
 void SsdStep(int64_t heads, int64_t head_dim, int64_t groups, int64_t state_dim,
              const float* x, const float* b, const float* c, const float* dt,
              const float* a, const float* d, float* state, float* y) {
@@ -162,21 +197,9 @@ void SsdStep(int64_t heads, int64_t head_dim, int64_t groups, int64_t state_dim,
   auto head = [&](int64_t h) {
     const int64_t g = h / heads_per_group;
     const float delta = dt[h];
-    const float decay = std::exp(delta * a[h]);
-    const float* bg = b + g * state_dim;
-    const float* cg = c + g * state_dim;
-    for (int64_t p = 0; p < head_dim; ++p) {
-      const float xv = x[h * head_dim + p];
-      const float in = delta * xv;
-      float* s = state + (h * head_dim + p) * state_dim;
-      float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t n = 0; n < state_dim; ++n) {
-        s[n] = decay * s[n] + in * bg[n];
-        acc += s[n] * cg[n];
-      }
-      y[h * head_dim + p] = acc + d[h] * xv;
-    }
+    SsdStepHead(head_dim, state_dim, delta, std::exp(delta * a[h]), d[h],
+                x + h * head_dim, b + g * state_dim, c + g * state_dim,
+                state + h * head_dim * state_dim, y + h * head_dim);
   };
   if (heads * head_dim * state_dim < kMinParallelStepElements) {
     for (int64_t h = 0; h < heads; ++h) head(h);

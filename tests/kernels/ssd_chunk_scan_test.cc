@@ -140,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(
         SsdScanCase{{2, 3, 1, 5}, 12, 4},     // whole chunks
         SsdScanCase{{3, 4, 3, 2}, 9, 1},      // chunk 1
         SsdScanCase{{2, 16, 1, 32}, 20, 64},  // chunk > tokens
-        SsdScanCase{{24, 8, 1, 16}, 70, 32}   // many heads (pool)
+        SsdScanCase{{24, 8, 1, 16}, 70, 32},  // many heads (pool)
+        SsdScanCase{{2, 4, 1, 37}, 15, 8}     // 16-lane rows and a tail
         ));
 
 TEST(SsdChunkScanArgsTest, RejectsBadShapes) {
