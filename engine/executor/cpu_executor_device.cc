@@ -399,10 +399,11 @@ class CpuExecutorDevice final : public ExecutorDevice {
     }
     std::vector<std::vector<int64_t>> of_expert(
         static_cast<size_t>(table.experts()));
+    std::vector<int64_t> no_expert;  // zeroed once every pair is checked
     for (int64_t p = 0; p < pairs; ++p) {
       const float e = pair_experts.data[p];
       if (e == kernels::kNoExpert) {
-        std::fill_n(y.data + p * n, n, 0.0f);
+        no_expert.push_back(p);
         continue;
       }
       if (!(e >= 0.0f && e < static_cast<float>(table.experts())) ||
@@ -413,6 +414,7 @@ class CpuExecutorDevice final : public ExecutorDevice {
       }
       of_expert[static_cast<size_t>(e)].push_back(p);
     }
+    for (const int64_t p : no_expert) std::fill_n(y.data + p * n, n, 0.0f);
     for (int64_t e = 0; e < table.experts(); ++e) {
       const std::vector<int64_t>& list = of_expert[static_cast<size_t>(e)];
       if (list.empty()) continue;

@@ -267,6 +267,8 @@ cudaError_t CombineRoutedRows(const float* base, const float* routed,
 
 // ---- mixture of experts routed per pair (routed_pairs_cuda.cu) --------------
 inline constexpr int kMaxDeviceTopK = 32;
+// A pair's expert when it takes none (kernels/top_k_routing.h kNoExpert).
+inline constexpr float kNoExpertPair = -1.0f;
 // pair_experts, pair_gates [rows·k] of logits [rows, experts]; k <=
 // kMaxDeviceTopK; rows whose row_slots entry is >= first_pad_slot take no
 // expert (-1, gate 0); row_slots null: none.

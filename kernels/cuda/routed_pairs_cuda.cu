@@ -57,7 +57,7 @@ __global__ void RouteTopKPairsKernel(const float* logits, int64_t rows,
        r += int64_t{gridDim.x} * blockDim.x) {
     if (row_slots != nullptr && row_slots[r] >= first_pad_slot) {
       for (int j = 0; j < k; ++j) {
-        pair_experts[r * k + j] = -1.0f;
+        pair_experts[r * k + j] = kNoExpertPair;
         pair_gates[r * k + j] = 0.0f;
       }
       continue;
@@ -114,7 +114,7 @@ __global__ void ListPairsKernel(const float* pair_experts, int64_t pairs,
   for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pairs;
        p += int64_t{gridDim.x} * blockDim.x) {
     const float ef = pair_experts[p];
-    if (ef == -1.0f) {  // a padding row's pair: a few per step at most
+    if (ef == kNoExpertPair) {  // a padding row's pair: a few per step at most
       for (int64_t n = 0; n < n_rows; ++n) y[p * n_rows + n] = 0.0f;
       continue;
     }

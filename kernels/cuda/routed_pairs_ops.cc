@@ -14,6 +14,9 @@
 
 namespace twice::kernels::cuda {
 
+static_assert(launch::kNoExpertPair == kNoExpert,
+              "the CUDA kernels mark a pair with no expert as the CPU does");
+
 absl::Status RouteTopKPairs(const Stream& stream,
                             DeviceSpan<const float> logits, int64_t rows,
                             int64_t experts, int64_t top_k,

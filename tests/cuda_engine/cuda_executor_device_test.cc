@@ -8,11 +8,13 @@
 // alignment match too. A matrix whose columns are no multiple of 8 is
 // refused at upload. RmsNormLinears equals RmsNorm then Linears bit for
 // bit. A decode step's buffers hold what they were filled with. Copies to the
-// host of several arrays in one call read what the queued work wrote. SKIPPED
+// host of several arrays in one call read what the queued work wrote. A
+// padded step's rows in pad slots route to no expert, as on the CPU. SKIPPED
 // without a GPU; the device's name and its uploaded weight and downloaded bytes
 // show it ran.
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/executor/executor_device.h"
@@ -20,6 +22,7 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/sampling.h"
 #include "kernels/tensor.h"
+#include "kernels/top_k_routing.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/testing/status_matchers.h"
 
@@ -465,6 +468,86 @@ TEST_F(CudaExecutorDeviceTest, ColumnsNoGemmTakesAreRefusedAtUpload) {
   const absl::Status s = cuda_->UploadMatrix(w).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_NE(s.message().find("multiple of 8"), std::string::npos) << s;
+}
+
+// A padded step's rows in pad slots route to no expert on the CUDA device
+// as on the CPU: the slots come from the step's own buffer, so refilling
+// the step with the padding elsewhere moves the unrouted rows with it.
+// Real pairs: the CPU's experts, gates within 1e-6, products of bf16-exact
+// weights and rows within f32 summation order; pad pairs: zeros.
+TEST_F(CudaExecutorDeviceTest, PaddingRowsOfAStepTakeNoExpertAsOnTheCpu) {
+  const int64_t rows = 5, experts = 6, k = 2, n = 24, cols = 64;
+  const int64_t pairs = rows * k;
+  const int32_t first_pad_slot = 3;
+  const std::vector<float> logits = Random(rows * experts, 31, 3.0f);
+  const std::vector<float> x = RoundBf16(Random(rows * cols, 32));
+  std::vector<kernels::Tensor> w;
+  for (int64_t e = 0; e < experts; ++e) {
+    w.push_back(kernels::Tensor::FromVector(
+        {n, cols},
+        RoundBf16(Random(n * cols, 40 + static_cast<uint32_t>(e), 0.1f))));
+  }
+  // One step refilled: the padding rows last, then elsewhere.
+  const std::vector<std::vector<int32_t>> fills = {{0, 1, 2, 3, 4},
+                                                   {4, 0, 3, 1, 2}};
+  // [fill][CUDA, CPU][experts, gates, products]
+  std::vector<float> got[2][2][3];
+  for (int run = 0; run < 2; ++run) {
+    ExecutorDevice& device = run == 0 ? *cuda_ : *cpu_;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceStep> step,
+                         device.NewStep(rows));
+    std::vector<std::unique_ptr<DeviceMatrix>> matrices;
+    std::vector<const DeviceMatrix*> table_of;
+    for (const kernels::Tensor& we : w) {
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrix> m,
+                           device.UploadMatrix(we));
+      table_of.push_back(m.get());
+      matrices.push_back(std::move(m));
+    }
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceMatrixTable> table,
+                         device.UploadMatrixTable(table_of));
+    std::unique_ptr<DeviceArray> dlogits = Put(device, logits);
+    std::unique_ptr<DeviceArray> dx = Put(device, x);
+    for (size_t f = 0; f < fills.size(); ++f) {
+      ASSERT_OK(device.FillStep(*step, std::vector<int32_t>(rows, 0), fills[f],
+                                std::vector<int64_t>(rows, 0),
+                                std::vector<kernels::SamplingRule>(rows)));
+      std::unique_ptr<DeviceArray> dexperts =
+          Put(device, std::vector<float>(pairs, 9.0f));
+      std::unique_ptr<DeviceArray> dgates =
+          Put(device, std::vector<float>(pairs, 9.0f));
+      std::unique_ptr<DeviceArray> dy =
+          Put(device, std::vector<float>(pairs * n, 7.0f));
+      ASSERT_OK(
+          device.RouteTopKPairs(dlogits->floats(), rows, experts, k,
+                                StepPadRows{&step->slot_map(), first_pad_slot},
+                                dexperts->floats(), dgates->floats()));
+      ASSERT_OK(device.RoutedLinear(dx->floats(), k, *table, dexperts->floats(),
+                                    pairs, dy->floats()));
+      got[f][run][0] = Get(device, *dexperts);
+      got[f][run][1] = Get(device, *dgates);
+      got[f][run][2] = Get(device, *dy);
+    }
+  }
+  for (size_t f = 0; f < fills.size(); ++f) {
+    SCOPED_TRACE(f);
+    const std::vector<float>(&cuda)[3] = got[f][0];
+    const std::vector<float>(&cpu)[3] = got[f][1];
+    EXPECT_EQ(cuda[0], cpu[0]);
+    for (int64_t p = 0; p < pairs; ++p) {
+      EXPECT_NEAR(cuda[1][p], cpu[1][p], 1e-6) << p;
+      if (fills[f][p / k] >= first_pad_slot) {
+        EXPECT_EQ(cuda[0][p], kernels::kNoExpert) << p;
+        EXPECT_EQ(cuda[1][p], 0.0f) << p;
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_EQ(cuda[2][p * n + i], 0.0f) << p << " " << i;
+        }
+      } else {
+        EXPECT_NE(cuda[0][p], kernels::kNoExpert) << p;
+      }
+    }
+    EXPECT_LE(RelativeError(cuda[2], cpu[2]), kLinearTolerance);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // (executor_device.h RouteTopKPairs, RoutedLinear, CombineRoutedPairs),
 // in a padded decode step: the rows in pad slots take no expert, their
 // products are zeros and their combine adds only the shared base; every
-// other row's products equal a float64 product with its routed expert.
+// other row's products equal a float64 product with its routed expert. A
+// refused product writes nothing.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -111,6 +112,20 @@ TEST(ExecutorDeviceRoutingTest, PaddingRowsOfAStepTakeNoExpert) {
           << "pair " << p << ", output " << i;
     }
   }
+
+  // A refused call writes nothing, its no-expert pairs' rows included.
+  std::vector<float> bad_experts = chosen;
+  bad_experts[0] = kernels::kNoExpert;
+  bad_experts[pairs - 1] = static_cast<float>(experts);  // out of range
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> bad,
+                       Put(*dev, bad_experts));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceArray> untouched,
+                       Put(*dev, std::vector<float>(pairs * n, 5.0f)));
+  EXPECT_EQ(dev->RoutedLinear(x->floats(), k, *table, bad->floats(), pairs,
+                              untouched->floats())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Get(*dev, *untouched), std::vector<float>(pairs * n, 5.0f));
 
   // The combine: a padding row adds only its base.
   const int64_t dim = n;

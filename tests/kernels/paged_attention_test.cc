@@ -166,8 +166,9 @@ TEST_P(PagedAttentionTest, BatchedStepMatchesTheReference) {
   // Positions before, at and after block boundaries, and a first token.
   const std::vector<int64_t> lengths{c.block_size - 1, c.block_size,
                                      3 * c.block_size + 2, 0, 50};
+  // 50 positions, or 3·block_size + 3 (four blocks), whichever is more.
   const PagedKvDims dims{c.heads, c.kv_heads, c.head_dim, c.block_size,
-                         60 / c.block_size + 2};
+                         std::max<int64_t>(60 / c.block_size + 2, 5)};
   PagedFixture f(dims, lengths, PagedSeed() + 7);
   const int64_t rows = static_cast<int64_t>(lengths.size());
   const int64_t kv_row = f.kv_row();
@@ -212,7 +213,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
                                            // head dims off the 16-lane
                                            // vectors: a tail, only a tail
                                            PagedCase{6, 2, 24, 7},
-                                           PagedCase{3, 1, 8, 3}));
+                                           PagedCase{3, 1, 8, 3},
+                                           // runs of 40 positions: value
+                                           // chunks of 16, 16 and 8
+                                           PagedCase{4, 2, 24, 40}));
 
 TEST(PagedAttentionChecks, BadTablesAndPositionsWriteNothing) {
   const PagedKvDims dims{2, 1, 8, 4, 3};
