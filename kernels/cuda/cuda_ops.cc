@@ -365,7 +365,8 @@ absl::Status SsdChunkScan(const Stream& stream, DeviceAllocator& allocator,
                           DeviceSpan<const float> b, DeviceSpan<const float> c,
                           int64_t bc_stride, DeviceSpan<const float> dt,
                           DeviceSpan<const float> a, DeviceSpan<const float> d,
-                          DeviceSpan<float> state, DeviceSpan<float> y) {
+                          DeviceSpan<float> state, DeviceSpan<float> y,
+                          SsdMath math) {
   constexpr char kOp[] = "SsdChunkScan";
   TWICE_RETURN_IF_ERROR(CheckArg(
       s.heads >= 1 && s.head_dim >= 1 && s.groups >= 1 && s.state >= 1 &&
@@ -404,10 +405,14 @@ absl::Status SsdChunkScan(const Stream& stream, DeviceAllocator& allocator,
                                                      per_pass * chunk_floats));
   TWICE_ASSIGN_OR_RETURN(DeviceBuffer decay,
                          allocator.AllocateArray<float>(per_pass * s.heads));
+  const bool tensor_cores =
+      math == SsdMath::kTensorCores &&
+      launch::SsdTensorCoresSupported(args.head_dim, args.state);
   return Launched(
       launch::SsdChunkedScan(args, static_cast<int>(chunk), per_pass,
                              static_cast<float*>(workspace.data()),
-                             static_cast<float*>(decay.data()), stream.get()),
+                             static_cast<float*>(decay.data()), tensor_cores,
+                             stream.get()),
       kOp);
 }
 

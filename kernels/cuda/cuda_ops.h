@@ -146,14 +146,19 @@ struct DeviceRows {
 // of at most kSsdWorkspaceBytes from `allocator`); shorter reads (decode
 // steps) and other shapes run the recurrent form with the state in
 // registers. Both are the same function up to float summation order.
+// The chunked form multiplies on the tensor cores (TF32 inputs, f32
+// accumulation: about 1e-3 relative) where P and N are multiples of 16,
+// unless `math` asks for kF32 (the CUDA cores, the CPU twin's precision).
 inline constexpr int64_t kSsdChunkedMinTokens = 64;
 inline constexpr int64_t kSsdWorkspaceBytes = int64_t{256} << 20;
+enum class SsdMath { kTensorCores, kF32 };
 [[nodiscard]] absl::Status SsdChunkScan(
     const Stream& stream, DeviceAllocator& allocator, const SsdShape& shape,
     int64_t tokens, int64_t chunk, DeviceSpan<const float> x, int64_t x_stride,
     DeviceSpan<const float> b, DeviceSpan<const float> c, int64_t bc_stride,
     DeviceSpan<const float> dt, DeviceSpan<const float> a,
-    DeviceSpan<const float> d, DeviceSpan<float> state, DeviceSpan<float> y);
+    DeviceSpan<const float> d, DeviceSpan<float> state, DeviceSpan<float> y,
+    SsdMath math = SsdMath::kTensorCores);
 
 // A batch's row -> slot map (kernels/slot_steps.h): the host copy is what
 // the checks read, `device` the same int32 values on the device (uploaded

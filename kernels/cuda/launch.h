@@ -177,10 +177,16 @@ cudaError_t WindowAttentionStepSlots(const WindowStepArgs& args,
 // The chunked form (ssd_chunked_cuda.cu) for shapes SsdChunkedSupported
 // accepts: passes of at most `chunks_per_pass` chunks, each with
 // `workspace` [chunks_per_pass, H, P, N] and `decay` [chunks_per_pass, H].
+// `tensor_cores`: the states and outputs products on tensor cores (TF32
+// inputs, f32 accumulation; ssd_chunked_tc.h), which also needs P and N
+// multiples of 16 and a 32-byte aligned workspace (else
+// cudaErrorInvalidValue); otherwise f32 on the CUDA cores.
 bool SsdChunkedSupported(int head_dim, int state, int64_t chunk);
+bool SsdTensorCoresSupported(int head_dim, int state);
 cudaError_t SsdChunkedScan(const SsdArgs& args, int chunk,
                            int64_t chunks_per_pass, float* workspace,
-                           float* decay, cudaStream_t stream);
+                           float* decay, bool tensor_cores,
+                           cudaStream_t stream);
 
 // Causal softmax attention, bf16 in/out, head_dim 64, q/k/v/out
 // [B, T, H, 64]: the flash-style baseline the benchmarks time.

@@ -19,56 +19,30 @@
 //            dt_s x_s, tiles of 32 tokens and 32 state dims; y = Y_diag +
 //            Y_off + D x.
 //
+// The states and outputs kernels also exist on tensor cores
+// (ssd_chunked_tc_cuda.cu; the launcher's `tensor_cores`), where P and N are
+// multiples of 16; the passing kernel is the same for both.
+//
 // Limits (the launcher's caller checks them, else the recurrent kernel
 // runs): P <= 128, N <= 128, chunk <= 256.
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/ssd_chunk_acum.cuh"
+#include "kernels/cuda/ssd_chunked_tc.h"
 
 namespace twice::kernels::cuda::launch {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kTile = 32;  // tokens (and state dims) per shared tile
-constexpr int kMaxDim = 128;
-constexpr int kMaxChunk = 256;
+constexpr int kMaxDim = kSsdMaxDim;
+constexpr int kMaxChunk = kSsdMaxChunk;
 // Outputs per thread of the states kernel: P x N / kThreads.
 constexpr int kStateAcc = kMaxDim * kMaxDim / kThreads;
 // Columns p per thread of the outputs kernel (8 threads share a row).
 constexpr int kRowAcc = kMaxDim / 8;
-
-// acum[l] = sum_{i <= l} dt_{t0+i} A_h in double for l < L. Every thread
-// loads, then warp 0 scans: each lane sums a run of kMaxChunk / 32
-// consecutive terms, a shuffle scan adds the runs before it. Ends
-// synchronised.
-__device__ void ChunkAcum(const SsdArgs& a, int64_t t0, int L, int h,
-                          double* acum) {
-  const double a_h = a.a[h];
-  for (int l = threadIdx.x; l < kMaxChunk; l += blockDim.x) {
-    acum[l] =
-        l < L ? static_cast<double>(a.dt[(t0 + l) * a.heads + h]) * a_h : 0.0;
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    constexpr int kRun = kMaxChunk / 32;
-    const int lane = threadIdx.x;
-    double run = 0.0;
-    for (int i = 0; i < kRun; ++i) run += acum[lane * kRun + i];
-    double before = run;  // inclusive scan of the runs, then exclusive
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const double up = __shfl_up_sync(0xffffffffu, before, o);
-      if (lane >= o) before += up;
-    }
-    before -= run;
-    for (int i = 0; i < kRun; ++i) {
-      before += acum[lane * kRun + i];
-      acum[lane * kRun + i] = before;
-    }
-  }
-  __syncthreads();
-}
 
 __global__ void __launch_bounds__(kThreads)
     SsdChunkStatesKernel(SsdArgs a, int64_t t_begin, int chunk, float* states,
@@ -83,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t t0 = t_begin + int64_t{c} * chunk;
   const int L = static_cast<int>(
       a.tokens - t0 < chunk ? a.tokens - t0 : static_cast<int64_t>(chunk));
-  ChunkAcum(a, t0, L, h, acum);
+  SsdChunkAcum(a, t0, L, h, acum);
   const double last = acum[L - 1];
 
   float acc[kStateAcc];
@@ -91,14 +65,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; k < kStateAcc; ++k) acc[k] = 0.0f;
   for (int s0 = 0; s0 < L; s0 += kTile) {
     for (int i = threadIdx.x; i < kTile * P; i += kThreads) {
-      const int ss = i / P, p = i % P, s = s0 + ss;
-      float v = 0.0f;
-      if (s < L) {
-        const float dt = a.dt[(t0 + s) * a.heads + h];
-        const float w = static_cast<float>(exp(last - acum[s])) * dt;
-        v = w * a.x[(t0 + s) * a.x_stride + int64_t{h} * P + p];
-      }
-      xs[ss][p] = v;
+      const int ss = i / P, p = i % P;
+      xs[ss][p] = SsdStateInput(a, t0, s0 + ss, L, h, p, last, acum);
     }
     for (int i = threadIdx.x; i < kTile * N; i += kThreads) {
       const int ss = i / N, n = i % N, s = s0 + ss;
@@ -184,7 +152,7 @@ __global__ void __launch_bounds__(kThreads)
       a.tokens - t0 < chunk ? a.tokens - t0 : static_cast<int64_t>(chunk));
   const int l0 = lt * kTile;
   if (l0 >= L) return;  // a short last chunk has fewer row tiles
-  ChunkAcum(a, t0, L, h, acum);
+  SsdChunkAcum(a, t0, L, h, acum);
 
   const int r = threadIdx.x / 8;    // this thread's row l0 + r
   const int col = threadIdx.x % 8;  // and columns p = col + 8 j
@@ -294,7 +262,12 @@ bool SsdChunkedSupported(int head_dim, int state, int64_t chunk) {
 
 cudaError_t SsdChunkedScan(const SsdArgs& args, int chunk,
                            int64_t chunks_per_pass, float* workspace,
-                           float* decay, cudaStream_t stream) {
+                           float* decay, bool tensor_cores,
+                           cudaStream_t stream) {
+  if (tensor_cores && (!SsdTensorCoresSupported(args.head_dim, args.state) ||
+                       reinterpret_cast<uintptr_t>(workspace) % 32 != 0)) {
+    return cudaErrorInvalidValue;
+  }
   const int64_t chunks = (args.tokens + chunk - 1) / chunk;
   const int64_t pn = int64_t{args.head_dim} * args.state;
   const int row_tiles = (chunk + kTile - 1) / kTile;
@@ -304,21 +277,37 @@ cudaError_t SsdChunkedScan(const SsdArgs& args, int chunk,
     const int64_t t_begin = first * chunk;
     // Each launch is checked before the next: a failed one must not leave
     // the next reading an unwritten workspace into the state.
-    SsdChunkStatesKernel<<<dim3(static_cast<unsigned>(n),
-                                static_cast<unsigned>(args.heads)),
-                           kThreads, 0, stream>>>(args, t_begin, chunk,
-                                                  workspace, decay);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (tensor_cores) {
+      if (cudaError_t e = SsdChunkStatesTensorCores(args, t_begin, chunk, n,
+                                                    workspace, decay, stream);
+          e != cudaSuccess) {
+        return e;
+      }
+    } else {
+      SsdChunkStatesKernel<<<dim3(static_cast<unsigned>(n),
+                                  static_cast<unsigned>(args.heads)),
+                             kThreads, 0, stream>>>(args, t_begin, chunk,
+                                                    workspace, decay);
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
     const int64_t hpn = int64_t{args.heads} * pn;
     SsdStatePassingKernel<<<static_cast<unsigned>((hpn + 255) / 256), 256, 0,
                             stream>>>(n, args.heads, pn, workspace, decay,
                                       args.ssm_state);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    SsdChunkOutputsKernel<<<dim3(static_cast<unsigned>(n * row_tiles),
-                                 static_cast<unsigned>(args.heads)),
-                            kThreads, 0, stream>>>(args, t_begin, chunk,
-                                                   row_tiles, workspace);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (tensor_cores) {
+      if (cudaError_t e = SsdChunkOutputsTensorCores(args, t_begin, chunk, n,
+                                                     workspace, stream);
+          e != cudaSuccess) {
+        return e;
+      }
+    } else {
+      SsdChunkOutputsKernel<<<dim3(static_cast<unsigned>(n * row_tiles),
+                                   static_cast<unsigned>(args.heads)),
+                              kThreads, 0, stream>>>(args, t_begin, chunk,
+                                                     row_tiles, workspace);
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
   }
   return cudaSuccess;
 }

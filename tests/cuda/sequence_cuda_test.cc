@@ -21,6 +21,7 @@ namespace {
 using testing::CudaTest;
 using testing::kBf16Tolerance;
 using testing::kF32Tolerance;
+using testing::kTf32Tolerance;
 using testing::Random;
 using testing::RoundBf16;
 
@@ -160,46 +161,67 @@ TEST_F(SequenceCudaTest, RatChunkAttentionMatchesCpu) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Short reads run the recurrent kernel, long ones the chunked form
+// (cuda_ops.h kSsdChunkedMinTokens), on the tensor cores (TF32) and on the
+// CUDA cores (f32): chunks shorter and longer than the kernels' tiles of
+// 32 positions and 64 rows, a short last chunk, and T = 32k. A shape the
+// tensor cores do not take (P, N not multiples of 16) runs f32 either way.
 TEST_F(SequenceCudaTest, SsdScanMatchesCpuWithInitialState) {
-  const SsdShape shape{8, 64, 2, 128};  // H, P, G, N (Mamba-2 shapes)
-  const int64_t hp = shape.heads * shape.head_dim;
-  const int64_t gn = shape.groups * shape.state;
-  const int64_t stride = hp + 2 * gn;  // x, B, C side by side as in xBC
-  std::vector<float> a = Random(shape.heads, 110);
-  for (float& x : a) x = -std::exp(x);
-  const std::vector<float> d = Random(shape.heads, 111);
-  std::vector<float> state = Random(hp * shape.state, 112, 0.5f);
-  DeviceBuffer da = Put(a), dd = Put(d), dstate = Put(state);
-  // Short reads run the recurrent kernel, long ones the chunked form
-  // (cuda_ops.h kSsdChunkedMinTokens): chunks shorter and longer than its
-  // 32-token tiles, a short last chunk, and T = 32k.
+  const SsdShape shapes[] = {
+      {8, 64, 2, 128},  // H, P, G, N (Mamba-2 shapes)
+      {4, 128, 1, 16},  // the largest P, the smallest N of the tensor cores
+      {3, 48, 3, 80},   // every head its own group, no power of two
+      {2, 24, 1, 40},   // not for the tensor cores
+  };
   const std::pair<int64_t, int64_t> reads[] = {
-      {70, 32},  {1, 32},     {63, 32},   {129, 32},
-      {200, 16}, {1000, 256}, {4099, 64}, {32768, 256}};
-  for (const auto& [tokens, chunk] : reads) {
-    SCOPED_TRACE(::testing::Message() << "T=" << tokens << " chunk " << chunk);
-    const std::vector<float> xbc = Random(tokens * stride, 113 + tokens);
-    std::vector<float> dt = Random(tokens * shape.heads, 114 + tokens);
-    for (float& x : dt) x = std::log1p(std::exp(x)) * 0.2f;  // softplus > 0
-    const absl::Span<const float> h(xbc);
-    std::vector<float> want(tokens * hp);
-    ASSERT_TRUE(kernels::SsdChunkScan(shape, tokens, chunk, h, stride,
-                                      h.subspan(hp), h.subspan(hp + gn), stride,
-                                      dt, a, d, absl::MakeSpan(state),
-                                      absl::MakeSpan(want))
-                    .ok());
-    DeviceBuffer dx = Put(xbc), ddt = Put(dt);
-    DeviceBuffer dy = Zeros<float>(tokens * hp);
-    const DeviceSpan<const float> dxs = dx.span<float>();
-    ASSERT_TRUE(SsdChunkScan(*stream_, *allocator_, shape, tokens, chunk, dxs,
-                             stride, dxs.subspan(hp, dxs.size - hp),
-                             dxs.subspan(hp + gn, dxs.size - hp - gn), stride,
-                             ddt.span<float>(), da.span<float>(),
-                             dd.span<float>(), dstate.span<float>(),
-                             dy.span<float>())
-                    .ok());
-    TWICE_EXPECT_REL(Get<float>(dy), want, kF32Tolerance);
-    TWICE_EXPECT_REL(Get<float>(dstate), state, kF32Tolerance);
+      {70, 32},    {1, 32},    {63, 32},   {129, 32},   {200, 16},
+      {1000, 256}, {4099, 64}, {300, 208}, {32768, 256}};
+  for (const SsdShape& shape : shapes) {
+    const int64_t hp = shape.heads * shape.head_dim;
+    const int64_t gn = shape.groups * shape.state;
+    const int64_t stride = hp + 2 * gn;  // x, B, C side by side as in xBC
+    const bool tensor_core_shape =
+        shape.head_dim % 16 == 0 && shape.state % 16 == 0;
+    std::vector<float> a = Random(shape.heads, 110);
+    for (float& x : a) x = -std::exp(x);
+    const std::vector<float> d = Random(shape.heads, 111);
+    DeviceBuffer da = Put(a), dd = Put(d);
+    for (const auto& [tokens, chunk] : reads) {
+      if (shape.heads != 8 && tokens == 32768) continue;  // one long read
+      const std::vector<float> initial = Random(hp * shape.state, 112, 0.5f);
+      const std::vector<float> xbc = Random(tokens * stride, 113 + tokens);
+      std::vector<float> dt = Random(tokens * shape.heads, 114 + tokens);
+      for (float& x : dt) x = std::log1p(std::exp(x)) * 0.2f;  // softplus
+      const absl::Span<const float> h(xbc);
+      std::vector<float> want(tokens * hp), want_state = initial;
+      ASSERT_TRUE(kernels::SsdChunkScan(
+                      shape, tokens, chunk, h, stride, h.subspan(hp),
+                      h.subspan(hp + gn), stride, dt, a, d,
+                      absl::MakeSpan(want_state), absl::MakeSpan(want))
+                      .ok());
+      DeviceBuffer dx = Put(xbc), ddt = Put(dt);
+      const DeviceSpan<const float> dxs = dx.span<float>();
+      for (const SsdMath math : {SsdMath::kTensorCores, SsdMath::kF32}) {
+        const bool tf32 = math == SsdMath::kTensorCores && tensor_core_shape &&
+                          tokens >= kSsdChunkedMinTokens;
+        SCOPED_TRACE(::testing::Message()
+                     << "H=" << shape.heads << " P=" << shape.head_dim
+                     << " N=" << shape.state << " T=" << tokens << " chunk "
+                     << chunk << (tf32 ? " tensor cores" : " f32"));
+        DeviceBuffer dstate = Put(initial);
+        DeviceBuffer dy = Zeros<float>(tokens * hp);
+        ASSERT_TRUE(SsdChunkScan(*stream_, *allocator_, shape, tokens, chunk,
+                                 dxs, stride, dxs.subspan(hp, dxs.size - hp),
+                                 dxs.subspan(hp + gn, dxs.size - hp - gn),
+                                 stride, ddt.span<float>(), da.span<float>(),
+                                 dd.span<float>(), dstate.span<float>(),
+                                 dy.span<float>(), math)
+                        .ok());
+        const double tolerance = tf32 ? kTf32Tolerance : kF32Tolerance;
+        TWICE_EXPECT_REL(Get<float>(dy), want, tolerance);
+        TWICE_EXPECT_REL(Get<float>(dstate), want_state, tolerance);
+      }
+    }
   }
 }
 
