@@ -102,6 +102,7 @@ class Bench {
   absl::Status Ceilings();
   absl::Status BasedRows(int64_t t);
   absl::Status FlashRow(int64_t t);
+  absl::Status WindowRow(int64_t t);
   absl::Status SsdRows(int64_t t);
   absl::Status SampleRows();
 
@@ -305,6 +306,31 @@ absl::Status Bench::FlashRow(int64_t t) {
   return absl::OkStatus();
 }
 
+// Based's sliding-window attention (window 256, 16 heads of 64, f32) over
+// one sequence of t tokens: the tiled kernel (softmax_tiles_cuda.cu).
+absl::Status Bench::WindowRow(int64_t t) {
+  constexpr int64_t kWindow = 256;
+  const int64_t count = t * kHeads * kHd;
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer q, Random(count, false, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer k, Random(count, false, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer v, Random(count, false, 1.0f));
+  TWICE_ASSIGN_OR_RETURN(DeviceBuffer y, alloc_.Allocate(count * 4));
+  const WindowAttentionDims dims{t, 0, kHeads, kHd, kWindow};
+  TWICE_ASSIGN_OR_RETURN(double ms, Time(
+                                        [&] {
+                                          return WindowAttention(
+                                              stream_, q.span<float>(),
+                                              kHeads * kHd, k.span<float>(),
+                                              v.span<float>(), dims, 0.125f,
+                                              y.span<float>());
+                                        },
+                                        o_.reps));
+  rows_.push_back({"window attention", 1, t, ms,
+                   4.0 * kHeads * static_cast<double>(t) * (kWindow + 1) * kHd,
+                   4.0 * count * 4, "Based 360M layer, window 256, f32"});
+  return absl::OkStatus();
+}
+
 absl::Status Bench::SsdRows(int64_t t) {
   const SsdShape shape{24, 64, 1, 128};  // H, P, G, N
   const int64_t hp = shape.heads * shape.head_dim;
@@ -403,6 +429,7 @@ absl::Status Bench::Run() {
     std::fprintf(stderr, "timing T=%lld\n", static_cast<long long>(t));
     TWICE_RETURN_IF_ERROR(BasedRows(t));
     TWICE_RETURN_IF_ERROR(FlashRow(t));
+    TWICE_RETURN_IF_ERROR(WindowRow(t));
     TWICE_RETURN_IF_ERROR(SsdRows(t));
   }
   TWICE_RETURN_IF_ERROR(SampleRows());

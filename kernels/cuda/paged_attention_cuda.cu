@@ -22,8 +22,9 @@
 //                         (one row) lane j scores key j of the tile, the
 //                         tile's maximum and sum update the row's online
 //                         softmax once, and lane l accumulates dims
-//                         l + 32 r of the weighted values. Keys after a
-//                         row's position weigh 0.
+//                         l + 32 r of the weighted values
+//                         (TileSoftmaxRow, tile_softmax_row.cuh). Keys after
+//                         a row's position weigh 0.
 //                         Split (paged_splits.h): warp per (row, head,
 //                         split s of S), walking the s-th of S equal
 //                         shares of the row's positions [0, p_r] and
@@ -35,6 +36,7 @@
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/paged_rows.cuh"
+#include "kernels/cuda/tile_softmax_row.cuh"
 #include "kernels/cuda/warp_softmax_row.cuh"
 
 namespace twice::kernels::cuda::launch {
@@ -178,20 +180,7 @@ __global__ void CombineSplitsKernel(int64_t row_heads, int hd, int splits,
   }
 }
 
-constexpr int kTileRows = 8;   // query rows per block, one warp each
-constexpr int kTileKeys = 32;  // positions per shared tile, one per lane
-constexpr int kTileMaxDim = 128;
-// Key rows padded by one float: lane j reading dim e of key j hits bank
-// (j · kTileKeyStride + e) % 32 = (j + e) % 32, distinct across the warp.
-constexpr int kTileKeyStride = kTileMaxDim + 1;
-
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  }
-  return v;
-}
+constexpr int kTileRows = 8;  // query rows per block, one warp each
 
 // grid (ceil(rows / kTileRows), H), kTileRows warps. Requires a prefill
 // pass (positions null) and hd <= kTileMaxDim.
@@ -208,76 +197,27 @@ __global__ void PagedPrefillTileKernel(PagedRowsArgs a, const float* q,
   const int64_t kv_row = int64_t{a.kv_heads} * hd;
   const int64_t kv_off = int64_t{h / group} * hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t first_row = int64_t{blockIdx.x} * kTileRows;
-  const int64_t last_row =
-      (first_row + kTileRows < a.rows ? first_row + kTileRows : a.rows) - 1;
-  const int64_t r = first_row + warp;
-  const bool active = r <= last_row;
-  const int64_t p = a.start + r;  // this warp's row position
-  const int64_t last_p = a.start + last_row;
-
-  // Row w of the tile at queries + w · kTileMaxDim, where warp w reads it
-  // (packing the rows hd apart would hand warp w another row whenever
-  // hd < kTileMaxDim).
-  for (int i = threadIdx.x; i < kTileRows * hd; i += blockDim.x) {
-    const int64_t row = first_row + i / hd;
-    queries[(i / hd) * kTileMaxDim + i % hd] =
-        row <= last_row ? q[row * q_stride + int64_t{h} * hd + i % hd] : 0.0f;
-  }
-  float m = -FLT_MAX, l = 0.0f;
-  float acc[kWarpRowDims];
-#pragma unroll
-  for (int d = 0; d < kWarpRowDims; ++d) acc[d] = 0.0f;
-
+  const TileBlockRows b = ThisBlockRows(a.rows, kTileRows);
+  const int64_t p = a.start + b.row;  // this warp's row position
+  const int64_t last_p = a.start + b.last;
+  StageQueryRows(q, q_stride, h, hd, b, kTileRows, queries);
+  const auto pool_row = [&](int64_t pos) {
+    return (int64_t{a.table[pos / a.block_size]} * a.block_size +
+            pos % a.block_size) *
+           kv_row;
+  };
+  TileSoftmaxRow row;
   for (int64_t base = 0; base <= last_p; base += kTileKeys) {
     __syncthreads();  // the previous tile is read
-    for (int i = threadIdx.x; i < kTileKeys * hd; i += blockDim.x) {
-      const int j = i / hd, e = i % hd;
-      const int64_t pos = base + j;
-      float kv_k = 0.0f, kv_v = 0.0f;
-      if (pos <= last_p) {
-        const int64_t row =
-            int64_t{a.table[pos / a.block_size]} * a.block_size +
-            pos % a.block_size;
-        kv_k = k_pool[row * kv_row + kv_off + e];
-        kv_v = v_pool[row * kv_row + kv_off + e];
-      }
-      keys[j * kTileKeyStride + e] = kv_k;
-      values[j * kTileMaxDim + e] = kv_v;
-    }
+    StageKeyTile(k_pool + kv_off, v_pool + kv_off, hd, base, last_p, pool_row,
+                 keys, values);
     __syncthreads();
-    if (!active) continue;  // warp-uniform
-    // Lane j: the score of key base + j (-inf past this row's position).
-    const float* qr = queries + warp * kTileMaxDim;
-    const float* kj = keys + lane * kTileKeyStride;
-    float dot = 0.0f;
-    for (int e = 0; e < hd; ++e) dot += qr[e] * kj[e];
-    const float s = base + lane <= p ? dot * scale : -FLT_MAX;
-    const float m_new = fmaxf(m, WarpMax(s));
-    const float corr = __expf(m - m_new);
-    const float w = base + lane <= p ? __expf(s - m_new) : 0.0f;
-    l = l * corr + WarpSum(w);
-#pragma unroll
-    for (int d = 0; d < kWarpRowDims; ++d) acc[d] *= corr;
-    for (int j = 0; j < kTileKeys; ++j) {
-      const float wj = __shfl_sync(0xffffffffu, w, j);
-#pragma unroll
-      for (int d = 0; d < kWarpRowDims; ++d) {
-        const int e = lane + 32 * d;
-        if (e < hd) acc[d] += wj * values[j * kTileMaxDim + e];
-      }
-    }
-    m = m_new;
+    if (!b.active) continue;  // warp-uniform
+    // Keys after this row's position weigh 0.
+    row.Visit(queries + warp * kTileMaxDim, keys, values, hd, scale,
+              base + lane <= p);
   }
-  if (!active) return;
-  // Key 0 is every row's, so l > 0.
-  const float inv = 1.0f / l;
-  float* o = out + (r * a.heads + h) * hd;
-#pragma unroll
-  for (int d = 0; d < kWarpRowDims; ++d) {
-    const int e = lane + 32 * d;
-    if (e < hd) o[e] = acc[d] * inv;
-  }
+  if (b.active) row.Store(out + (b.row * a.heads + h) * hd, hd);
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 //
 //   CausalConv1d   thread per (t, c) output; then one thread per channel
 //                  shifts the tail in order (rows are read before written).
-//   Softmax rows   one warp per (query, head); lane l owns dims l + 32 r
-//                  below hd (r < 4, so any hd <= 128; dims past hd are
-//                  never loaded or stored); keys in order with the online
-//                  softmax (running max m, sum l):
+//   Softmax rows   one warp per (query, head) for passes of fewer than
+//                  kSoftmaxTileMinRows rows (longer ones stage their keys
+//                  in shared memory: softmax_tiles_cuda.cu); lane l owns
+//                  dims l + 32 r below hd (r < 4, so any hd <= 128; dims
+//                  past hd are never loaded or stored); keys in order with
+//                  the online softmax (running max m, sum l):
 //                  m' = max(m, s), l = l e^{m-m'} + e^{s-m'},
 //                  acc = acc e^{m-m'} + e^{s-m'} v.
 //   RAT            the same loop over the visible closed-chunk keys, then
@@ -326,6 +328,9 @@ cudaError_t CausalConv1d(const float* x, int64_t tokens, int64_t channels,
 
 cudaError_t SoftmaxAttention(const SoftmaxAttentionArgs& args,
                              cudaStream_t stream) {
+  if (args.tokens >= kSoftmaxTileMinRows) {
+    return SoftmaxAttentionTiles(args, stream);
+  }
   const int64_t warps = args.tokens * args.heads;
   SoftmaxAttentionKernel<<<Blocks(warps * 32, 256), 256, 0, stream>>>(args);
   return cudaGetLastError();

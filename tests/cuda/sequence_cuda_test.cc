@@ -56,13 +56,17 @@ TEST_F(SequenceCudaTest, CausalConv1dMatchesCpuAcrossCalls) {
 
 TEST_F(SequenceCudaTest, WindowAttentionMatchesCpu) {
   const int64_t heads = 3;
-  // Multiples of 32 and head dims that leave lanes idle (16, 48).
+  // Multiples of 32 and head dims that leave lanes idle (16, 48). Passes
+  // of 16 rows or more stage their keys in shared tiles of 32 (launch.h
+  // kSoftmaxTileMinRows): windows inside one tile and across several, with
+  // tiles a row skips.
   for (int64_t hd : {16, 32, 48, 64, 128}) {
     for (const auto& [past, tokens, window] :
          {std::tuple<int64_t, int64_t, int64_t>{0, 50, 16},
           {20, 7, 8},
           {5, 1, 64},
-          {0, 33, 0}}) {
+          {0, 33, 0},
+          {40, 100, 70}}) {
       SCOPED_TRACE(::testing::Message() << "hd=" << hd << " P=" << past
                                         << " T=" << tokens << " w=" << window);
       const int64_t row = heads * hd;
@@ -94,7 +98,9 @@ TEST_F(SequenceCudaTest, CausalGqaAttentionMatchesCpu) {
         {64, 100, 1},
         {64, 17, 9},
         {48, 17, 9},
-        {16, 100, 1}}) {
+        {16, 100, 1},
+        {64, 30, 70},
+        {128, 0, 16}}) {
     SCOPED_TRACE(::testing::Message()
                  << "hd=" << hd << " P=" << past << " T=" << tokens);
     const int64_t row = heads * hd;
