@@ -179,7 +179,7 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
                          engine::NewCudaExecutorDevice(0));
   engine::ResidentExecutorOptions options;
   options.slots = static_cast<int32_t>(max_batch);
-  options.prefill_chunk = 2048;
+  options.prefill_chunk = engine::kCudaPrefillChunk;  // as the server
   // Full-attention KV room for the longest prefill or the largest decode
   // batch (64 tokens read, then the warm-up and timed steps), one at a time.
   int64_t max_tokens = 0;

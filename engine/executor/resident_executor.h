@@ -67,9 +67,16 @@
 
 namespace twice::engine {
 
+inline constexpr int64_t kCpuPrefillChunk = 512;
+inline constexpr int64_t kCudaPrefillChunk = 4096;
+
 struct ResidentExecutorOptions {
-  int32_t slots = 64;           // sequences resident at once, >= 1
-  int64_t prefill_chunk = 512;  // tokens per layer-by-layer prefill pass
+  int32_t slots = 64;  // sequences resident at once, >= 1
+  // Tokens per layer-by-layer prefill pass: the workspace holds that many
+  // rows. A GPU wants larger passes than the CPU (fewer launches, GEMMs
+  // that fill the device); the loader picks by device (kCpuPrefillChunk,
+  // kCudaPrefillChunk) unless told.
+  int64_t prefill_chunk = 512;
   // Paged states (full attention's KV cache, RAT's closed chunks): tokens
   // each table holds for all slots together (rounded up to whole blocks),
   // and rows per block.

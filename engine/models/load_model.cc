@@ -83,6 +83,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
   executor.slots = options.resident_slots;
   executor.kv_cache_tokens = options.resident_kv_tokens;
   executor.step_graphs = options.resident_step_graphs;
+  executor.prefill_chunk =
+      options.resident_prefill_chunk > 0  ? options.resident_prefill_chunk
+      : options.resident_device == "cuda" ? kCudaPrefillChunk
+                                          : kCpuPrefillChunk;
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<ResidentModel> resident,
       ResidentModel::Create(std::move(model), std::move(device), executor));

@@ -137,12 +137,15 @@ struct LoadOptions {
   // full-attention layers keep `resident_kv_tokens` tokens of KV cache for
   // all of them together (--resident_kv_tokens); `resident_step_graphs`
   // records decode steps as device graphs (--resident_step_graphs,
-  // engine/executor/step_graphs.h).
+  // engine/executor/step_graphs.h); a prefill runs in passes of
+  // `resident_prefill_chunk` tokens (--resident_prefill_chunk; 0: 512 on
+  // the CPU, 4096 on a GPU).
   bool resident = false;
   std::string resident_device = "cpu";
   int32_t resident_slots = 256;
   int64_t resident_kv_tokens = 65536;
   bool resident_step_graphs = true;
+  int64_t resident_prefill_chunk = 0;
 };
 
 // The --weights_dtype flag: "auto" (nullopt), "f32", "bf16", "f16" or

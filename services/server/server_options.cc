@@ -158,6 +158,12 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("--resident_kv_tokens must be in [16, 2^34], got ",
                      resident_kv_tokens));
   }
+  if (resident_prefill_chunk < 0 || resident_prefill_chunk > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resident_prefill_chunk must be in [0, 65536] (0: by "
+                     "device), got ",
+                     resident_prefill_chunk));
+  }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key must be given together");
@@ -270,6 +276,7 @@ engine::LoadOptions ServerOptions::ModelLoadOptions() const {
   load.resident_slots = resident_slots;
   load.resident_kv_tokens = resident_kv_tokens;
   load.resident_step_graphs = resident_step_graphs;
+  load.resident_prefill_chunk = resident_prefill_chunk;
   return load;
 }
 

@@ -146,6 +146,10 @@ struct ServerOptions {
   // Record a resident model's decode steps as device graphs and replay
   // them (--resident_step_graphs; CUDA only). Default: true.
   bool resident_step_graphs = true;
+  // Tokens per prefill pass of a resident model (--resident_prefill_chunk;
+  // the activation workspace holds that many rows); 0 picks by device: 512
+  // on the CPU, 4096 on a GPU. Default: 0.
+  int64_t resident_prefill_chunk = 0;
   // The LoadOptions weights_dtype and the executor give.
   engine::LoadOptions ModelLoadOptions() const;
 

@@ -5,6 +5,7 @@
 // and loads the same way (the CUDA backend keeps projections as bf16 made on
 // the GPU), so a state's fingerprint does not depend on the device.
 // --executor picks the resident executor (auto: with --device=cuda).
+#include "engine/executor/resident_executor.h"
 #include "engine/runtime/kernel_device.h"
 #include "gtest/gtest.h"
 #include "services/server/server.h"
@@ -110,6 +111,27 @@ TEST(ServerDeviceOptionTest, ExecutorIsResidentWithCudaByDefault) {
   bad = WithDevice("cpu");
   bad.resident_slots = 8;  // under one decode batch
   EXPECT_EQ(bad.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServerDeviceOptionTest, PrefillChunkFollowsTheDeviceUnlessGiven) {
+  // 0 (the default) leaves the pass length to the loader, which picks by
+  // device (engine/executor/resident_executor.h): a GPU wants longer
+  // passes than the CPU.
+  EXPECT_EQ(WithDevice("cuda").ModelLoadOptions().resident_prefill_chunk, 0);
+  EXPECT_LT(engine::kCpuPrefillChunk, engine::kCudaPrefillChunk);
+  ServerOptions given = WithDevice("cuda");
+  given.resident_prefill_chunk = 1024;
+  EXPECT_OK(given.Validate());
+  EXPECT_EQ(given.ModelLoadOptions().resident_prefill_chunk, 1024);
+  for (const int64_t bad : {int64_t{-1}, int64_t{65537}}) {
+    ServerOptions options = WithDevice("cuda");
+    options.resident_prefill_chunk = bad;
+    const absl::Status status = options.Validate();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(status.message().find("--resident_prefill_chunk"),
+              absl::string_view::npos)
+        << status;
+  }
 }
 
 }  // namespace
