@@ -62,23 +62,10 @@ class HostMatrix final : public DeviceMatrix {
   kernels::Tensor weight_;  // shares the loaded buffer (or view)
 };
 
+// The host copies are the map itself.
 class HostSlotMap final : public DeviceSlotMap {
  public:
-  HostSlotMap(absl::Span<const int32_t> slots,
-              absl::Span<const int64_t> positions)
-      : slots_(slots.begin(), slots.end()),
-        positions_(positions.begin(), positions.end()) {}
-  absl::Span<const int32_t> slots() const override { return slots_; }
-  absl::Span<const int64_t> positions() const override { return positions_; }
-  void Refill(absl::Span<const int32_t> slots,
-              absl::Span<const int64_t> positions) {
-    slots_.assign(slots.begin(), slots.end());
-    positions_.assign(positions.begin(), positions.end());
-  }
-
- private:
-  std::vector<int32_t> slots_;
-  std::vector<int64_t> positions_;
+  using DeviceSlotMap::DeviceSlotMap;
 };
 
 // A step's buffers in host memory (DeviceStep).

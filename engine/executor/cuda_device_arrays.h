@@ -103,38 +103,27 @@ class CudaMatrixTable final : public DeviceMatrixTable {
 
 // Slots and positions in one device block: [rows] int64 positions, then
 // [rows] int32 slots.
+// Refill keeps the row count: the block was uploaded with the new values.
 class CudaSlotMap final : public DeviceSlotMap {
  public:
   CudaSlotMap(absl::Span<const int32_t> slots,
               absl::Span<const int64_t> positions, cuda::DeviceBuffer device)
-      : slots_(slots.begin(), slots.end()),
-        positions_(positions.begin(), positions.end()),
-        device_(std::move(device)) {}
-  absl::Span<const int32_t> slots() const override { return slots_; }
-  absl::Span<const int64_t> positions() const override { return positions_; }
-  // New host copies of what was uploaded into the block (same row count).
-  void Refill(absl::Span<const int32_t> slots,
-              absl::Span<const int64_t> positions) {
-    slots_.assign(slots.begin(), slots.end());
-    positions_.assign(positions.begin(), positions.end());
-  }
+      : DeviceSlotMap(slots, positions), device_(std::move(device)) {}
   void* block() const { return device_.data(); }
   cuda::DeviceSlotRows rows() const {
-    return {slots_,
+    return {slots(),
             {reinterpret_cast<const int32_t*>(device_positions() +
-                                              positions_.size()),
-             static_cast<int64_t>(slots_.size())}};
+                                              positions().size()),
+             static_cast<int64_t>(slots().size())}};
   }
   cuda::DeviceSpan<const int64_t> device_positions_span() const {
-    return {device_positions(), static_cast<int64_t>(positions_.size())};
+    return {device_positions(), static_cast<int64_t>(positions().size())};
   }
 
  private:
   const int64_t* device_positions() const {
     return static_cast<const int64_t*>(device_.data());
   }
-  std::vector<int32_t> slots_;
-  std::vector<int64_t> positions_;
   cuda::DeviceBuffer device_;
 };
 

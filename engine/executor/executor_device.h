@@ -72,12 +72,28 @@ class DeviceMatrix {
 
 // The row -> slot map of one batched step and each row's position (the
 // tokens its sequence has read before this one), resident on the device
-// for the step's slot-indexed operations (uploaded once per step).
+// for the step's slot-indexed operations (uploaded once per step). The
+// base holds the host copies every device keeps (what the checks read);
+// a device adds where its own copy lives.
 class DeviceSlotMap {
  public:
+  DeviceSlotMap(absl::Span<const int32_t> slots,
+                absl::Span<const int64_t> positions)
+      : slots_(slots.begin(), slots.end()),
+        positions_(positions.begin(), positions.end()) {}
   virtual ~DeviceSlotMap() = default;
-  virtual absl::Span<const int32_t> slots() const = 0;      // host copy
-  virtual absl::Span<const int64_t> positions() const = 0;  // host copy
+  absl::Span<const int32_t> slots() const { return slots_; }  // host copy
+  absl::Span<const int64_t> positions() const { return positions_; }
+  // New host copies of what the device's copy now holds.
+  void Refill(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions) {
+    slots_.assign(slots.begin(), slots.end());
+    positions_.assign(positions.begin(), positions.end());
+  }
+
+ private:
+  std::vector<int32_t> slots_;
+  std::vector<int64_t> positions_;
 };
 
 // The inputs and outputs of one decode step of `rows` sequences on the
