@@ -18,10 +18,13 @@
 //               B, H, hd, T: the softmax baseline without PyTorch
 //   sdpa        PyTorch scaled_dot_product_attention (flash), read from
 //               --sdpa (lines "T ms"), or "skipped: no torch"
+//   window      Based's sliding-window attention (window 256, H 16, hd 64,
+//               f32), one sequence: the tiled kernel of a prefill pass
 //   ssd         the Mamba-2 SSD scan of one 130M-shape layer (H 24, P 64,
-//               N 128, f32), one sequence: the chunked form (Q 256) and the
+//               N 128, f32), one sequence: the chunked form (Q 256) on the
+//               tensor cores (TF32) and on the CUDA cores, and the
 //               recurrent form (what reads under 64 tokens run); FLOPs are
-//               the recurrence's 4·P·N per token and head for both, so
+//               the recurrence's 4·P·N per token and head for all three, so
 //               their TFLOP/s compare directly
 //   sample      kernels/sampling.h on logits [B, 50304] (GPT-2's vocabulary
 //               50257, "T" is the vocabulary): greedy and temperature 0.8 with
