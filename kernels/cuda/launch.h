@@ -93,11 +93,12 @@ struct SoftmaxAttentionArgs {
   float scale = 1.0f;
   float* out = nullptr;  // [T, H, hd]
 };
-// Passes of kSoftmaxTileMinRows rows or more run SoftmaxAttentionTiles.
+// Passes of kSoftmaxTileMinRows rows or more (and at most 65535 heads) run
+// SoftmaxAttentionTiles.
 cudaError_t SoftmaxAttention(const SoftmaxAttentionArgs& args,
                              cudaStream_t stream);
 // Block per 16 query rows and head, keys staged in shared memory
-// (softmax_tiles_cuda.cu); head_dim <= 128.
+// (softmax_tiles_cuda.cu); head_dim <= 128, heads <= 65535.
 inline constexpr int64_t kSoftmaxTileMinRows = 16;
 cudaError_t SoftmaxAttentionTiles(const SoftmaxAttentionArgs& args,
                                   cudaStream_t stream);

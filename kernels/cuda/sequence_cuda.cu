@@ -328,7 +328,8 @@ cudaError_t CausalConv1d(const float* x, int64_t tokens, int64_t channels,
 
 cudaError_t SoftmaxAttention(const SoftmaxAttentionArgs& args,
                              cudaStream_t stream) {
-  if (args.tokens >= kSoftmaxTileMinRows) {
+  // The tiled kernel's grid has a row per head (at most 65535).
+  if (args.tokens >= kSoftmaxTileMinRows && args.heads <= 65535) {
     return SoftmaxAttentionTiles(args, stream);
   }
   const int64_t warps = args.tokens * args.heads;

@@ -47,9 +47,10 @@ __global__ void __launch_bounds__(kRows * 32)
     StageKeyTile(a.k + kv_off, a.v + kv_off, hd, base, block_hi, key_row, keys,
                  values);
     __syncthreads();
-    // Warp-uniform: a finished warp, or a tile wholly outside the row's
-    // keys [lo, ctx].
-    if (!b.active || base > ctx || base + kTileKeys <= lo) continue;
+    // Warp-uniform: a finished warp, or a tile past the row's position (no
+    // tile lies wholly before a row's window start: the first starts at the
+    // block's first row's, at most kRows - 1 < kTileKeys before it).
+    if (!b.active || base > ctx) continue;
     const int64_t pos = base + lane;
     row.Visit(queries + warp * kTileMaxDim, keys, values, hd, a.scale,
               pos >= lo && pos <= ctx);

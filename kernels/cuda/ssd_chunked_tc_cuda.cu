@@ -337,11 +337,15 @@ cudaError_t SsdChunkOutputsTensorCores(const SsdArgs& args, int64_t t_begin,
                                        const float* entering,
                                        cudaStream_t stream) {
   const OutputsLayout layout(args.head_dim, args.state);
-  // Past 48 KiB a kernel must ask for its shared memory (P = N = 128:
-  // about 77 KiB).
+  // Past 48 KiB a kernel must ask for its shared memory. The limit is one
+  // per kernel and device, shared by every thread launching it, so it is
+  // always the largest shape's (P = N = 128: 77 KiB): a smaller one set
+  // by one call could fail another's launch in between.
+  static const int kLargest =
+      static_cast<int>(OutputsLayout(kSsdMaxDim, kSsdMaxDim).bytes);
   if (const cudaError_t e = cudaFuncSetAttribute(
           SsdChunkOutputsTcKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(layout.bytes));
+          kLargest);
       e != cudaSuccess) {
     return e;
   }

@@ -457,10 +457,11 @@ TEST_F(CudaKernelBackendTest, AttentionAndScanMatchCpu) {
   TWICE_EXPECT_REL(st_gpu, st_cpu, kF32Tolerance);
 }
 
-// More (token, head) rows than the capped grid has warps (2^20 blocks of 8
-// warps): the kernels loop, so rows past the first 8.4M are written too.
-// Only the last rows are compared (the CPU computes just those, from the
-// same keys).
+// More (token, head) rows than the warp-per-row kernel's capped grid has
+// warps (2^20 blocks of 8): a pass this long runs the tiled kernel, a block
+// per 16 rows, so the rows past the first 8.4M must be written too. Only
+// the last rows are compared (the CPU computes just those, from the same
+// keys).
 TEST_F(CudaKernelBackendTest, AttentionCoversRowsPastTheGridCap) {
   const int64_t hd = 32, heads = 1, window = 2;
   const int64_t tokens = (int64_t{1} << 23) + 4099;  // > 2^20 * 8 warps

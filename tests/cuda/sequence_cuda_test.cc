@@ -10,6 +10,8 @@
 #include "kernels/attention_decode.h"
 #include "kernels/causal_conv1d.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/ssd_args.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/window_attention.h"
@@ -100,7 +102,8 @@ TEST_F(SequenceCudaTest, CausalGqaAttentionMatchesCpu) {
         {48, 17, 9},
         {16, 100, 1},
         {64, 30, 70},
-        {128, 0, 16}}) {
+        {128, 0, 16},
+        {48, 5, 40}}) {
     SCOPED_TRACE(::testing::Message()
                  << "hd=" << hd << " P=" << past << " T=" << tokens);
     const int64_t row = heads * hd;
@@ -174,10 +177,11 @@ TEST_F(SequenceCudaTest, RatChunkAttentionMatchesCpu) {
 // tensor cores do not take (P, N not multiples of 16) runs f32 either way.
 TEST_F(SequenceCudaTest, SsdScanMatchesCpuWithInitialState) {
   const SsdShape shapes[] = {
-      {8, 64, 2, 128},  // H, P, G, N (Mamba-2 shapes)
-      {4, 128, 1, 16},  // the largest P, the smallest N of the tensor cores
-      {3, 48, 3, 80},   // every head its own group, no power of two
-      {2, 24, 1, 40},   // not for the tensor cores
+      {8, 64, 2, 128},   // H, P, G, N (Mamba-2 shapes)
+      {4, 128, 1, 16},   // the largest P, the smallest N of the tensor cores
+      {3, 48, 3, 80},    // every head its own group, no power of two
+      {2, 128, 1, 128},  // the largest tiles: 8 per warp, 77 KiB of shared
+      {2, 24, 1, 40},    // not for the tensor cores
   };
   const std::pair<int64_t, int64_t> reads[] = {
       {70, 32},    {1, 32},    {63, 32},   {129, 32},   {200, 16},
@@ -224,10 +228,64 @@ TEST_F(SequenceCudaTest, SsdScanMatchesCpuWithInitialState) {
                                  dy.span<float>(), math)
                         .ok());
         const double tolerance = tf32 ? kTf32Tolerance : kF32Tolerance;
-        TWICE_EXPECT_REL(Get<float>(dy), want, tolerance);
+        const std::vector<float> y = Get<float>(dy);
+        TWICE_EXPECT_REL(y, want, tolerance);
         TWICE_EXPECT_REL(Get<float>(dstate), want_state, tolerance);
+        if (tf32) {
+          // The tensor cores ran: TF32 inputs move random values by ~1e-4,
+          // where the f32 path stays within its 1e-5.
+          EXPECT_GT(testing::RelativeError(y, want), kF32Tolerance);
+        }
       }
     }
+  }
+}
+
+// A read of more chunks than one pass takes (SsdChunkScan sizes its passes
+// by a 256 MiB workspace, more chunks than the test above reads): passes
+// of 3 chunks, each starting from the state the previous one left, on the
+// tensor cores and on the CUDA cores.
+TEST_F(SequenceCudaTest, SsdChunkedPassesContinueEachOther) {
+  const SsdShape shape{4, 64, 2, 32};
+  const int64_t tokens = 700, chunk = 64, per_pass = 3;
+  const int64_t hp = shape.heads * shape.head_dim;
+  const int64_t gn = shape.groups * shape.state;
+  const int64_t stride = hp + 2 * gn;
+  std::vector<float> a = Random(shape.heads, 130);
+  for (float& x : a) x = -std::exp(x);
+  const std::vector<float> d = Random(shape.heads, 131);
+  const std::vector<float> initial = Random(hp * shape.state, 132, 0.5f);
+  const std::vector<float> xbc = Random(tokens * stride, 133);
+  std::vector<float> dt = Random(tokens * shape.heads, 134);
+  for (float& x : dt) x = std::log1p(std::exp(x)) * 0.2f;
+  const absl::Span<const float> h(xbc);
+  std::vector<float> want(tokens * hp), want_state = initial;
+  ASSERT_TRUE(kernels::SsdChunkScan(shape, tokens, chunk, h, stride,
+                                    h.subspan(hp), h.subspan(hp + gn), stride,
+                                    dt, a, d, absl::MakeSpan(want_state),
+                                    absl::MakeSpan(want))
+                  .ok());
+  DeviceBuffer dx = Put(xbc), ddt = Put(dt), da = Put(a), dd = Put(d);
+  for (const bool tensor_cores : {true, false}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "f32");
+    DeviceBuffer dstate = Put(initial);
+    DeviceBuffer dy = Zeros<float>(tokens * hp);
+    DeviceBuffer workspace = Zeros<float>(per_pass * hp * shape.state);
+    DeviceBuffer decay = Zeros<float>(per_pass * shape.heads);
+    const DeviceSpan<const float> dxs = dx.span<float>();
+    const launch::SsdArgs args =
+        MakeSsdArgs(shape, tokens, dxs, stride, dxs.subspan(hp, dxs.size - hp),
+                    dxs.subspan(hp + gn, dxs.size - hp - gn), stride,
+                    ddt.span<float>(), da.span<float>(), dd.span<float>(),
+                    dstate.span<float>(), dy.span<float>());
+    ASSERT_EQ(launch::SsdChunkedScan(args, static_cast<int>(chunk), per_pass,
+                                     static_cast<float*>(workspace.data()),
+                                     static_cast<float*>(decay.data()),
+                                     tensor_cores, stream_->get()),
+              cudaSuccess);
+    const double tolerance = tensor_cores ? kTf32Tolerance : kF32Tolerance;
+    TWICE_EXPECT_REL(Get<float>(dy), want, tolerance);
+    TWICE_EXPECT_REL(Get<float>(dstate), want_state, tolerance);
   }
 }
 
