@@ -19,7 +19,12 @@
 // phases through the resident executor
 // (engine/executor/resident_executor.h: weights, workspace and states stay on
 // the GPU; a decode step samples on the device and returns B ids):
-//   executor prefill T    Prefill of one sequence (passes of 2048 tokens)
+//   executor prefill T    Prefill of one sequence (passes of
+//                         kCudaPrefillChunk tokens, as the server's)
+//   executor prefill B=16, T=2048
+//                         16 sequences read one after another: the
+//                         executor reads one sequence per pass (no
+//                         batched prefill of several sequences yet)
 //   executor decode B     Step of B sequences (states after 64 tokens),
 //                         greedy, beside its HBM bound: the bytes the step
 //                         must read (bf16 weights + B states read and
@@ -224,6 +229,27 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
     rows_.push_back(row);
     std::fprintf(stderr, "%s prefill T=%lld: %.1f ms\n", label.c_str(),
                  static_cast<long long>(t), row.ms);
+  }
+  if (o_.batch > 1) {
+    constexpr int64_t kT = 2048;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int64_t s = 0; s < o_.batch; ++s) {
+      prompts.push_back(Tokens(kT, 300 + static_cast<uint32_t>(s), vocab));
+    }
+    Row row{label, "prefill", o_.batch, kT};
+    TWICE_RETURN_IF_ERROR(
+        measure(*executor, row, static_cast<double>(o_.batch * kT), [&] {
+          for (const std::vector<int32_t>& prompt : prompts) {
+            TWICE_ASSIGN_OR_RETURN(engine::SlotId slot,
+                                   executor->NewSequence());
+            absl::Status s = executor->Prefill(slot, prompt).status();
+            TWICE_RETURN_IF_ERROR(executor->Release(slot));
+            TWICE_RETURN_IF_ERROR(s);
+          }
+          return absl::OkStatus();
+        }));
+    row.tokens_per_s = o_.batch * kT / (row.ms / 1e3);
+    rows_.push_back(row);
   }
   // Decode rows, with the steps recorded as graphs (the executor's
   // default) and, from a second executor, run as they are.
