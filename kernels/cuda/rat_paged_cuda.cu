@@ -30,10 +30,17 @@
 //                      the grid's warp count; WarpSoftmaxRow over the row's
 //                      closed chunks c' < c (walking its table's blocks) and
 //                      then its own key and value; the output times z.
+//                      A prefill pass of kTileRows rows or more: block per
+//                      (kTileRows consecutive rows, head), the closed
+//                      chunks the block's rows see staged kTileKeys at a
+//                      time in shared memory (TileSoftmaxRow,
+//                      tile_softmax_row.cuh), so one read of a chunk's key
+//                      serves every row of the block.
 #include <algorithm>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/paged_rows.cuh"
+#include "kernels/cuda/tile_softmax_row.cuh"
 #include "kernels/cuda/warp_softmax_row.cuh"
 
 namespace twice::kernels::cuda::launch {
@@ -229,6 +236,53 @@ __global__ void RatPagedAttentionKernel(RatPagedArgs a, const float* q,
   }
 }
 
+constexpr int kTileRows = 16;  // query rows per block, one warp each
+
+// grid (ceil(rows / kTileRows), H), kTileRows warps. Requires a prefill
+// pass (positions null) and hd <= kTileMaxDim.
+__global__ void __launch_bounds__(kTileRows * 32)
+    RatPagedPrefillTileKernel(RatPagedArgs a, const float* q,
+                              const float* own_k, const float* own_v,
+                              const float* z, const float* closed, float scale,
+                              float* out) {
+  __shared__ float keys[kTileKeys * kTileKeyStride];
+  __shared__ float values[kTileKeys * kTileMaxDim];
+  __shared__ float queries[kTileRows * kTileMaxDim];
+  const int64_t d = a.dim;
+  const int hd = static_cast<int>(d / a.heads);
+  const int h = blockIdx.y;
+  const int64_t head = int64_t{h} * hd;  // the head's first channel
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const TileBlockRows b = ThisBlockRows(a.rows, kTileRows);
+  // Closed chunks this warp's row sees, and the block's last row.
+  const int64_t visible = (a.start + b.row) / a.chunk_size;
+  const int64_t block_visible = (a.start + b.last) / a.chunk_size;
+  StageQueryRows(q, d, h, hd, b, kTileRows, queries);
+  const auto closed_row = [&](int64_t c) {
+    return (int64_t{a.table[c / a.block_size]} * a.block_size +
+            c % a.block_size) *
+           2 * d;
+  };
+  TileSoftmaxRow row;
+  for (int64_t base = 0; base < block_visible; base += kTileKeys) {
+    __syncthreads();  // the previous tile is read (and the queries written)
+    StageKeyTile(closed + head, closed + d + head, hd, base, block_visible - 1,
+                 closed_row, keys, values);
+    __syncthreads();
+    // Warp-uniform: a finished warp, or a tile past the row's chunks.
+    if (!b.active || base >= visible) continue;
+    row.Visit(queries + warp * kTileMaxDim, keys, values, hd, scale,
+              base + lane < visible);
+  }
+  if (!b.active) return;
+  const int64_t off = b.row * d + head;
+  row.VisitOne(queries + warp * kTileMaxDim, own_k + off, own_v + off, hd,
+               scale);
+  row.Store(out + off, hd);
+  // Each lane scales the dims it stored.
+  for (int e = lane; e < hd; e += 32) out[off + e] *= z[off + e];
+}
+
 }  // namespace
 
 cudaError_t RatChunkScan(const RatPagedArgs& args, const float* proj,
@@ -254,6 +308,15 @@ cudaError_t RatPagedAttention(const RatPagedArgs& args, const float* q,
                               const float* own_k, const float* own_v,
                               const float* z, const float* closed, float scale,
                               float* out, cudaStream_t stream) {
+  if (args.positions == nullptr && args.rows >= kTileRows &&
+      args.dim / args.heads <= kTileMaxDim && args.heads <= 65535) {
+    const dim3 grid(
+        static_cast<unsigned>((args.rows + kTileRows - 1) / kTileRows),
+        static_cast<unsigned>(args.heads));
+    RatPagedPrefillTileKernel<<<grid, kTileRows * 32, 0, stream>>>(
+        args, q, own_k, own_v, z, closed, scale, out);
+    return cudaGetLastError();
+  }
   RatPagedAttentionKernel<<<PagedGridBlocks(args.rows * args.heads * 32),
                             kPagedThreads, 0, stream>>>(args, q, own_k, own_v,
                                                         z, closed, scale, out);

@@ -127,6 +127,21 @@ class TileSoftmaxRow {
     m_ = m_new;
   }
 
+  // One more key from global memory, k and v the head's hd floats (RAT's
+  // own key after its chunks'): the warp's dot product, then the same
+  // update as a tile of one key.
+  __device__ __forceinline__ void VisitOne(const float* q, const float* k,
+                                           const float* v, int hd,
+                                           float scale) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int d = 0; d < kWarpRowDims; ++d) {
+      const int e = lane_ + 32 * d;
+      if (e < hd) dot += q[e] * k[e];
+    }
+    AddKeyToRow(WarpSum(dot) * scale, v, lane_, hd, m_, l_, acc_);
+  }
+
   // out[e] = acc_e / l for e < hd (0 with no key visited).
   __device__ void Store(float* out, int hd) const {
     const float inv = l_ > 0.0f ? 1.0f / l_ : 0.0f;

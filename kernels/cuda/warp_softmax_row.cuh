@@ -25,6 +25,24 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// The online-softmax update by one key of score s (already scaled) and
+// value row v, on the dims lane + 32 r of this lane: m, l and acc as at the
+// top. Every lane of the warp passes the same s.
+__device__ __forceinline__ void AddKeyToRow(float s, const float* v, int lane,
+                                            int hd, float& m, float& l,
+                                            float (&acc)[kWarpRowDims]) {
+  const float m_new = fmaxf(m, s);
+  const float corr = __expf(m - m_new);
+  const float p = __expf(s - m_new);
+  l = l * corr + p;
+#pragma unroll
+  for (int r = 0; r < kWarpRowDims; ++r) {
+    const int e = lane + 32 * r;
+    if (e < hd) acc[r] = acc[r] * corr + p * v[e];
+  }
+  m = m_new;
+}
+
 class WarpSoftmaxRow {
  public:
   __device__ WarpSoftmaxRow(const float* q_row, int head_dim, float scale)
@@ -45,17 +63,7 @@ class WarpSoftmaxRow {
       const int e = lane_ + 32 * r;
       if (e < hd_) dot += q_[r] * k[e];
     }
-    const float s = WarpSum(dot) * scale_;
-    const float m_new = fmaxf(m_, s);
-    const float corr = __expf(m_ - m_new);
-    const float p = __expf(s - m_new);
-    l_ = l_ * corr + p;
-#pragma unroll
-    for (int r = 0; r < kWarpRowDims; ++r) {
-      const int e = lane_ + 32 * r;
-      if (e < hd_) acc_[r] = acc_[r] * corr + p * v[e];
-    }
-    m_ = m_new;
+    AddKeyToRow(WarpSum(dot) * scale_, v, lane_, hd_, m_, l_, acc_);
   }
 
   // The partial sums of the keys visited: out[0, hd) the weighted values
