@@ -232,12 +232,24 @@ cudaError_t PagedKvWrite(const PagedRowsArgs& rows, const float* k,
 // its table row; q [rows, H, hd] with row stride q_stride; hd <= 128.
 // splits > 1 (paged_splits.h): each (row, head)'s positions shared among
 // `splits` warps through `partials` (PagedSplitFloats), except in the
-// tiled prefill (8 rows or more of one sequence), which needs none.
+// tiled prefill (8 rows or more of one sequence), which needs none. A
+// prefill pass of kPagedFlashMinRows rows or more with head_dim 64 or 128
+// runs PagedFlashPrefill.
 cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  int64_t q_stride, const float* k_pool,
                                  const float* v_pool, float scale, float* out,
                                  int splits, float* partials,
                                  cudaStream_t stream);
+// The same for a prefill pass (positions null, heads <= 65535) on the
+// tensor cores: q, keys, values and softmax weights rounded to bf16, f32
+// accumulation (paged_flash_prefill_cuda.cu); head_dim 64 or 128
+// (PagedFlashPrefillSupported), else cudaErrorInvalidValue.
+inline constexpr int64_t kPagedFlashMinRows = 64;
+bool PagedFlashPrefillSupported(int head_dim);
+cudaError_t PagedFlashPrefill(const PagedRowsArgs& rows, const float* q,
+                              int64_t q_stride, const float* k_pool,
+                              const float* v_pool, float scale, float* out,
+                              cudaStream_t stream);
 
 // ---- RAT over paged closed chunks (rat_paged_cuda.cu) -----------------------
 // kernels/rat_paged.h's rows (PassTableArgs; a prefill pass's sequence is

@@ -13,7 +13,10 @@
 //                         warp count; the warp walks the row's blocks in
 //                         position order over j = 0 .. p_r with
 //                         WarpSoftmaxRow (keys k_j[h / g], hd <= 128).
-//                         A prefill pass: PagedPrefillTileKernel, one
+//                         A prefill pass of kPagedFlashMinRows rows or
+//                         more at head dim 64 or 128 runs on the tensor
+//                         cores (paged_flash_prefill_cuda.cu); another
+//                         prefill pass: PagedPrefillTileKernel, one
 //                         block per (kTileRows consecutive rows, head). The
 //                         block loads the keys and values of kTileKeys
 //                         positions at a time into shared memory (one
@@ -236,6 +239,11 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  const float* v_pool, float scale, float* out,
                                  int splits, float* partials,
                                  cudaStream_t stream) {
+  if (rows.positions == nullptr && rows.rows >= kPagedFlashMinRows &&
+      PagedFlashPrefillSupported(rows.head_dim) && rows.heads <= 65535) {
+    return PagedFlashPrefill(rows, q, q_stride, k_pool, v_pool, scale, out,
+                             stream);
+  }
   if (rows.positions == nullptr && rows.rows >= kTileRows &&
       rows.head_dim <= kTileMaxDim) {
     const dim3 grid(

@@ -24,22 +24,22 @@
 //                  For decode steps and short reads; long reads run the
 //                  chunked form (ssd_chunked_cuda.cu).
 //   Flash (bf16)   64 queries per block (4 warps x 16 rows), key tiles of
-//                  64; S = Q K^T and O += P V with wmma (f32 accumulate),
-//                  the online softmax on the CUDA cores, O kept in shared
-//                  memory (f32) and rescaled per tile.
+//                  64 (FlashTile, flash_tile.cuh): S = Q K^T and O += P V
+//                  with wmma (f32 accumulate), the online softmax on the
+//                  CUDA cores, O kept in shared memory (f32) and rescaled
+//                  per tile.
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cfloat>
 
+#include "kernels/cuda/flash_tile.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/warp_softmax_row.cuh"
 
 namespace twice::kernels::cuda::launch {
 namespace {
 
-namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 
 unsigned Blocks(int64_t work, int threads) {
@@ -176,137 +176,47 @@ __global__ void SsdKernel(SsdArgs a) {
 
 // ---- flash-style causal attention, bf16, head_dim 64 ------------------------
 constexpr int kFaHd = 64;
-constexpr int kFaRows = 64;                               // queries per block
-constexpr int kFaKeys = 64;                               // keys per tile
-constexpr int kFaWarps = 4;                               // 16 query rows each
-constexpr int kFaOffQ = 0;                                // bf16 [64][64]
-constexpr int kFaOffK = kFaOffQ + kFaRows * kFaHd * 2;    // bf16 [64][64]
-constexpr int kFaOffV = kFaOffK + kFaKeys * kFaHd * 2;    // bf16 [64][64]
-constexpr int kFaOffP = kFaOffV + kFaKeys * kFaHd * 2;    // bf16 [64][64]
-constexpr int kFaOffS = kFaOffP + kFaRows * kFaKeys * 2;  // f32 [64][64]
-constexpr int kFaOffO = kFaOffS + kFaRows * kFaKeys * 4;  // f32 [64][64]
-constexpr int kFaOffM = kFaOffO + kFaRows * kFaHd * 4;    // f32 [64] x 2
-constexpr int kFaSmem = kFaOffM + 2 * kFaRows * 4;
+using FaTile = FlashTile<kFaHd>;
 
-__global__ void __launch_bounds__(kFaWarps * 32)
+__global__ void __launch_bounds__(kFlashWarps * 32)
     FlashKernel(const bf16* q, const bf16* k, const bf16* v, int64_t tokens,
                 int heads, float scale, bf16* out) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* qs = reinterpret_cast<bf16*>(smem + kFaOffQ);
-  bf16* ks = reinterpret_cast<bf16*>(smem + kFaOffK);
-  bf16* vs = reinterpret_cast<bf16*>(smem + kFaOffV);
-  bf16* ps = reinterpret_cast<bf16*>(smem + kFaOffP);
-  float* ss = reinterpret_cast<float*>(smem + kFaOffS);
-  float* os = reinterpret_cast<float*>(smem + kFaOffO);
-  float* ms = reinterpret_cast<float*>(smem + kFaOffM);
-  float* ls = ms + kFaRows;
-  const int tid = threadIdx.x;
-  const int warp = tid >> 5;
-  const int lane = tid & 31;
-  const int64_t qt = blockIdx.x;
+  FaTile tile(smem);
   const int h = blockIdx.y;
   const int64_t b = blockIdx.z;
   const int64_t row = int64_t{heads} * kFaHd;  // elements between tokens
   const int64_t base = b * tokens * row + int64_t{h} * kFaHd;
-  const int64_t q0 = qt * kFaRows;
+  const int64_t q0 = int64_t{blockIdx.x} * kFlashRows;
+  const bf16 zero = __float2bfloat16(0.0f);
 
-  for (int r = tid; r < kFaRows * kFaHd; r += kFaWarps * 32) {
-    const int i = r / kFaHd;
-    const int e = r % kFaHd;
-    qs[r] =
-        q0 + i < tokens ? q[base + (q0 + i) * row + e] : __float2bfloat16(0.0f);
-    os[r] = 0.0f;
+  for (int r = threadIdx.x; r < kFlashRows * kFaHd; r += blockDim.x) {
+    const int64_t t = q0 + r / kFaHd;
+    tile.q[r] = t < tokens ? q[base + t * row + r % kFaHd] : zero;
   }
-  for (int r = tid; r < kFaRows; r += kFaWarps * 32) {
-    ms[r] = -FLT_MAX;
-    ls[r] = 0.0f;
-  }
-  const int64_t last_key = (q0 + kFaRows < tokens ? q0 + kFaRows : tokens) - 1;
-  for (int64_t k0 = 0; k0 <= last_key; k0 += kFaKeys) {
-    __syncthreads();  // previous tile's K / V reads are done
-    for (int r = tid; r < kFaKeys * kFaHd; r += kFaWarps * 32) {
-      const int j = r / kFaHd;
-      const int e = r % kFaHd;
-      const bool in = k0 + j < tokens;
-      ks[r] = in ? k[base + (k0 + j) * row + e] : __float2bfloat16(0.0f);
-      vs[r] = in ? v[base + (k0 + j) * row + e] : __float2bfloat16(0.0f);
+  tile.Reset();
+  const auto sees = [&](int i, int64_t pos) {
+    return pos <= q0 + i && pos < tokens;
+  };
+  const int64_t last_key =
+      (q0 + kFlashRows < tokens ? q0 + kFlashRows : tokens) - 1;
+  for (int64_t k0 = 0; k0 <= last_key; k0 += kFlashKeys) {
+    __syncthreads();  // the previous tile's keys and values are read
+    for (int r = threadIdx.x; r < kFlashKeys * kFaHd; r += blockDim.x) {
+      const int64_t t = k0 + r / kFaHd;
+      const bool in = t < tokens;
+      tile.k[r] = in ? k[base + t * row + r % kFaHd] : zero;
+      tile.v[r] = in ? v[base + t * row + r % kFaHd] : zero;
     }
     __syncthreads();
-    // S rows of this warp: [16, 64] = Q_w K^T.
-    const int r0 = warp * 16;
-    for (int tj = 0; tj < kFaKeys / 16; ++tj) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-      for (int e0 = 0; e0 < kFaHd; e0 += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, qs + r0 * kFaHd + e0, kFaHd);
-        wmma::load_matrix_sync(fb, ks + tj * 16 * kFaHd + e0, kFaHd);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(ss + r0 * kFaKeys + tj * 16, acc, kFaKeys,
-                              wmma::mem_row_major);
-    }
-    __syncwarp();
-    // Online softmax per row (lanes own keys lane, lane + 32).
-    for (int rr = 0; rr < 16; ++rr) {
-      const int i = r0 + rr;
-      const int64_t qi = q0 + i;
-      float s[2];
-      float mx = -FLT_MAX;
-      for (int c = 0; c < 2; ++c) {
-        const int j = lane + 32 * c;
-        const bool ok = k0 + j <= qi && k0 + j < tokens;
-        s[c] = ok ? ss[i * kFaKeys + j] * scale : -FLT_MAX;
-        mx = fmaxf(mx, s[c]);
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      }
-      const float m_old = ms[i];
-      const float m_new = fmaxf(m_old, mx);
-      float psum = 0.0f;
-      for (int c = 0; c < 2; ++c) {
-        const float p = s[c] == -FLT_MAX ? 0.0f : __expf(s[c] - m_new);
-        psum += p;
-        ps[i * kFaKeys + lane + 32 * c] = __float2bfloat16(p);
-      }
-      psum = WarpSum(psum);
-      const float corr = m_old == -FLT_MAX ? 0.0f : __expf(m_old - m_new);
-      for (int c = 0; c < 2; ++c) os[i * kFaHd + lane + 32 * c] *= corr;
-      __syncwarp();
-      if (lane == 0) {
-        ms[i] = m_new;
-        ls[i] = ls[i] * corr + psum;
-      }
-    }
-    __syncwarp();
-    // O rows of this warp += P_w V.
-    for (int tj = 0; tj < kFaHd / 16; ++tj) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, os + r0 * kFaHd + tj * 16, kFaHd,
-                             wmma::mem_row_major);
-      for (int j0 = 0; j0 < kFaKeys; j0 += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, ps + r0 * kFaKeys + j0, kFaKeys);
-        wmma::load_matrix_sync(fb, vs + j0 * kFaHd + tj * 16, kFaHd);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(os + r0 * kFaHd + tj * 16, acc, kFaHd,
-                              wmma::mem_row_major);
-    }
-    __syncwarp();
+    tile.Update((threadIdx.x >> 5) * 16, k0, scale, sees);
   }
   __syncthreads();
-  for (int r = tid; r < kFaRows * kFaHd; r += kFaWarps * 32) {
-    const int i = r / kFaHd;
-    const int e = r % kFaHd;
-    if (q0 + i < tokens) {
-      const float l = ls[i];
-      out[base + (q0 + i) * row + e] =
-          __float2bfloat16(l > 0.0f ? os[r] / l : 0.0f);
+  for (int r = threadIdx.x; r < kFlashRows * kFaHd; r += blockDim.x) {
+    const int64_t t = q0 + r / kFaHd;
+    if (t < tokens) {
+      out[base + t * row + r % kFaHd] =
+          __float2bfloat16(tile.Out(r / kFaHd, r % kFaHd));
     }
   }
 }
@@ -358,13 +268,14 @@ cudaError_t FlashAttentionBf16(const bf16_bits* q, const bf16_bits* k,
                                int64_t tokens, int heads, float scale,
                                bf16_bits* out, cudaStream_t stream) {
   if (const cudaError_t e = cudaFuncSetAttribute(
-          FlashKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kFaSmem);
+          FlashKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          FaTile::kBytes);
       e != cudaSuccess) {
     return e;
   }
-  const dim3 grid(static_cast<unsigned>((tokens + kFaRows - 1) / kFaRows),
+  const dim3 grid(static_cast<unsigned>((tokens + kFlashRows - 1) / kFlashRows),
                   static_cast<unsigned>(heads), static_cast<unsigned>(batch));
-  FlashKernel<<<grid, kFaWarps * 32, kFaSmem, stream>>>(
+  FlashKernel<<<grid, kFlashWarps * 32, FaTile::kBytes, stream>>>(
       reinterpret_cast<const bf16*>(q), reinterpret_cast<const bf16*>(k),
       reinterpret_cast<const bf16*>(v), tokens, heads, scale,
       reinterpret_cast<bf16*>(out));
