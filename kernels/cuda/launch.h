@@ -242,8 +242,9 @@ cudaError_t PagedCausalAttention(const PagedRowsArgs& rows, const float* q,
                                  cudaStream_t stream);
 // The same for a prefill pass (positions null, heads <= 65535) on the
 // tensor cores: q, keys, values and softmax weights rounded to bf16, f32
-// accumulation (paged_flash_prefill_cuda.cu); head_dim 64 or 128
-// (PagedFlashPrefillSupported), else cudaErrorInvalidValue.
+// accumulation (paged_flash_prefill_cuda.cu); head_dim 64 or 128 where the
+// current device gives a block the shared memory it needs
+// (PagedFlashPrefillSupported), else an error.
 inline constexpr int64_t kPagedFlashMinRows = 64;
 bool PagedFlashPrefillSupported(int head_dim);
 cudaError_t PagedFlashPrefill(const PagedRowsArgs& rows, const float* q,

@@ -100,7 +100,18 @@ cudaError_t Launch(const PagedRowsArgs& rows, const float* q, int64_t q_stride,
 }  // namespace
 
 bool PagedFlashPrefillSupported(int head_dim) {
-  return head_dim == 64 || head_dim == 128;
+  if (head_dim != 64 && head_dim != 128) return false;
+  // Head dim 128 asks for 105 KiB of shared memory, more than some GPUs
+  // give a block (99 KiB on sm_86 / sm_89): those run the CUDA-core tiles.
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device) != cudaSuccess) {
+    return false;
+  }
+  const int bytes =
+      head_dim == 64 ? FlashTile<64>::kBytes : FlashTile<128>::kBytes;
+  return optin >= bytes;
 }
 
 cudaError_t PagedFlashPrefill(const PagedRowsArgs& rows, const float* q,

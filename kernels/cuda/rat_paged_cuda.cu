@@ -274,6 +274,9 @@ __global__ void __launch_bounds__(kTileRows * 32)
     row.Visit(queries + warp * kTileMaxDim, keys, values, hd, scale,
               base + lane < visible);
   }
+  // The queries other warps staged are read below even when no tile ran
+  // (a block whose rows see no closed chunk yet).
+  __syncthreads();
   if (!b.active) return;
   const int64_t off = b.row * d + head;
   row.VisitOne(queries + warp * kTileMaxDim, own_k + off, own_v + off, hd,

@@ -205,12 +205,14 @@ TEST_F(RatPagedCudaTest, PrefillMatchesCpu) {
   // a chunk's last row; hd 16 leaves lanes idle, 128 gives every lane four.
   // Passes of 16 rows or more stage the closed chunks in shared tiles of 32
   // (rat_paged_cuda.cu): the passes of 300 rows see up to 76 chunks, three
-  // tiles, the last partial.
+  // tiles, the last partial; with chunks of 16 and 32 the first blocks of
+  // rows see no closed chunk at all (only their own keys).
   for (const Case c :
        {Case{64, 4, 2, 8, 4, 0, 100}, Case{64, 4, 2, 8, 3, 13, 100},
         Case{128, 2, 1, 8, 3, 13, 100}, Case{128, 2, 1, 8, 4, 0, 5},
         Case{128, 1, 1, 5, 3, 4, 37}, Case{64, 4, 2, 8, 3, 21, 3},
-        Case{64, 2, 1, 4, 5, 0, 300}, Case{96, 3, 3, 4, 3, 7, 300}}) {
+        Case{64, 2, 1, 4, 5, 0, 300}, Case{96, 3, 3, 4, 3, 7, 300},
+        Case{64, 4, 2, 16, 4, 0, 40}, Case{128, 2, 2, 32, 3, 0, 48}}) {
     SCOPED_TRACE(::testing::Message()
                  << "D " << c.dim << " H " << c.heads << " G " << c.groups
                  << " L " << c.chunk_size << " block_size " << c.block_size
