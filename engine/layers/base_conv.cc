@@ -55,8 +55,7 @@ absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
   TWICE_ASSIGN_OR_RETURN(ShortConvState * conv_state, CheckState(state));
   const int64_t c = inner_;
   std::vector<float> u(tokens * 2 * c);  // [T, 2C] = u1 | u2
-  std::vector<float> conv(tokens * c);   // [T, C]
-  std::vector<float> gated(tokens * c);  // [T, C]
+  std::vector<float> conv(tokens * c);   // [T, C], then gated in place
   TWICE_RETURN_IF_ERROR(kernels::Linear(x, tokens, dim_, in_proj_, 2 * c,
                                         in_bias_.span(), absl::MakeSpan(u)));
   TWICE_RETURN_IF_ERROR(kernels::CausalConv1d(u, tokens, c, 2 * c, conv_.span(),
@@ -64,8 +63,8 @@ absl::Status BaseConv::Forward(absl::Span<const float> x, int64_t tokens,
                                               absl::MakeSpan(conv)));
   TWICE_RETURN_IF_ERROR(
       kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c,
-                       tokens, c, absl::MakeSpan(gated)));
-  return kernels::Linear(gated, tokens, c, out_proj_, dim_, out_bias_.span(),
+                       tokens, c, absl::MakeSpan(conv)));
+  return kernels::Linear(conv, tokens, c, out_proj_, dim_, out_bias_.span(),
                          out);
 }
 
@@ -80,8 +79,7 @@ absl::Status BaseConv::StepBatch(absl::Span<const float> x,
     TWICE_ASSIGN_OR_RETURN(conv_states[b], CheckState(*states[b]));
   }
   std::vector<float> u(rows * 2 * c);  // [B, 2C] = u1 | u2
-  std::vector<float> conv(rows * c);   // [B, C]
-  std::vector<float> gated(rows * c);  // [B, C]
+  std::vector<float> conv(rows * c);   // [B, C], then gated in place
   TWICE_RETURN_IF_ERROR(kernels::Linear(x, rows, dim_, in_proj_, 2 * c,
                                         in_bias_.span(), absl::MakeSpan(u)));
   for (int64_t b = 0; b < rows; ++b) {
@@ -90,11 +88,10 @@ absl::Status BaseConv::StepBatch(absl::Span<const float> x,
         conv_.span(), kernel_size_, conv_states[b]->tail(),
         absl::MakeSpan(conv).subspan(b * c, c)));
   }
-  TWICE_RETURN_IF_ERROR(
-      kernels::SiluMul(conv, c, absl::MakeConstSpan(u).subspan(c), 2 * c, rows,
-                       c, absl::MakeSpan(gated)));
-  return kernels::Linear(gated, rows, c, out_proj_, dim_, out_bias_.span(),
-                         out);
+  TWICE_RETURN_IF_ERROR(kernels::SiluMul(conv, c,
+                                         absl::MakeConstSpan(u).subspan(c),
+                                         2 * c, rows, c, absl::MakeSpan(conv)));
+  return kernels::Linear(conv, rows, c, out_proj_, dim_, out_bias_.span(), out);
 }
 
 }  // namespace twice::engine

@@ -69,6 +69,21 @@ TEST(SiluMulTest, StridedViewsMatchReference) {
                    .ok());
 }
 
+TEST(SiluMulTest, InPlaceOverAContiguousGate) {
+  // out may be the gate itself (BaseConv gates its convolution in place);
+  // wide rows, so the vector loop body runs too.
+  const int rows = 3, cols = 131;
+  const auto gate = RandomVector(rows * cols, 7, 4.0f);
+  const auto mult = RandomVector(rows * 2 * cols, 8);
+  std::vector<float> want(rows * cols);
+  ASSERT_OK(SiluMul(gate, cols, absl::MakeConstSpan(mult).subspan(cols),
+                    2 * cols, rows, cols, absl::MakeSpan(want)));
+  std::vector<float> inplace = gate;
+  ASSERT_OK(SiluMul(inplace, cols, absl::MakeConstSpan(mult).subspan(cols),
+                    2 * cols, rows, cols, absl::MakeSpan(inplace)));
+  EXPECT_EQ(inplace, want);
+}
+
 TEST(ReluSquaredTest, SquaresThePositivePart) {
   std::vector<float> x = {-2.0f, -0.0f, 0.0f, 0.5f, 3.0f, -1e-30f, 4.0f};
   ReluSquared(absl::MakeSpan(x));
