@@ -1,6 +1,7 @@
 #include "kernels/activations.h"
 
 #include <cmath>
+#include <functional>
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
@@ -21,6 +22,18 @@ absl::Status SiluMul(absl::Span<const float> gate, int64_t gate_stride,
   TWICE_RETURN_IF_ERROR(CheckAtLeast(kOp, "mult", mult.size(),
                                      StridedExtent(rows, cols, mult_stride)));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "out", out.size(), rows * cols));
+  // In place only over a contiguous input (the rows are split among
+  // threads: any other overlap would read what another row wrote).
+  const auto clear_of = [&](const float* data, int64_t stride) {
+    const bool overlap =
+        std::less<const float*>{}(out.data(),
+                                  data + StridedExtent(rows, cols, stride)) &&
+        std::less<const float*>{}(data, out.data() + out.size());
+    return !overlap || (out.data() == data && stride == cols);
+  };
+  TWICE_RETURN_IF_ERROR(CheckArg(
+      clear_of(gate.data(), gate_stride) && clear_of(mult.data(), mult_stride),
+      kOp, "out overlaps an input other than as its same contiguous rows"));
   if (rows == 0) return absl::OkStatus();
   return Dispatch(
       [&](KernelBackend& b) {

@@ -3,8 +3,9 @@
 // SiluMul: out[i, j] = silu(gate[i, j]) · mult[i, j], silu(g) = g / (1 + e^-g).
 //   gate and mult are row-major [rows, cols] views with their own row strides
 //   (so both may be column ranges of one wider matrix); out is contiguous
-//   [rows, cols] and may be gate itself when gate is contiguous (stride
-//   cols): each element is read before it is written, on every backend.
+//   [rows, cols] and may be gate or mult itself when that one is contiguous
+//   (stride cols): each element is read before it is written, on every
+//   backend. Any other overlap of out with an input is INVALID_ARGUMENT.
 // SwiGlu: the Based / GPT "GatedMlp" activation over a fused fc1 output
 //   u [rows, 2h]: out[i, j] = u[i, j] · silu(u[i, h + j]), out [rows, h].
 //   The SECOND half is the gate.

@@ -65,7 +65,10 @@ class HostMatrix final : public DeviceMatrix {
 // The host copies are the map itself.
 class HostSlotMap final : public DeviceSlotMap {
  public:
-  using DeviceSlotMap::DeviceSlotMap;
+  HostSlotMap(absl::Span<const int32_t> slots,
+              absl::Span<const int64_t> positions)
+      : DeviceSlotMap(slots, positions) {}
+  using DeviceSlotMap::Refill;
 };
 
 // A step's buffers in host memory (DeviceStep).

@@ -109,6 +109,7 @@ class CudaSlotMap final : public DeviceSlotMap {
   CudaSlotMap(absl::Span<const int32_t> slots,
               absl::Span<const int64_t> positions, cuda::DeviceBuffer device)
       : DeviceSlotMap(slots, positions), device_(std::move(device)) {}
+  using DeviceSlotMap::Refill;  // after an upload of the same row count
   void* block() const { return device_.data(); }
   cuda::DeviceSlotRows rows() const {
     return {slots(),

@@ -77,13 +77,19 @@ class DeviceMatrix {
 // a device adds where its own copy lives.
 class DeviceSlotMap {
  public:
+  virtual ~DeviceSlotMap() = default;
+  DeviceSlotMap(const DeviceSlotMap&) = delete;
+  DeviceSlotMap& operator=(const DeviceSlotMap&) = delete;
+  absl::Span<const int32_t> slots() const { return slots_; }  // host copy
+  absl::Span<const int64_t> positions() const { return positions_; }
+
+ protected:
+  // Only a device's own map (which knows where its copy lives) is made or
+  // refilled.
   DeviceSlotMap(absl::Span<const int32_t> slots,
                 absl::Span<const int64_t> positions)
       : slots_(slots.begin(), slots.end()),
         positions_(positions.begin(), positions.end()) {}
-  virtual ~DeviceSlotMap() = default;
-  absl::Span<const int32_t> slots() const { return slots_; }  // host copy
-  absl::Span<const int64_t> positions() const { return positions_; }
   // New host copies of what the device's copy now holds.
   void Refill(absl::Span<const int32_t> slots,
               absl::Span<const int64_t> positions) {

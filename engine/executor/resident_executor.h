@@ -76,7 +76,7 @@ struct ResidentExecutorOptions {
   // rows. A GPU wants larger passes than the CPU (fewer launches, GEMMs
   // that fill the device); the loader picks by device (kCpuPrefillChunk,
   // kCudaPrefillChunk) unless told.
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = kCpuPrefillChunk;
   // Paged states (full attention's KV cache, RAT's closed chunks): tokens
   // each table holds for all slots together (rounded up to whole blocks),
   // and rows per block.

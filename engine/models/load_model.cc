@@ -42,8 +42,20 @@ constexpr char kStateDType[] = "f32";
 
 }  // namespace
 
+int64_t ResidentPrefillChunk(const LoadOptions& options) {
+  if (options.resident_prefill_chunk > 0) return options.resident_prefill_chunk;
+  return options.resident_device == "cuda" ? kCudaPrefillChunk
+                                           : kCpuPrefillChunk;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
                                                  const LoadOptions& options) {
+  if (options.resident_prefill_chunk < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resident_prefill_chunk must be >= 0 (0: by device), "
+                     "got ",
+                     options.resident_prefill_chunk));
+  }
   const std::string config_path = dir + "/config.json";
   TWICE_ASSIGN_OR_RETURN(std::string config_json, ReadFile(config_path));
   const Architecture& arch = ArchitectureOf(config_json);
@@ -83,10 +95,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
   executor.slots = options.resident_slots;
   executor.kv_cache_tokens = options.resident_kv_tokens;
   executor.step_graphs = options.resident_step_graphs;
-  executor.prefill_chunk =
-      options.resident_prefill_chunk > 0  ? options.resident_prefill_chunk
-      : options.resident_device == "cuda" ? kCudaPrefillChunk
-                                          : kCpuPrefillChunk;
+  executor.prefill_chunk = ResidentPrefillChunk(options);
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<ResidentModel> resident,
       ResidentModel::Create(std::move(model), std::move(device), executor));

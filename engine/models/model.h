@@ -155,9 +155,15 @@ struct LoadOptions {
 // "auto" for nullopt, else DTypeFlagName.
 std::string WeightsDTypeName(std::optional<DType> dtype);
 
+// The prefill pass length a resident load of `options` runs with: its
+// resident_prefill_chunk, or when that is 0 the device's default (512 on
+// the CPU, 4096 on CUDA: engine/executor/resident_executor.h).
+int64_t ResidentPrefillChunk(const LoadOptions& options);
+
 // Loads config.json, *.safetensors and tokenizer.json from `dir` as the
 // architecture its config names (architectures.h). Errors name the file
-// and, for weights, the tensor that is missing or mis-shaped.
+// and, for weights, the tensor that is missing or mis-shaped; a negative
+// resident_prefill_chunk is INVALID_ARGUMENT.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Model>> LoadModel(
     const std::string& dir, const LoadOptions& options = {});
 

@@ -155,14 +155,17 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
       if (!loaded.ok()) return loaded;
       const engine::ModelDescription& d =
           (*server->models_.Find(spec.name))->description();
+      const bool resident =
+          load.resident &&
+          engine::IsResidentModel(**server->models_.Find(spec.name));
       Log(LogLevel::kInfo, "model.loaded",
           absl::StrCat(
-              "name=", spec.name, " arch=", d.architecture, " weights_dtype=",
-              engine::WeightsDTypeName(load.weights_dtype), " executor=",
-              load.resident &&
-                      engine::IsResidentModel(**server->models_.Find(spec.name))
-                  ? "resident"
-                  : "offload",
+              "name=", spec.name, " arch=", d.architecture,
+              " weights_dtype=", engine::WeightsDTypeName(load.weights_dtype),
+              " executor=", resident ? "resident" : "offload",
+              resident ? absl::StrCat(" prefill_chunk=",
+                                      engine::ResidentPrefillChunk(load))
+                       : "",
               " layers=", d.num_layers, " hidden=", d.hidden_size,
               " fingerprint=", d.fingerprint.substr(0, 16)));
     }

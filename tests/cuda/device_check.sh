@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA device check: on a machine with an NVIDIA GPU, builds the CUDA
-# targets (kernels-only configure, Release, no ccache, -j16), runs every
-# CUDA-vs-CPU test on fresh random inputs (bf16 paths <= 1e-2 relative
-# error, f32 <= 1e-5), times the prefill table (Based and JRT-RNN layers at
-# batch 16 x {2k, 8k, 16k, 32k}, the in-repo flash-style softmax attention,
-# PyTorch SDPA when torch with CUDA is present) and, when the engine is
+# targets (kernels-only configure, Release, no ccache, one job per core),
+# runs every CUDA-vs-CPU test on fresh random inputs (bf16 paths <= 1e-2
+# relative error, TF32 tensor-core products <= 3e-3, f32 <= 1e-5), times the
+# prefill table (Based and JRT-RNN layers at batch 16 x {2k, 8k, 16k, 32k},
+# the in-repo flash-style softmax attention, Based's window attention, the
+# Mamba-2 SSD scan in its forms, PyTorch SDPA when torch with CUDA is
+# present) and, when the engine is
 # built, the engine's own models on the GPU (cuda_engine_bench: prefill,
 # decode, host <-> device bytes), and writes the table to $OUT/ (with the
 # logs, one archive) when OUT is set, else to bench/results/cuda_<date>.md.
@@ -23,8 +25,9 @@
 #                                         tests/cuda/fetch_device_debs.sh)
 #   TWICE_DEVICE_JOBS=4 ...               build jobs (default: one per core)
 #   TWICE_DEVICE_BUILD_S=1800 ...         the build step's limit (default 240 s;
-#                                         a rehearsal on a small machine
-#                                         needs more)
+#                                         a machine with few cores needs more,
+#                                         with TWICE_DEVICE_BUDGET_S raised to
+#                                         match: no step outlasts the budget)
 #
 # Exit status: 0 when every test passed and the bench ran, 1 otherwise, 77
 # when there is no GPU.
@@ -329,7 +332,8 @@ fi
   echo
   echo "Targets (H200, JRT Table 5's shape): based <= 4.5 ms and jrt <= 5.6 ms"
   echo "at T = 32768, B = 16; engine prefill >= 40 % of the same run's bf16 GEMM"
-  echo "ceiling; decode >= 50 % of the HBM bound."
+  echo "ceiling (from the engine rows' tok/s and the model's FLOPs per token:"
+  echo "the engine table has no FLOP column); decode >= 50 % of the HBM bound."
   echo
   echo "Total device check time: $(($(date +%s) - start)) s"
 } >>"$out"

@@ -82,6 +82,27 @@ TEST(SiluMulTest, InPlaceOverAContiguousGate) {
   ASSERT_OK(SiluMul(inplace, cols, absl::MakeConstSpan(mult).subspan(cols),
                     2 * cols, rows, cols, absl::MakeSpan(inplace)));
   EXPECT_EQ(inplace, want);
+  // Over a contiguous mult too (the gated RMSNorm gates in place so).
+  std::vector<float> over_mult(rows * cols);
+  for (int i = 0; i < rows; ++i) {
+    std::copy_n(mult.begin() + i * 2 * cols + cols, cols,
+                over_mult.begin() + i * cols);
+  }
+  ASSERT_OK(SiluMul(gate, cols, over_mult, cols, rows, cols,
+                    absl::MakeSpan(over_mult)));
+  EXPECT_EQ(over_mult, want);
+  // Any other overlap is refused, and nothing is written.
+  std::vector<float> wide = RandomVector(rows * 2 * cols, 9);
+  const std::vector<float> before = wide;
+  const absl::Span<float> rows_of_wide =
+      absl::MakeSpan(wide).first(rows * cols);
+  EXPECT_EQ(
+      SiluMul(wide, 2 * cols, mult, 2 * cols, rows, cols, rows_of_wide).code(),
+      absl::StatusCode::kInvalidArgument);  // a strided gate
+  EXPECT_EQ(
+      SiluMul(gate, cols, wide, 2 * cols, rows, cols, rows_of_wide).code(),
+      absl::StatusCode::kInvalidArgument);  // over mult
+  EXPECT_EQ(wide, before);
 }
 
 TEST(ReluSquaredTest, SquaresThePositivePart) {

@@ -118,11 +118,23 @@ TEST(ServerDeviceOptionTest, PrefillChunkFollowsTheDeviceUnlessGiven) {
   // device (engine/executor/resident_executor.h): a GPU wants longer
   // passes than the CPU.
   EXPECT_EQ(WithDevice("cuda").ModelLoadOptions().resident_prefill_chunk, 0);
+  EXPECT_EQ(engine::ResidentPrefillChunk(WithDevice("cuda").ModelLoadOptions()),
+            engine::kCudaPrefillChunk);
+  ServerOptions cpu_resident = WithDevice("cpu");
+  cpu_resident.executor = "resident";
+  EXPECT_EQ(engine::ResidentPrefillChunk(cpu_resident.ModelLoadOptions()),
+            engine::kCpuPrefillChunk);
   EXPECT_LT(engine::kCpuPrefillChunk, engine::kCudaPrefillChunk);
   ServerOptions given = WithDevice("cuda");
   given.resident_prefill_chunk = 1024;
   EXPECT_OK(given.Validate());
   EXPECT_EQ(given.ModelLoadOptions().resident_prefill_chunk, 1024);
+  EXPECT_EQ(engine::ResidentPrefillChunk(given.ModelLoadOptions()), 1024);
+  // The loader refuses a negative length however it is called.
+  engine::LoadOptions negative;
+  negative.resident_prefill_chunk = -1;
+  EXPECT_EQ(engine::LoadModel("models/any", negative).status().code(),
+            absl::StatusCode::kInvalidArgument);
   for (const int64_t bad : {int64_t{-1}, int64_t{65537}}) {
     ServerOptions options = WithDevice("cuda");
     options.resident_prefill_chunk = bad;
