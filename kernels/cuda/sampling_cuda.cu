@@ -140,7 +140,9 @@ __device__ void AddWarpMass(bool take, int digit, double w, double* mass) {
   for (unsigned rest = same; rest != 0; rest &= rest - 1) {
     sum += __shfl_sync(same, w, __ffs(rest) - 1);
   }
-  if ((threadIdx.x & 31) == __ffs(same) - 1) mass[digit] += sum;
+  if (static_cast<int>(threadIdx.x & 31) == __ffs(same) - 1) {
+    mass[digit] += sum;
+  }
 }
 
 // 512 threads need at most 128 registers each to launch.

@@ -2,9 +2,8 @@
 // device 0, or GTEST_SKIP when no GPU is usable (ctest then reports the test
 // as skipped, not passed). Inputs are random with a fresh seed per run
 // (TWICE_CUDA_TEST_SEED fixes it; the seed is printed), and results are
-// compared with the CPU twin by the norm-wise relative error
-//   ||got - want||_2 / ||want||_2  <= 1e-2 (bf16 paths), 3e-3 (TF32
-// tensor-core products) or 1e-5 (f32).
+// compared with the CPU twin by the norm-wise relative error and the
+// tolerances of tests/testing/kernel_comparison.h.
 #ifndef TWICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
 #define TWICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
 
@@ -23,34 +22,23 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/linear_attention.h"
 #include "kernels/taylor_feature_map.h"
+#include "tests/testing/kernel_comparison.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::kernels::cuda::testing {
 
-inline constexpr double kBf16Tolerance = 1e-2;
-inline constexpr double kF32Tolerance = 1e-5;
-// Products whose inputs the tensor cores round to TF32 (10-bit mantissa,
-// 2^-11 relative per input), f32 accumulation.
-inline constexpr double kTf32Tolerance = 3e-3;
+using ::twice::testing::kBf16Tolerance;
+using ::twice::testing::kF32Tolerance;
+using ::twice::testing::kTf32Tolerance;
 
 inline uint32_t TestSeed() {
-  static const uint32_t seed = [] {
-    const char* env = std::getenv("TWICE_CUDA_TEST_SEED");
-    const uint32_t s =
-        env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
-                       : std::random_device{}();
-    std::printf("TWICE_CUDA_TEST_SEED=%u\n", s);
-    return s;
-  }();
+  static const uint32_t seed =
+      ::twice::testing::SeedFromEnvironment("TWICE_CUDA_TEST_SEED");
   return seed;
 }
 
 inline std::vector<float> Random(size_t n, uint32_t salt, float scale = 1.0f) {
-  std::mt19937 rng(TestSeed() * 2654435761u + salt);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return ::twice::testing::SeededUniform(TestSeed(), n, salt, scale);
 }
 
 // n token ids in [0, vocab), from the run's seed and `salt`.
@@ -83,16 +71,7 @@ inline std::vector<float> FromBf16Vector(const std::vector<Bf16>& v) {
 
 inline double RelativeError(const std::vector<float>& got,
                             const std::vector<float>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  double num = 0.0;
-  double den = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = double{got[i]} - want[i];
-    num += d * d;
-    den += double{want[i]} * want[i];
-  }
-  if (!std::isfinite(num)) return INFINITY;
-  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+  return ::twice::testing::NormRelativeError(got, want);
 }
 
 // A linear-attention state [H, hd, D] / k-sum [H, D] (D = TaylorFeatureDim
