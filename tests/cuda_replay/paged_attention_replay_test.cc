@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <random>
 #include <vector>
 
@@ -29,25 +28,7 @@ using testing::kBf16Tolerance;
 using testing::kF32Tolerance;
 using testing::kThreadOrders;
 using testing::Random;
-
-// Block tables [needed.size(), width]: table row s holds needed[s] blocks
-// drawn from a shuffled order of all `blocks`, -1 past them.
-std::vector<int32_t> ShuffledTable(const std::vector<int64_t>& needed,
-                                   int64_t width, int64_t blocks,
-                                   uint32_t salt) {
-  std::vector<int32_t> order(static_cast<size_t>(blocks));
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937 rng(testing::TestSeed() + salt);
-  std::shuffle(order.begin(), order.end(), rng);
-  std::vector<int32_t> table(needed.size() * width, -1);
-  size_t next = 0;
-  for (size_t s = 0; s < needed.size(); ++s) {
-    for (int64_t b = 0; b < needed[s]; ++b)
-      table[s * width + b] = order[next++];
-  }
-  EXPECT_LE(next, order.size());
-  return table;
-}
+using testing::ShuffledTable;
 
 struct Pass {
   PagedKvDims dims;

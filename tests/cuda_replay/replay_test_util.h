@@ -6,8 +6,11 @@
 #ifndef TWICE_TESTS_CUDA_REPLAY_REPLAY_TEST_UTIL_H_
 #define TWICE_TESTS_CUDA_REPLAY_REPLAY_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -36,6 +39,26 @@ inline std::vector<float> Random(size_t n, uint32_t salt, float scale = 1.0f) {
 // Both thread orders of the replay (replay_control.h).
 inline constexpr ThreadOrder kThreadOrders[] = {ThreadOrder::kIncreasing,
                                                 ThreadOrder::kDecreasing};
+
+// Block tables [needed.size(), width] of a paged pool of `blocks` blocks:
+// table row s holds needed[s] blocks drawn from a shuffled order of all of
+// them, -1 past them.
+inline std::vector<int32_t> ShuffledTable(const std::vector<int64_t>& needed,
+                                          int64_t width, int64_t blocks,
+                                          uint32_t salt) {
+  std::vector<int32_t> order(static_cast<size_t>(blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(TestSeed() + salt);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> table(needed.size() * width, -1);
+  size_t next = 0;
+  for (size_t s = 0; s < needed.size(); ++s) {
+    for (int64_t b = 0; b < needed[s]; ++b)
+      table[s * width + b] = order[next++];
+  }
+  EXPECT_LE(next, order.size());
+  return table;
+}
 
 // f32 values as bf16 bits (round to nearest even) and back.
 inline uint16_t ToBf16Bits(float x) {
