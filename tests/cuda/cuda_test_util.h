@@ -22,6 +22,7 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/linear_attention.h"
 #include "kernels/taylor_feature_map.h"
+#include "tests/testing/carried_linear_attention_state.h"
 #include "tests/testing/kernel_comparison.h"
 #include "tests/testing/status_matchers.h"
 
@@ -74,34 +75,14 @@ inline double RelativeError(const std::vector<float>& got,
   return ::twice::testing::NormRelativeError(got, want);
 }
 
-// A linear-attention state [H, hd, D] / k-sum [H, D] (D = TaylorFeatureDim
-// of f) as after reading `prior` random tokens on the CPU (call it with no
-// kernel backend installed). Random S and z would not do: phi_q . z of a
-// Taylor feature map is positive only when z is a sum of phi(k), so a
-// random z can put a denominator near zero and fail a test by chance.
+// A linear-attention state as after reading `prior` random tokens
+// (tests/testing/carried_linear_attention_state.h), from the run's seed.
 inline void CarriedLinearAttentionState(int64_t heads, int64_t head_dim,
                                         int64_t f, int64_t prior, uint32_t salt,
                                         std::vector<float>& kv_state,
                                         std::vector<float>& k_state) {
-  const int64_t d = TaylorFeatureDim(f);
-  auto features = [&](uint32_t s) {
-    const std::vector<float> raw = Random(prior * heads * f, s);
-    std::vector<float> out(prior * heads * d);
-    EXPECT_TRUE(::twice::kernels::TaylorFeatureMap(raw, prior * heads, f,
-                                                   absl::MakeSpan(out))
-                    .ok());
-    return out;
-  };
-  const std::vector<float> phi_q = features(salt), phi_k = features(salt + 1);
-  const std::vector<float> v = Random(prior * heads * head_dim, salt + 2);
-  kv_state.assign(heads * head_dim * d, 0.0f);
-  k_state.assign(heads * d, 0.0f);
-  std::vector<float> y(prior * heads * head_dim);
-  EXPECT_TRUE(::twice::kernels::LinearAttentionPrefill(
-                  phi_q, phi_k, v, prior, {heads, head_dim, d}, 1e-6f,
-                  absl::MakeSpan(kv_state), absl::MakeSpan(k_state),
-                  absl::MakeSpan(y))
-                  .ok());
+  ::twice::testing::CarriedLinearAttentionState(
+      TestSeed(), heads, head_dim, f, prior, salt, kv_state, k_state);
 }
 
 #define TWICE_EXPECT_REL(got, want, tol)                               \
