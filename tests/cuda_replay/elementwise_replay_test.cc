@@ -215,6 +215,29 @@ TEST(ElementwiseReplayTest, EmbeddingAndConversionsAreExact) {
       },
       [&] { return got; });
 
+  // Every finite f16 value to bf16: decoded by hand, then rounded.
+  std::vector<uint16_t> halves;
+  std::vector<float> half_values;
+  for (uint32_t h = 0; h < 65536; h += 7) {
+    const int exponent = static_cast<int>(h >> 10 & 31);
+    if (exponent == 31) continue;  // inf and NaN
+    const float magnitude =
+        exponent == 0
+            ? std::ldexp(static_cast<float>(h & 1023), -24)
+            : std::ldexp(static_cast<float>(1024 + (h & 1023)), exponent - 25);
+    halves.push_back(static_cast<uint16_t>(h));
+    half_values.push_back((h & 0x8000) != 0 ? -magnitude : magnitude);
+  }
+  InBothOrders(
+      RoundedToBf16(half_values), 0.0,
+      [&] {
+        bits.assign(halves.size(), 0x7FC0);
+        return launch::F16ToBf16(halves.data(),
+                                 static_cast<int64_t>(halves.size()),
+                                 bits.data(), nullptr);
+      },
+      [&] { return FromBf16Bits(bits); });
+
   // int8 rows with a scale per block of 64 (kernels/dtype.h kI8Block).
   const int64_t rows = 3, cols = 150, blocks = 3;
   std::vector<int8_t> values(rows * cols);

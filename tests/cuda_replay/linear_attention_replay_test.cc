@@ -2,8 +2,8 @@
 // (cuda_replay.h) against their CPU twins, in both thread orders: the fused
 // bf16 chunked prefill with and without the JRT encoder (based_cuda.cu),
 // the featurized f32 prefill with its key sum (featurized_linear_attention.cu)
-// and the slot-indexed decode step (slot_steps_cuda.cu), each from a
-// carried-in state.
+// and the decode step by rows (based_cuda.cu) and by slots
+// (slot_steps_cuda.cu), each from a carried-in state.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -199,7 +199,7 @@ TEST(LinearAttentionReplayTest, FeaturizedPrefillMatchesCpu) {
   }
 }
 
-TEST(LinearAttentionReplayTest, SlotStepsMatchCpu) {
+TEST(LinearAttentionReplayTest, StepsMatchCpu) {
   const int64_t heads = 2, hd = 64, capacity = 6;
   for (const int64_t f : {4, 16}) {
     SCOPED_TRACE(::testing::Message() << "f=" << f);
@@ -230,6 +230,30 @@ TEST(LinearAttentionReplayTest, SlotStepsMatchCpu) {
     }
     for (const ThreadOrder order : kThreadOrders) {
       SetThreadOrder(order);
+      // Without slots row r steps state r (the batched form of a step).
+      std::vector<float> row_kv, row_z, row_want_kv, row_want_z;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t s = slots[r];
+        const auto add = [&](const std::vector<float>& from, int64_t size,
+                             std::vector<float>& to) {
+          to.insert(to.end(), from.begin() + s * size,
+                    from.begin() + (s + 1) * size);
+        };
+        add(kv, heads * hd * d, row_kv);
+        add(z, heads * d, row_z);
+        add(want_kv, heads * hd * d, row_want_kv);
+        add(want_z, heads * d, row_want_z);
+      }
+      std::vector<float> row_y(want.size(), NAN);
+      ASSERT_EQ(launch::LinearAttentionStep(
+                    q.data(), k.data(), v.data(), rows, static_cast<int>(heads),
+                    static_cast<int>(hd), static_cast<int>(f), kEps,
+                    row_kv.data(), row_z.data(), row_y.data(), nullptr),
+                cudaSuccess);
+      TWICE_EXPECT_REPLAY_REL(row_y, want, kF32Tolerance);
+      TWICE_EXPECT_REPLAY_REL(row_kv, row_want_kv, kF32Tolerance);
+      TWICE_EXPECT_REPLAY_REL(row_z, row_want_z, kF32Tolerance);
+
       std::vector<float> got_kv = kv, got_z = z, y(want.size(), NAN);
       ASSERT_EQ(
           launch::LinearAttentionStepSlots(
