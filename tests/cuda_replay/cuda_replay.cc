@@ -2,14 +2,20 @@
 // launchers make.
 #include "tests/cuda_replay/cuda_replay.h"
 
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace twice::cuda_replay {
 namespace {
@@ -25,7 +31,7 @@ constexpr size_t kFiberStackBytes = 256 * 1024;
 #if defined(__x86_64__)
 extern "C" void twice_replay_switch(void** save_sp, void* load_sp);
 asm(R"(
-  .text
+  .pushsection .text
   .globl twice_replay_switch
   .type twice_replay_switch, @function
 twice_replay_switch:
@@ -45,6 +51,7 @@ twice_replay_switch:
   popq %rbp
   ret
   .size twice_replay_switch, .-twice_replay_switch
+  .popsection
 )");
 struct Context {
   void* sp = nullptr;
@@ -85,7 +92,38 @@ struct Fiber {
   int warp = 0;
   int lane = 0;
   Wait wait = Wait::kRunnable;
-  uint32_t mask = 0;  // the lanes a kWarp wait is for
+  uint32_t mask = 0;          // the lanes a kWarp wait is for
+  std::source_location site;  // where the source waits
+};
+
+// Dynamic shared memory that ends at an inaccessible page.
+class GuardedShared {
+ public:
+  explicit GuardedShared(size_t bytes) : bytes_(bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t usable = (bytes + 128 + page - 1) / page * page;
+    mapped_ = usable + page;
+    void* base = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) std::abort();
+    base_ = static_cast<unsigned char*>(base);
+    mprotect(base_ + usable, page, PROT_NONE);
+    // The block's bytes end at the guard, rounded down to 128-byte
+    // alignment (at most 127 bytes of slack past the request).
+    const uintptr_t end = reinterpret_cast<uintptr_t>(base_ + usable);
+    data_ = reinterpret_cast<unsigned char*>((end - bytes) & ~uintptr_t{127});
+  }
+  ~GuardedShared() { munmap(base_, mapped_); }
+  GuardedShared(const GuardedShared&) = delete;
+  GuardedShared& operator=(const GuardedShared&) = delete;
+  void Fill() { std::memset(data_, 0xFF, bytes_); }
+  unsigned char* data() { return data_; }
+
+ private:
+  size_t bytes_;
+  size_t mapped_ = 0;
+  unsigned char* base_ = nullptr;
+  unsigned char* data_ = nullptr;
 };
 
 struct Grid {
@@ -93,20 +131,46 @@ struct Grid {
   Context scheduler;
   std::vector<Fiber> fibers;
   Fiber* current = nullptr;
-  int live = 0;      // fibers of the block that have not returned
-  int at_block = 0;  // of them, waiting at __syncthreads
-  std::vector<unsigned char> shared;  // 128 bytes more, to align
-  unsigned char* shared_base = nullptr;
+  int live = 0;           // fibers of the block that have not returned
+  int at_block = 0;       // of them, waiting at __syncthreads
+  uint64_t releases = 0;  // barriers completed, to restart the order
+  std::unique_ptr<GuardedShared> shared;
   std::vector<uint64_t> warp_slots;  // [warps][32]
 };
 
 Grid* g_grid = nullptr;
 ThreadOrder g_order = ThreadOrder::kIncreasing;
 int64_t g_launches = 0;
+int g_shared_optin = 227 * 1024;
+uint64_t g_block_serial = 0;  // blocks run since the program started
+// The block serial each static __shared__ variable was last filled in.
+std::map<const void*, uint64_t>& FilledShared() {
+  static auto* filled = new std::map<const void*, uint64_t>;
+  return *filled;
+}
+std::map<const void*, int>& DynamicSharedLimits() {
+  static auto* limits = new std::map<const void*, int>;
+  return *limits;
+}
+constexpr size_t kDefaultDynamicShared = 48 * 1024;
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "cuda_replay: %s\n", what.c_str());
   std::abort();
+}
+
+std::string Where(const std::source_location& site) {
+  return absl::StrCat(site.file_name(), ":", site.line());
+}
+
+bool SameSite(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() &&
+         std::string_view(a.file_name()) == b.file_name();
+}
+
+std::string Thread(const Fiber& f) {
+  const uint3 t = f.indices.thread_idx;
+  return absl::StrCat("thread (", t.x, ",", t.y, ",", t.z, ")");
 }
 
 Fiber& Me() {
@@ -130,46 +194,72 @@ uint32_t LiveLanes(const Grid& grid, int warp, uint32_t mask) {
 }
 
 // A warp wait completes when every live lane of its mask waits with the
-// same mask; a block wait when every live thread of the block waits.
+// same mask; they must have come from the same place.
 void ReleaseWarp(Grid& grid, int warp, uint32_t mask) {
   const uint32_t lanes = LiveLanes(grid, warp, mask);
   if (lanes == 0) return;
+  const Fiber* first = nullptr;
   for (int l = 0; l < 32; ++l) {
     if ((lanes >> l & 1u) == 0) continue;
     const Fiber& f = grid.fibers[static_cast<size_t>(warp) * 32 + l];
     if (f.wait != Wait::kWarp || f.mask != mask) return;
+    if (first == nullptr) {
+      first = &f;
+    } else if (!SameSite(f.site, first->site)) {
+      Fail(absl::StrCat("a warp operation with one mask reached at ",
+                        Where(first->site), " by ", Thread(*first), " and at ",
+                        Where(f.site), " by ", Thread(f)));
+    }
   }
   for (int l = 0; l < 32; ++l) {
     if (lanes >> l & 1u) {
       grid.fibers[static_cast<size_t>(warp) * 32 + l].wait = Wait::kRunnable;
     }
   }
+  ++grid.releases;
 }
+
+// A block wait completes when every live thread waits at __syncthreads,
+// all at the same place.
 void ReleaseBlock(Grid& grid) {
   if (grid.live == 0 || grid.at_block != grid.live) return;
+  const Fiber* first = nullptr;
+  for (Fiber& f : grid.fibers) {
+    if (f.wait != Wait::kBlock) continue;
+    if (first == nullptr) {
+      first = &f;
+    } else if (!SameSite(f.site, first->site)) {
+      Fail(absl::StrCat("__syncthreads reached at ", Where(first->site), " by ",
+                        Thread(*first), " and at ", Where(f.site), " by ",
+                        Thread(f)));
+    }
+  }
   for (Fiber& f : grid.fibers) {
     if (f.wait == Wait::kBlock) f.wait = Wait::kRunnable;
   }
   grid.at_block = 0;
+  ++grid.releases;
 }
 
-void WaitAt(Wait wait, uint32_t mask = 0) {
+void WaitAt(Wait wait, uint32_t mask, const std::source_location& site) {
   Fiber& me = Me();
   Grid& grid = *g_grid;
   if (wait == Wait::kWarp && (mask >> me.lane & 1u) == 0) {
-    Fail("a warp operation whose mask leaves out the calling lane");
+    Fail(absl::StrCat("a warp operation at ", Where(site),
+                      " whose mask leaves out the calling lane"));
   }
   me.wait = wait;
   me.mask = mask;
+  me.site = site;
   if (wait == Wait::kBlock) {
     ++grid.at_block;
     ReleaseBlock(grid);
   } else {
     ReleaseWarp(grid, me.warp, mask);
   }
-  // The last to arrive goes on at once; the others when the scheduler
-  // comes to them.
-  if (me.wait != Wait::kRunnable) Switch(me.context, grid.scheduler);
+  // Always back to the scheduler, which runs the released threads in the
+  // block's order from the first.
+  Switch(me.context, grid.scheduler);
 }
 
 [[noreturn]] void FiberMain() {
@@ -194,19 +284,25 @@ std::string Describe(const Grid& grid) {
   std::string out;
   for (const Fiber& f : grid.fibers) {
     if (f.wait == Wait::kReturned) continue;
-    out += " t" + std::to_string(f.indices.thread_idx.x) +
-           (f.wait == Wait::kBlock ? ":syncthreads" : ":warp");
-    if (out.size() > 400) return out + " ...";
+    absl::StrAppend(
+        &out, " ", Thread(f),
+        f.wait == Wait::kBlock ? " at __syncthreads " : " at a warp op ",
+        Where(f.site), ";");
+    if (out.size() > 600) return absl::StrCat(out, " ...");
   }
   return out;
 }
 
+// Runs the block's threads one by one in the set order; whenever a barrier
+// completes, from the first again, so every phase between barriers runs in
+// that order.
 void RunBlock(Grid& grid) {
   const int n = static_cast<int>(grid.fibers.size());
   bool ran = true;
   while (ran) {
     ran = false;
-    for (int k = 0; k < n; ++k) {
+    const uint64_t releases = grid.releases;
+    for (int k = 0; k < n && grid.releases == releases; ++k) {
       Fiber& f =
           grid.fibers[g_order == ThreadOrder::kIncreasing ? k : n - 1 - k];
       if (f.wait != Wait::kRunnable) continue;
@@ -218,8 +314,8 @@ void RunBlock(Grid& grid) {
   }
   if (grid.live > 0) {
     const uint3 b = grid.fibers[0].indices.block_idx;
-    Fail("block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," +
-         std::to_string(b.z) + ") cannot pass its barriers:" + Describe(grid));
+    Fail(absl::StrCat("block (", b.x, ",", b.y, ",", b.z,
+                      ") cannot pass its barriers:", Describe(grid)));
   }
 }
 
@@ -227,35 +323,56 @@ void RunBlock(Grid& grid) {
 
 const ThreadContext& Current() { return Me().indices; }
 int LaneId() { return Me().lane; }
-void SyncThreads() { WaitAt(Wait::kBlock); }
-void SyncWarp(uint32_t mask) { WaitAt(Wait::kWarp, mask); }
+void SyncThreads(const std::source_location& site) {
+  WaitAt(Wait::kBlock, 0, site);
+}
+void SyncWarp(uint32_t mask, const std::source_location& site) {
+  WaitAt(Wait::kWarp, mask, site);
+}
 
-uint64_t ExchangeWithLane(uint64_t value, int src, uint32_t mask) {
+uint64_t ExchangeWithLane(uint64_t value, int src, uint32_t mask,
+                          const std::source_location& site) {
   Fiber& me = Me();
   uint64_t* slots = &g_grid->warp_slots[static_cast<size_t>(me.warp) * 32];
   slots[me.lane] = value;
-  WaitAt(Wait::kWarp, mask);
+  WaitAt(Wait::kWarp, mask, site);
   const uint32_t lanes = LiveLanes(*g_grid, me.warp, mask);
-  const bool valid = src >= 0 && src < 32 && (lanes >> src & 1u);
-  const uint64_t result = valid ? slots[src] : value;
-  WaitAt(Wait::kWarp, mask);  // every lane read before the slots are reused
+  if (src != me.lane && (src < 0 || src >= 32 || (lanes >> src & 1u) == 0)) {
+    Fail(absl::StrCat("a shuffle at ", Where(site), " by ", Thread(me),
+                      " reads lane ", src, ", not a live lane of its mask"));
+  }
+  const uint64_t result = slots[src];
+  WaitAt(Wait::kWarp, mask, site);  // every lane read before slots are reused
   return result;
 }
 
-uint32_t ExchangeAll(uint64_t value, uint64_t values[32], uint32_t mask) {
+uint32_t ExchangeAll(uint64_t value, uint64_t values[32], uint32_t mask,
+                     const std::source_location& site) {
   Fiber& me = Me();
   uint64_t* slots = &g_grid->warp_slots[static_cast<size_t>(me.warp) * 32];
   slots[me.lane] = value;
-  WaitAt(Wait::kWarp, mask);
+  WaitAt(Wait::kWarp, mask, site);
   const uint32_t lanes = LiveLanes(*g_grid, me.warp, mask);
   for (int l = 0; l < 32; ++l) values[l] = slots[l];
-  WaitAt(Wait::kWarp, mask);
+  WaitAt(Wait::kWarp, mask, site);
   return lanes;
 }
 
 void* DynamicSharedMemory() {
   Me();
-  return g_grid->shared_base;
+  return g_grid->shared->data();
+}
+
+void FillShared(void* address, size_t bytes) {
+  Me();
+  uint64_t& filled = FilledShared()[address];
+  if (filled == g_block_serial) return;
+  std::memset(address, 0xFF, bytes);
+  filled = g_block_serial;
+}
+
+void SetDynamicSharedLimit(const void* kernel, int bytes) {
+  DynamicSharedLimits()[kernel] = bytes;
 }
 
 void Require(bool ok, const char* what) {
@@ -263,20 +380,33 @@ void Require(bool ok, const char* what) {
 }
 
 void SetThreadOrder(ThreadOrder order) { g_order = order; }
+void SetSharedMemoryOptin(int bytes) { g_shared_optin = bytes; }
+int SharedMemoryOptin() { return g_shared_optin; }
 int64_t Launches() { return g_launches; }
 
-void RunGrid(dim3 grid_dim, dim3 block_dim, size_t shared_bytes,
-             const std::function<void()>& body) {
+void RunGrid(const void* kernel, dim3 grid_dim, dim3 block_dim,
+             size_t shared_bytes, const std::function<void()>& body) {
   if (g_grid != nullptr) Fail("a kernel launched from inside a kernel");
   const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
-  if (threads <= 0 || threads > 1024) {
-    Fail("a block of " + std::to_string(threads) + " threads");
+  if (threads <= 0 || threads > 1024 || block_dim.x > 1024 ||
+      block_dim.y > 1024 || block_dim.z > 64) {
+    Fail(absl::StrCat("a block of ", block_dim.x, " x ", block_dim.y, " x ",
+                      block_dim.z, " threads"));
   }
   if (grid_dim.x == 0 || grid_dim.y == 0 || grid_dim.z == 0 ||
       grid_dim.y > 65535 || grid_dim.z > 65535) {
-    Fail("a grid of " + std::to_string(grid_dim.x) + " x " +
-         std::to_string(grid_dim.y) + " x " + std::to_string(grid_dim.z) +
-         " blocks");
+    Fail(absl::StrCat("a grid of ", grid_dim.x, " x ", grid_dim.y, " x ",
+                      grid_dim.z, " blocks"));
+  }
+  if (shared_bytes > kDefaultDynamicShared) {
+    const auto limit = DynamicSharedLimits().find(kernel);
+    if (limit == DynamicSharedLimits().end() ||
+        static_cast<size_t>(limit->second) < shared_bytes) {
+      Fail(absl::StrCat(
+          "a launch asks for ", shared_bytes,
+          " bytes of dynamic shared memory, over the kernel's limit (48 KiB "
+          "unless cudaFuncSetAttribute raised it)"));
+    }
   }
   ++g_launches;
   Grid grid;
@@ -284,6 +414,7 @@ void RunGrid(dim3 grid_dim, dim3 block_dim, size_t shared_bytes,
   const int warps = (threads + 31) / 32;
   grid.warp_slots.assign(static_cast<size_t>(warps) * 32, 0);
   grid.fibers.resize(threads);
+  grid.shared = std::make_unique<GuardedShared>(shared_bytes);
   // Stacks are kept from launch to launch: allocating (and faulting in)
   // 1024 of them per launch cost more than the kernels.
   static std::vector<std::unique_ptr<char[]>> stacks;
@@ -292,32 +423,33 @@ void RunGrid(dim3 grid_dim, dim3 block_dim, size_t shared_bytes,
   }
   for (int t = 0; t < threads; ++t) grid.fibers[t].stack = stacks[t].get();
   g_grid = &grid;
-  for (unsigned bz = 0; bz < grid_dim.z; ++bz) {
-    for (unsigned by = 0; by < grid_dim.y; ++by) {
-      for (unsigned bx = 0; bx < grid_dim.x; ++bx) {
-        grid.shared.assign(shared_bytes + 128, 0xFF);
-        grid.shared_base =
-            grid.shared.data() +
-            (128 - reinterpret_cast<uintptr_t>(grid.shared.data()) % 128) % 128;
-        grid.live = threads;
-        grid.at_block = 0;
-        for (int t = 0; t < threads; ++t) {
-          Fiber& f = grid.fibers[t];
-          f.indices.thread_idx = {
-              static_cast<unsigned>(t) % block_dim.x,
-              static_cast<unsigned>(t) / block_dim.x % block_dim.y,
-              static_cast<unsigned>(t) / (block_dim.x * block_dim.y)};
-          f.indices.block_idx = {bx, by, bz};
-          f.indices.block_dim = block_dim;
-          f.indices.grid_dim = grid_dim;
-          f.warp = t / 32;
-          f.lane = t % 32;
-          f.wait = Wait::kRunnable;
-          Prepare(f.context, f.stack, kFiberStackBytes, FiberMain);
-        }
-        RunBlock(grid);
-      }
+  const uint64_t blocks = uint64_t{grid_dim.x} * grid_dim.y * grid_dim.z;
+  for (uint64_t i = 0; i < blocks; ++i) {
+    // Decreasing order runs the blocks last to first too.
+    const uint64_t b = g_order == ThreadOrder::kIncreasing ? i : blocks - 1 - i;
+    const uint3 block_idx = {
+        static_cast<unsigned>(b % grid_dim.x),
+        static_cast<unsigned>(b / grid_dim.x % grid_dim.y),
+        static_cast<unsigned>(b / (uint64_t{grid_dim.x} * grid_dim.y))};
+    ++g_block_serial;
+    grid.shared->Fill();
+    grid.live = threads;
+    grid.at_block = 0;
+    for (int t = 0; t < threads; ++t) {
+      Fiber& f = grid.fibers[t];
+      f.indices.thread_idx = {
+          static_cast<unsigned>(t) % block_dim.x,
+          static_cast<unsigned>(t) / block_dim.x % block_dim.y,
+          static_cast<unsigned>(t) / (block_dim.x * block_dim.y)};
+      f.indices.block_idx = block_idx;
+      f.indices.block_dim = block_dim;
+      f.indices.grid_dim = grid_dim;
+      f.warp = t / 32;
+      f.lane = t % 32;
+      f.wait = Wait::kRunnable;
+      Prepare(f.context, f.stack, kFiberStackBytes, FiberMain);
     }
+    RunBlock(grid);
   }
   g_grid = nullptr;
 }
@@ -334,7 +466,7 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int) {
   switch (attr) {
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = 227 * 1024;
+      *value = twice::cuda_replay::SharedMemoryOptin();
       return cudaSuccess;
     case cudaDevAttrMultiProcessorCount:
       *value = 132;

@@ -2,26 +2,35 @@
 //
 // Without a GPU the kernels of kernels/cuda compile but never run, so their
 // index arithmetic, masks and barriers would first be exercised on a
-// device. tools/cuda_replay_source.py turns a .cu file into C++ (a launch
-// `K<<<grid, block, shared, stream>>>(args)` becomes
+// device. tools/cuda_replay/replay_source.py turns a .cu file into C++ (a
+// launch `K<<<grid, block, shared, stream>>>(args)` becomes
 // `Launch(K, grid, block, shared, stream)(args)`, `extern __shared__`
-// arrays the block's dynamic shared memory) that includes this header
-// first, and this header gives that C++ the CUDA execution model:
+// arrays the block's dynamic shared memory, `__shared__` arrays function
+// statics) that includes this header first, and this header gives that
+// C++ the CUDA execution model:
 //
-//   - every thread of a block is a fiber (ucontext) of one host thread;
-//     the blocks of a grid run one after another;
+//   - every thread of a block is a fiber of one host thread (its own
+//     stack; cuda_replay.cc switches them); the blocks of a grid run one
+//     after another;
 //   - a fiber runs until __syncthreads, __syncwarp or a warp exchange
 //     (shuffle, ballot, match), which wait for every live thread of the
-//     block or warp; threads that returned no longer count (as on Volta
-//     and later). A barrier nobody can reach (threads of a warp split
-//     between __syncwarp and __syncthreads, a barrier under a condition
-//     that differs within the block) aborts with the waits it found;
-//   - a block's threads run in increasing or decreasing order
-//     (SetThreadOrder), so a read of another thread's write that lacks a
-//     barrier sees the write in one order and misses it in the other;
-//   - `__shared__` arrays are function statics (one block runs at a time);
-//     dynamic shared memory is filled with 0xFF bytes (NaN floats) before
-//     every block, so a read of what the block never wrote shows;
+//     block, or every live lane of the operation's mask; threads that
+//     returned no longer count (as on Volta and later). Every waiter of
+//     one barrier must have reached it at the same place in the source,
+//     with the same mask; a barrier that cannot complete, or that threads
+//     reach at different places, aborts with what it found. A shuffle
+//     that reads a lane outside its mask, or one that returned, aborts;
+//   - between barriers a block's threads run one by one, in increasing or
+//     decreasing order (SetThreadOrder; decreasing also runs the grid's
+//     blocks last to first), so a read of another thread's write that
+//     lacks a barrier sees the write in one order and misses it in the
+//     other;
+//   - shared memory, static and dynamic, is filled with 0xFF bytes (NaN
+//     floats) before every block, so a read of what the block never
+//     wrote shows; dynamic shared memory ends at an inaccessible page, so
+//     an access past the size the launch asked for faults, and a launch
+//     asking for more than 48 KiB without raising the kernel's limit
+//     (cudaFuncSetAttribute) aborts, as it fails on a device;
 //   - wmma (include/mma.h): each lane computes the whole 16x16 product
 //     from the whole tiles, and a store writes only the lane's share of
 //     the elements, so a read after a store without __syncwarp misses
@@ -29,10 +38,11 @@
 //     them, f32 sums.
 //
 // What it does not model: timing, the memory model beyond these barriers,
-// occupancy and resource limits (registers, the shared-memory size a
-// device grants), warp divergence within a fiber's own code. It checks the
-// kernels' logic, not that a device runs them: the device tests of
-// tests/cuda do that.
+// occupancy and resource limits other than dynamic shared memory, the
+// device's math functions (__expf is the host's expf; no FMA
+// contraction), alignment of vector loads, accesses past the end of
+// global buffers (host vectors). It checks the kernels' logic, not that a
+// device runs them: the device tests of tests/cuda do that.
 #ifndef TWICE_TESTS_CUDA_REPLAY_CUDA_REPLAY_H_
 #define TWICE_TESTS_CUDA_REPLAY_CUDA_REPLAY_H_
 
@@ -46,6 +56,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -62,7 +73,6 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
 #define __launch_bounds__(...)
 
 namespace twice::cuda_replay {
@@ -78,16 +88,26 @@ struct ThreadContext {
 const ThreadContext& Current();
 int LaneId();
 
-void SyncThreads();
+// `site`: where the source calls the operation; every waiter of one
+// barrier must come from the same site.
+void SyncThreads(const std::source_location& site);
 // Warp operations wait for the live lanes of `mask` (each of which must
 // call the same operation with the same mask, as on a device).
-void SyncWarp(uint32_t mask);
+void SyncWarp(uint32_t mask, const std::source_location& site);
 // Each lane of `mask` passes `value`; returns lane `src`'s (the caller's
-// own when `src` is out of range or not among them).
-uint64_t ExchangeWithLane(uint64_t value, int src, uint32_t mask);
+// own when `src` is the caller; a source outside the mask's live lanes
+// aborts).
+uint64_t ExchangeWithLane(uint64_t value, int src, uint32_t mask,
+                          const std::source_location& site);
 // Each lane of `mask` passes `value`; `values[l]` receives lane l's, and
 // the result has bit l set for each live lane of `mask`.
-uint32_t ExchangeAll(uint64_t value, uint64_t values[32], uint32_t mask);
+uint32_t ExchangeAll(uint64_t value, uint64_t values[32], uint32_t mask,
+                     const std::source_location& site);
+// Fills a __shared__ variable with 0xFF bytes the first time a thread of
+// the running block declares it.
+void FillShared(void* address, size_t bytes);
+// The dynamic shared memory limit cudaFuncSetAttribute gave `kernel`.
+void SetDynamicSharedLimit(const void* kernel, int bytes);
 // The block's dynamic shared memory, 128-byte aligned.
 void* DynamicSharedMemory();
 // Aborts the test program with `what` unless `ok` (a rule of the device
@@ -95,7 +115,8 @@ void* DynamicSharedMemory();
 void Require(bool ok, const char* what);
 
 // Runs `body` as every thread of every block of the grid.
-void RunGrid(dim3 grid, dim3 block, size_t shared_bytes,
+// `kernel` identifies the kernel for its shared memory limit.
+void RunGrid(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
              const std::function<void()>& body);
 
 template <typename... Params>
@@ -109,7 +130,8 @@ class Launcher {
     // Each thread gets its own copies of the arguments, as on a device.
     const std::tuple<std::decay_t<Params>...> values(
         std::forward<Args>(args)...);
-    RunGrid(grid_, block_, shared_, [&] { std::apply(kernel_, values); });
+    RunGrid(reinterpret_cast<const void*>(kernel_), grid_, block_, shared_,
+            [&] { std::apply(kernel_, values); });
   }
 
  private:
@@ -145,41 +167,56 @@ T FromBits(uint64_t bits) {
 #define blockDim (::twice::cuda_replay::Current().block_dim)
 #define gridDim (::twice::cuda_replay::Current().grid_dim)
 
-inline void __syncthreads() { ::twice::cuda_replay::SyncThreads(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  ::twice::cuda_replay::SyncWarp(mask);
+inline void __syncthreads(
+    std::source_location site = std::source_location::current()) {
+  ::twice::cuda_replay::SyncThreads(site);
+}
+inline void __syncwarp(
+    unsigned mask = 0xffffffffu,
+    std::source_location site = std::source_location::current()) {
+  ::twice::cuda_replay::SyncWarp(mask, site);
 }
 
+// Each takes where it is called from (the default argument), so that the
+// lanes of one exchange are known to have called the same operation.
 template <typename T>
-T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
+T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32,
+              std::source_location site = std::source_location::current()) {
   const int lane = ::twice::cuda_replay::LaneId();
   const int src = (lane & ~(width - 1)) + (src_lane & (width - 1));
   return ::twice::cuda_replay::FromBits<T>(
       ::twice::cuda_replay::ExchangeWithLane(
-          ::twice::cuda_replay::ToBits(value), src, mask));
+          ::twice::cuda_replay::ToBits(value), src, mask, site));
 }
+// A lane may read earlier groups of `width` lanes; reading a later one
+// gives its own value.
 template <typename T>
-T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32,
+                  std::source_location site = std::source_location::current()) {
   const int lane = ::twice::cuda_replay::LaneId();
-  int src = lane ^ lane_mask;
-  if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
+  int src = (lane ^ lane_mask) & 31;
+  if ((src & ~(width - 1)) > (lane & ~(width - 1))) src = lane;
   return ::twice::cuda_replay::FromBits<T>(
       ::twice::cuda_replay::ExchangeWithLane(
-          ::twice::cuda_replay::ToBits(value), src, mask));
+          ::twice::cuda_replay::ToBits(value), src, mask, site));
 }
 template <typename T>
-T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32) {
+T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32,
+                 std::source_location site = std::source_location::current()) {
   const int lane = ::twice::cuda_replay::LaneId();
   const int src = lane - static_cast<int>(delta);
   const bool inside = src >= (lane & ~(width - 1));
   return ::twice::cuda_replay::FromBits<T>(
       ::twice::cuda_replay::ExchangeWithLane(
-          ::twice::cuda_replay::ToBits(value), inside ? src : lane, mask));
+          ::twice::cuda_replay::ToBits(value), inside ? src : lane, mask,
+          site));
 }
-inline unsigned __ballot_sync(unsigned mask, int predicate) {
+inline unsigned __ballot_sync(
+    unsigned mask, int predicate,
+    std::source_location site = std::source_location::current()) {
   uint64_t values[32];
-  const uint32_t live =
-      ::twice::cuda_replay::ExchangeAll(predicate != 0 ? 1 : 0, values, mask);
+  const uint32_t live = ::twice::cuda_replay::ExchangeAll(
+      predicate != 0 ? 1 : 0, values, mask, site);
   unsigned bits = 0;
   for (int l = 0; l < 32; ++l) {
     if ((live >> l & 1u) && values[l]) bits |= 1u << l;
@@ -187,10 +224,13 @@ inline unsigned __ballot_sync(unsigned mask, int predicate) {
   return bits & mask;
 }
 template <typename T>
-unsigned __match_any_sync(unsigned mask, T value) {
+unsigned __match_any_sync(
+    unsigned mask, T value,
+    std::source_location site = std::source_location::current()) {
   uint64_t values[32];
   const uint64_t mine = ::twice::cuda_replay::ToBits(value);
-  const uint32_t live = ::twice::cuda_replay::ExchangeAll(mine, values, mask);
+  const uint32_t live =
+      ::twice::cuda_replay::ExchangeAll(mine, values, mask, site);
   unsigned bits = 0;
   for (int l = 0; l < 32; ++l) {
     if ((live >> l & 1u) && values[l] == mine) bits |= 1u << l;
@@ -224,10 +264,18 @@ T atomicMin(T* address, T value) {
 using std::isfinite;
 using std::isnan;
 
-// The runtime calls of the launchers (a replayed device: 228 KiB of shared
-// memory per block on opt-in, 132 multiprocessors, as an H100).
+// The runtime calls of the launchers (a replayed device: SharedMemoryOptin()
+// bytes of shared memory per block on opt-in, 132 multiprocessors).
 template <typename T>
-cudaError_t cudaFuncSetAttribute(T*, cudaFuncAttribute, int) {
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attribute,
+                                 int value) {
+  if (attribute == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > ::twice::cuda_replay::SharedMemoryOptin()) {
+      return cudaErrorInvalidValue;
+    }
+    ::twice::cuda_replay::SetDynamicSharedLimit(
+        reinterpret_cast<const void*>(kernel), value);
+  }
   return cudaSuccess;
 }
 

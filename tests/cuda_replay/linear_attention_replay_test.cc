@@ -152,7 +152,8 @@ TEST(LinearAttentionReplayTest, FeaturizedPrefillMatchesCpu) {
        {std::tuple<int64_t, int64_t, int64_t, int64_t>{4, 2, 24, 0},
         {16, 1, 9, 0},
         {4, 2, 16, 12},
-        {16, 1, 0, 6}}) {
+        {16, 1, 0, 6},
+        {32, 1, 3, 2}}) {  // D = 1057: several feature columns a thread
     SCOPED_TRACE(::testing::Message() << "f=" << f << " H=" << heads
                                       << " T=" << tokens << " E=" << enc);
     const int64_t d = TaylorFeatureDim(f);

@@ -134,6 +134,22 @@ TEST(PagedAttentionReplayTest, PrefillMatchesCpu) {
   }
 }
 
+// Where a block may not have the 105 KiB head dim 128 takes on the tensor
+// cores (99 KiB on sm_86 / sm_89), long prefill passes run the f32 tiles.
+TEST(PagedAttentionReplayTest, HeadDim128PrefillWithoutTheSharedMemory) {
+  SetSharedMemoryOptin(99 * 1024);
+  EXPECT_FALSE(launch::PagedFlashPrefillSupported(128));
+  EXPECT_TRUE(launch::PagedFlashPrefillSupported(64));
+  Pass pass;
+  const int64_t needed = 70 / 16 + 1;
+  pass.dims = {8, 2, 128, 16, needed + 1};
+  pass.rows = 70;
+  pass.table = ShuffledTable({needed}, needed + 1, needed + 3, 7);
+  const int64_t pool = (needed + 3) * 16 * 2 * 128;
+  WriteThenAttend(pass, Random(pool, 8), Random(pool, 9), 30);
+  SetSharedMemoryOptin(227 * 1024);
+}
+
 TEST(PagedAttentionReplayTest, StepsMatchCpu) {
   struct Case {
     int64_t head_dim, block_size, splits;

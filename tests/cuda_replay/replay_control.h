@@ -12,6 +12,11 @@ namespace twice::cuda_replay {
 // thread's write that lacks a barrier sees it in one order only.
 enum class ThreadOrder { kIncreasing, kDecreasing };
 void SetThreadOrder(ThreadOrder order);
+// The shared memory a block may opt in to on the replayed device
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin): 227 KiB as on an H100 unless
+// set, e.g. to 99 KiB for the paths an sm_86 device takes.
+void SetSharedMemoryOptin(int bytes);
+int SharedMemoryOptin();
 // Kernels launched since the program started (a test's proof that the
 // replay ran what it compares).
 int64_t Launches();

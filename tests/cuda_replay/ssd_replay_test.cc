@@ -97,10 +97,11 @@ struct SsdRead {
 
 TEST(SsdReplayTest, ChunkedScanMatchesCpu) {
   const SsdShape shapes[] = {
-      {4, 64, 2, 32},   // H, P, G, N
-      {3, 48, 3, 80},   // every head its own group, no power of two
-      {2, 128, 1, 16},  // the largest P, the smallest N of the tensor cores
-      {2, 24, 1, 40},   // not for the tensor cores
+      {4, 64, 2, 32},    // H, P, G, N
+      {3, 48, 3, 80},    // every head its own group, no power of two
+      {2, 128, 1, 16},   // the largest P, the smallest N of the tensor cores
+      {2, 24, 1, 40},    // not for the tensor cores
+      {1, 128, 1, 128},  // the largest tiles
   };
   // (tokens, chunk, chunks per pass): a short last chunk, one chunk, passes
   // that continue each other.
@@ -112,6 +113,9 @@ TEST(SsdReplayTest, ChunkedScanMatchesCpu) {
     EXPECT_EQ(tensor_core_shape,
               shape.head_dim % 16 == 0 && shape.state % 16 == 0);
     for (const auto& [tokens, chunk, per_pass] : reads) {
+      // The largest tiles (the most shared memory and accumulators) for
+      // one read: they are the slowest to replay.
+      if (shape.state == 128 && tokens != 70) continue;
       const SsdRead read(shape, tokens, chunk);
       ASSERT_TRUE(launch::SsdChunkedSupported(static_cast<int>(shape.head_dim),
                                               static_cast<int>(shape.state),

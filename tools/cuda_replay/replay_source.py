@@ -6,6 +6,10 @@ runs on the CPU (tests/cuda_replay/cuda_replay.h says how):
       -> ::twice::cuda_replay::Launch(K, grid, block[, ...])(args)
   extern __shared__ [__align__(n)] T name[];
       -> T* name = static_cast<T*>(::twice::cuda_replay::DynamicSharedMemory());
+  __shared__ T name[...];
+      -> static T name[...]; ::twice::cuda_replay::FillShared(&name, sizeof(name));
+         (a block's shared memory starts as 0xFF bytes, NaN floats, as its
+         dynamic shared memory does)
 
 and includes cuda_replay.h first. Usage: replay_source.py IN.cu OUT.cc
 """
@@ -14,6 +18,9 @@ import sys
 
 LAUNCH = re.compile(
     r"([A-Za-z_]\w*(?:<[^<>;()]*>)?)\s*<<<(.*?)>>>\s*\(", re.DOTALL)
+STATIC_SHARED = re.compile(
+    r"^(\s*)__shared__\s+((?:__align__\(\s*\d+\s*\)\s+)?[\w:<> ]+?)\s+(\w+)"
+    r"((?:\s*\[[^\]\n]*\])*)\s*;", re.MULTILINE)
 EXTERN_SHARED = re.compile(
     r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w ]+?)\s+(\w+)"
     r"\s*\[\s*\]\s*;")
@@ -27,6 +34,12 @@ def transform(text):
         lambda m: "%s* %s = static_cast<%s*>("
         "::twice::cuda_replay::DynamicSharedMemory());" % (
             m.group(1), m.group(2), m.group(1)), text)
+    text = STATIC_SHARED.sub(
+        lambda m: "%sstatic %s %s%s; ::twice::cuda_replay::FillShared(&%s, "
+        "sizeof(%s));" % (m.group(1), m.group(2), m.group(3), m.group(4),
+                          m.group(3), m.group(3)), text)
+    if re.search(r"\b__shared__\b", text):
+        raise SystemExit("a __shared__ declaration the replay could not read")
     if "<<<" in text or ">>>" in text:
         raise SystemExit("a launch the replay could not read")
     return launches, text
