@@ -115,6 +115,10 @@ TEST_F(CudaKernelBackendTest, UnalignedLinearFallsBackToCpu) {
 TEST_F(CudaKernelBackendTest, LowPrecisionWeightsRunOnTheDeviceOnce) {
   const int64_t m = 5, k = 96, n = 72;
   const std::vector<float> x = Random(m * k, 7);
+  // Each dtype's weight outlives the loop: a cache miss prunes the copies
+  // of weights that are gone, which would take the previous dtype's copy
+  // off the count this test reads.
+  std::vector<Tensor> weights;
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kI8}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
     absl::StatusOr<Tensor> w =
@@ -143,6 +147,7 @@ TEST_F(CudaKernelBackendTest, LowPrecisionWeightsRunOnTheDeviceOnce) {
     EXPECT_EQ(backend_->stats().weight_bytes_to_device - uploaded, stored);
     EXPECT_GE(backend_->cached_weight_bytes() - cached,
               n * k * static_cast<int64_t>(sizeof(Bf16)));
+    weights.push_back(*std::move(w));
   }
 }
 

@@ -455,29 +455,3 @@ void RunGrid(const void* kernel, dim3 grid_dim, dim3 block_dim,
 }
 
 }  // namespace twice::cuda_replay
-
-extern "C" {
-
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
-  return cudaSuccess;
-}
-cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int) {
-  switch (attr) {
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = twice::cuda_replay::SharedMemoryOptin();
-      return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount:
-      *value = 132;
-      return cudaSuccess;
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t) {
-  std::memset(ptr, value, count);
-  return cudaSuccess;
-}
-
-}  // extern "C"

@@ -115,6 +115,13 @@ void* DynamicSharedMemory();
 void Require(bool ok, const char* what);
 
 // Runs `body` as every thread of every block of the grid.
+// Runs `work` now, or records it into the graph `stream` is capturing
+// (replay_runtime.cc).
+void Enqueue(cudaStream_t stream, std::function<void()> work);
+// With strict device memory (replay_control.h), aborts unless `p` is null,
+// device or pinned host memory.
+void CheckLaunchPointer(const void* p);
+
 // `kernel` identifies the kernel for its shared memory limit.
 void RunGrid(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
              const std::function<void()>& body);
@@ -123,27 +130,43 @@ template <typename... Params>
 class Launcher {
  public:
   Launcher(void (*kernel)(Params...), dim3 grid, dim3 block,
-           size_t shared_bytes)
-      : kernel_(kernel), grid_(grid), block_(block), shared_(shared_bytes) {}
+           size_t shared_bytes, cudaStream_t stream)
+      : kernel_(kernel),
+        grid_(grid),
+        block_(block),
+        shared_(shared_bytes),
+        stream_(stream) {}
   template <typename... Args>
   void operator()(Args&&... args) const {
-    // Each thread gets its own copies of the arguments, as on a device.
-    const std::tuple<std::decay_t<Params>...> values(
-        std::forward<Args>(args)...);
-    RunGrid(reinterpret_cast<const void*>(kernel_), grid_, block_, shared_,
-            [&] { std::apply(kernel_, values); });
+    // The arguments are copied at the launch, as on a device (a captured
+    // launch keeps the values it was queued with).
+    std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+    std::apply([](const auto&... value) { (CheckIfPointer(value), ...); },
+               values);
+    Enqueue(stream_, [kernel = kernel_, grid = grid_, block = block_,
+                      shared = shared_, values = std::move(values)] {
+      RunGrid(reinterpret_cast<const void*>(kernel), grid, block, shared,
+              [&] { std::apply(kernel, values); });
+    });
   }
 
  private:
+  template <typename T>
+  static void CheckIfPointer(const T& value) {
+    if constexpr (std::is_pointer_v<T>) CheckLaunchPointer(value);
+  }
+
   void (*kernel_)(Params...);
   dim3 grid_, block_;
   size_t shared_;
+  cudaStream_t stream_;
 };
 
 template <typename... Params>
 Launcher<Params...> Launch(void (*kernel)(Params...), dim3 grid, dim3 block,
-                           size_t shared_bytes = 0, cudaStream_t = nullptr) {
-  return Launcher<Params...>(kernel, grid, block, shared_bytes);
+                           size_t shared_bytes = 0,
+                           cudaStream_t stream = nullptr) {
+  return Launcher<Params...>(kernel, grid, block, shared_bytes, stream);
 }
 
 template <typename T>

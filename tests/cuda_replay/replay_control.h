@@ -17,6 +17,10 @@ void SetThreadOrder(ThreadOrder order);
 // set, e.g. to 99 KiB for the paths an sm_86 device takes.
 void SetSharedMemoryOptin(int bytes);
 int SharedMemoryOptin();
+// Strict: every pointer a kernel launch passes as an argument must be
+// device memory (cudaMalloc) or pinned host memory (cudaHostAlloc), as on
+// a device; off for the replay tests, which launch on host vectors.
+void SetStrictDeviceMemory(bool strict);
 // Kernels launched since the program started (a test's proof that the
 // replay ran what it compares).
 int64_t Launches();

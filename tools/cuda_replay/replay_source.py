@@ -10,6 +10,9 @@ runs on the CPU (tests/cuda_replay/cuda_replay.h says how):
       -> static T name[...]; ::twice::cuda_replay::FillShared(&name, sizeof(name));
          (a block's shared memory starts as 0xFF bytes, NaN floats, as its
          dynamic shared memory does)
+  #include <cuda_runtime.h>
+      -> #include <cuda_runtime_api.h> (the device declarations of the full
+         header name what cuda_replay.h defines as macros)
 
 and includes cuda_replay.h first. Usage: replay_source.py IN.cu OUT.cc
 """
@@ -38,6 +41,8 @@ def transform(text):
         lambda m: "%sstatic %s %s%s; ::twice::cuda_replay::FillShared(&%s, "
         "sizeof(%s));" % (m.group(1), m.group(2), m.group(3), m.group(4),
                           m.group(3), m.group(3)), text)
+    text = text.replace("#include <cuda_runtime.h>",
+                        "#include <cuda_runtime_api.h>")
     if re.search(r"\b__shared__\b", text):
         raise SystemExit("a __shared__ declaration the replay could not read")
     if "<<<" in text or ">>>" in text:
