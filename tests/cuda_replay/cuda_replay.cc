@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -386,7 +387,13 @@ int64_t Launches() { return g_launches; }
 
 void RunGrid(const void* kernel, dim3 grid_dim, dim3 block_dim,
              size_t shared_bytes, const std::function<void()>& body) {
-  if (g_grid != nullptr) Fail("a kernel launched from inside a kernel");
+  // Host threads launch concurrently (the CUDA backend's lanes): their
+  // grids run one at a time, as the scheduler's state is one.
+  thread_local bool in_grid = false;
+  if (in_grid) Fail("a kernel launched from inside a kernel");
+  static std::mutex grids;
+  std::lock_guard<std::mutex> lock(grids);
+  in_grid = true;
   const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
   if (threads <= 0 || threads > 1024 || block_dim.x > 1024 ||
       block_dim.y > 1024 || block_dim.z > 64) {
@@ -452,6 +459,7 @@ void RunGrid(const void* kernel, dim3 grid_dim, dim3 block_dim,
     RunBlock(grid);
   }
   g_grid = nullptr;
+  in_grid = false;
 }
 
 }  // namespace twice::cuda_replay
