@@ -81,8 +81,8 @@ inline void CarriedLinearAttentionState(int64_t heads, int64_t head_dim,
                                         int64_t f, int64_t prior, uint32_t salt,
                                         std::vector<float>& kv_state,
                                         std::vector<float>& k_state) {
-  ::twice::testing::CarriedLinearAttentionState(
-      TestSeed(), heads, head_dim, f, prior, salt, kv_state, k_state);
+  ::twice::testing::CarriedLinearAttentionState(TestSeed(), heads, head_dim, f,
+                                                prior, salt, kv_state, k_state);
 }
 
 #define TWICE_EXPECT_REL(got, want, tol)                               \

@@ -27,9 +27,9 @@ inline void CarriedLinearAttentionState(uint32_t seed, int64_t heads,
   auto features = [&](uint32_t s) {
     const std::vector<float> raw = SeededUniform(seed, prior * heads * f, s);
     std::vector<float> out(prior * heads * d);
-    EXPECT_TRUE(kernels::TaylorFeatureMap(raw, prior * heads, f,
-                                          absl::MakeSpan(out))
-                    .ok());
+    EXPECT_TRUE(
+        kernels::TaylorFeatureMap(raw, prior * heads, f, absl::MakeSpan(out))
+            .ok());
     return out;
   };
   const std::vector<float> phi_q = features(salt), phi_k = features(salt + 1);
