@@ -22,9 +22,10 @@
 //   executor prefill T    Prefill of one sequence (passes of
 //                         kCudaPrefillChunk tokens, as the server's)
 //   executor prefill B=16, T=2048
-//                         16 sequences read one after another: the
-//                         executor reads one sequence per pass (no
-//                         batched prefill of several sequences yet)
+//                         16 sequences read in one PrefillBatch (passes
+//                         of kCudaPrefillChunk rows, two sequences each:
+//                         the products run on all of a pass's rows, the
+//                         scans and attention per sequence)
 //   executor decode B     Step of B sequences (states after 64 tokens),
 //                         greedy, beside its HBM bound: the bytes the step
 //                         must read (bf16 weights + B states read and
@@ -61,6 +62,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/random_tokens.h"
 #include "engine/executor/resident_executor.h"
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
@@ -114,11 +116,7 @@ double NowMs() {
 }
 
 std::vector<int32_t> Tokens(int64_t n, uint32_t seed, int32_t vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
-  std::vector<int32_t> out(static_cast<size_t>(n));
-  for (int32_t& t : out) t = id(rng);
-  return out;
+  return twice::bench::RandomTokenIds(n, vocab, seed);
 }
 
 class Bench {
@@ -183,14 +181,15 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<engine::ExecutorDevice> device,
                          engine::NewCudaExecutorDevice(0));
   engine::ResidentExecutorOptions options;
-  options.slots = static_cast<int32_t>(max_batch);
+  options.slots = static_cast<int32_t>(std::max(max_batch, o_.batch));
   options.prefill_chunk = engine::kCudaPrefillChunk;  // as the server
-  // Full-attention KV room for the longest prefill or the largest decode
-  // batch (64 tokens read, then the warm-up and timed steps), one at a time.
+  // Full-attention KV room for the longest prefill, the batched prefill
+  // (B x 2048) or the largest decode batch (64 tokens read, then the
+  // warm-up and timed steps), one at a time.
   int64_t max_tokens = 0;
   for (int64_t t : o_.tokens) max_tokens = std::max(max_tokens, t);
-  options.kv_cache_tokens =
-      std::max(max_tokens, max_batch * (64 + 16 * (o_.reps + 1)));
+  options.kv_cache_tokens = std::max(
+      {max_tokens, o_.batch * 2048, max_batch * (64 + 16 * (o_.reps + 1))});
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::ResidentExecutor> executor,
       engine::ResidentExecutor::Create(model, std::move(device), options));
@@ -239,14 +238,21 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
     Row row{label, "prefill", o_.batch, kT};
     TWICE_RETURN_IF_ERROR(
         measure(*executor, row, static_cast<double>(o_.batch * kT), [&] {
-          for (const std::vector<int32_t>& prompt : prompts) {
-            TWICE_ASSIGN_OR_RETURN(engine::SlotId slot,
-                                   executor->NewSequence());
-            absl::Status s = executor->Prefill(slot, prompt).status();
-            TWICE_RETURN_IF_ERROR(executor->Release(slot));
-            TWICE_RETURN_IF_ERROR(s);
+          std::vector<engine::SlotId> slots;
+          absl::Status s;
+          for (size_t b = 0; b < prompts.size() && s.ok(); ++b) {
+            absl::StatusOr<engine::SlotId> slot = executor->NewSequence();
+            s = slot.status();
+            if (s.ok()) slots.push_back(*slot);
           }
-          return absl::OkStatus();
+          const std::vector<absl::Span<const int32_t>> reads(prompts.begin(),
+                                                             prompts.end());
+          if (s.ok()) s = executor->PrefillBatch(slots, reads).status();
+          for (engine::SlotId slot : slots) {
+            absl::Status released = executor->Release(slot);
+            if (s.ok()) s = released;
+          }
+          return s;
         }));
     row.tokens_per_s = o_.batch * kT / (row.ms / 1e3);
     rows_.push_back(row);

@@ -76,9 +76,12 @@ class ResidentBaseConv final : public ResidentMixer {
           u1, c, 2 * c, conv_w_->floats(), m_.kernel_size, tails_->floats(),
           *pass.step, conv));
     } else {
-      TWICE_RETURN_IF_ERROR(dev.CausalConv1d(u1, rows, c, 2 * c,
-                                             conv_w_->floats(), m_.kernel_size,
-                                             tail_of(pass.prefill_slot), conv));
+      for (const PrefillSegment& seg : pass.segments) {
+        TWICE_RETURN_IF_ERROR(dev.CausalConv1d(
+            seg.Rows(u, 2 * c).sub(0, (seg.rows - 1) * 2 * c + c), seg.rows, c,
+            2 * c, conv_w_->floats(), m_.kernel_size, tail_of(seg.slot),
+            seg.Rows(conv, c)));
+      }
     }
     TWICE_RETURN_IF_ERROR(dev.SiluMul(conv, c, u2, 2 * c, rows, c, gated));
     return dev.Linear(gated, rows, *out_proj_, x,

@@ -190,12 +190,18 @@ int64_t ResidentExecutor::free_kv_tokens() const {
 
 absl::Status ResidentExecutor::ReserveKv(absl::Span<const SlotId> slots,
                                          int64_t extra) {
+  const std::vector<int64_t> each(slots.size(), extra);
+  return ReserveKv(slots, each);
+}
+
+absl::Status ResidentExecutor::ReserveKv(absl::Span<const SlotId> slots,
+                                         absl::Span<const int64_t> extra) {
   if (kv_tables_.empty()) return absl::OkStatus();
   std::vector<int32_t> indices(slots.size());
   std::vector<int64_t> tokens(slots.size());
   for (size_t b = 0; b < slots.size(); ++b) {
     indices[b] = slots[b].index;
-    tokens[b] = slot_info_[slots[b].index].tokens + extra;
+    tokens[b] = slot_info_[slots[b].index].tokens + extra[b];
   }
   return kv_tables_.Reserve(indices, tokens);
 }
@@ -224,7 +230,7 @@ absl::Status ResidentExecutor::CheckSlots(
     }
     if (seen[s.index]) {
       return absl::InvalidArgumentError(
-          absl::StrCat(SlotIdName(s), " appears twice in one step"));
+          absl::StrCat(SlotIdName(s), " appears twice in one call"));
     }
     seen[s.index] = true;
   }
@@ -385,13 +391,15 @@ absl::Status ResidentExecutor::RunBlocks(const ResidentPass& pass) {
   return absl::OkStatus();
 }
 
-absl::Status ResidentExecutor::Head(int64_t first, int64_t rows) {
+absl::Status ResidentExecutor::Head(DeviceFloats x, int64_t rows,
+                                    int64_t first_logits_row) {
   const DeviceMatrix& head = lm_head_ != nullptr ? *lm_head_ : *embedding_;
   const LinearOutput logits[] = {
-      {&head, logits_->floats().sub(0, rows * vocab_rows_),
+      {&head,
+       logits_->floats().sub(first_logits_row * vocab_rows_,
+                             rows * vocab_rows_),
        LinearEpilogue{{}, /*accumulate=*/false, model_.logit_scale()}}};
-  return device_->RmsNormLinears(x_->floats().sub(first * dim_, rows * dim_),
-                                 rows, dim_, final_norm_->floats(),
+  return device_->RmsNormLinears(x, rows, dim_, final_norm_->floats(),
                                  model_.final_norm().eps(),
                                  h_->floats().sub(0, rows * dim_), logits);
 }
@@ -423,37 +431,109 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::Prefill(
     return absl::FailedPreconditionError(
         "ResidentExecutor: a prefix read needs an empty sequence");
   }
-  TWICE_RETURN_IF_ERROR(ReserveKv(one, total));
-  // One set of tables for every pass: the blocks for all the tokens are
-  // reserved.
-  absl::StatusOr<PassTables> kv_tables = PassKvTables(one);
-  absl::Status s = kv_tables.status();
-  int64_t begin = 0;
-  int64_t last_rows = 0;
-  while (begin < total && s.ok()) {
-    last_rows =
-        std::min(begin == 0 ? first : options_.prefill_chunk, total - begin);
-    ResidentPass pass{last_rows, slot.index,
-                      slot_info_[slot.index].tokens + begin, nullptr};
-    if (begin == 0) pass.prefix = prefix;
-    pass.kv_tables = kv_tables->views;
-    s = device_->Embedding(tokens.subspan(begin, last_rows), *embedding_,
-                           model_.embedding_scale(),
-                           x_->floats().sub(0, last_rows * dim_));
-    if (s.ok()) s = RunBlocks(pass);
-    begin += last_rows;
+  const absl::Span<const int32_t> reads[] = {tokens};
+  return ReadSequences(one, reads, prefix, first);
+}
+
+absl::StatusOr<std::vector<float>> ResidentExecutor::PrefillBatch(
+    absl::Span<const SlotId> slots,
+    absl::Span<const absl::Span<const int32_t>> tokens) {
+  if (slots.empty() || tokens.size() != slots.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ResidentExecutor::PrefillBatch: ", slots.size(), " slots and ",
+        tokens.size(), " token lists; need one list per slot, at least one"));
   }
-  std::vector<float> logits(static_cast<size_t>(vocab_rows_));
-  if (s.ok()) s = Head(last_rows - 1, 1);
-  if (s.ok()) {
-    s = device_->CopyToHost(logits_->floats().sub(0, vocab_rows_),
-                            absl::MakeSpan(logits));
+  for (size_t b = 0; b < tokens.size(); ++b) {
+    absl::Status s = CheckTokenIds(tokens[b], model_.description().vocab_size);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", b, ": ", s.message()));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  TWICE_RETURN_IF_ERROR(device_->MakeCurrent());
+  TWICE_RETURN_IF_ERROR(CheckSlots(slots));
+  return ReadSequences(slots, tokens, nullptr, options_.prefill_chunk);
+}
+
+absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
+    absl::Span<const SlotId> slots,
+    absl::Span<const absl::Span<const int32_t>> tokens,
+    const PrefixEncoding* prefix, int64_t first_pass_rows) {
+  const size_t batch = slots.size();
+  std::vector<int64_t> extra(batch);
+  for (size_t b = 0; b < batch; ++b) {
+    extra[b] = static_cast<int64_t>(tokens[b].size());
+  }
+  TWICE_RETURN_IF_ERROR(ReserveKv(slots, extra));
+  // Each sequence's tables serve all its passes: the blocks for all its
+  // tokens are reserved.
+  std::vector<PassTables> tables(batch);
+  absl::Status s;
+  for (size_t b = 0; b < batch && s.ok(); ++b) {
+    absl::StatusOr<PassTables> t = PassKvTables(slots.subspan(b, 1));
+    s = t.status();
+    if (s.ok()) tables[b] = *std::move(t);
+  }
+  std::vector<float> logits(batch * static_cast<size_t>(vocab_rows_));
+  const DeviceFloats x = x_->floats();
+  std::vector<PrefillSegment> segments;
+  size_t next = 0;   // the sequence the next pass continues
+  int64_t done = 0;  // its tokens read so far
+  bool first_pass = true;
+  while (next < batch && s.ok()) {
+    const int64_t capacity =
+        first_pass ? first_pass_rows : options_.prefill_chunk;
+    const size_t first_finished = next;
+    segments.clear();
+    int64_t rows = 0;
+    // Whole sequences (or what is left of one) while the pass has room;
+    // one that does not fit continues in the next pass.
+    while (next < batch && rows < capacity && s.ok()) {
+      const absl::Span<const int32_t> t = tokens[next];
+      const int64_t n =
+          std::min(capacity - rows, static_cast<int64_t>(t.size()) - done);
+      const int32_t slot = slots[next].index;
+      segments.push_back(
+          {slot, slot_info_[slot].tokens + done, rows, n, tables[next].views});
+      s = device_->Embedding(t.subspan(done, n), *embedding_,
+                             model_.embedding_scale(),
+                             x.sub(rows * dim_, n * dim_));
+      rows += n;
+      done += n;
+      if (done == static_cast<int64_t>(t.size())) {
+        ++next;
+        done = 0;
+      }
+    }
+    if (!s.ok()) break;
+    ResidentPass pass{rows, segments};
+    if (first_pass) pass.prefix = prefix;
+    first_pass = false;
+    s = RunBlocks(pass);
+    // The last position's logits of the sequences that ended here (they
+    // are consecutive: sequences are read in order).
+    const size_t finished = next - first_finished;
+    for (size_t i = 0; i < finished && s.ok(); ++i) {
+      const PrefillSegment& seg = segments[i];
+      const int64_t last = seg.first_row + seg.rows - 1;
+      s = Head(x.sub(last * dim_, dim_), 1, static_cast<int64_t>(i));
+    }
+    if (finished > 0 && s.ok()) {
+      const size_t floats = finished * static_cast<size_t>(vocab_rows_);
+      s = device_->CopyToHost(
+          logits_->floats().sub(0, static_cast<int64_t>(floats)),
+          absl::MakeSpan(logits).subspan(
+              first_finished * static_cast<size_t>(vocab_rows_), floats));
+    }
   }
   if (!s.ok()) {
-    MarkDamaged(one);
+    MarkDamaged(slots);
     return s;
   }
-  slot_info_[slot.index].tokens += total;
+  for (size_t b = 0; b < batch; ++b) {
+    slot_info_[slots[b].index].tokens += extra[b];
+  }
   return logits;
 }
 
@@ -469,26 +549,26 @@ absl::Status ResidentExecutor::StepToLogits(absl::Span<const int32_t> tokens,
                          device_->UploadSlotMap(indices, positions));
   TWICE_ASSIGN_OR_RETURN(PassTables kv_tables, PassKvTables(slots));
   const int64_t rows = static_cast<int64_t>(slots.size());
-  ResidentPass pass{rows, -1, 0, map.get()};
+  ResidentPass pass{rows, {}, map.get()};
   pass.kv_tables = kv_tables.views;
   TWICE_RETURN_IF_ERROR(device_->Embedding(tokens, *embedding_,
                                            model_.embedding_scale(),
                                            x_->floats().sub(0, rows * dim_)));
   TWICE_RETURN_IF_ERROR(RunBlocks(pass));
-  return Head(0, rows);
+  return Head(x_->floats().sub(0, rows * dim_), rows, 0);
 }
 
 absl::Status ResidentExecutor::StepWork(
     DeviceStep& step, absl::Span<const DeviceBlockTable* const> kv_tables) {
   const int64_t rows = step.rows();
-  ResidentPass pass{rows, -1, 0, &step.slot_map()};
+  ResidentPass pass{rows, {}, &step.slot_map()};
   pass.kv_tables = kv_tables;
   pass.first_pad_slot = options_.slots;  // pad slots follow the caller's
   TWICE_RETURN_IF_ERROR(device_->EmbedStep(step, *embedding_,
                                            model_.embedding_scale(),
                                            x_->floats().sub(0, rows * dim_)));
   TWICE_RETURN_IF_ERROR(RunBlocks(pass));
-  TWICE_RETURN_IF_ERROR(Head(0, rows));
+  TWICE_RETURN_IF_ERROR(Head(x_->floats().sub(0, rows * dim_), rows, 0));
   return device_->SampleStep(logits_->floats().sub(0, rows * vocab_rows_),
                              vocab_rows_, model_.description().vocab_size,
                              step);

@@ -10,7 +10,8 @@
 //   Prefill(slot, tokens)        reads tokens into the slot, in passes of
 //                                `prefill_chunk` tokens (chunk-parallel
 //                                forms), and returns the last position's
-//                                logits;
+//                                logits; PrefillBatch reads several
+//                                sequences, packed into shared passes;
 //   Step(tokens, slots, rules)   one decode step for B sequences at once:
 //                                embedding, every block (one GEMM per
 //                                projection for the B rows; the state
@@ -137,6 +138,18 @@ class ResidentExecutor {
   [[nodiscard]] absl::StatusOr<std::vector<float>> Prefill(
       SlotId slot, absl::Span<const int32_t> tokens,
       const PrefixEncoding* prefix = nullptr);
+  // Reads tokens[b] (>= 1 each) into slots[b] (distinct) and returns the
+  // last position's logits of each, [B, padded_vocab_size]: the same
+  // numbers as B Prefill calls (up to the order of sums), in fewer passes.
+  // A pass of prefill_chunk rows holds the sequences in order, a sequence
+  // that does not fit continuing in the next: its row-wise work (norms,
+  // products, MLPs) runs once for all its rows, what reads a sequence in
+  // order (convolutions, scans, attention) per sequence (PrefillSegment).
+  // Every check runs before anything changes; a failure after that
+  // damages every slot of the call.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> PrefillBatch(
+      absl::Span<const SlotId> slots,
+      absl::Span<const absl::Span<const int32_t>> tokens);
   // Reads tokens[b] into slots[b] (distinct, B <= slots) and returns the id
   // rules[b] picks from each row's logits.
   [[nodiscard]] absl::StatusOr<std::vector<int32_t>> Step(
@@ -186,8 +199,17 @@ class ResidentExecutor {
   // Every block in place on x (its pass.rows rows embedded before); the
   // states of the pass's slots advance.
   [[nodiscard]] absl::Status RunBlocks(const ResidentPass& pass);
-  // logits rows [0, rows) = head(final_norm(x rows [first, first + rows))).
-  [[nodiscard]] absl::Status Head(int64_t first, int64_t rows);
+  // logits rows [first_logits_row, + rows) = head(final_norm(x)), x
+  // [rows, dim] (rows of the residual stream).
+  [[nodiscard]] absl::Status Head(DeviceFloats x, int64_t rows,
+                                  int64_t first_logits_row);
+  // Prefill and PrefillBatch after their checks (callers hold mu_): the
+  // passes, the first of at most first_pass_rows rows (a prefix read's
+  // encoder), the logits of each sequence's last position.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> ReadSequences(
+      absl::Span<const SlotId> slots,
+      absl::Span<const absl::Span<const int32_t>> tokens,
+      const PrefixEncoding* prefix, int64_t first_pass_rows);
   // The step up to the logits (checks done by the caller).
   [[nodiscard]] absl::Status StepToLogits(absl::Span<const int32_t> tokens,
                                           absl::Span<const SlotId> slots);
@@ -204,6 +226,9 @@ class ResidentExecutor {
   // without paged layers).
   [[nodiscard]] absl::Status ReserveKv(absl::Span<const SlotId> slots,
                                        int64_t extra);
+  // The same, extra[b] more tokens in slots[b].
+  [[nodiscard]] absl::Status ReserveKv(absl::Span<const SlotId> slots,
+                                       absl::Span<const int64_t> extra);
   // The pass's tables, owned and as the pass's pointers.
   struct PassTables {
     std::vector<std::unique_ptr<DeviceBlockTable>> owned;

@@ -107,9 +107,6 @@ class ResidentFullAttention final : public ResidentMixer {
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
                        const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
-    TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* kv_table,
-                           pass.kv_table(table_));
-    const DeviceBlockTable& table = *kv_table;
     const int64_t rows = pass.rows;
     const DeviceFloats q = scratch.sub(0, rows * qw_);
     const DeviceFloats k = scratch.sub(q.size, rows * kvw_);
@@ -118,37 +115,53 @@ class ResidentFullAttention final : public ResidentMixer {
     const LinearOutput qkv[] = {
         {wq_.get(), q, {}}, {wk_.get(), k, {}}, {wv_.get(), v, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, qkv));
-    if (o_.rotary) {
-      if (pass.step != nullptr) {
+    if (pass.step != nullptr) {
+      TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                             pass.kv_table(table_));
+      if (o_.rotary) {
         TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(
             q, qw_, o_.heads, o_.head_dim, *pass.step, o_.rope_theta));
         TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(
             k, kvw_, o_.kv_heads, o_.head_dim, *pass.step, o_.rope_theta));
-      } else {
-        TWICE_RETURN_IF_ERROR(
-            dev.RopeRotateHalf(q, rows, qw_, o_.heads, o_.head_dim,
-                               pass.prefill_start, o_.rope_theta));
-        TWICE_RETURN_IF_ERROR(
-            dev.RopeRotateHalf(k, rows, kvw_, o_.kv_heads, o_.head_dim,
-                               pass.prefill_start, o_.rope_theta));
+      }
+      TWICE_RETURN_IF_ERROR(Attend(dev, pass.step_rows(), *table, q, k, v, y));
+    } else {
+      for (const PrefillSegment& seg : pass.segments) {
+        TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                               seg.kv_table(table_));
+        const DeviceFloats seg_q = seg.Rows(q, qw_), seg_k = seg.Rows(k, kvw_);
+        if (o_.rotary) {
+          TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(seg_q, seg.rows, qw_,
+                                                   o_.heads, o_.head_dim,
+                                                   seg.start, o_.rope_theta));
+          TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(seg_k, seg.rows, kvw_,
+                                                   o_.kv_heads, o_.head_dim,
+                                                   seg.start, o_.rope_theta));
+        }
+        TWICE_RETURN_IF_ERROR(Attend(dev, seg.pass_rows(), *table, seg_q, seg_k,
+                                     seg.Rows(v, kvw_), seg.Rows(y, qw_)));
       }
     }
-    const kernels::PagedKvDims dims{o_.heads, o_.kv_heads, o_.head_dim,
-                                    blocks_->block_size(), 0};
-    const DevicePassRows pass_rows = pass.pass_rows();
-    TWICE_RETURN_IF_ERROR(dev.PagedKvWrite(k, kvw_, v, kvw_, pass_rows, dims,
-                                           table, k_pool_->floats(),
-                                           v_pool_->floats()));
-    const float scale = o_.scale > 0.0f
-                            ? o_.scale
-                            : 1.0f / std::sqrt(static_cast<float>(o_.head_dim));
-    TWICE_RETURN_IF_ERROR(dev.PagedAttention(q, qw_, pass_rows, dims, table,
-                                             k_pool_->floats(),
-                                             v_pool_->floats(), scale, y));
     return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
 
  private:
+  // The rows' keys and values into the cache, then their attention over
+  // it (rows: a step's, or one prefill segment's, with q, k, v, y theirs).
+  absl::Status Attend(ExecutorDevice& dev, const DevicePassRows& rows,
+                      const DeviceBlockTable& table, DeviceFloats q,
+                      DeviceFloats k, DeviceFloats v, DeviceFloats y) {
+    const kernels::PagedKvDims dims{o_.heads, o_.kv_heads, o_.head_dim,
+                                    blocks_->block_size(), 0};
+    TWICE_RETURN_IF_ERROR(dev.PagedKvWrite(k, kvw_, v, kvw_, rows, dims, table,
+                                           k_pool_->floats(),
+                                           v_pool_->floats()));
+    const float scale = o_.scale > 0.0f
+                            ? o_.scale
+                            : 1.0f / std::sqrt(static_cast<float>(o_.head_dim));
+    return dev.PagedAttention(q, qw_, rows, dims, table, k_pool_->floats(),
+                              v_pool_->floats(), scale, y);
+  }
   DeviceFloats PoolRows(const DeviceArray& pool, int64_t row,
                         int64_t rows) const {
     return pool.floats().sub(row * kvw_, rows * kvw_);

@@ -36,20 +36,57 @@
 
 namespace twice::engine {
 
-// The rows one forward pass runs: a prefill pass (`rows` consecutive tokens
-// of the sequence in slot `prefill_slot`, the first at position
-// `prefill_start`) or a decode step (row r is one token of the sequence in
-// slot step->slots()[r], at position step->positions()[r]). The first pass
-// of a prefix read (JRT-RNN) carries its encoding: rows [0, encoder) also
-// form the non-causal encoder, rows [0, masked) are left padding; mixers
-// without an encoder read them as ordinary tokens.
-// Paged states (full attention's KV cache, RAT's closed chunks) read the
-// pass's block tables (PagedKvTables::Upload of the pass's slots, one per
-// row granularity, on the device; empty when the model has none).
+// A paged layer's block table `index` of `tables` (a pass's or a
+// segment's: one per row granularity); FAILED_PRECONDITION when there is
+// none (a paged layer run without its executor's tables).
+inline absl::StatusOr<const DeviceBlockTable*> KvTableAt(
+    absl::Span<const DeviceBlockTable* const> tables, int index) {
+  if (index < 0 || index >= static_cast<int>(tables.size())) {
+    return absl::FailedPreconditionError(
+        "a paged layer's pass came without its block tables");
+  }
+  return tables[index];
+}
+
+// One sequence's rows in a prefill pass: pass rows [first_row, first_row +
+// rows) are tokens [start, start + rows) of the sequence in slot `slot`.
+// Paged states read that slot's block tables (kv_tables, on the device).
+// A pass may hold pieces of several sequences (ResidentExecutor::
+// PrefillBatch): row-wise work (norms, products, MLPs) runs over all the
+// pass's rows at once, and what reads a sequence's order (convolutions,
+// scans, attention) runs segment by segment.
+struct PrefillSegment {
+  int32_t slot = -1;
+  int64_t start = 0;
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  absl::Span<const DeviceBlockTable* const> kv_tables = {};
+
+  DevicePassRows pass_rows() const { return {rows, start, nullptr}; }
+  absl::StatusOr<const DeviceBlockTable*> kv_table(int index) const {
+    return KvTableAt(kv_tables, index);
+  }
+  // The segment's rows of `a`, an array of the pass's rows of `width`
+  // floats each.
+  DeviceFloats Rows(DeviceFloats a, int64_t width) const {
+    return a.sub(first_row * width, rows * width);
+  }
+};
+
+// The rows one forward pass runs: a prefill pass (its `segments`, in row
+// order, cover rows [0, rows)) or a decode step (row r is one token of the
+// sequence in slot step->slots()[r], at position step->positions()[r]).
+// The first pass of a prefix read (JRT-RNN) is one segment and carries its
+// encoding: rows [0, encoder) also form the non-causal encoder, rows [0,
+// masked) are left padding; mixers without an encoder read them as
+// ordinary tokens.
+// A step's paged states (full attention's KV cache, RAT's closed chunks)
+// read the step's block tables (PagedKvTables::Upload of the step's
+// slots, one per row granularity, on the device; empty when the model has
+// none).
 struct ResidentPass {
   int64_t rows = 0;
-  int32_t prefill_slot = -1;
-  int64_t prefill_start = 0;
+  absl::Span<const PrefillSegment> segments = {};
   const DeviceSlotMap* step = nullptr;
   const PrefixEncoding* prefix = nullptr;
   absl::Span<const DeviceBlockTable* const> kv_tables = {};
@@ -57,23 +94,18 @@ struct ResidentPass {
   // (their results are dropped; a mixture routes them to no expert).
   int32_t first_pad_slot = std::numeric_limits<int32_t>::max();
 
-  DevicePassRows pass_rows() const { return {rows, prefill_start, step}; }
+  DevicePassRows step_rows() const { return {rows, 0, step}; }
   StepPadRows pad_rows() const { return {step, first_pad_slot}; }
-  // Table `index` of kv_tables; FAILED_PRECONDITION when the pass has none
-  // (a paged layer run without its executor's tables).
+  // Table `index` of the step's kv_tables.
   absl::StatusOr<const DeviceBlockTable*> kv_table(int index) const {
-    if (index < 0 || index >= static_cast<int>(kv_tables.size())) {
-      return absl::FailedPreconditionError(
-          "a paged layer's pass came without its block tables");
-    }
-    return kv_tables[index];
+    return KvTableAt(kv_tables, index);
   }
 };
 
 // What a mixer's state pool is sized for: `slots` sequences; a paged
 // state takes kv_blocks->blocks() blocks, reads the slots' block lists from
 // it (the executor owns it; it outlives the mixer) and its pass table at
-// ResidentPass::kv_tables[kv_table].
+// the pass's (or segment's) kv_tables[kv_table].
 struct ResidentPools {
   int32_t slots = 0;
   const KvBlockTable* kv_blocks = nullptr;

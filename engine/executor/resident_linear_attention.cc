@@ -99,34 +99,52 @@ class ResidentLinearAttention final : public ResidentMixer {
       TWICE_RETURN_IF_ERROR(dev.LinearAttentionStepSlots(
           q, k, v, dims_, eps, kv_->floats(), k_sum_->floats(), *pass.step, y));
     } else {
-      // The encoder's rows, on the first pass of a prefix read.
-      const bool encodes = pass.prefix != nullptr && wk_enc_ != nullptr;
-      const int64_t e = encodes ? pass.prefix->encoder_tokens : 0;
-      const int64_t masked = encodes ? pass.prefix->masked_tokens : 0;
-      if (!(0 <= masked && masked <= e && e <= rows)) {
-        return absl::InvalidArgumentError(
-            "a prefix read's encoder must fit in its first pass");
+      for (const PrefillSegment& seg : pass.segments) {
+        TWICE_RETURN_IF_ERROR(
+            PrefillSegmentRows(dev, pass, seg, in, scratch, q, k, v, y));
       }
-      const int64_t used = 2 * q.size + 2 * v.size;
-      const DeviceFloats k_enc = scratch.sub(used, e * hf_);
-      const DeviceFloats v_enc = scratch.sub(used + rows * hf_, e * dim());
-      if (e > 0) {
-        const DeviceFloats h_enc = in.h.sub(0, e * dim());
-        const LinearOutput kv_enc[] = {{wk_enc_.get(), k_enc, {}},
-                                       {wv_enc_.get(), v_enc, {}}};
-        TWICE_RETURN_IF_ERROR(dev.Linears(h_enc, e, kv_enc));
-        // The released mask: the pads' raw keys are zero; values stay.
-        TWICE_RETURN_IF_ERROR(dev.Zero(k.sub(0, masked * hf_)));
-        TWICE_RETURN_IF_ERROR(dev.Zero(k_enc.sub(0, masked * hf_)));
-      }
-      TWICE_RETURN_IF_ERROR(dev.LinearAttention(
-          q, k, v, rows, k_enc, v_enc, e, dims_, eps, kv_of(pass.prefill_slot),
-          k_sum_of(pass.prefill_slot), y));
     }
     return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
 
  private:
+  // One sequence's rows of a prefill pass; on the first pass of a prefix
+  // read (one segment), its encoder's rows too.
+  absl::Status PrefillSegmentRows(ExecutorDevice& dev, const ResidentPass& pass,
+                                  const PrefillSegment& seg,
+                                  const LayerInput& in, DeviceFloats scratch,
+                                  DeviceFloats q, DeviceFloats k,
+                                  DeviceFloats v, DeviceFloats y) {
+    const int64_t rows = pass.rows, n = seg.rows;
+    const bool encodes = pass.prefix != nullptr && wk_enc_ != nullptr;
+    const int64_t e = encodes ? pass.prefix->encoder_tokens : 0;
+    const int64_t masked = encodes ? pass.prefix->masked_tokens : 0;
+    if (encodes && pass.segments.size() != 1) {
+      return absl::InvalidArgumentError(
+          "a prefix read's pass holds its sequence alone");
+    }
+    if (!(0 <= masked && masked <= e && e <= n)) {
+      return absl::InvalidArgumentError(
+          "a prefix read's encoder must fit in its first pass");
+    }
+    const DeviceFloats seg_k = seg.Rows(k, hf_);
+    const int64_t used = 2 * rows * hf_ + 2 * rows * dim();
+    const DeviceFloats k_enc = scratch.sub(used, e * hf_);
+    const DeviceFloats v_enc = scratch.sub(used + rows * hf_, e * dim());
+    if (e > 0) {
+      const DeviceFloats h_enc = in.h.sub(0, e * dim());
+      const LinearOutput kv_enc[] = {{wk_enc_.get(), k_enc, {}},
+                                     {wv_enc_.get(), v_enc, {}}};
+      TWICE_RETURN_IF_ERROR(dev.Linears(h_enc, e, kv_enc));
+      // The released mask: the pads' raw keys are zero; values stay.
+      TWICE_RETURN_IF_ERROR(dev.Zero(seg_k.sub(0, masked * hf_)));
+      TWICE_RETURN_IF_ERROR(dev.Zero(k_enc.sub(0, masked * hf_)));
+    }
+    return dev.LinearAttention(seg.Rows(q, hf_), seg_k, seg.Rows(v, dim()), n,
+                               k_enc, v_enc, e, dims_, core_.options.eps,
+                               kv_of(seg.slot), k_sum_of(seg.slot),
+                               seg.Rows(y, dim()));
+  }
   int64_t dim() const { return core_.options.dim; }
   DeviceFloats kv_of(int32_t slot) const {
     return kv_->floats().sub(slot * kv_floats_, kv_floats_);

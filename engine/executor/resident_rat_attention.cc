@@ -104,11 +104,7 @@ class ResidentRatAttention final : public ResidentMixer {
   absl::Status Forward(ExecutorDevice& dev, const ResidentPass& pass,
                        const LayerInput& in, DeviceFloats scratch,
                        DeviceFloats x) override {
-    TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* chunk_table,
-                           pass.kv_table(table_));
-    const DeviceBlockTable& table = *chunk_table;
-    const kernels::RatPagedDims dims = Dims(table.width());
-    const int64_t rows = pass.rows, w = dims.proj_width();
+    const int64_t rows = pass.rows, w = proj_width();
     const DeviceFloats proj = scratch.sub(0, rows * w);
     DeviceFloats at = scratch.sub(proj.size, rows * 5 * d_);
     const DeviceFloats q = at.sub(0, rows * d_);
@@ -118,17 +114,41 @@ class ResidentRatAttention final : public ResidentMixer {
     const DeviceFloats y = at.sub(4 * rows * d_, rows * d_);
     const LinearOutput in_proj[] = {{in_proj_.get(), proj, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, in_proj));
-    const DevicePassRows pass_rows = pass.pass_rows();
-    TWICE_RETURN_IF_ERROR(dev.RatChunkScan(
-        proj, w, gate_bias_->floats(), pass_rows, pass.prefill_slot, dims,
-        table, open_->floats(), closed_->floats(), q, k, v, z));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim()));
-    TWICE_RETURN_IF_ERROR(dev.RatPagedAttention(
-        q, k, v, z, pass_rows, dims, table, closed_->floats(), scale, y));
+    if (pass.step != nullptr) {
+      TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                             pass.kv_table(table_));
+      TWICE_RETURN_IF_ERROR(
+          Attend(dev, pass.step_rows(), -1, *table, proj, q, k, v, z, y));
+    } else {
+      for (const PrefillSegment& seg : pass.segments) {
+        TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                               seg.kv_table(table_));
+        TWICE_RETURN_IF_ERROR(Attend(dev, seg.pass_rows(), seg.slot, *table,
+                                     seg.Rows(proj, w), seg.Rows(q, d_),
+                                     seg.Rows(k, d_), seg.Rows(v, d_),
+                                     seg.Rows(z, d_), seg.Rows(y, d_)));
+      }
+    }
     return dev.Linear(y, rows, *out_proj_, x, ResidualAdd());
   }
 
  private:
+  int64_t proj_width() const { return Dims(1).proj_width(); }
+  // The rows' chunk scan (their open chunk in `prefill_slot` for a prefill
+  // segment, the map's slots for a step), then their attention over the
+  // closed chunks (q, k, v, z, y the rows').
+  absl::Status Attend(ExecutorDevice& dev, const DevicePassRows& rows,
+                      int32_t prefill_slot, const DeviceBlockTable& table,
+                      DeviceFloats proj, DeviceFloats q, DeviceFloats k,
+                      DeviceFloats v, DeviceFloats z, DeviceFloats y) {
+    const kernels::RatPagedDims dims = Dims(table.width());
+    TWICE_RETURN_IF_ERROR(dev.RatChunkScan(
+        proj, dims.proj_width(), gate_bias_->floats(), rows, prefill_slot, dims,
+        table, open_->floats(), closed_->floats(), q, k, v, z));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim()));
+    return dev.RatPagedAttention(q, k, v, z, rows, dims, table,
+                                 closed_->floats(), scale, y);
+  }
   kernels::RatPagedDims Dims(int64_t table_width) const {
     return {o_.dim,
             o_.heads,

@@ -122,9 +122,12 @@ class ResidentWindowAttention final : public ResidentMixer {
           qkv, 3 * d_, dims, layer_.rope_base, scale, ring_k_->floats(),
           ring_v_->floats(), *pass.step, y));
     } else {
-      TWICE_RETURN_IF_ERROR(Prefill(
-          dev, pass, qkv,
-          scratch.sub(qkv.size + y.size, 2 * (window_ + rows) * d_), y, scale));
+      for (const PrefillSegment& seg : pass.segments) {
+        TWICE_RETURN_IF_ERROR(Prefill(
+            dev, seg, seg.Rows(qkv, 3 * d_),
+            scratch.sub(qkv.size + y.size, 2 * (window_ + seg.rows) * d_),
+            seg.Rows(y, d_), scale));
+      }
     }
     return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
@@ -154,12 +157,13 @@ class ResidentWindowAttention final : public ResidentMixer {
     return absl::OkStatus();
   }
 
-  absl::Status Prefill(ExecutorDevice& dev, const ResidentPass& pass,
+  // One sequence's rows of a prefill pass (qkv and y its rows).
+  absl::Status Prefill(ExecutorDevice& dev, const PrefillSegment& seg,
                        DeviceFloats qkv, DeviceFloats context, DeviceFloats y,
                        float scale) {
-    const int64_t rows = pass.rows;
-    const int64_t start = pass.prefill_start;
-    const int32_t slot = pass.prefill_slot;
+    const int64_t rows = seg.rows;
+    const int64_t start = seg.start;
+    const int32_t slot = seg.slot;
     const int64_t heads = layer_.heads, hd = layer_.head_dim;
     TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(qkv, rows, 3 * d_, heads, hd,
                                              start, layer_.rope_base));

@@ -78,6 +78,43 @@ TEST_P(ResidentExecutorCudaTest, PrefillAndBatchedStepsMatchTheCpu) {
   }
 }
 
+// Several sequences read in one PrefillBatch (passes of 512 rows shared by
+// sequences, one sequence across two passes, one resumed mid-document)
+// against the same batch on the CPU, then a batched step of all of them.
+TEST_P(ResidentExecutorCudaTest, PrefillBatchMatchesTheCpu) {
+  const std::vector<int64_t> lengths = {700, 3, 260, 90, 1};
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SlotId> gs, cs;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    prompts.push_back(Tokens(lengths[b], 200 + static_cast<uint32_t>(b)));
+    ASSERT_OK_AND_ASSIGN(SlotId g, gpu_->NewSequence());
+    ASSERT_OK_AND_ASSIGN(SlotId c, cpu_->NewSequence());
+    gs.push_back(g);
+    cs.push_back(c);
+  }
+  const std::vector<int32_t> earlier = Tokens(70, 300);
+  ASSERT_OK(gpu_->Prefill(gs[3], earlier));
+  ASSERT_OK(cpu_->Prefill(cs[3], earlier));
+  const std::vector<absl::Span<const int32_t>> reads(prompts.begin(),
+                                                     prompts.end());
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, gpu_->PrefillBatch(gs, reads));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want, cpu_->PrefillBatch(cs, reads));
+  ASSERT_EQ(got.size(), want.size());
+  const size_t v = got.size() / lengths.size();
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const std::vector<float> gr(got.begin() + b * v, got.begin() + (b + 1) * v);
+    const std::vector<float> cr(want.begin() + b * v,
+                                want.begin() + (b + 1) * v);
+    EXPECT_LE(RelativeError(gr, cr), kExecutorTolerance) << b;
+    ASSERT_OK_AND_ASSIGN(int64_t count, gpu_->TokenCount(gs[b]));
+    EXPECT_EQ(count, lengths[b] + (b == 3 ? 70 : 0)) << b;
+  }
+  const std::vector<int32_t> next = Tokens(5, 400);
+  ASSERT_OK_AND_ASSIGN(got, gpu_->StepLogits(next, gs));
+  ASSERT_OK_AND_ASSIGN(want, cpu_->StepLogits(next, cs));
+  EXPECT_LE(RelativeError(got, want), kExecutorTolerance);
+}
+
 // JRT-RNN's prefix reads (the encoder pass in the fused bf16 kernel at the
 // published shape, the featurized kernels otherwise) against the CPU, in
 // every mode, shorter and longer than the encoder, then a few steps.

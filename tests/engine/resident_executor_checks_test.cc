@@ -90,6 +90,26 @@ TEST_P(ResidentExecutorTest, BadCallsAreRefusedWithTheSlotsUnchanged) {
   const std::vector<SlotId> ab = {a, b};
   EXPECT_EQ(e->StepLogits(std::vector<int32_t>{1, -4}, ab).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // PrefillBatch: a bad id or an empty list in sequence 1, a slot twice,
+  // lists and slots that do not pair up, no sequence.
+  const std::vector<int32_t> fine = {1, 2, 3}, bad_id = {4, kExecutorVocab};
+  const std::vector<absl::Span<const int32_t>> with_bad = {fine, bad_id};
+  const std::vector<absl::Span<const int32_t>> with_empty = {fine, {}};
+  const std::vector<absl::Span<const int32_t>> two = {fine, fine};
+  const std::vector<absl::Span<const int32_t>> one = {fine};
+  for (const auto* reads : {&with_bad, &with_empty}) {
+    absl::Status s = e->PrefillBatch(ab, *reads).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("sequence 1"), std::string::npos) << s;
+  }
+  EXPECT_EQ(e->PrefillBatch(twice, two).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->PrefillBatch(ab, one).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->PrefillBatch({}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(int64_t b_count, e->TokenCount(b));
+  EXPECT_EQ(b_count, 0);
 
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> after, e->Save(a));
   EXPECT_EQ(after->token_count(), 12);
@@ -177,6 +197,13 @@ TEST_P(ResidentExecutorTest, AFullKvCacheIsRefusedBeforeAnythingRuns) {
   EXPECT_EQ(e->free_kv_blocks(), 0);
   // 3 more tokens fit a's last block; 4 need a block nobody has.
   EXPECT_EQ(e->Prefill(a, RandomTokens(4, kExecutorVocab, 5)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // So does a batch where one sequence fits (b's 3 tokens) and one does
+  // not: nothing is read, nothing taken.
+  const std::vector<int32_t> three = RandomTokens(3, kExecutorVocab, 6);
+  const std::vector<int32_t> four = RandomTokens(4, kExecutorVocab, 7);
+  const std::vector<absl::Span<const int32_t>> reads = {four, three};
+  EXPECT_EQ(e->PrefillBatch(std::vector<SlotId>{a, b}, reads).status().code(),
             absl::StatusCode::kResourceExhausted);
   const std::vector<SlotId> ab = {a, b};
   const std::vector<int32_t> two = {1, 2};

@@ -41,6 +41,55 @@ TEST_P(ResidentExecutorTest, PrefillInPassesMatchesTheModel) {
   }
 }
 
+// Sequences of several lengths, one of them resumed mid-document, read
+// in one PrefillBatch with passes of 64 rows: passes shared by several
+// sequences, a sequence across three passes, one ending a pass exactly.
+// Each gets the model's logits and state.
+TEST_P(ResidentExecutorTest, PrefillBatchGivesEachSequenceTheModelsRead) {
+  std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/6,
+                                                    /*prefill_chunk=*/64);
+  ASSERT_NE(e, nullptr);
+  const std::vector<int> lengths = {1, 40, 23, 150, 5, 9};
+  std::vector<SlotId> slots;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::unique_ptr<SequenceState>> states;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    prompts.push_back(RandomTokens(lengths[i], kExecutorVocab, 40 + i));
+    states.push_back(model_->NewState());
+    ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+    slots.push_back(slot);
+  }
+  // Sequence 4 has read 37 tokens already (positions, rings and caches
+  // past their start).
+  const std::vector<int32_t> earlier = RandomTokens(37, kExecutorVocab, 77);
+  ASSERT_OK(model_->Prefill(earlier, *states[4], PrefillMode::kCausal));
+  ASSERT_OK(e->Prefill(slots[4], earlier));
+  std::vector<absl::Span<const int32_t>> reads(prompts.begin(), prompts.end());
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch(slots, reads));
+  const size_t vocab_rows =
+      static_cast<size_t>(model_->description().padded_vocab_size);
+  ASSERT_EQ(got.size(), lengths.size() * vocab_rows);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_OK_AND_ASSIGN(
+        std::vector<float> want,
+        model_->Prefill(prompts[i], *states[i], PrefillMode::kCausal));
+    const std::vector<float> row(got.begin() + i * vocab_rows,
+                                 got.begin() + (i + 1) * vocab_rows);
+    EXPECT_LE(testing::ExcessOverSummationOrder(row, want), 0.0);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<SequenceState> saved,
+                         e->Save(slots[i]));
+    EXPECT_EQ(saved->token_count(), states[i]->token_count());
+    for (int l = 0; l < saved->num_layers(); ++l) {
+      EXPECT_LE(
+          testing::ExcessOverSummationOrder(LayerFloats(saved->layer(l)),
+                                            LayerFloats(states[i]->layer(l))),
+          0.0)
+          << l;
+    }
+  }
+}
+
 TEST_P(ResidentExecutorTest, BatchedStepsMatchTheModelsStepBatch) {
   std::unique_ptr<ResidentExecutor> e = NewExecutor(/*slots=*/6);
   ASSERT_NE(e, nullptr);
