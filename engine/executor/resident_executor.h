@@ -161,6 +161,8 @@ class ResidentExecutor {
       absl::Span<const int32_t> tokens, absl::Span<const SlotId> slots);
 
   ExecutorDevice& device() { return *device_; }
+  // Rows per prefill pass (ResidentExecutorOptions::prefill_chunk).
+  int64_t prefill_chunk() const { return options_.prefill_chunk; }
   // The device's traffic, read under the executor's lock (for metrics
   // threads).
   DeviceTraffic traffic() const;

@@ -1,5 +1,6 @@
 #include "engine/executor/resident_model.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -259,29 +260,118 @@ absl::Status ResidentModel::Finish(absl::Status read,
   return read;
 }
 
+ResidentModel::ResidentModel(std::shared_ptr<Core> core)
+    : core_(std::move(core)) {
+  // A batch is at most one pass of rows, so it costs about what the
+  // longest read of it would alone; half the slots leaves the rest to the
+  // decode loop's states.
+  batcher_ = std::make_unique<PrefillBatcher>(
+      std::max(1, core_->executor->capacity() / 2),
+      core_->executor->prefill_chunk(),
+      [this](absl::Span<const PrefillRead> reads) {
+        std::vector<absl::Span<const int32_t>> tokens;
+        std::vector<SequenceState*> states;
+        for (const PrefillRead& r : reads) {
+          tokens.push_back(r.tokens);
+          states.push_back(r.state);
+        }
+        return PrefillBatch(tokens, states);
+      });
+}
+
 absl::StatusOr<std::vector<float>> ResidentModel::Prefill(
     absl::Span<const int32_t> tokens, SequenceState& state,
     PrefillMode mode) const {
-  std::optional<StackedModel::PrefixRead> prefix;
-  if (IsPrefixMode(mode)) {
-    // The host model's checks and input (pads, Read-2x), read here.
-    TWICE_ASSIGN_OR_RETURN(prefix, core_->stacked->MakePrefixRead(
-                                       tokens, mode, state.token_count()));
-  } else {
+  if (!IsPrefixMode(mode)) {
     TWICE_RETURN_IF_ERROR(CheckTokenIds(tokens, description().vocab_size));
+    if (static_cast<int64_t>(tokens.size()) <=
+        core_->executor->prefill_chunk()) {
+      return batcher_->Read({tokens, &state});
+    }
+    return ReadAlone(tokens, state);
   }
+  // The host model's checks and input (pads, Read-2x), read here.
+  TWICE_ASSIGN_OR_RETURN(
+      StackedModel::PrefixRead prefix,
+      core_->stacked->MakePrefixRead(tokens, mode, state.token_count()));
   SequenceState* const one[] = {&state};
   Pins pins(*core_);
   TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(one, pins));
   absl::StatusOr<std::vector<float>> logits =
       ReadWithRoom<std::vector<float>>(*core_, [&] {
-        return prefix.has_value()
-                   ? core_->executor->Prefill(slots[0], prefix->input,
-                                              &prefix->encoding)
-                   : core_->executor->Prefill(slots[0], tokens);
+        return core_->executor->Prefill(slots[0], prefix.input,
+                                        &prefix.encoding);
       });
   TWICE_RETURN_IF_ERROR(Finish(logits.status(), one, slots));
   return logits;
+}
+
+absl::StatusOr<std::vector<float>> ResidentModel::ReadAlone(
+    absl::Span<const int32_t> tokens, SequenceState& state) const {
+  SequenceState* const one[] = {&state};
+  Pins pins(*core_);
+  TWICE_ASSIGN_OR_RETURN(std::vector<SlotId> slots, Bind(one, pins));
+  absl::StatusOr<std::vector<float>> logits = ReadWithRoom<std::vector<float>>(
+      *core_, [&] { return core_->executor->Prefill(slots[0], tokens); });
+  TWICE_RETURN_IF_ERROR(Finish(logits.status(), one, slots));
+  return logits;
+}
+
+std::vector<absl::StatusOr<std::vector<float>>> ResidentModel::PrefillBatch(
+    absl::Span<const absl::Span<const int32_t>> tokens,
+    absl::Span<SequenceState* const> states) const {
+  const size_t batch = states.size();
+  std::vector<absl::StatusOr<std::vector<float>>> results;
+  results.reserve(batch);
+  auto one_by_one = [&] {
+    results.clear();
+    for (size_t b = 0; b < batch; ++b) {
+      results.push_back(
+          b < tokens.size() && states[b] != nullptr
+              ? ReadAlone(tokens[b], *states[b])
+              : absl::InvalidArgumentError("a read needs tokens and a state"));
+    }
+    return std::move(results);
+  };
+  if (batch <= 1 || tokens.size() != batch) return one_by_one();
+  for (size_t b = 0; b < batch; ++b) {
+    if (states[b] == nullptr ||
+        !CheckTokenIds(tokens[b], description().vocab_size).ok()) {
+      return one_by_one();
+    }
+  }
+  std::vector<absl::StatusOr<std::vector<float>>> together;
+  bool refused = false;  // as a whole, before anything was read
+  {
+    Pins pins(*core_);
+    absl::StatusOr<std::vector<SlotId>> slots = Bind(states, pins);
+    absl::StatusOr<std::vector<float>> logits =
+        slots.ok()
+            ? ReadWithRoom<std::vector<float>>(
+                  *core_,
+                  [&] { return core_->executor->PrefillBatch(*slots, tokens); })
+            : absl::StatusOr<std::vector<float>>(slots.status());
+    bool damaged = false;
+    for (size_t b = 0; slots.ok() && b < batch; ++b) {
+      damaged = damaged || core_->executor->IsDamaged((*slots)[b]);
+    }
+    refused = !logits.ok() && !damaged;
+    if (!refused) {
+      const absl::Status finished = Finish(logits.status(), states, *slots);
+      const size_t row = finished.ok() ? logits->size() / batch : 0;
+      for (size_t b = 0; b < batch; ++b) {
+        if (finished.ok()) {
+          together.emplace_back(std::vector<float>(
+              logits->begin() + b * row, logits->begin() + (b + 1) * row));
+        } else {
+          together.emplace_back(finished);
+        }
+      }
+    }
+  }
+  // Each on its own, with the batch's pins released.
+  if (refused) return one_by_one();
+  return together;
 }
 
 absl::StatusOr<std::vector<float>> ResidentModel::Step(

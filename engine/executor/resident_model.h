@@ -22,12 +22,15 @@
 // changed).
 //
 // StepBatchSampled samples on the device, so a decode step brings back B
-// ids. Prefix PrefillModes (JRT-RNN) read on the device too, with the
-// wrapped model's checks and input. Errors: those of the wrapped model for
-// bad input, with every state unchanged; a device failure marks the states
-// of the call damaged. Thread-safe: reads are
-// serialised on the executor's device; slots are handed out under the
-// core's lock.
+// ids. Concurrent causal Prefill calls of at most one prefill pass each
+// (questions' prompts, short appends) are read together in shared passes
+// when they arrive while the executor is busy (PrefillBatcher: no timer,
+// nothing waits for company), with the results each would get alone. Prefix
+// PrefillModes (JRT-RNN) read on the device too, with the wrapped model's
+// checks and input. Errors: those of the wrapped model for bad input, with
+// every state unchanged; a device failure marks the states of the call damaged.
+// Thread-safe: reads are serialised on the executor's device; slots are handed
+// out under the core's lock.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
 
@@ -38,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/executor/executor_device.h"
+#include "engine/executor/prefill_batcher.h"
 #include "engine/executor/resident_executor.h"
 #include "engine/models/model.h"
 
@@ -73,7 +77,21 @@ class ResidentModel final : public Model {
       absl::Span<const int32_t> tokens, absl::Span<SequenceState* const> states,
       absl::Span<const kernels::SamplingRule> rules) const override;
 
+  // Reads tokens[b] into *states[b] (causal) for B sequences in shared
+  // passes (ResidentExecutor::PrefillBatch) and returns each read's
+  // result: the last position's logits, or the error that read alone
+  // would get. A batch the executor refuses as a whole before reading
+  // anything (a state of another model, one state twice, no room for all)
+  // is read one sequence after another instead, so one bad read never
+  // fails the others; a device failure damages every state of the batch.
+  std::vector<absl::StatusOr<std::vector<float>>> PrefillBatch(
+      absl::Span<const absl::Span<const int32_t>> tokens,
+      absl::Span<SequenceState* const> states) const;
+
   ResidentExecutor& executor() const { return *core_->executor; }
+  // Causal reads of at most one pass that ran in a batch with others
+  // (concurrent Prefill calls, prefill_batcher.h).
+  int64_t batched_prefills() const { return batcher_->batched_reads(); }
 
   class Residency;
   // The model and its executor, shared with the states' residencies (which
@@ -89,7 +107,10 @@ class ResidentModel final : public Model {
   };
 
  private:
-  explicit ResidentModel(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  explicit ResidentModel(std::shared_ptr<Core> core);
+  // One causal read, as Prefill without the batcher.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> ReadAlone(
+      absl::Span<const int32_t> tokens, SequenceState& state) const;
 
   // The residencies of one call, pinned (never spilled) until it ends.
   class Pins;
@@ -106,6 +127,9 @@ class ResidentModel final : public Model {
                                     absl::Span<const SlotId> slots) const;
 
   std::shared_ptr<Core> core_;
+  // Concurrent causal reads of at most one prefill pass go through it, so
+  // that those arriving while the executor is busy read together.
+  std::unique_ptr<PrefillBatcher> batcher_;
 };
 
 // Whether `model` can run on a resident executor (resident_layers.h lists

@@ -6,8 +6,12 @@
 // ("mamba2-resident").
 #include "engine/executor/resident_model.h"
 
+#include <atomic>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/models/mamba2_model.h"
@@ -199,6 +203,122 @@ TEST_F(ResidentModelTest, RefusedReadsChangeNothing) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(EncodeState(*state), before);
   EXPECT_EQ(state->token_count(), 8);
+}
+
+// PrefillBatch: a batch of good reads gets the host model's logits and
+// states; a batch holding a bad read (another model's state, an id out of
+// range, the same state twice) is read one by one, so only the bad read
+// fails and a state read twice reads both token lists in order.
+TEST_F(ResidentModelTest, PrefillBatchGivesEachReadItsOwnResult) {
+  std::unique_ptr<ResidentModel> resident = NewResident(8);
+  ASSERT_NE(resident, nullptr);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(RandomTokens(3 + 9 * i, kResidentVocab, 20 + i));
+  }
+  std::vector<std::unique_ptr<SequenceState>> device, host;
+  for (int i = 0; i < 4; ++i) {
+    device.push_back(resident->NewState());
+    host.push_back(host_->NewState());
+  }
+  std::vector<SequenceState*> states;
+  for (auto& s : device) states.push_back(s.get());
+  const std::vector<absl::Span<const int32_t>> reads(prompts.begin(),
+                                                     prompts.end());
+  std::vector<absl::StatusOr<std::vector<float>>> got =
+      resident->PrefillBatch(reads, states);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_OK(got[i]);
+    ASSERT_OK_AND_ASSIGN(
+        std::vector<float> want,
+        host_->Prefill(prompts[i], *host[i], PrefillMode::kCausal));
+    EXPECT_LE(testing::ExcessOverSummationOrder(*got[i], want), 0.0);
+    EXPECT_EQ(device[i]->token_count(), host[i]->token_count());
+    EXPECT_TRUE(device[i]->host_stale());
+  }
+
+  // Sequence 1 twice, an id out of range for sequence 2, another model's
+  // state last.
+  SequenceState other("another-model", {});
+  const std::vector<int32_t> bad_id = {1, kResidentVocab};
+  const std::vector<absl::Span<const int32_t>> mixed = {
+      prompts[0], prompts[1], bad_id, prompts[2], prompts[3]};
+  std::vector<SequenceState*> mixed_states = {states[0], states[1], states[2],
+                                              states[1], &other};
+  got = resident->PrefillBatch(mixed, mixed_states);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(got[4].status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::vector<std::pair<int, std::vector<int32_t>>> host_reads = {
+      {0, prompts[0]}, {1, prompts[1]}, {1, prompts[2]}};
+  const int rows[] = {0, 1, 3};
+  for (int j = 0; j < 3; ++j) {
+    SCOPED_TRACE(j);
+    ASSERT_OK(got[rows[j]]);
+    const auto& [state, tokens] = host_reads[j];
+    ASSERT_OK_AND_ASSIGN(
+        std::vector<float> want,
+        host_->Prefill(tokens, *host[state], PrefillMode::kCausal));
+    EXPECT_LE(testing::ExcessOverSummationOrder(*got[rows[j]], want), 0.0);
+  }
+  EXPECT_EQ(device[2]->token_count(), host[2]->token_count());
+  EXPECT_FALSE(device[2]->damaged());
+  // Sequence 1 read both lists: a step continues it as the host model.
+  EXPECT_EQ(device[1]->token_count(), host[1]->token_count());
+  ASSERT_OK_AND_ASSIGN(std::vector<float> stepped,
+                       resident->Step(7, *device[1]));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want, host_->Step(7, *host[1]));
+  EXPECT_LE(testing::ExcessOverSummationOrder(stepped, want), 0.0);
+}
+
+// Short reads from many threads at once: each gets the logits it gets
+// alone, and reads that arrived while the executor was busy shared
+// batches.
+TEST_F(ResidentModelTest, ConcurrentShortReadsShareBatches) {
+  std::unique_ptr<ResidentModel> resident = NewResident(16);
+  ASSERT_NE(resident, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 10;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<float>> want;
+  for (int i = 0; i < kThreads; ++i) {
+    prompts.push_back(RandomTokens(3 + 5 * i, kResidentVocab, 60 + i));
+    auto state = host_->NewState();
+    ASSERT_OK_AND_ASSIGN(
+        std::vector<float> logits,
+        host_->Prefill(prompts[i], *state, PrefillMode::kCausal));
+    want.push_back(logits);
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::unique_ptr<SequenceState>> states;
+    for (int i = 0; i < kThreads; ++i) states.push_back(resident->NewState());
+    std::vector<absl::StatusOr<std::vector<float>>> got(
+        kThreads, absl::UnknownError("not run"));
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kThreads) std::this_thread::yield();
+        got[i] =
+            resident->Prefill(prompts[i], *states[i], PrefillMode::kCausal);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < kThreads; ++i) {
+      ASSERT_OK(got[i]) << round << " " << i;
+      EXPECT_LE(testing::ExcessOverSummationOrder(*got[i], want[i]), 0.0)
+          << round << " " << i;
+      EXPECT_EQ(states[i]->token_count(),
+                static_cast<int64_t>(prompts[i].size()));
+    }
+  }
+  std::printf("%lld of %d reads ran in shared batches\n",
+              static_cast<long long>(resident->batched_prefills()),
+              kThreads * kRounds);
+  EXPECT_GT(resident->batched_prefills(), 0);
 }
 
 // JRT-RNN's prefix reads run on the device with the host model's input

@@ -1,0 +1,81 @@
+#include "engine/executor/prefill_batcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace twice::engine {
+
+PrefillBatcher::PrefillBatcher(int64_t max_batch, int64_t max_tokens,
+                               RunBatch run)
+    : max_batch_(std::max<int64_t>(max_batch, 1)),
+      max_tokens_(std::max<int64_t>(max_tokens, 1)),
+      run_(std::move(run)) {}
+
+std::vector<PrefillBatcher::Waiter*> PrefillBatcher::TakeBatch() {
+  std::vector<Waiter*> batch;
+  int64_t tokens = 0;
+  while (!queue_.empty() && static_cast<int64_t>(batch.size()) < max_batch_) {
+    const int64_t n = static_cast<int64_t>(queue_.front()->read.tokens.size());
+    if (!batch.empty() && tokens + n > max_tokens_) break;
+    tokens += n;
+    batch.push_back(queue_.front());
+    queue_.pop_front();
+  }
+  return batch;
+}
+
+PrefillBatcher::Result PrefillBatcher::Read(const PrefillRead& read) {
+  Waiter me{read, std::nullopt};
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_.push_back(&me);
+  while (!me.result.has_value()) {
+    if (running_) {
+      done_.wait(lock);
+      continue;
+    }
+    // The device is free: this caller runs the queue's front, its own
+    // read included unless the queue ahead of it fills the batch.
+    running_ = true;
+    std::vector<Waiter*> batch = TakeBatch();
+    lock.unlock();
+    std::vector<PrefillRead> reads;
+    reads.reserve(batch.size());
+    for (const Waiter* w : batch) reads.push_back(w->read);
+    std::vector<Result> results = run_(reads);
+    lock.lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->result =
+          i < results.size()
+              ? std::move(results[i])
+              : Result(absl::InternalError(absl::StrCat(
+                    "a batch of ", batch.size(), " reads returned ",
+                    results.size(), " results")));
+    }
+    ++batches_;
+    if (batch.size() > 1) {
+      batched_reads_ += static_cast<int64_t>(batch.size());
+    }
+    running_ = false;
+    done_.notify_all();
+  }
+  return *std::move(me.result);
+}
+
+int64_t PrefillBatcher::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+int64_t PrefillBatcher::batches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batches_;
+}
+
+int64_t PrefillBatcher::batched_reads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batched_reads_;
+}
+
+}  // namespace twice::engine
