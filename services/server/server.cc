@@ -283,6 +283,17 @@ absl::StatusOr<std::unique_ptr<TwiceServer>> TwiceServer::Start(
           "Sequence states held in resident executors' device slots",
           sum([](const engine::ResidentExecutor& e) { return e.sequences(); }));
       server->metrics_->AddGauge(
+          "twice_resident_batched_prefills",
+          "Reads of at most one prefill pass that resident models ran in a "
+          "shared pass with other concurrent reads",
+          [resident] {
+            double total = 0.0;
+            for (const engine::ResidentModel* r : resident) {
+              total += static_cast<double>(r->batched_prefills());
+            }
+            return total;
+          });
+      server->metrics_->AddGauge(
           "twice_resident_kv_free_tokens",
           "Free tokens in resident full-attention models' paged KV caches",
           sum([](const engine::ResidentExecutor& e) {

@@ -187,6 +187,9 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
         << page;
     EXPECT_EQ(testing::Sample(page, "twice_resident_host_wait_seconds"), 0)
         << page;
+    // Exported (the answers above ran one at a time: nothing shared).
+    EXPECT_GE(testing::Sample(page, "twice_resident_batched_prefills"), 0)
+        << page;
     // Every sequence released: the KV cache is whole again (65536 tokens
     // with full attention: Llama, Nemotron-H, Granite-4.0-H; none without;
     // RAT's chunk table: 65536 tokens' chunks, whole blocks).
