@@ -165,7 +165,7 @@ bool IsResidentModel(const Model& model) {
 
 absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
     std::unique_ptr<Model> model, std::unique_ptr<ExecutorDevice> device,
-    const ResidentExecutorOptions& options) {
+    const ResidentExecutorOptions& options, bool share_prefill_passes) {
   const auto* stacked = dynamic_cast<const StackedModel*>(model.get());
   if (stacked == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -187,7 +187,8 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
       ResidentExecutor::Create(*stacked, std::move(device), options));
   core->stacked = stacked;
   core->model = std::move(model);
-  return std::unique_ptr<ResidentModel>(new ResidentModel(std::move(core)));
+  return std::unique_ptr<ResidentModel>(
+      new ResidentModel(std::move(core), share_prefill_passes));
 }
 
 absl::StatusOr<std::vector<SlotId>> ResidentModel::Bind(
@@ -260,13 +261,14 @@ absl::Status ResidentModel::Finish(absl::Status read,
   return read;
 }
 
-ResidentModel::ResidentModel(std::shared_ptr<Core> core)
+ResidentModel::ResidentModel(std::shared_ptr<Core> core,
+                             bool share_prefill_passes)
     : core_(std::move(core)) {
   // A batch is at most one pass of rows, so it costs about what the
   // longest read of it would alone; half the slots leaves the rest to the
-  // decode loop's states.
+  // decode loop's states. Not sharing: batches of one, in arrival order.
   batcher_ = std::make_unique<PrefillBatcher>(
-      std::max(1, core_->executor->capacity() / 2),
+      share_prefill_passes ? std::max(1, core_->executor->capacity() / 2) : 1,
       core_->executor->prefill_chunk(),
       [this](absl::Span<const PrefillRead> reads) {
         std::vector<absl::Span<const int32_t>> tokens;

@@ -50,10 +50,12 @@ namespace twice::engine {
 class ResidentModel final : public Model {
  public:
   // `model` must be a StackedModel the executor can run (INVALID_ARGUMENT
-  // or UNIMPLEMENTED otherwise; see SupportsResidentExecutor).
+  // or UNIMPLEMENTED otherwise; see SupportsResidentExecutor). Without
+  // `share_prefill_passes`, concurrent reads run one after another.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ResidentModel>> Create(
       std::unique_ptr<Model> model, std::unique_ptr<ExecutorDevice> device,
-      const ResidentExecutorOptions& options = {});
+      const ResidentExecutorOptions& options = {},
+      bool share_prefill_passes = true);
 
   const ModelDescription& description() const override {
     return core_->model->description();
@@ -107,7 +109,7 @@ class ResidentModel final : public Model {
   };
 
  private:
-  explicit ResidentModel(std::shared_ptr<Core> core);
+  ResidentModel(std::shared_ptr<Core> core, bool share_prefill_passes);
   // One causal read, as Prefill without the batcher.
   [[nodiscard]] absl::StatusOr<std::vector<float>> ReadAlone(
       absl::Span<const int32_t> tokens, SequenceState& state) const;

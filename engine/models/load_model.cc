@@ -98,7 +98,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir,
   executor.prefill_chunk = ResidentPrefillChunk(options);
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<ResidentModel> resident,
-      ResidentModel::Create(std::move(model), std::move(device), executor));
+      ResidentModel::Create(std::move(model), std::move(device), executor,
+                            options.resident_share_prefill_passes));
   return std::unique_ptr<Model>(std::move(resident));
 }
 

@@ -146,6 +146,9 @@ struct LoadOptions {
   int64_t resident_kv_tokens = 65536;
   bool resident_step_graphs = true;
   int64_t resident_prefill_chunk = 0;
+  // Concurrent reads of at most one pass share prefill passes
+  // (--resident_share_prefill_passes, engine/executor/prefill_batcher.h).
+  bool resident_share_prefill_passes = true;
 };
 
 // The --weights_dtype flag: "auto" (nullopt), "f32", "bf16", "f16" or

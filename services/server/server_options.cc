@@ -277,6 +277,7 @@ engine::LoadOptions ServerOptions::ModelLoadOptions() const {
   load.resident_kv_tokens = resident_kv_tokens;
   load.resident_step_graphs = resident_step_graphs;
   load.resident_prefill_chunk = resident_prefill_chunk;
+  load.resident_share_prefill_passes = resident_share_prefill_passes;
   return load;
 }
 

@@ -150,6 +150,9 @@ struct ServerOptions {
   // the activation workspace holds that many rows); 0 picks by device: 512
   // on the CPU, 4096 on a GPU. Default: 0.
   int64_t resident_prefill_chunk = 0;
+  // Concurrent short reads of a resident model share prefill passes
+  // (--resident_share_prefill_passes). Default: true.
+  bool resident_share_prefill_passes = true;
   // The LoadOptions weights_dtype and the executor give.
   engine::LoadOptions ModelLoadOptions() const;
 

@@ -132,6 +132,11 @@ ABSL_FLAG(bool, resident_step_graphs, true,
           "GPU as a CUDA graph after its first run and replay it (one launch "
           "instead of hundreds), for every architecture; a paged model's "
           "step is recorded again when a sequence outgrows its block table");
+ABSL_FLAG(bool, resident_share_prefill_passes, true,
+          "Read concurrent requests' short reads (prompts, appends of at "
+          "most one prefill pass) that arrive while a resident model is busy "
+          "together, in shared prefill passes; false reads them one after "
+          "another");
 ABSL_FLAG(int64_t, resident_prefill_chunk, 0,
           "Tokens per prefill pass of a resident model (its activation "
           "workspace holds that many rows); 0 picks by --device: 512 on the "
@@ -287,6 +292,8 @@ int main(int argc, char** argv) {
   options.resident_slots = absl::GetFlag(FLAGS_resident_slots);
   options.resident_kv_tokens = absl::GetFlag(FLAGS_resident_kv_tokens);
   options.resident_step_graphs = absl::GetFlag(FLAGS_resident_step_graphs);
+  options.resident_share_prefill_passes =
+      absl::GetFlag(FLAGS_resident_share_prefill_passes);
   options.resident_prefill_chunk = absl::GetFlag(FLAGS_resident_prefill_chunk);
   options.drain_delay_seconds = absl::GetFlag(FLAGS_drain_delay_seconds);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);

@@ -48,12 +48,13 @@ class ResidentModelTest : public ::testing::Test {
     ASSERT_NE(resident_, nullptr);
   }
 
-  std::unique_ptr<ResidentModel> NewResident(int32_t slots) {
+  std::unique_ptr<ResidentModel> NewResident(int32_t slots,
+                                             bool share_prefill_passes = true) {
     ResidentExecutorOptions options;
     options.slots = slots;
-    absl::StatusOr<std::unique_ptr<ResidentModel>> m =
-        ResidentModel::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
-                              NewCpuExecutorDevice(), options);
+    absl::StatusOr<std::unique_ptr<ResidentModel>> m = ResidentModel::Create(
+        testing::LoadOrDie(dir_->Sub("mamba2")), NewCpuExecutorDevice(),
+        options, share_prefill_passes);
     EXPECT_OK(m);
     return m.ok() ? *std::move(m) : nullptr;
   }
@@ -274,10 +275,14 @@ TEST_F(ResidentModelTest, PrefillBatchGivesEachReadItsOwnResult) {
 }
 
 // Short reads from many threads at once: each gets the logits it gets
-// alone, and reads that arrived while the executor was busy shared
-// batches.
-TEST_F(ResidentModelTest, ConcurrentShortReadsShareBatches) {
-  std::unique_ptr<ResidentModel> resident = NewResident(16);
+// alone, and (unless sharing is off) reads that arrived while the
+// executor was busy shared batches.
+class ResidentModelSharingTest : public ResidentModelTest,
+                                 public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ResidentModelSharingTest, ConcurrentShortReads) {
+  const bool share = GetParam();
+  std::unique_ptr<ResidentModel> resident = NewResident(16, share);
   ASSERT_NE(resident, nullptr);
   constexpr int kThreads = 8;
   constexpr int kRounds = 10;
@@ -318,8 +323,14 @@ TEST_F(ResidentModelTest, ConcurrentShortReadsShareBatches) {
   std::printf("%lld of %d reads ran in shared batches\n",
               static_cast<long long>(resident->batched_prefills()),
               kThreads * kRounds);
-  EXPECT_GT(resident->batched_prefills(), 0);
+  if (share) {
+    EXPECT_GT(resident->batched_prefills(), 0);
+  } else {
+    EXPECT_EQ(resident->batched_prefills(), 0);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Sharing, ResidentModelSharingTest, ::testing::Bool());
 
 // JRT-RNN's prefix reads run on the device with the host model's input
 // and checks: the same logits and state, and a prefix read of a state that

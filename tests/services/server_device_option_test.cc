@@ -113,6 +113,14 @@ TEST(ServerDeviceOptionTest, ExecutorIsResidentWithCudaByDefault) {
   EXPECT_EQ(bad.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ServerDeviceOptionTest, SharedPrefillPassesAreOnUnlessTurnedOff) {
+  ServerOptions resident = WithDevice("cpu");
+  resident.executor = "resident";
+  EXPECT_TRUE(resident.ModelLoadOptions().resident_share_prefill_passes);
+  resident.resident_share_prefill_passes = false;
+  EXPECT_FALSE(resident.ModelLoadOptions().resident_share_prefill_passes);
+}
+
 TEST(ServerDeviceOptionTest, PrefillChunkFollowsTheDeviceUnlessGiven) {
   // 0 (the default) leaves the pass length to the loader, which picks by
   // device (engine/executor/resident_executor.h): a GPU wants longer
