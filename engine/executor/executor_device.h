@@ -134,9 +134,11 @@ class DeviceMatrixTable {
   virtual int64_t cols() const = 0;
 };
 
-// The block tables [rows, width] of one pass's sequences over a paged KV
-// cache (kernels/paged_attention.h), resident on the device for the pass's
-// paged operations (uploaded once per pass, shared by every layer).
+// The block tables [rows, width] of a step's sequences, or of one
+// prefill sequence, over a paged KV cache (kernels/paged_attention.h),
+// resident on the device for the paged operations (a step's kept per batch
+// size and refilled; a prefill sequence's uploaded once per call; shared
+// by every layer).
 class DeviceBlockTable {
  public:
   virtual ~DeviceBlockTable() = default;
@@ -156,7 +158,7 @@ class DeviceRoutes {
 
 // The rows of one pass as the paged operations see them: `rows`
 // consecutive tokens of one sequence from position `start` (a prefill
-// pass, block table row 0), or one token per row of a step at the map's
+// segment, block table row 0), or one token per row of a step at the map's
 // positions (table row r).
 struct DevicePassRows {
   int64_t rows = 0;

@@ -2,12 +2,12 @@
 //
 // Concurrent callers each bring one read (a question's prompt, an
 // appended segment). A read runs at once when no batch is running; reads
-// that arrive while one runs wait, and when it ends the first of them
-// runs everything queued by then as one batch (first come, first in, up
-// to `max_batch` reads and `max_tokens` tokens, at least one read). There
-// is no timer: a read never waits for company, only for the device it
-// would have waited for anyway (the executor serves one call at a time),
-// and what it waits behind is at most one batch.
+// that arrive while one runs wait, and when it ends one of the waiting
+// callers runs the front of the queue as the next batch (first come,
+// first in, up to `max_batch` reads and `max_tokens` tokens, at least one
+// read). There is no timer: a read never waits for company, only for the
+// device it would have waited for anyway (the executor serves one call at
+// a time), behind the batches of the reads that came before it.
 //
 // `run` reads a batch and returns one result per read, in order; it runs
 // on the thread of one of the batch's callers, without the batcher's

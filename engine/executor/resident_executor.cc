@@ -145,6 +145,8 @@ absl::Status ResidentExecutor::Load() {
   // Workspace, sized once for the largest pass.
   TWICE_ASSIGN_OR_RETURN(x_, dev.Allocate(rows_ * dim_));
   TWICE_ASSIGN_OR_RETURN(h_, dev.Allocate(rows_ * dim_));
+  // The scratch also gathers a prefill pass's last rows for the head.
+  scratch = std::max(scratch, rows_ * dim_);
   TWICE_ASSIGN_OR_RETURN(scratch_, dev.Allocate(scratch));
   TWICE_ASSIGN_OR_RETURN(logits_, dev.Allocate(options_.slots * vocab_rows_));
   if (pad_slots_ > 0 && !kv_tables_.empty()) {
@@ -512,15 +514,25 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     first_pass = false;
     s = RunBlocks(pass);
     // The last position's logits of the sequences that ended here (they
-    // are consecutive: sequences are read in order).
-    const size_t finished = next - first_finished;
-    for (size_t i = 0; i < finished && s.ok(); ++i) {
-      const PrefillSegment& seg = segments[i];
-      const int64_t last = seg.first_row + seg.rows - 1;
-      s = Head(x.sub(last * dim_, dim_), 1, static_cast<int64_t>(i));
+    // are consecutive: sequences are read in order): one head product over
+    // their last rows, gathered into the scratch (free after the blocks).
+    const int64_t finished = static_cast<int64_t>(next - first_finished);
+    if (finished == 1 && s.ok()) {
+      const PrefillSegment& seg = segments[0];
+      s = Head(x.sub((seg.first_row + seg.rows - 1) * dim_, dim_), 1, 0);
+    } else if (finished > 1 && s.ok()) {
+      const DeviceFloats last_rows = scratch_->floats().sub(0, finished * dim_);
+      for (int64_t i = 0; i < finished && s.ok(); ++i) {
+        const PrefillSegment& seg = segments[i];
+        s = device_->CopyRows(
+            x.sub((seg.first_row + seg.rows - 1) * dim_, dim_), dim_,
+            last_rows.sub(i * dim_, dim_), dim_, 1, dim_);
+      }
+      if (s.ok()) s = Head(last_rows, finished, 0);
     }
     if (finished > 0 && s.ok()) {
-      const size_t floats = finished * static_cast<size_t>(vocab_rows_);
+      const size_t floats =
+          static_cast<size_t>(finished) * static_cast<size_t>(vocab_rows_);
       s = device_->CopyToHost(
           logits_->floats().sub(0, static_cast<int64_t>(floats)),
           absl::MakeSpan(logits).subspan(

@@ -264,9 +264,10 @@ absl::Status ResidentModel::Finish(absl::Status read,
 ResidentModel::ResidentModel(std::shared_ptr<Core> core,
                              bool share_prefill_passes)
     : core_(std::move(core)) {
-  // A batch is at most one pass of rows, so it costs about what the
-  // longest read of it would alone; half the slots leaves the rest to the
-  // decode loop's states. Not sharing: batches of one, in arrival order.
+  // A batch is at most one pass of rows: about the cost of its longest
+  // read alone, plus one LM-head product per read. Half the slots leaves
+  // the rest to the decode loop's states. Not sharing: batches of one, in
+  // arrival order.
   batcher_ = std::make_unique<PrefillBatcher>(
       share_prefill_passes ? std::max(1, core_->executor->capacity() / 2) : 1,
       core_->executor->prefill_chunk(),
@@ -347,6 +348,12 @@ std::vector<absl::StatusOr<std::vector<float>>> ResidentModel::PrefillBatch(
   {
     Pins pins(*core_);
     absl::StatusOr<std::vector<SlotId>> slots = Bind(states, pins);
+    // Damage from before this call (refused by the executor's checks, not
+    // made by this read).
+    std::vector<bool> was_damaged(batch, false);
+    for (size_t b = 0; slots.ok() && b < batch; ++b) {
+      was_damaged[b] = core_->executor->IsDamaged((*slots)[b]);
+    }
     absl::StatusOr<std::vector<float>> logits =
         slots.ok()
             ? ReadWithRoom<std::vector<float>>(
@@ -355,9 +362,14 @@ std::vector<absl::StatusOr<std::vector<float>>> ResidentModel::PrefillBatch(
             : absl::StatusOr<std::vector<float>>(slots.status());
     bool damaged = false;
     for (size_t b = 0; slots.ok() && b < batch; ++b) {
-      damaged = damaged || core_->executor->IsDamaged((*slots)[b]);
+      damaged = damaged ||
+                (!was_damaged[b] && core_->executor->IsDamaged((*slots)[b]));
     }
     refused = !logits.ok() && !damaged;
+    if (logits.ok()) {
+      shared_prefills_.fetch_add(static_cast<int64_t>(batch),
+                                 std::memory_order_relaxed);
+    }
     if (!refused) {
       const absl::Status finished = Finish(logits.status(), states, *slots);
       const size_t row = finished.ok() ? logits->size() / batch : 0;

@@ -25,7 +25,9 @@
 // ids. Concurrent causal Prefill calls of at most one prefill pass each
 // (questions' prompts, short appends) are read together in shared passes
 // when they arrive while the executor is busy (PrefillBatcher: no timer,
-// nothing waits for company), with the results each would get alone. Prefix
+// nothing waits for company), each with the logits and state it would get
+// alone; a bad read fails alone (PrefillBatch), but a device failure
+// during a shared pass damages the states of every read in it. Prefix
 // PrefillModes (JRT-RNN) read on the device too, with the wrapped model's
 // checks and input. Errors: those of the wrapped model for bad input, with
 // every state unchanged; a device failure marks the states of the call damaged.
@@ -34,6 +36,7 @@
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_MODEL_H_
 
+#include <atomic>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -91,9 +94,12 @@ class ResidentModel final : public Model {
       absl::Span<SequenceState* const> states) const;
 
   ResidentExecutor& executor() const { return *core_->executor; }
-  // Causal reads of at most one pass that ran in a batch with others
-  // (concurrent Prefill calls, prefill_batcher.h).
-  int64_t batched_prefills() const { return batcher_->batched_reads(); }
+  // Reads that shared prefill passes with others: those of PrefillBatch
+  // calls the executor read as one batch (concurrent Prefill calls go
+  // through prefill_batcher.h to PrefillBatch).
+  int64_t batched_prefills() const {
+    return shared_prefills_.load(std::memory_order_relaxed);
+  }
 
   class Residency;
   // The model and its executor, shared with the states' residencies (which
@@ -132,6 +138,7 @@ class ResidentModel final : public Model {
   // Concurrent causal reads of at most one prefill pass go through it, so
   // that those arriving while the executor is busy read together.
   std::unique_ptr<PrefillBatcher> batcher_;
+  mutable std::atomic<int64_t> shared_prefills_{0};
 };
 
 // Whether `model` can run on a resident executor (resident_layers.h lists

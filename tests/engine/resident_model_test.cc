@@ -207,9 +207,10 @@ TEST_F(ResidentModelTest, RefusedReadsChangeNothing) {
 }
 
 // PrefillBatch: a batch of good reads gets the host model's logits and
-// states; a batch holding a bad read (another model's state, an id out of
-// range, the same state twice) is read one by one, so only the bad read
-// fails and a state read twice reads both token lists in order.
+// states in shared passes; a batch holding a bad read (another model's
+// state, an id out of range, the same state twice) is read one by one, so
+// only the bad read fails and a state read twice reads both token lists
+// in order.
 TEST_F(ResidentModelTest, PrefillBatchGivesEachReadItsOwnResult) {
   std::unique_ptr<ResidentModel> resident = NewResident(8);
   ASSERT_NE(resident, nullptr);
@@ -240,38 +241,65 @@ TEST_F(ResidentModelTest, PrefillBatchGivesEachReadItsOwnResult) {
     EXPECT_TRUE(device[i]->host_stale());
   }
 
-  // Sequence 1 twice, an id out of range for sequence 2, another model's
-  // state last.
+  EXPECT_EQ(resident->batched_prefills(), 4);
+
+  // Batches the executor refuses as a whole are read one by one: a good
+  // read with another model's state, with an id out of range, or with the
+  // same state again (which then reads both lists, in order).
   SequenceState other("another-model", {});
   const std::vector<int32_t> bad_id = {1, kResidentVocab};
-  const std::vector<absl::Span<const int32_t>> mixed = {
-      prompts[0], prompts[1], bad_id, prompts[2], prompts[3]};
-  std::vector<SequenceState*> mixed_states = {states[0], states[1], states[2],
-                                              states[1], &other};
-  got = resident->PrefillBatch(mixed, mixed_states);
-  ASSERT_EQ(got.size(), 5u);
-  EXPECT_EQ(got[2].status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(got[4].status().code(), absl::StatusCode::kFailedPrecondition);
-  const std::vector<std::pair<int, std::vector<int32_t>>> host_reads = {
-      {0, prompts[0]}, {1, prompts[1]}, {1, prompts[2]}};
-  const int rows[] = {0, 1, 3};
-  for (int j = 0; j < 3; ++j) {
-    SCOPED_TRACE(j);
-    ASSERT_OK(got[rows[j]]);
-    const auto& [state, tokens] = host_reads[j];
+  struct Case {
+    const char* name;
+    std::vector<absl::Span<const int32_t>> reads;
+    std::vector<SequenceState*> states;
+    absl::StatusCode second;
+  };
+  const std::vector<Case> cases = {{"another model",
+                                    {prompts[0], prompts[1]},
+                                    {states[0], &other},
+                                    absl::StatusCode::kFailedPrecondition},
+                                   {"bad id",
+                                    {prompts[1], bad_id},
+                                    {states[1], states[2]},
+                                    absl::StatusCode::kInvalidArgument},
+                                   {"same state twice",
+                                    {prompts[2], prompts[3]},
+                                    {states[3], states[3]},
+                                    absl::StatusCode::kOk}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    got = resident->PrefillBatch(c.reads, c.states);
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_OK(got[0]);
+    const int first = c.states[0] == states[0]   ? 0
+                      : c.states[0] == states[1] ? 1
+                                                 : 3;
+    const std::vector<int32_t> first_tokens(c.reads[0].begin(),
+                                            c.reads[0].end());
     ASSERT_OK_AND_ASSIGN(
         std::vector<float> want,
-        host_->Prefill(tokens, *host[state], PrefillMode::kCausal));
-    EXPECT_LE(testing::ExcessOverSummationOrder(*got[rows[j]], want), 0.0);
+        host_->Prefill(first_tokens, *host[first], PrefillMode::kCausal));
+    EXPECT_LE(testing::ExcessOverSummationOrder(*got[0], want), 0.0);
+    EXPECT_EQ(got[1].status().code(), c.second);
+    if (c.second == absl::StatusCode::kOk) {
+      const std::vector<int32_t> second_tokens(c.reads[1].begin(),
+                                               c.reads[1].end());
+      ASSERT_OK_AND_ASSIGN(
+          want, host_->Prefill(second_tokens, *host[3], PrefillMode::kCausal));
+      EXPECT_LE(testing::ExcessOverSummationOrder(*got[1], want), 0.0);
+    }
   }
-  EXPECT_EQ(device[2]->token_count(), host[2]->token_count());
-  EXPECT_FALSE(device[2]->damaged());
-  // Sequence 1 read both lists: a step continues it as the host model.
-  EXPECT_EQ(device[1]->token_count(), host[1]->token_count());
-  ASSERT_OK_AND_ASSIGN(std::vector<float> stepped,
-                       resident->Step(7, *device[1]));
-  ASSERT_OK_AND_ASSIGN(std::vector<float> want, host_->Step(7, *host[1]));
-  EXPECT_LE(testing::ExcessOverSummationOrder(stepped, want), 0.0);
+  // None of them shared a pass; every state continues as the host's.
+  EXPECT_EQ(resident->batched_prefills(), 4);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_FALSE(device[i]->damaged());
+    EXPECT_EQ(device[i]->token_count(), host[i]->token_count());
+    ASSERT_OK_AND_ASSIGN(std::vector<float> stepped,
+                         resident->Step(7, *device[i]));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> want, host_->Step(7, *host[i]));
+    EXPECT_LE(testing::ExcessOverSummationOrder(stepped, want), 0.0);
+  }
 }
 
 // Short reads from many threads at once: each gets the logits it gets

@@ -187,7 +187,7 @@ TEST_P(ArchitecturePipelineTest, IngestAskRestartAskReusesTheState) {
         << page;
     EXPECT_EQ(testing::Sample(page, "twice_resident_host_wait_seconds"), 0)
         << page;
-    // Exported (the answers above ran one at a time: nothing shared).
+    // Exported (a count of reads that shared prefill passes).
     EXPECT_GE(testing::Sample(page, "twice_resident_batched_prefills"), 0)
         << page;
     // Every sequence released: the KV cache is whole again (65536 tokens
