@@ -1,6 +1,7 @@
 #include "engine/executor/prefill_batcher.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,7 +44,16 @@ PrefillBatcher::Result PrefillBatcher::Read(const PrefillRead& read) {
     std::vector<PrefillRead> reads;
     reads.reserve(batch.size());
     for (const Waiter* w : batch) reads.push_back(w->read);
-    std::vector<Result> results = run_(reads);
+    std::vector<Result> results;
+    try {
+      results = run_(reads);
+    } catch (const std::exception& e) {
+      // Answered, not thrown through: the other callers of the batch wait
+      // on this thread, and this caller's own read may not be in it.
+      results.assign(batch.size(), absl::InternalError(absl::StrCat(
+                                       "reading a batch of ", batch.size(),
+                                       " prefills failed: ", e.what())));
+    }
     lock.lock();
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i]->result =

@@ -11,7 +11,8 @@
 //
 // `run` reads a batch and returns one result per read, in order; it runs
 // on the thread of one of the batch's callers, without the batcher's
-// lock. Thread-safe.
+// lock (an exception it throws becomes every read's INTERNAL error).
+// Thread-safe.
 #ifndef TWICE_ENGINE_EXECUTOR_PREFILL_BATCHER_H_
 #define TWICE_ENGINE_EXECUTOR_PREFILL_BATCHER_H_
 

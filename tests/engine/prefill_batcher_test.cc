@@ -7,6 +7,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -130,6 +132,23 @@ TEST(PrefillBatcherTest, AReadLongerThanTheTokenLimitRunsAlone) {
   t2.join();
   const std::vector<std::vector<int32_t>> want = {{9}, {1}, {2}};
   EXPECT_EQ(held.batches(), want);
+}
+
+TEST(PrefillBatcherTest, ABatchThatThrowsFailsItsReadsAndFreesTheNext) {
+  bool thrown = false;
+  PrefillBatcher batcher(8, 100, [&](absl::Span<const PrefillRead> r) {
+    if (!thrown) {
+      thrown = true;
+      throw std::runtime_error("out of memory");
+    }
+    return std::vector<PrefillBatcher::Result>(r.size(),
+                                               std::vector<float>{1.0f});
+  });
+  const std::vector<int32_t> tokens = {1};
+  absl::StatusOr<std::vector<float>> got = batcher.Read({tokens, nullptr});
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(got.status().message().find("out of memory"), std::string::npos);
+  ASSERT_OK(batcher.Read({tokens, nullptr}));
 }
 
 TEST(PrefillBatcherTest, ABatchAnsweringTooFewResultsFailsTheRestClearly) {
