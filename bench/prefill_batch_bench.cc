@@ -133,8 +133,10 @@ absl::StatusOr<double> ReadOnce(
 
 absl::Status Run(const Options& o) {
   TWICE_RETURN_IF_ERROR(twice::kernels::SetCpuThreads(o.threads));
-  char dir_template[] = "/tmp/twice-prefill-batch-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
+  std::string dir_template =
+      (std::filesystem::temp_directory_path() / "twice-prefill-batch-XXXXXX")
+          .string();
+  if (mkdtemp(dir_template.data()) == nullptr) {
     return absl::InternalError("cannot make a temporary directory");
   }
   const std::string dir = dir_template;
