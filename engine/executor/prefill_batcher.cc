@@ -27,6 +27,21 @@ std::vector<PrefillBatcher::Waiter*> PrefillBatcher::TakeBatch() {
   return batch;
 }
 
+// What every read of a batch whose run threw gets. Fills what it can when
+// even that runs out of memory: the publishing loop answers the rest.
+std::vector<PrefillBatcher::Result> PrefillBatcher::FailedResults(
+    size_t reads, const char* what) noexcept {
+  std::vector<Result> results;
+  try {
+    results.assign(
+        reads, absl::InternalError(absl::StrCat("reading a batch of ", reads,
+                                                " prefills failed: ", what)));
+  } catch (...) {
+    results.clear();
+  }
+  return results;
+}
+
 PrefillBatcher::Result PrefillBatcher::Read(const PrefillRead& read) {
   Waiter me{read, std::nullopt};
   std::unique_lock<std::mutex> lock(mu_);
@@ -41,18 +56,18 @@ PrefillBatcher::Result PrefillBatcher::Read(const PrefillRead& read) {
     running_ = true;
     std::vector<Waiter*> batch = TakeBatch();
     lock.unlock();
-    std::vector<PrefillRead> reads;
-    reads.reserve(batch.size());
-    for (const Waiter* w : batch) reads.push_back(w->read);
+    // Answered, never thrown through: the other callers of the batch wait
+    // on this thread, and this caller's own read may not be in it.
     std::vector<Result> results;
     try {
+      std::vector<PrefillRead> reads;
+      reads.reserve(batch.size());
+      for (const Waiter* w : batch) reads.push_back(w->read);
       results = run_(reads);
     } catch (const std::exception& e) {
-      // Answered, not thrown through: the other callers of the batch wait
-      // on this thread, and this caller's own read may not be in it.
-      results.assign(batch.size(), absl::InternalError(absl::StrCat(
-                                       "reading a batch of ", batch.size(),
-                                       " prefills failed: ", e.what())));
+      results = FailedResults(batch.size(), e.what());
+    } catch (...) {
+      results = FailedResults(batch.size(), "an exception of unknown type");
     }
     lock.lock();
     for (size_t i = 0; i < batch.size(); ++i) {

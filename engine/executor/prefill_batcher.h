@@ -17,6 +17,7 @@
 #define TWICE_ENGINE_EXECUTOR_PREFILL_BATCHER_H_
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -60,6 +61,8 @@ class PrefillBatcher {
   };
   // The front of the queue that the next batch takes (mu_ held).
   std::vector<Waiter*> TakeBatch();
+  static std::vector<Result> FailedResults(size_t reads,
+                                           const char* what) noexcept;
 
   const int64_t max_batch_;
   const int64_t max_tokens_;

@@ -239,8 +239,15 @@ absl::Status ResidentExecutor::CheckSlots(
   return absl::OkStatus();
 }
 
-void ResidentExecutor::MarkDamaged(absl::Span<const SlotId> slots) {
+absl::Status ResidentExecutor::Damaged(absl::Span<const SlotId> slots,
+                                       const absl::Status& cause) {
   for (const SlotId& s : slots) slot_info_[s.index].damaged = true;
+  if (cause.code() != absl::StatusCode::kResourceExhausted) return cause;
+  // A caller that reads RESOURCE_EXHAUSTED as "nothing changed, make room
+  // and retry" would retry on damaged states.
+  return absl::InternalError(
+      absl::StrCat(cause.message(), " (after the call's work began: its ",
+                   slots.size(), " state(s) are damaged)"));
 }
 
 absl::Status ResidentExecutor::ZeroSlot(int32_t slot) {
@@ -494,19 +501,15 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
                          step_graphs_.StepFor(*device_, rows));
   absl::StatusOr<std::vector<const DeviceBlockTable*>> kv_tables =
       step_graphs_.FillTables(*device_, rows, kv_tables_.Rows(indices));
-  absl::Status s = kv_tables.status();
-  if (s.ok()) {
-    s = device_->FillStep(*step, all_tokens, indices, positions, all_rules);
-  }
-  if (s.ok()) {
-    s = step_graphs_.Run(*device_, rows,
-                         [&] { return StepWork(*step, *kv_tables); });
-  }
+  // The step's inputs and tables are the step's own: failing to fill them
+  // leaves every state as it was.
+  TWICE_RETURN_IF_ERROR(kv_tables.status());
+  TWICE_RETURN_IF_ERROR(
+      device_->FillStep(*step, all_tokens, indices, positions, all_rules));
+  absl::Status s = step_graphs_.Run(
+      *device_, rows, [&] { return StepWork(*step, *kv_tables); });
   if (s.ok()) s = device_->CopyStepIds(*step, absl::MakeSpan(ids));
-  if (!s.ok()) {
-    MarkDamaged(slots);
-    return s;
-  }
+  if (!s.ok()) return Damaged(slots, s);
   for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
   ids.resize(static_cast<size_t>(batch));
   return ids;
@@ -534,10 +537,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::StepLogits(
     s = device_->CopyToHost(logits_->floats().sub(0, batch * vocab_rows_),
                             absl::MakeSpan(logits));
   }
-  if (!s.ok()) {
-    MarkDamaged(slots);
-    return s;
-  }
+  if (!s.ok()) return Damaged(slots, s);
   for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
   return logits;
 }

@@ -43,10 +43,13 @@
 // slot's blocks. The equations are the host model's, computed by the same
 // kernels on the CPU device. Checks run before anything changes (ids in
 // [0, vocab), slots live and distinct, rules valid: INVALID_ARGUMENT /
-// FAILED_PRECONDITION with every slot unchanged); a device failure after
-// that marks the slots of the call damaged, and they are refused until
-// released. Thread-safe: calls are serialised (one device stream); the
-// model must outlive the executor.
+// FAILED_PRECONDITION with every slot unchanged); a device failure before
+// the call's work touched a state (uploading its block tables or inputs)
+// changes nothing either, and one after that marks the slots of the call
+// damaged, and they are refused until released (its error then never reads
+// RESOURCE_EXHAUSTED, which promises that nothing changed: such an error
+// comes back as INTERNAL). Thread-safe: calls are serialised (one device
+// stream); the model must outlive the executor.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
 
@@ -145,8 +148,9 @@ class ResidentExecutor {
   // that does not fit continuing in the next: its row-wise work (norms,
   // products, MLPs) runs once for all its rows, what reads a sequence in
   // order (convolutions, scans, attention) per sequence (PrefillSegment).
-  // Every check runs before anything changes; a failure after that
-  // damages every slot of the call.
+  // Every check, and the upload of the sequences' block tables, runs
+  // before anything changes; a failure once the first pass began damages
+  // every slot of the call.
   [[nodiscard]] absl::StatusOr<std::vector<float>> PrefillBatch(
       absl::Span<const SlotId> slots,
       absl::Span<const absl::Span<const int32_t>> tokens);
@@ -219,7 +223,10 @@ class ResidentExecutor {
   // device (what a step graph records): embedding, blocks, head, sampling.
   [[nodiscard]] absl::Status StepWork(
       DeviceStep& step, absl::Span<const DeviceBlockTable* const> kv_tables);
-  void MarkDamaged(absl::Span<const SlotId> slots);
+  // Marks `slots` damaged by the failure `cause` and returns it, as
+  // INTERNAL when it reads RESOURCE_EXHAUSTED (see the class comment).
+  [[nodiscard]] absl::Status Damaged(absl::Span<const SlotId> slots,
+                                     const absl::Status& cause);
   // The rows a step of `batch` sequences runs as (step_padding).
   int64_t PaddedStepRows(int64_t batch) const;
   // Blocks for `extra` more tokens in each slot (nothing to do without

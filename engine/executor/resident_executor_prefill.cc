@@ -75,13 +75,13 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, extra));
   // Each sequence's tables serve all its passes: the blocks for all its
   // tokens are reserved.
+  // Failing to upload them leaves every state as it was.
   std::vector<PassTables> tables(batch);
-  absl::Status s;
-  for (size_t b = 0; b < batch && s.ok(); ++b) {
-    absl::StatusOr<PassTables> t = PassKvTables(slots.subspan(b, 1));
-    s = t.status();
-    if (s.ok()) tables[b] = *std::move(t);
+  for (size_t b = 0; b < batch; ++b) {
+    TWICE_ASSIGN_OR_RETURN(tables[b], PassKvTables(slots.subspan(b, 1)));
   }
+  absl::Status s;
+  bool ran = false;  // whether a pass has written the states
   std::vector<float> logits(batch * static_cast<size_t>(vocab_rows_));
   const DeviceFloats x = x_->floats();
   std::vector<PrefillSegment> segments;
@@ -117,6 +117,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     ResidentPass pass{rows, segments};
     if (first_pass) pass.prefix = prefix;
     first_pass = false;
+    ran = true;
     s = RunBlocks(pass);
     // The last position's logits of the sequences that ended here (they
     // are consecutive: sequences are read in order): one head product over
@@ -144,10 +145,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
               first_finished * static_cast<size_t>(vocab_rows_), floats));
     }
   }
-  if (!s.ok()) {
-    MarkDamaged(slots);
-    return s;
-  }
+  if (!s.ok()) return ran ? Damaged(slots, s) : s;
   for (size_t b = 0; b < batch; ++b) {
     slot_info_[slots[b].index].tokens += extra[b];
   }

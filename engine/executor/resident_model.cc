@@ -104,10 +104,17 @@ class ResidentModel::Pins {
 namespace {
 
 // The least recently used state with a slot that no running call holds
-// (core.mu held), or null.
+// (core.mu held), or null. A damaged state is never spilled (there is
+// nothing to save; its owner may still hold it, and it would otherwise
+// stay the first choice and fail every eviction): its slot returns when
+// the state goes.
 ResidentModel::Residency* IdleResident(ResidentModel::Core& core) {
   for (auto it = core.lru.rbegin(); it != core.lru.rend(); ++it) {
-    if ((*it)->pins() == 0 && (*it)->slot().has_value()) return *it;
+    const std::optional<SlotId> slot = (*it)->slot();
+    if ((*it)->pins() == 0 && slot.has_value() &&
+        !core.executor->IsDamaged(*slot)) {
+      return *it;
+    }
   }
   return nullptr;
 }

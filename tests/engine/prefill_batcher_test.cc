@@ -135,19 +135,22 @@ TEST(PrefillBatcherTest, AReadLongerThanTheTokenLimitRunsAlone) {
 }
 
 TEST(PrefillBatcherTest, ABatchThatThrowsFailsItsReadsAndFreesTheNext) {
-  bool thrown = false;
+  // A std::exception first, then something else.
+  int calls = 0;
   PrefillBatcher batcher(8, 100, [&](absl::Span<const PrefillRead> r) {
-    if (!thrown) {
-      thrown = true;
-      throw std::runtime_error("out of memory");
-    }
+    ++calls;
+    if (calls == 1) throw std::runtime_error("out of memory");
+    if (calls == 2) throw 42;
     return std::vector<PrefillBatcher::Result>(r.size(),
                                                std::vector<float>{1.0f});
   });
   const std::vector<int32_t> tokens = {1};
-  absl::StatusOr<std::vector<float>> got = batcher.Read({tokens, nullptr});
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kInternal);
-  EXPECT_NE(got.status().message().find("out of memory"), std::string::npos);
+  for (const char* message : {"out of memory", "unknown type"}) {
+    absl::StatusOr<std::vector<float>> got = batcher.Read({tokens, nullptr});
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInternal);
+    EXPECT_NE(got.status().message().find(message), std::string::npos)
+        << got.status();
+  }
   ASSERT_OK(batcher.Read({tokens, nullptr}));
 }
 

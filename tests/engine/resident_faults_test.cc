@@ -1,0 +1,230 @@
+// The resident executor and ResidentModel when the device fails
+// (faulty_executor_device.h over the CPU device): a failure before a
+// call's work touched a state changes nothing and the call can simply be
+// repeated; one after it damages exactly the call's states and never reads
+// RESOURCE_EXHAUSTED (which callers take as "make room and retry"); and a
+// damaged state neither gets spilled nor blocks other states' reads.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/executor/resident_executor.h"
+#include "engine/executor/resident_model.h"
+#include "engine/models/stacked_model.h"
+#include "gtest/gtest.h"
+#include "tests/engine/faulty_executor_device.h"
+#include "tests/engine/test_model_util.h"
+#include "tests/testing/status_matchers.h"
+
+namespace twice::engine {
+namespace {
+
+using testing::DeviceFaults;
+using testing::FaultyExecutorDevice;
+using testing::RandomTokens;
+using testing::TempDir;
+
+constexpr int kFaultVocab = 300;
+
+bool Mentions(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+class ResidentFaultsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    for (const char* arch : {"mamba2", "llama"}) {
+      ASSERT_OK(
+          testing::WriteTinyModelOf(arch, dir_->Sub(arch), 41, kFaultVocab));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  // An executor of `arch` on the CPU device; with `faults`, behind the
+  // faulty device that plans them.
+  std::unique_ptr<ResidentExecutor> NewExecutor(
+      const std::string& arch, std::shared_ptr<DeviceFaults> faults) {
+    models_.push_back(testing::LoadOrDie(dir_->Sub(arch)));
+    const auto* stacked =
+        dynamic_cast<const StackedModel*>(models_.back().get());
+    EXPECT_NE(stacked, nullptr);
+    if (stacked == nullptr) return nullptr;
+    ResidentExecutorOptions o;
+    o.slots = 4;
+    o.prefill_chunk = 16;
+    std::unique_ptr<ExecutorDevice> device = NewCpuExecutorDevice();
+    if (faults != nullptr) {
+      device = std::make_unique<FaultyExecutorDevice>(std::move(device),
+                                                      std::move(faults));
+    }
+    absl::StatusOr<std::unique_ptr<ResidentExecutor>> e =
+        ResidentExecutor::Create(*stacked, std::move(device), o);
+    EXPECT_OK(e);
+    return e.ok() ? *std::move(e) : nullptr;
+  }
+
+  static TempDir* dir_;
+  std::vector<std::unique_ptr<Model>> models_;
+};
+
+TempDir* ResidentFaultsTest::dir_ = nullptr;
+
+// Llama keeps its keys and values in paged blocks: each read uploads its
+// sequences' block tables before the first pass.
+TEST_F(ResidentFaultsTest, AFailedTableUploadChangesNothingAndCanBeRetried) {
+  auto faults = std::make_shared<DeviceFaults>();
+  std::unique_ptr<ResidentExecutor> e = NewExecutor("llama", faults);
+  std::unique_ptr<ResidentExecutor> clean = NewExecutor("llama", nullptr);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(clean, nullptr);
+  const std::vector<int32_t> first = RandomTokens(20, kFaultVocab, 1);
+  const std::vector<int32_t> more_a = RandomTokens(30, kFaultVocab, 2);
+  const std::vector<int32_t> read_b = RandomTokens(7, kFaultVocab, 3);
+  const std::vector<absl::Span<const int32_t>> reads = {more_a, read_b};
+  std::vector<float> want;
+  {
+    ASSERT_OK_AND_ASSIGN(SlotId a, clean->NewSequence());
+    ASSERT_OK_AND_ASSIGN(SlotId b, clean->NewSequence());
+    ASSERT_OK(clean->Prefill(a, first));
+    ASSERT_OK_AND_ASSIGN(want, clean->PrefillBatch({a, b}, reads));
+  }
+  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+  ASSERT_OK(e->Prefill(a, first));
+  // The second table of the call fails, after the first went up.
+  faults->FailCall("UploadBlockTable", 2,
+                   absl::ResourceExhaustedError("no device memory left"));
+  const int64_t embeddings = faults->calls("Embedding");
+  const absl::Status failed = e->PrefillBatch({a, b}, reads).status();
+  ASSERT_TRUE(faults->fired());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_EQ(faults->calls("Embedding"), embeddings) << "a pass ran";
+  EXPECT_FALSE(e->IsDamaged(a));
+  EXPECT_FALSE(e->IsDamaged(b));
+  ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(a));
+  EXPECT_EQ(count, 20);
+  // The same call again reads as if the failed one had never been made.
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch({a, b}, reads));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
+TEST_F(ResidentFaultsTest, AFailureAfterThePassesRanDamagesOnlyTheCallsSlots) {
+  auto faults = std::make_shared<DeviceFaults>();
+  std::unique_ptr<ResidentExecutor> e = NewExecutor("mamba2", faults);
+  ASSERT_NE(e, nullptr);
+  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId other, e->NewSequence());
+  ASSERT_OK(e->Prefill(other, RandomTokens(9, kFaultVocab, 4)));
+  const std::vector<int32_t> ta = RandomTokens(40, kFaultVocab, 5);
+  const std::vector<int32_t> tb = RandomTokens(5, kFaultVocab, 6);
+  // The copy of the logits to the host, after every pass has run.
+  faults->FailCall("CopyAllToHost", 1,
+                   absl::ResourceExhaustedError("no device memory left"));
+  const absl::Status failed = e->PrefillBatch({a, b}, {ta, tb}).status();
+  ASSERT_TRUE(faults->fired());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_TRUE(Mentions(failed, "no device memory left")) << failed;
+  EXPECT_TRUE(Mentions(failed, "damaged")) << failed;
+  EXPECT_TRUE(e->IsDamaged(a));
+  EXPECT_TRUE(e->IsDamaged(b));
+  EXPECT_FALSE(e->IsDamaged(other));
+  EXPECT_EQ(e->Prefill(a, tb).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The slot outside the call goes on; a released slot is whole again.
+  const kernels::SamplingRule greedy[] = {{}};
+  const SlotId just_other[] = {other};
+  ASSERT_OK(e->Step(std::vector<int32_t>{3}, just_other, greedy));
+  ASSERT_OK(e->Release(a));
+  ASSERT_OK_AND_ASSIGN(SlotId again, e->NewSequence());
+  EXPECT_FALSE(e->IsDamaged(again));
+  ASSERT_OK(e->Prefill(again, ta));
+}
+
+TEST_F(ResidentFaultsTest, ADecodeStepDamagesOnlyOnceItsWorkBegan) {
+  auto faults = std::make_shared<DeviceFaults>();
+  std::unique_ptr<ResidentExecutor> e = NewExecutor("mamba2", faults);
+  std::unique_ptr<ResidentExecutor> clean = NewExecutor("mamba2", nullptr);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(clean, nullptr);
+  const std::vector<int32_t> prompt = RandomTokens(12, kFaultVocab, 7);
+  const kernels::SamplingRule greedy[] = {{}};
+  ASSERT_OK_AND_ASSIGN(SlotId want_slot, clean->NewSequence());
+  ASSERT_OK(clean->Prefill(want_slot, prompt));
+  const SlotId want_one[] = {want_slot};
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> want,
+                       clean->Step(std::vector<int32_t>{5}, want_one, greedy));
+
+  ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+  ASSERT_OK(e->Prefill(slot, prompt));
+  const SlotId one[] = {slot};
+  // Filling the step's inputs fails: the state has not moved.
+  faults->FailCall("FillStep", 1, absl::UnavailableError("device busy"));
+  EXPECT_EQ(e->Step(std::vector<int32_t>{5}, one, greedy).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(e->IsDamaged(slot));
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> got,
+                       e->Step(std::vector<int32_t>{5}, one, greedy));
+  EXPECT_EQ(got, want);
+  // The ids' copy back fails after the step ran: the state moved.
+  faults->FailCall("CopyStepIds", 1,
+                   absl::ResourceExhaustedError("no pinned memory left"));
+  const absl::Status failed =
+      e->Step(std::vector<int32_t>{got[0]}, one, greedy).status();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_TRUE(e->IsDamaged(slot));
+}
+
+// Two slots; a state damaged by a failed read keeps its slot while its
+// owner holds it. Reading two more states must spill the healthy one, not
+// try (and fail) to save the damaged one.
+TEST_F(ResidentFaultsTest, ADamagedStateIsNeverChosenForSpilling) {
+  auto faults = std::make_shared<DeviceFaults>();
+  ResidentExecutorOptions options;
+  options.slots = 2;
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<ResidentModel> resident,
+      ResidentModel::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
+                            std::make_unique<FaultyExecutorDevice>(
+                                NewCpuExecutorDevice(), faults),
+                            options, /*share_prefill_passes=*/false));
+  std::unique_ptr<Model> host = testing::LoadOrDie(dir_->Sub("mamba2"));
+  std::unique_ptr<SequenceState> damaged = resident->NewState();
+  std::unique_ptr<SequenceState> first = resident->NewState();
+  std::unique_ptr<SequenceState> second = resident->NewState();
+  ASSERT_OK(resident->Prefill(RandomTokens(10, kFaultVocab, 8), *damaged,
+                              PrefillMode::kCausal));
+  faults->FailCall("CopyAllToHost", 1, absl::InternalError("device fault"));
+  EXPECT_FALSE(resident
+                   ->Prefill(RandomTokens(10, kFaultVocab, 9), *damaged,
+                             PrefillMode::kCausal)
+                   .ok());
+  ASSERT_TRUE(damaged->damaged());
+
+  const std::vector<int32_t> t1 = RandomTokens(14, kFaultVocab, 10);
+  const std::vector<int32_t> t2 = RandomTokens(6, kFaultVocab, 11);
+  ASSERT_OK(resident->Prefill(t1, *first, PrefillMode::kCausal));
+  // No free slot: `first` is spilled (the damaged state is older).
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                       resident->Prefill(t2, *second, PrefillMode::kCausal));
+  std::unique_ptr<SequenceState> on_host = host->NewState();
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                       host->Prefill(t2, *on_host, PrefillMode::kCausal));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+  // And comes back from its spilled copy where it was.
+  const std::vector<int32_t> t3 = RandomTokens(5, kFaultVocab, 12);
+  ASSERT_OK_AND_ASSIGN(got,
+                       resident->Prefill(t3, *first, PrefillMode::kCausal));
+  on_host = host->NewState();
+  ASSERT_OK(host->Prefill(t1, *on_host, PrefillMode::kCausal));
+  ASSERT_OK_AND_ASSIGN(want, host->Prefill(t3, *on_host, PrefillMode::kCausal));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
+}  // namespace
+}  // namespace twice::engine
