@@ -242,12 +242,13 @@ absl::Status ResidentExecutor::CheckSlots(
 absl::Status ResidentExecutor::Damaged(absl::Span<const SlotId> slots,
                                        const absl::Status& cause) {
   for (const SlotId& s : slots) slot_info_[s.index].damaged = true;
-  if (cause.code() != absl::StatusCode::kResourceExhausted) return cause;
-  // A caller that reads RESOURCE_EXHAUSTED as "nothing changed, make room
-  // and retry" would retry on damaged states.
-  return absl::InternalError(
-      absl::StrCat(cause.message(), " (after the call's work began: its ",
-                   slots.size(), " state(s) are damaged)"));
+  // Always INTERNAL: the device's own code would mislead the caller
+  // (RESOURCE_EXHAUSTED reads "nothing changed, make room and retry",
+  // INVALID_ARGUMENT blames a request that passed every check).
+  return absl::InternalError(absl::StrCat(
+      "the device failed after the call's work began (its ", slots.size(),
+      " state(s) are damaged; read the documents again): ",
+      absl::StatusCodeToString(cause.code()), ": ", cause.message()));
 }
 
 absl::Status ResidentExecutor::ZeroSlot(int32_t slot) {

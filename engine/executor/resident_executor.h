@@ -46,9 +46,9 @@
 // FAILED_PRECONDITION with every slot unchanged); a device failure before
 // the call's work touched a state (uploading its block tables or inputs)
 // changes nothing either, and one after that marks the slots of the call
-// damaged, and they are refused until released (its error then never reads
-// RESOURCE_EXHAUSTED, which promises that nothing changed: such an error
-// comes back as INTERNAL). Thread-safe: calls are serialised (one device
+// damaged, and they are refused until released (its error is then
+// INTERNAL, naming the device's: RESOURCE_EXHAUSTED promises that nothing
+// changed, INVALID_ARGUMENT would blame the request). Thread-safe: calls are serialised (one device
 // stream); the model must outlive the executor.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
@@ -223,8 +223,8 @@ class ResidentExecutor {
   // device (what a step graph records): embedding, blocks, head, sampling.
   [[nodiscard]] absl::Status StepWork(
       DeviceStep& step, absl::Span<const DeviceBlockTable* const> kv_tables);
-  // Marks `slots` damaged by the failure `cause` and returns it, as
-  // INTERNAL when it reads RESOURCE_EXHAUSTED (see the class comment).
+  // Marks `slots` damaged by the failure `cause` and returns it as
+  // INTERNAL (see the class comment).
   [[nodiscard]] absl::Status Damaged(absl::Span<const SlotId> slots,
                                      const absl::Status& cause);
   // The rows a step of `batch` sequences runs as (step_padding).

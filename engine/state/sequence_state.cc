@@ -9,6 +9,12 @@ int64_t SequenceState::ByteSize() const {
 }
 
 absl::Status SequenceState::SyncToHost() const {
+  // Neither copy of a damaged state is what its token count says (a read
+  // failed partway), so nothing may save or encode it.
+  if (damaged_) {
+    return absl::FailedPreconditionError(
+        "the state was damaged by a failed read; read the document again");
+  }
   if (!host_stale_) return absl::OkStatus();
   // The host layers are a cache of the device copy (see the header).
   absl::Status s = residency_->CopyToHost(const_cast<SequenceState&>(*this));

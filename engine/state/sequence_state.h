@@ -75,7 +75,8 @@ class SequenceState {
   bool host_stale() const { return host_stale_; }
   // Brings the host layers up to date with the device copy (no-op when
   // they are). The host layers are a cache of the device copy, so this is
-  // const; a failure marks the state damaged.
+  // const; a failure marks the state damaged. FAILED_PRECONDITION for a
+  // damaged state, so the codec and the store's save path never write one.
   [[nodiscard]] absl::Status SyncToHost() const;
 
  private:

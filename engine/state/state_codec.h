@@ -21,9 +21,9 @@
 
 namespace twice::engine {
 
-// The host layers after SyncToHost (sequence_state.h). A state whose device
-// copy cannot be read back (it is then marked damaged) encodes as the empty
-// string, which DecodeStateInto refuses (DATA_LOSS); callers that can
+// The host layers after SyncToHost (sequence_state.h). A damaged state (a
+// read failed partway, or its device copy cannot be read back) encodes as
+// the empty string, which DecodeStateInto refuses (DATA_LOSS); callers that can
 // report the error sync first (services' SaveState does).
 std::string EncodeState(const SequenceState& state);
 

@@ -12,6 +12,7 @@
 #include "engine/executor/resident_executor.h"
 #include "engine/executor/resident_model.h"
 #include "engine/models/stacked_model.h"
+#include "engine/state/state_codec.h"
 #include "gtest/gtest.h"
 #include "tests/engine/faulty_executor_device.h"
 #include "tests/engine/test_model_util.h"
@@ -224,6 +225,31 @@ TEST_F(ResidentFaultsTest, ADamagedStateIsNeverChosenForSpilling) {
   ASSERT_OK(host->Prefill(t1, *on_host, PrefillMode::kCausal));
   ASSERT_OK_AND_ASSIGN(want, host->Prefill(t3, *on_host, PrefillMode::kCausal));
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
+// A state whose first read on the device fails: its host layers were never
+// marked stale, but they are not what a state of its token count holds
+// either, so it neither syncs nor encodes (the store never saves it).
+TEST_F(ResidentFaultsTest, ADamagedStateIsNeverEncoded) {
+  auto faults = std::make_shared<DeviceFaults>();
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<ResidentModel> resident,
+      ResidentModel::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
+                            std::make_unique<FaultyExecutorDevice>(
+                                NewCpuExecutorDevice(), faults),
+                            ResidentExecutorOptions{},
+                            /*share_prefill_passes=*/false));
+  std::unique_ptr<SequenceState> state = resident->NewState();
+  faults->FailCall("CopyAllToHost", 1, absl::InternalError("device fault"));
+  const absl::Status failed = resident
+                                  ->Prefill(RandomTokens(10, kFaultVocab, 13),
+                                            *state, PrefillMode::kCausal)
+                                  .status();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  ASSERT_TRUE(state->damaged());
+  EXPECT_EQ(state->SyncToHost().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(EncodeState(*state), "");
+  EXPECT_TRUE(state->Clone()->damaged());
 }
 
 }  // namespace
