@@ -156,37 +156,65 @@ void DecodeLoop::StepRound() {
   const size_t batch = static_cast<size_t>(std::max(options_.max_batch, 1));
   for (size_t begin = 0; begin < active_.size(); begin += batch) {
     const size_t end = std::min(active_.size(), begin + batch);
-    std::vector<int32_t> tokens;
-    std::vector<SequenceState*> states;
-    for (size_t i = begin; i < end; ++i) {
-      tokens.push_back(active_[i]->next_token);
-      states.push_back(active_[i]->state.get());
-    }
     std::vector<kernels::SamplingRule> rules;
     for (size_t i = begin; i < end; ++i) {
       rules.push_back(active_[i]->decoder->NextRule());
     }
-    absl::StatusOr<std::vector<int32_t>> ids =
-        model_.StepBatchSampled(tokens, states, rules);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.steps;
-      stats_.max_batch =
-          std::max(stats_.max_batch, static_cast<int64_t>(tokens.size()));
-    }
-    const absl::Status status = ids.status();
+    std::vector<absl::StatusOr<int32_t>> sampled(end - begin);
+    StepSequences(begin, end, rules, absl::MakeSpan(sampled));
     for (size_t i = begin; i < end; ++i) {
       Sequence& seq = *active_[i];
-      if (!status.ok()) {
-        // A failed batch fails its sequences, not the loop.
-        Finish(seq, status);
+      if (!sampled[i - begin].ok()) {
+        // A failed step fails its sequences, not the loop.
+        Finish(seq, sampled[i - begin].status());
         active_[i].reset();
         continue;
       }
-      seq.sampled = (*ids)[i - begin];
+      seq.sampled = *sampled[i - begin];
     }
   }
   std::erase(active_, nullptr);
+}
+
+void DecodeLoop::StepSequences(size_t begin, size_t end,
+                               absl::Span<const kernels::SamplingRule> rules,
+                               absl::Span<absl::StatusOr<int32_t>> sampled) {
+  std::vector<int32_t> tokens;
+  std::vector<SequenceState*> states;
+  for (size_t i = begin; i < end; ++i) {
+    tokens.push_back(active_[i]->next_token);
+    states.push_back(active_[i]->state.get());
+  }
+  absl::StatusOr<std::vector<int32_t>> ids =
+      model_.StepBatchSampled(tokens, states, rules);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.steps;
+    stats_.max_batch =
+        std::max(stats_.max_batch, static_cast<int64_t>(tokens.size()));
+  }
+  const bool damaged = std::any_of(states.begin(), states.end(),
+                                   [](auto* s) { return s->damaged(); });
+  const size_t n = end - begin;
+  if (ids.status().code() == absl::StatusCode::kResourceExhausted && n > 1 &&
+      !damaged) {
+    // Refused as a whole before anything ran (a resident model with fewer
+    // free slots than the batch): two halves, down to single sequences, so
+    // a busy device delays the batch instead of failing it.
+    const size_t half = n / 2;
+    StepSequences(begin, begin + half, rules.subspan(0, half),
+                  sampled.subspan(0, half));
+    StepSequences(begin + half, end, rules.subspan(half),
+                  sampled.subspan(half));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (ids.ok()) {
+      sampled[i] = (*ids)[i];
+    } else {
+      sampled[i] = ids.status();
+    }
+  }
 }
 
 }  // namespace twice::engine

@@ -17,7 +17,10 @@
 // of B, and only B token ids leave the sampling call (a device-resident
 // model keeps the logits on the device). Prompts are prefilled by the caller
 // before Submit (a long prompt would otherwise stall every other sequence's
-// next token).
+// next token). A batch the model refuses as a whole before reading anything
+// (RESOURCE_EXHAUSTED with no state damaged: a resident model whose slots
+// running reads hold) is stepped as halves, down to single sequences: a
+// busy device delays the batch's tokens instead of failing its sequences.
 //
 // Cancellation: a sequence's `cancelled` predicate (and DecodeStream::
 // Cancel) is checked before each of its tokens, so a cancelled sequence is
@@ -31,6 +34,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,9 +44,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/models/model.h"
 #include "engine/runtime/sequence_decoder.h"
 #include "engine/state/sequence_state.h"
+#include "kernels/sampling.h"
 
 namespace twice::engine {
 
@@ -133,6 +139,11 @@ class DecodeLoop {
   // Reads every remaining sequence's next token, in batches, and samples
   // the token after it from each batch's logits.
   void StepRound();
+  // Steps active_[begin, end) by `rules` (one each) into `sampled` (one
+  // each: the id sampled after the step, or the sequence's error).
+  void StepSequences(size_t begin, size_t end,
+                     absl::Span<const kernels::SamplingRule> rules,
+                     absl::Span<absl::StatusOr<int32_t>> sampled);
   void Finish(Sequence& sequence, absl::Status status);
 
   const Model& model_;

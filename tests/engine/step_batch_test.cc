@@ -10,6 +10,7 @@
 //   - concurrent sequences in one DecodeLoop (6 in batches of 4, and 64 in
 //     batches of up to 64) produce exactly the greedy and the seeded
 //     sampled tokens Generate produces for each alone;
+//   - a resident model with fewer slots than a batch steps it in parts;
 //   - a sequence whose cancel becomes visible is never stepped again.
 #include <algorithm>
 #include <atomic>
@@ -250,6 +251,27 @@ TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
 TEST_P(StepBatchTest, SixtyFourConcurrentSequencesGetTheirOwnTokens) {
   ExpectLoopMatchesGenerate(
       *model_, 64, 64, 6, [&](int i) { return Prepared(5 + i % 9, 2000 + i); });
+}
+
+// A resident model with fewer slots than the loop's batches: each batch
+// is refused as a whole before anything runs and stepped in halves, and
+// every sequence still gets the tokens it gets alone.
+TEST_P(StepBatchTest, ABatchLargerThanTheResidentSlotsIsSteppedInParts) {
+  std::string arch = GetParam();
+  if (!absl::EndsWith(arch, "-resident")) GTEST_SKIP() << "not resident";
+  arch.resize(arch.size() - std::string("-resident").size());
+  ResidentExecutorOptions options;
+  options.slots = 2;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ResidentModel> small,
+                       ResidentModel::Create(LoadOrDie(dir_->Sub(arch)),
+                                             NewCpuExecutorDevice(), options));
+  ExpectLoopMatchesGenerate(*small, 6, 4, 8, [&](int i) {
+    auto state = small->NewState();
+    EXPECT_OK(
+        small->Prefill(RandomTokens(10 + 3 * i, kStepBatchVocab - 1, 700 + i),
+                       *state, PrefillMode::kCausal));
+    return state;
+  });
 }
 
 TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
