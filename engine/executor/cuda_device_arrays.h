@@ -128,6 +128,23 @@ class CudaSlotMap final : public DeviceSlotMap {
   cuda::DeviceBuffer device_;
 };
 
+// A prefill pass's segments with their device copy: three int64 per
+// segment (first_row, rows, slot), as the *Segments kernels read them.
+class CudaPassSegments final : public DevicePassSegments {
+ public:
+  CudaPassSegments(absl::Span<const kernels::PassSegment> segments,
+                   int64_t rows, cuda::DeviceBuffer device)
+      : DevicePassSegments(segments, rows), device_(std::move(device)) {}
+  cuda::DevicePassSegments view() const {
+    return {segments(),
+            {static_cast<const int64_t*>(device_.data()),
+             3 * static_cast<int64_t>(segments().size())}};
+  }
+
+ private:
+  cuda::DeviceBuffer device_;
+};
+
 // A decode step's buffers (DeviceStep) in one device block that stays put:
 // the slot map's [rows] int64 positions and [rows] int32 slots first (a
 // CudaSlotMap over the block, so the slot-indexed operations read it as

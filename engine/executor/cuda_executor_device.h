@@ -115,6 +115,19 @@ class CudaExecutorDevice final : public ExecutorDevice {
                             DeviceFloats b, DeviceFloats c, int64_t bc_stride,
                             DeviceFloats dt, DeviceFloats a, DeviceFloats d,
                             DeviceFloats state, DeviceFloats y) override;
+  absl::StatusOr<std::unique_ptr<DevicePassSegments>> UploadPassSegments(
+      absl::Span<const kernels::PassSegment> segments, int64_t rows,
+      int64_t slots) override;
+  absl::Status CausalConv1dSegments(DeviceFloats x, int64_t channels,
+                                    int64_t x_stride, DeviceFloats weight,
+                                    int64_t kernel_size, DeviceFloats tails,
+                                    const DevicePassSegments& segments,
+                                    DeviceFloats out) override;
+  absl::Status SsdChunkScanSegments(
+      const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
+      int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+      DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
+      const DevicePassSegments& segments, DeviceFloats y) override;
   absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
                                      int64_t x_stride, DeviceFloats weight,
                                      int64_t kernel_size, DeviceFloats tails,

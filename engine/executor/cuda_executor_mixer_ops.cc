@@ -3,9 +3,12 @@
 // linear and window attention, each a cuda_ops.h call on the device's
 // stream.
 #if TWICE_HAVE_CUDA
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/cuda_device_arrays.h"
 #include "engine/executor/cuda_executor_device.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/status_macros.h"
@@ -52,6 +55,66 @@ absl::Status CudaExecutorDevice::SsdChunkScan(
                             ConstSpan(x), x_stride, ConstSpan(b), ConstSpan(c),
                             bc_stride, ConstSpan(dt), ConstSpan(a),
                             ConstSpan(d), Span(state), Span(y));
+}
+
+absl::StatusOr<std::unique_ptr<DevicePassSegments>>
+CudaExecutorDevice::UploadPassSegments(
+    absl::Span<const kernels::PassSegment> segments, int64_t rows,
+    int64_t slots) {
+  TWICE_RETURN_IF_ERROR(
+      kernels::CheckPassSegments("UploadPassSegments", segments, rows, slots));
+  std::vector<int64_t> packed;
+  packed.reserve(3 * segments.size());
+  for (const kernels::PassSegment& s : segments) {
+    packed.insert(packed.end(), {s.first_row, s.rows, s.slot});
+  }
+  const int64_t bytes = static_cast<int64_t>(packed.size() * sizeof(int64_t));
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device, allocator_.Allocate(bytes));
+  if (bytes > 0) {
+    TWICE_RETURN_IF_ERROR(stream_->Upload(packed.data(), device.data(), bytes));
+  }
+  traffic_.bytes_to_device += bytes;
+  return std::unique_ptr<DevicePassSegments>(
+      std::make_unique<CudaPassSegments>(segments, rows, std::move(device)));
+}
+
+absl::Status CudaExecutorDevice::CausalConv1dSegments(
+    DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
+    int64_t kernel_size, DeviceFloats tails, const DevicePassSegments& segments,
+    DeviceFloats out) {
+  // One sequence, or no tail to carry: the one-sequence kernel per segment.
+  if (segments.segments().size() < 2 || kernel_size < 2) {
+    return ExecutorDevice::CausalConv1dSegments(
+        x, channels, x_stride, weight, kernel_size, tails, segments, out);
+  }
+  return cuda::CausalConv1dSegments(
+      *stream_, ConstSpan(x), segments.rows(), channels, x_stride,
+      ConstSpan(weight), kernel_size, Span(tails),
+      static_cast<const CudaPassSegments&>(segments).view(), Span(out));
+}
+
+absl::Status CudaExecutorDevice::SsdChunkScanSegments(
+    const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
+    int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+    DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
+    const DevicePassSegments& segments, DeviceFloats y) {
+  // SsdChunkScan runs a read this short in the recurrent form anyway;
+  // a longer one is faster chunked, one segment at a time.
+  const auto list = segments.segments();
+  const bool all_short =
+      std::all_of(list.begin(), list.end(), [](const kernels::PassSegment& s) {
+        return s.rows < cuda::kSsdChunkedMinTokens;
+      });
+  if (list.size() < 2 || !all_short || shape.state > 128) {
+    return ExecutorDevice::SsdChunkScanSegments(shape, chunk, x, x_stride, b, c,
+                                                bc_stride, dt, a, d, states,
+                                                segments, y);
+  }
+  return cuda::SsdScanSegments(
+      *stream_, shape, segments.rows(), ConstSpan(x), x_stride, ConstSpan(b),
+      ConstSpan(c), bc_stride, ConstSpan(dt), ConstSpan(a), ConstSpan(d),
+      Span(states), static_cast<const CudaPassSegments&>(segments).view(),
+      Span(y));
 }
 
 absl::Status CudaExecutorDevice::CausalConv1dStepSlots(

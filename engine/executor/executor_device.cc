@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/check.h"
 #include "kernels/status_macros.h"
 
 namespace twice::engine {
@@ -119,6 +120,102 @@ absl::Status CheckCopyRows(DeviceFloats src, int64_t src_stride,
     return absl::InvalidArgumentError(absl::StrCat(
         "CopyRows: ", rows, " rows of ", cols, " floats do not fit views of ",
         src.size, " and ", dst.size, " floats"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DevicePassSegments>>
+ExecutorDevice::UploadPassSegments(
+    absl::Span<const kernels::PassSegment> segments, int64_t rows,
+    int64_t slots) {
+  TWICE_RETURN_IF_ERROR(
+      kernels::CheckPassSegments("UploadPassSegments", segments, rows, slots));
+  return DevicePassSegments::HostOnly(segments, rows);
+}
+
+namespace {
+
+// INVALID_ARGUMENT unless `view` holds `rows` rows of `cols` at `stride`
+// and `pool` a state of `per_slot` floats for every segment's slot.
+absl::Status CheckSegmentViews(const char* op, const char* what,
+                               DeviceFloats view, int64_t rows, int64_t cols,
+                               int64_t stride) {
+  if (stride < cols || view.size < kernels::StridedExtent(rows, cols, stride)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", what, " holds ", view.size, " floats, not ",
+                     rows, " rows of ", cols, " at stride ", stride));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSegmentPool(const char* op, DeviceFloats pool,
+                              int64_t per_slot,
+                              const DevicePassSegments& segments) {
+  for (const kernels::PassSegment& s : segments.segments()) {
+    if ((s.slot + 1) * per_slot > pool.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": slot ", s.slot, " is outside the pool of ",
+                       pool.size / std::max<int64_t>(per_slot, 1), " slots"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ExecutorDevice::CausalConv1dSegments(
+    DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
+    int64_t kernel_size, DeviceFloats tails, const DevicePassSegments& segments,
+    DeviceFloats out) {
+  constexpr char kOp[] = "CausalConv1dSegments";
+  const int64_t rows = segments.rows();
+  TWICE_RETURN_IF_ERROR(
+      CheckSegmentViews(kOp, "x", x, rows, channels, x_stride));
+  TWICE_RETURN_IF_ERROR(
+      CheckSegmentViews(kOp, "out", out, rows, channels, channels));
+  const int64_t tail_floats = (kernel_size - 1) * channels;
+  TWICE_RETURN_IF_ERROR(CheckSegmentPool(kOp, tails, tail_floats, segments));
+  for (const kernels::PassSegment& s : segments.segments()) {
+    TWICE_RETURN_IF_ERROR(
+        CausalConv1d(x.sub(s.first_row * x_stride,
+                           kernels::StridedExtent(s.rows, channels, x_stride)),
+                     s.rows, channels, x_stride, weight, kernel_size,
+                     tails.sub(s.slot * tail_floats, tail_floats),
+                     out.sub(s.first_row * channels, s.rows * channels)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExecutorDevice::SsdChunkScanSegments(
+    const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
+    int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+    DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
+    const DevicePassSegments& segments, DeviceFloats y) {
+  constexpr char kOp[] = "SsdChunkScanSegments";
+  const int64_t rows = segments.rows();
+  const int64_t hp = shape.heads * shape.head_dim;
+  const int64_t gn = shape.groups * shape.state;
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "x", x, rows, hp, x_stride));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "b", b, rows, gn, bc_stride));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "c", c, rows, gn, bc_stride));
+  TWICE_RETURN_IF_ERROR(
+      CheckSegmentViews(kOp, "dt", dt, rows, shape.heads, shape.heads));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "y", y, rows, hp, hp));
+  const int64_t state_floats = hp * shape.state;
+  TWICE_RETURN_IF_ERROR(CheckSegmentPool(kOp, states, state_floats, segments));
+  for (const kernels::PassSegment& s : segments.segments()) {
+    TWICE_RETURN_IF_ERROR(SsdChunkScan(
+        shape, s.rows, chunk,
+        x.sub(s.first_row * x_stride,
+              kernels::StridedExtent(s.rows, hp, x_stride)),
+        x_stride,
+        b.sub(s.first_row * bc_stride,
+              kernels::StridedExtent(s.rows, gn, bc_stride)),
+        c.sub(s.first_row * bc_stride,
+              kernels::StridedExtent(s.rows, gn, bc_stride)),
+        bc_stride, dt.sub(s.first_row * shape.heads, s.rows * shape.heads), a,
+        d, states.sub(s.slot * state_floats, state_floats),
+        y.sub(s.first_row * hp, s.rows * hp)));
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,7 @@
 #include "absl/types/span.h"
 #include "kernels/activations.h"
 #include "kernels/paged_attention.h"
+#include "kernels/pass_segments.h"
 #include "kernels/rat_paged.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
@@ -154,6 +155,35 @@ class DeviceRoutes {
  public:
   virtual ~DeviceRoutes() = default;
   virtual const kernels::TopKRoutes& routes() const = 0;  // host copy
+};
+
+// A prefill pass's sequences (kernels/pass_segments.h) on the device,
+// uploaded once per pass for the *Segments operations of all its layers.
+// The base holds the host copy (what the checks read and what a device
+// without a form of its own loops over).
+class DevicePassSegments {
+ public:
+  virtual ~DevicePassSegments() = default;
+  DevicePassSegments(const DevicePassSegments&) = delete;
+  DevicePassSegments& operator=(const DevicePassSegments&) = delete;
+  absl::Span<const kernels::PassSegment> segments() const { return segments_; }
+  int64_t rows() const { return rows_; }  // the pass's
+
+  // The host copy alone (ExecutorDevice::UploadPassSegments's default).
+  static std::unique_ptr<DevicePassSegments> HostOnly(
+      absl::Span<const kernels::PassSegment> segments, int64_t rows) {
+    return std::unique_ptr<DevicePassSegments>(
+        new DevicePassSegments(segments, rows));
+  }
+
+ protected:
+  DevicePassSegments(absl::Span<const kernels::PassSegment> segments,
+                     int64_t rows)
+      : segments_(segments.begin(), segments.end()), rows_(rows) {}
+
+ private:
+  std::vector<kernels::PassSegment> segments_;
+  int64_t rows_ = 0;
 };
 
 // The rows of one pass as the paged operations see them: `rows`
@@ -410,6 +440,27 @@ class ExecutorDevice {
       DeviceFloats x, int64_t x_stride, DeviceFloats b, DeviceFloats c,
       int64_t bc_stride, DeviceFloats dt, DeviceFloats a, DeviceFloats d,
       DeviceFloats state, DeviceFloats y) = 0;
+  // ---- prefill passes of several sequences
+  // `segments` (kernels::CheckPassSegments over `rows` pass rows and
+  // `slots` slots) for every layer of the pass. The default keeps the
+  // host copy only.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<DevicePassSegments>>
+  UploadPassSegments(absl::Span<const kernels::PassSegment> segments,
+                     int64_t rows, int64_t slots);
+  // CausalConv1d of each segment's rows of x and out (the pass's rows)
+  // with its slot's tail of `tails` [slots, (K - 1)·channels]; SsdChunkScan
+  // of each segment's rows with its slot's state of `states` [slots,
+  // H·P·N]. The defaults call the one-sequence forms segment by segment; a
+  // device overrides them to run all segments in one launch.
+  [[nodiscard]] virtual absl::Status CausalConv1dSegments(
+      DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
+      int64_t kernel_size, DeviceFloats tails,
+      const DevicePassSegments& segments, DeviceFloats out);
+  [[nodiscard]] virtual absl::Status SsdChunkScanSegments(
+      const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
+      int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+      DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
+      const DevicePassSegments& segments, DeviceFloats y);
   // kernels/slot_steps.h: one decode step for every row of `slots`, each
   // on its slot's state in `tails` / `states` ([capacity, ...]).
   [[nodiscard]] virtual absl::Status CausalConv1dStepSlots(

@@ -76,12 +76,9 @@ class ResidentBaseConv final : public ResidentMixer {
           u1, c, 2 * c, conv_w_->floats(), m_.kernel_size, tails_->floats(),
           *pass.step, conv));
     } else {
-      for (const PrefillSegment& seg : pass.segments) {
-        TWICE_RETURN_IF_ERROR(dev.CausalConv1d(
-            seg.Rows(u, 2 * c).sub(0, (seg.rows - 1) * 2 * c + c), seg.rows, c,
-            2 * c, conv_w_->floats(), m_.kernel_size, tail_of(seg.slot),
-            seg.Rows(conv, c)));
-      }
+      TWICE_RETURN_IF_ERROR(dev.CausalConv1dSegments(
+          u1, c, 2 * c, conv_w_->floats(), m_.kernel_size, tails_->floats(),
+          *pass.segment_rows, conv));
     }
     TWICE_RETURN_IF_ERROR(dev.SiluMul(conv, c, u2, 2 * c, rows, c, gated));
     return dev.Linear(gated, rows, *out_proj_, x,

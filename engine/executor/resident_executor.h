@@ -48,8 +48,8 @@
 // changes nothing either, and one after that marks the slots of the call
 // damaged, and they are refused until released (its error is then
 // INTERNAL, naming the device's: RESOURCE_EXHAUSTED promises that nothing
-// changed, INVALID_ARGUMENT would blame the request). Thread-safe: calls are serialised (one device
-// stream); the model must outlive the executor.
+// changed, INVALID_ARGUMENT would blame the request). Thread-safe: calls are
+// serialised (one device stream); the model must outlive the executor.
 #ifndef TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
 #define TWICE_ENGINE_EXECUTOR_RESIDENT_EXECUTOR_H_
 

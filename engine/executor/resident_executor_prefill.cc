@@ -114,7 +114,16 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
       }
     }
     if (!s.ok()) break;
+    std::vector<kernels::PassSegment> on_device;
+    for (const PrefillSegment& seg : segments) {
+      on_device.push_back({seg.first_row, seg.rows, seg.slot});
+    }
+    absl::StatusOr<std::unique_ptr<DevicePassSegments>> segment_rows =
+        device_->UploadPassSegments(on_device, rows, options_.slots);
+    s = segment_rows.status();
+    if (!s.ok()) break;
     ResidentPass pass{rows, segments};
+    pass.segment_rows = segment_rows->get();
     if (first_pass) pass.prefix = prefix;
     first_pass = false;
     ran = true;

@@ -53,8 +53,9 @@ inline absl::StatusOr<const DeviceBlockTable*> KvTableAt(
 // Paged states read that slot's block tables (kv_tables, on the device).
 // A pass may hold pieces of several sequences (ResidentExecutor::
 // PrefillBatch): row-wise work (norms, products, MLPs) runs over all the
-// pass's rows at once, and what reads a sequence's order (convolutions,
-// scans, attention) runs segment by segment.
+// pass's rows at once; convolutions and Mamba-2's scan take all segments
+// in one call (ExecutorDevice's *Segments operations: one launch on CUDA),
+// and linear, window, paged and RAT attention run segment by segment.
 struct PrefillSegment {
   int32_t slot = -1;
   int64_t start = 0;
@@ -93,6 +94,9 @@ struct ResidentPass {
   // A step's rows in slots at or past this pad its batch to a bucket
   // (their results are dropped; a mixture routes them to no expert).
   int32_t first_pad_slot = std::numeric_limits<int32_t>::max();
+  // A prefill pass's segments on the device (for the *Segments operations
+  // that run every segment at once); null for a step.
+  const DevicePassSegments* segment_rows = nullptr;
 
   DevicePassRows step_rows() const { return {rows, 0, step}; }
   StepPadRows pad_rows() const { return {step, first_pad_slot}; }

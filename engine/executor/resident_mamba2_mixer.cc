@@ -107,12 +107,9 @@ class ResidentMamba2Mixer final : public ResidentMixer {
           xbc_in, c, in_dim, conv_w_->floats(), shape.conv_kernel,
           tails_->floats(), *pass.step, conv));
     } else {
-      for (const PrefillSegment& seg : pass.segments) {
-        TWICE_RETURN_IF_ERROR(dev.CausalConv1d(
-            seg.Rows(zx, in_dim).sub(e, (seg.rows - 1) * in_dim + c), seg.rows,
-            c, in_dim, conv_w_->floats(), shape.conv_kernel, tail_of(seg.slot),
-            seg.Rows(conv, c)));
-      }
+      TWICE_RETURN_IF_ERROR(dev.CausalConv1dSegments(
+          xbc_in, c, in_dim, conv_w_->floats(), shape.conv_kernel,
+          tails_->floats(), *pass.segment_rows, conv));
     }
     TWICE_RETURN_IF_ERROR(dev.BiasSiluRows(conv, rows, conv_b_->floats()));
     TWICE_RETURN_IF_ERROR(
@@ -122,15 +119,9 @@ class ResidentMamba2Mixer final : public ResidentMixer {
                                              delta, a_->floats(), d_->floats(),
                                              ssm_->floats(), *pass.step, y));
     } else {
-      for (const PrefillSegment& seg : pass.segments) {
-        const DeviceFloats seg_conv = seg.Rows(conv, c);
-        const int64_t n = seg.rows;
-        TWICE_RETURN_IF_ERROR(dev.SsdChunkScan(
-            ssd, n, m_.chunk, seg_conv.sub(0, (n - 1) * c + e), c,
-            seg_conv.sub(e, (n - 1) * c + gn),
-            seg_conv.sub(e + gn, (n - 1) * c + gn), c, seg.Rows(delta, heads),
-            a_->floats(), d_->floats(), ssm_of(seg.slot), seg.Rows(y, e)));
-      }
+      TWICE_RETURN_IF_ERROR(dev.SsdChunkScanSegments(
+          ssd, m_.chunk, conv_x, c, conv_b, conv_c, c, delta, a_->floats(),
+          d_->floats(), ssm_->floats(), *pass.segment_rows, y));
     }
     TWICE_RETURN_IF_ERROR(dev.GatedGroupRmsNorm(zx, in_dim, y, rows, e,
                                                 m_.groups, gate_w_->floats(),

@@ -368,28 +368,12 @@ absl::Status SsdChunkScan(const Stream& stream, DeviceAllocator& allocator,
                           DeviceSpan<float> state, DeviceSpan<float> y,
                           SsdMath math) {
   constexpr char kOp[] = "SsdChunkScan";
-  TWICE_RETURN_IF_ERROR(CheckArg(
-      s.heads >= 1 && s.head_dim >= 1 && s.groups >= 1 && s.state >= 1 &&
-          s.state <= 128 && s.heads % s.groups == 0 && tokens >= 0 &&
-          chunk >= 1 && s.heads <= 65535 && s.head_dim <= 65535,
-      kOp,
-      "bad shape (N <= 128, G divides H, chunk >= 1, H and P <= "
-      "65535)"));
+  TWICE_RETURN_IF_ERROR(CheckSsdRows(kOp, s, tokens, x.size, x_stride, b.size,
+                                     c.size, bc_stride, dt.size, a.size, d.size,
+                                     y.size));
+  TWICE_RETURN_IF_ERROR(CheckArg(chunk >= 1, kOp, "chunk < 1"));
   const int64_t hp = s.heads * s.head_dim;
-  const int64_t gn = s.groups * s.state;
-  TWICE_RETURN_IF_ERROR(
-      CheckArg(x_stride >= hp && bc_stride >= gn, kOp, "row stride too small"));
-  TWICE_RETURN_IF_ERROR(
-      CheckAtLeast(kOp, "x", x.size, StridedExtent(tokens, hp, x_stride)));
-  TWICE_RETURN_IF_ERROR(
-      CheckAtLeast(kOp, "b", b.size, StridedExtent(tokens, gn, bc_stride)));
-  TWICE_RETURN_IF_ERROR(
-      CheckAtLeast(kOp, "c", c.size, StridedExtent(tokens, gn, bc_stride)));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "dt", dt.size, tokens * s.heads));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "a", a.size, s.heads));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "d", d.size, s.heads));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "state", state.size, hp * s.state));
-  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, tokens * hp));
   if (tokens == 0) return absl::OkStatus();
   const launch::SsdArgs args =
       MakeSsdArgs(s, tokens, x, x_stride, b, c, bc_stride, dt, a, d, state, y);

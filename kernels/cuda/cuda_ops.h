@@ -25,6 +25,7 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/linear_attention.h"
 #include "kernels/paged_attention.h"
+#include "kernels/pass_segments.h"
 #include "kernels/rat_chunk_attention.h"
 #include "kernels/rat_paged.h"
 #include "kernels/sampling.h"
@@ -159,6 +160,34 @@ enum class SsdMath { kTensorCores, kF32 };
     DeviceSpan<const float> dt, DeviceSpan<const float> a,
     DeviceSpan<const float> d, DeviceSpan<float> state, DeviceSpan<float> y,
     SsdMath math = SsdMath::kTensorCores);
+
+// A prefill pass's segments (kernels/pass_segments.h): the host copy is
+// what the checks read, `device` the same segments on the device as three
+// int64 each (first_row, rows, slot; uploaded once per pass by the caller).
+struct DevicePassSegments {
+  absl::Span<const PassSegment> host;
+  DeviceSpan<const int64_t> device;
+};
+
+// CausalConv1d of each segment's rows of the pass's `rows` rows of x into
+// out, with its slot's tail of `tails` [slots, (K - 1)·channels]; one
+// launch for every segment (at most 65535).
+[[nodiscard]] absl::Status CausalConv1dSegments(
+    const Stream& stream, DeviceSpan<const float> x, int64_t rows,
+    int64_t channels, int64_t x_stride, DeviceSpan<const float> weight,
+    int64_t kernel_size, DeviceSpan<float> tails,
+    const DevicePassSegments& segments, DeviceSpan<float> out);
+// The recurrent SSD scan (SsdChunkScan's short form) of each segment's
+// rows with its slot's state of `states` [slots, H·P·N], one launch for
+// every segment (at most 65535; N <= 128). For passes of short sequences:
+// a long one is faster in SsdChunkScan's chunked form.
+[[nodiscard]] absl::Status SsdScanSegments(
+    const Stream& stream, const SsdShape& shape, int64_t rows,
+    DeviceSpan<const float> x, int64_t x_stride, DeviceSpan<const float> b,
+    DeviceSpan<const float> c, int64_t bc_stride, DeviceSpan<const float> dt,
+    DeviceSpan<const float> a, DeviceSpan<const float> d,
+    DeviceSpan<float> states, const DevicePassSegments& segments,
+    DeviceSpan<float> y);
 
 // A batch's row -> slot map (kernels/slot_steps.h): the host copy is what
 // the checks read, `device` the same int32 values on the device (uploaded

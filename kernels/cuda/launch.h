@@ -75,6 +75,22 @@ cudaError_t FeaturizedLinearAttention(const FeaturizedLinearAttentionArgs& args,
 cudaError_t CausalConv1d(const float* x, int64_t tokens, int64_t channels,
                          int64_t x_stride, const float* w, int kernel_size,
                          float* tail, float* out, cudaStream_t stream);
+// One sequence of a prefill pass of several: its rows [first_row,
+// first_row + rows) of the pass and the slot whose state it continues.
+struct PassSegment {
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  int64_t slot = 0;
+};
+// CausalConv1d of each of `count` (<= 65535) segments (device array) in one
+// launch: x and out are the pass's rows, tails the [slots, k - 1, channels]
+// pool; max_rows >= every segment's rows.
+cudaError_t CausalConv1dSegments(const float* x, int64_t channels,
+                                 int64_t x_stride, const float* w,
+                                 int kernel_size, float* tails,
+                                 const PassSegment* segments, int count,
+                                 int64_t max_rows, float* out,
+                                 cudaStream_t stream);
 
 // Softmax attention of rows: query i at context index past + i sees context
 // indices [lo_i, past + i] with lo_i = window < 0 ? 0 : max(0, past+i-window);
@@ -142,6 +158,11 @@ struct SsdArgs {
   float* y = nullptr;          // [T, H·P]
 };
 cudaError_t SsdScan(const SsdArgs& args, cudaStream_t stream);
+// SsdScan of each of `count` (<= 65535) segments in one launch: x, b, c,
+// dt and y are the pass's rows (args.tokens unused), args.ssm_state the
+// [slots, H, P, N] pool; N <= 128.
+cudaError_t SsdScanSegments(const SsdArgs& args, const PassSegment* segments,
+                            int count, cudaStream_t stream);
 // Slot-indexed decode steps (slot_steps_cuda.cu): row r uses the state of
 // slot slots[r]. SsdStepSlots reads args as one token per row (args.tokens
 // unused; ssm_state is the [capacity, H, P, N] pool); rows <= 65535,

@@ -7,6 +7,9 @@
 //
 //   CausalConv1d   thread per (t, c) output; then one thread per channel
 //                  shifts the tail in order (rows are read before written).
+//                  The *Segments forms run every sequence of a prefill pass
+//                  in one launch (grid y / z = the pass's segment), each
+//                  with its slot's tail or state.
 //   Softmax rows   one warp per (query, head) for passes of fewer than
 //                  kSoftmaxTileMinRows rows (longer ones stage their keys
 //                  in shared memory: softmax_tiles_cuda.cu); lane l owns
@@ -47,6 +50,32 @@ unsigned Blocks(int64_t work, int threads) {
       std::min<int64_t>((work + threads - 1) / threads, int64_t{1} << 20));
 }
 
+// Output (t, c) of the convolution over concat(tail, x) (x's rows at
+// x_stride).
+__device__ float ConvOutput(const float* x, int64_t channels, int64_t x_stride,
+                            const float* w, int k, const float* tail, int64_t t,
+                            int64_t c) {
+  float acc = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    const int64_t u = t + j;  // row of concat(tail, x)
+    const float val =
+        u < k - 1 ? tail[u * channels + c] : x[(u - (k - 1)) * x_stride + c];
+    acc += w[c * k + j] * val;
+  }
+  return acc;
+}
+
+// Channel c of the tail after `tokens` more rows of x.
+__device__ void ShiftTail(const float* x, int64_t tokens, int64_t channels,
+                          int64_t x_stride, int k, float* tail, int64_t c) {
+  // New row r is row tokens + r of u; ascending r reads rows > r first.
+  for (int r = 0; r < k - 1; ++r) {
+    const int64_t u = tokens + r;
+    tail[r * channels + c] =
+        u < k - 1 ? tail[u * channels + c] : x[(u - (k - 1)) * x_stride + c];
+  }
+}
+
 __global__ void ConvKernel(const float* x, int64_t tokens, int64_t channels,
                            int64_t x_stride, const float* w, int k,
                            const float* tail, float* out) {
@@ -55,14 +84,7 @@ __global__ void ConvKernel(const float* x, int64_t tokens, int64_t channels,
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / channels;
     const int64_t c = i % channels;
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const int64_t u = t + j;  // row of concat(tail, x)
-      const float val =
-          u < k - 1 ? tail[u * channels + c] : x[(u - (k - 1)) * x_stride + c];
-      acc += w[c * k + j] * val;
-    }
-    out[t * channels + c] = acc;
+    out[t * channels + c] = ConvOutput(x, channels, x_stride, w, k, tail, t, c);
   }
 }
 
@@ -70,12 +92,36 @@ __global__ void ConvTailKernel(const float* x, int64_t tokens, int64_t channels,
                                int64_t x_stride, int k, float* tail) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
-  // New row r is row tokens + r of u; ascending r reads rows > r first.
-  for (int r = 0; r < k - 1; ++r) {
-    const int64_t u = tokens + r;
-    tail[r * channels + c] =
-        u < k - 1 ? tail[u * channels + c] : x[(u - (k - 1)) * x_stride + c];
+  ShiftTail(x, tokens, channels, x_stride, k, tail, c);
+}
+
+// The same per segment of a pass (grid row y = segment), each with its
+// slot's tail out of tails [slots, k - 1, channels].
+__global__ void ConvSegmentsKernel(const float* x, int64_t channels,
+                                   int64_t x_stride, const float* w, int k,
+                                   const float* tails,
+                                   const PassSegment* segments, float* out) {
+  const PassSegment s = segments[blockIdx.y];
+  const float* sx = x + s.first_row * x_stride;
+  const float* tail = tails + s.slot * (k - 1) * channels;
+  float* so = out + s.first_row * channels;
+  const int64_t total = s.rows * channels;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / channels;
+    const int64_t c = i % channels;
+    so[t * channels + c] = ConvOutput(sx, channels, x_stride, w, k, tail, t, c);
   }
+}
+
+__global__ void ConvTailSegmentsKernel(const float* x, int64_t channels,
+                                       int64_t x_stride, int k, float* tails,
+                                       const PassSegment* segments) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  const PassSegment s = segments[blockIdx.y];
+  ShiftTail(x + s.first_row * x_stride, s.rows, channels, x_stride, k,
+            tails + s.slot * (k - 1) * channels, c);
 }
 
 // Online softmax over keys [lo, hi] (inclusive) of rows with stride
@@ -129,17 +175,15 @@ __global__ void RatAttentionKernel(RatAttentionArgs a) {
 
 constexpr int kMaxStatePerLane = 4;  // state dims N <= 128
 
-// grid (heads, ceil(P / warps)); warp w of block (h, pb) owns channel
-// p = pb * warps + w of head h; lanes own n = lane + 32 r.
-__global__ void SsdKernel(SsdArgs a) {
-  const int warps = blockDim.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int h = blockIdx.x;
-  const int p = blockIdx.y * warps + (threadIdx.x >> 5);
-  if (p >= a.head_dim) return;
+// Warp (head h, channel p): `tokens` rows of the scan from row first_row of
+// x, B, C, dt and y, continuing the state `ssm_state` [H, P, N]; lanes own
+// n = lane + 32 r.
+__device__ void SsdRecurrence(const SsdArgs& a, int64_t first_row,
+                              int64_t tokens, float* ssm_state, int h, int p,
+                              int lane) {
   const int g = h / (a.heads / a.groups);
   const int per = (a.state + 31) / 32;
-  float* s_global = a.ssm_state + (int64_t{h} * a.head_dim + p) * a.state;
+  float* s_global = ssm_state + (int64_t{h} * a.head_dim + p) * a.state;
   float s[kMaxStatePerLane];
   for (int r = 0; r < per; ++r) {
     const int n = lane + 32 * r;
@@ -149,7 +193,7 @@ __global__ void SsdKernel(SsdArgs a) {
   const float d_h = a.d[h];
   const int64_t ch = int64_t{h} * a.head_dim + p;
   const int64_t hp = int64_t{a.heads} * a.head_dim;
-  for (int64_t t = 0; t < a.tokens; ++t) {
+  for (int64_t t = first_row; t < first_row + tokens; ++t) {
     const float dt = a.dt[t * a.heads + h];
     const float x = a.x[t * a.x_stride + ch];
     // expf, not __expf: the decay compounds in the state over every step
@@ -172,6 +216,27 @@ __global__ void SsdKernel(SsdArgs a) {
     const int n = lane + 32 * r;
     if (n < a.state) s_global[n] = s[r];
   }
+}
+
+// grid (heads, ceil(P / warps)); warp w of block (h, pb) owns channel
+// p = pb * warps + w of head h.
+__global__ void SsdKernel(SsdArgs a) {
+  const int warps = blockDim.x >> 5;
+  const int p = blockIdx.y * warps + (threadIdx.x >> 5);
+  if (p >= a.head_dim) return;
+  SsdRecurrence(a, 0, a.tokens, a.ssm_state, blockIdx.x, p, threadIdx.x & 31);
+}
+
+// The same with grid depth z = segment of a pass: its rows and its slot's
+// state out of the pool a.ssm_state [slots, H, P, N].
+__global__ void SsdSegmentsKernel(SsdArgs a, const PassSegment* segments) {
+  const int warps = blockDim.x >> 5;
+  const int p = blockIdx.y * warps + (threadIdx.x >> 5);
+  if (p >= a.head_dim) return;
+  const PassSegment s = segments[blockIdx.z];
+  const int64_t state_floats = int64_t{a.heads} * a.head_dim * a.state;
+  SsdRecurrence(a, s.first_row, s.rows, a.ssm_state + s.slot * state_floats,
+                blockIdx.x, p, threadIdx.x & 31);
 }
 
 // ---- flash-style causal attention, bf16, head_dim 64 ------------------------
@@ -254,12 +319,45 @@ cudaError_t RatChunkAttention(const RatAttentionArgs& args,
   return cudaGetLastError();
 }
 
+cudaError_t CausalConv1dSegments(const float* x, int64_t channels,
+                                 int64_t x_stride, const float* w,
+                                 int kernel_size, float* tails,
+                                 const PassSegment* segments, int count,
+                                 int64_t max_rows, float* out,
+                                 cudaStream_t stream) {
+  const dim3 grid(Blocks(max_rows * channels, 256),
+                  static_cast<unsigned>(count));
+  ConvSegmentsKernel<<<grid, 256, 0, stream>>>(
+      x, channels, x_stride, w, kernel_size, tails, segments, out);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (kernel_size > 1) {
+    const dim3 tail_grid(Blocks(channels, 128), static_cast<unsigned>(count));
+    ConvTailSegmentsKernel<<<tail_grid, 128, 0, stream>>>(
+        x, channels, x_stride, kernel_size, tails, segments);
+  }
+  return cudaGetLastError();
+}
+
+constexpr int kSsdWarpsPerBlock = 4;
+
 cudaError_t SsdScan(const SsdArgs& args, cudaStream_t stream) {
-  constexpr int kWarpsPerBlock = 4;
-  const dim3 grid(static_cast<unsigned>(args.heads),
-                  static_cast<unsigned>((args.head_dim + kWarpsPerBlock - 1) /
-                                        kWarpsPerBlock));
-  SsdKernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(args);
+  const dim3 grid(
+      static_cast<unsigned>(args.heads),
+      static_cast<unsigned>((args.head_dim + kSsdWarpsPerBlock - 1) /
+                            kSsdWarpsPerBlock));
+  SsdKernel<<<grid, kSsdWarpsPerBlock * 32, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+cudaError_t SsdScanSegments(const SsdArgs& args, const PassSegment* segments,
+                            int count, cudaStream_t stream) {
+  const dim3 grid(
+      static_cast<unsigned>(args.heads),
+      static_cast<unsigned>((args.head_dim + kSsdWarpsPerBlock - 1) /
+                            kSsdWarpsPerBlock),
+      static_cast<unsigned>(count));
+  SsdSegmentsKernel<<<grid, kSsdWarpsPerBlock * 32, 0, stream>>>(args,
+                                                                 segments);
   return cudaGetLastError();
 }
 

@@ -5,11 +5,42 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "kernels/check.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/status_macros.h"
 
 namespace twice::kernels::cuda {
+
+// The checks every SSD scan's rows share: the shape the kernels take (N <=
+// 128, G divides H, H and P <= 65535) and x, B, C, dt, A, D and y holding
+// `rows` rows.
+[[nodiscard]] inline absl::Status CheckSsdRows(
+    const char* op, const SsdShape& s, int64_t rows, int64_t x_size,
+    int64_t x_stride, int64_t b_size, int64_t c_size, int64_t bc_stride,
+    int64_t dt_size, int64_t a_size, int64_t d_size, int64_t y_size) {
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(s.heads >= 1 && s.head_dim >= 1 && s.groups >= 1 &&
+                   s.state >= 1 && s.state <= 128 && s.heads % s.groups == 0 &&
+                   rows >= 0 && s.heads <= 65535 && s.head_dim <= 65535,
+               op, "bad shape (N <= 128, G divides H, H and P <= 65535)"));
+  const int64_t hp = s.heads * s.head_dim;
+  const int64_t gn = s.groups * s.state;
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(x_stride >= hp && bc_stride >= gn, op, "row stride too small"));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(op, "x", x_size, StridedExtent(rows, hp, x_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(op, "b", b_size, StridedExtent(rows, gn, bc_stride)));
+  TWICE_RETURN_IF_ERROR(
+      CheckAtLeast(op, "c", c_size, StridedExtent(rows, gn, bc_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "dt", dt_size, rows * s.heads));
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "a", a_size, s.heads));
+  TWICE_RETURN_IF_ERROR(CheckSize(op, "d", d_size, s.heads));
+  return CheckSize(op, "y", y_size, rows * hp);
+}
 
 inline launch::SsdArgs MakeSsdArgs(
     const SsdShape& s, int64_t tokens, DeviceSpan<const float> x,

@@ -241,6 +241,31 @@ class FaultyExecutorDevice final : public ExecutorDevice {
     return inner_->SsdChunkScan(shape, tokens, chunk, x, x_stride, b, c,
                                 bc_stride, dt, a, d, state, y);
   }
+  absl::StatusOr<std::unique_ptr<DevicePassSegments>> UploadPassSegments(
+      absl::Span<const kernels::PassSegment> segments, int64_t rows,
+      int64_t slots) override {
+    TWICE_RETURN_IF_ERROR(faults_->Check("UploadPassSegments"));
+    return inner_->UploadPassSegments(segments, rows, slots);
+  }
+  absl::Status CausalConv1dSegments(DeviceFloats x, int64_t channels,
+                                    int64_t x_stride, DeviceFloats weight,
+                                    int64_t kernel_size, DeviceFloats tails,
+                                    const DevicePassSegments& segments,
+                                    DeviceFloats out) override {
+    TWICE_RETURN_IF_ERROR(faults_->Check("CausalConv1dSegments"));
+    return inner_->CausalConv1dSegments(x, channels, x_stride, weight,
+                                        kernel_size, tails, segments, out);
+  }
+  absl::Status SsdChunkScanSegments(
+      const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
+      int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
+      DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
+      const DevicePassSegments& segments, DeviceFloats y) override {
+    TWICE_RETURN_IF_ERROR(faults_->Check("SsdChunkScanSegments"));
+    return inner_->SsdChunkScanSegments(shape, chunk, x, x_stride, b, c,
+                                        bc_stride, dt, a, d, states, segments,
+                                        y);
+  }
   absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
                                      int64_t x_stride, DeviceFloats weight,
                                      int64_t kernel_size, DeviceFloats tails,
