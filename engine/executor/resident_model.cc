@@ -229,9 +229,21 @@ absl::StatusOr<std::vector<SlotId>> ResidentModel::Bind(
   }
   std::lock_guard<std::mutex> lock(core_->mu);
   const auto victim = [this] { return IdleResident(*core_); };
-  std::vector<SlotId> slots;
-  slots.reserve(states.size());
-  for (SequenceState* state : states) {
+  std::vector<SlotId> slots(states.size());
+  std::vector<bool> bound(states.size(), false);
+  // The call's states that hold a slot are pinned first, so that finding
+  // slots for the others never spills one of them.
+  for (size_t i = 0; i < states.size(); ++i) {
+    auto* r = dynamic_cast<Residency*>(states[i]->residency());
+    if (r == nullptr || !r->slot().has_value()) continue;
+    r->Touch();
+    pins.Add(r);
+    slots[i] = *r->slot();
+    bound[i] = true;
+  }
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (bound[i]) continue;
+    SequenceState* state = states[i];
     auto* r = dynamic_cast<Residency*>(state->residency());
     if (r == nullptr) {
       TWICE_ASSIGN_OR_RETURN(SlotId slot, AcquireSlot(*core_, *state, victim));
@@ -246,7 +258,7 @@ absl::StatusOr<std::vector<SlotId>> ResidentModel::Bind(
     }
     r->Touch();
     pins.Add(r);
-    slots.push_back(*r->slot());
+    slots[i] = *r->slot();
   }
   return slots;
 }

@@ -177,6 +177,33 @@ TEST_F(ResidentModelTest, AFullPoolSpillsIdleStatesAndBringsThemBack) {
   EXPECT_EQ(last->token_count(), host[4]->token_count() + 1);
 }
 
+// Two slots held by A (older) and B; a step of {C, A} with C on the host
+// must spill B for C, never A, whatever the order of the call's states:
+// the same bytes cross as for {A, C}.
+TEST_F(ResidentModelTest, ABatchNeverSpillsItsOwnStates) {
+  int64_t moved[2];
+  for (int order = 0; order < 2; ++order) {
+    std::unique_ptr<ResidentModel> two = NewResident(2);
+    ASSERT_NE(two, nullptr);
+    auto a = two->NewState(), b = two->NewState(), c = host_->NewState();
+    ASSERT_OK(two->Prefill(RandomTokens(9, kResidentVocab, 60), *a,
+                           PrefillMode::kCausal));
+    ASSERT_OK(two->Prefill(RandomTokens(7, kResidentVocab, 61), *b,
+                           PrefillMode::kCausal));
+    ASSERT_OK(host_->Prefill(RandomTokens(5, kResidentVocab, 62), *c,
+                             PrefillMode::kCausal));
+    const DeviceTraffic before = two->executor().traffic();
+    const std::vector<SequenceState*> batch =
+        order == 0 ? std::vector<SequenceState*>{c.get(), a.get()}
+                   : std::vector<SequenceState*>{a.get(), c.get()};
+    ASSERT_OK(two->StepBatch(std::vector<int32_t>{3, 4}, batch));
+    const DeviceTraffic after = two->executor().traffic();
+    moved[order] = (after.bytes_to_host - before.bytes_to_host) +
+                   (after.bytes_to_device - before.bytes_to_device);
+  }
+  EXPECT_EQ(moved[0], moved[1]);
+}
+
 TEST_F(ResidentModelTest, RefusedReadsChangeNothing) {
   auto state = resident_->NewState();
   ASSERT_OK(resident_->Prefill(RandomTokens(8, kResidentVocab, 3), *state,
