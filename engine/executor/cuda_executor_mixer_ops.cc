@@ -78,6 +78,21 @@ CudaExecutorDevice::UploadPassSegments(
       std::make_unique<CudaPassSegments>(segments, rows, std::move(device)));
 }
 
+namespace {
+
+// `segments` as this device uploaded them.
+absl::StatusOr<cuda::DevicePassSegments> OnDevice(
+    const DevicePassSegments& segments) {
+  const auto* own = dynamic_cast<const CudaPassSegments*>(&segments);
+  if (own == nullptr) {
+    return absl::InvalidArgumentError(
+        "the pass's segments were not uploaded by this CUDA device");
+  }
+  return own->view();
+}
+
+}  // namespace
+
 absl::Status CudaExecutorDevice::CausalConv1dSegments(
     DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
     int64_t kernel_size, DeviceFloats tails, const DevicePassSegments& segments,
@@ -87,10 +102,11 @@ absl::Status CudaExecutorDevice::CausalConv1dSegments(
     return ExecutorDevice::CausalConv1dSegments(
         x, channels, x_stride, weight, kernel_size, tails, segments, out);
   }
+  TWICE_ASSIGN_OR_RETURN(const cuda::DevicePassSegments on_device,
+                         OnDevice(segments));
   return cuda::CausalConv1dSegments(
       *stream_, ConstSpan(x), segments.rows(), channels, x_stride,
-      ConstSpan(weight), kernel_size, Span(tails),
-      static_cast<const CudaPassSegments&>(segments).view(), Span(out));
+      ConstSpan(weight), kernel_size, Span(tails), on_device, Span(out));
 }
 
 absl::Status CudaExecutorDevice::SsdChunkScanSegments(
@@ -110,11 +126,12 @@ absl::Status CudaExecutorDevice::SsdChunkScanSegments(
                                                 bc_stride, dt, a, d, states,
                                                 segments, y);
   }
-  return cuda::SsdScanSegments(
-      *stream_, shape, segments.rows(), ConstSpan(x), x_stride, ConstSpan(b),
-      ConstSpan(c), bc_stride, ConstSpan(dt), ConstSpan(a), ConstSpan(d),
-      Span(states), static_cast<const CudaPassSegments&>(segments).view(),
-      Span(y));
+  TWICE_ASSIGN_OR_RETURN(const cuda::DevicePassSegments on_device,
+                         OnDevice(segments));
+  return cuda::SsdScanSegments(*stream_, shape, segments.rows(), ConstSpan(x),
+                               x_stride, ConstSpan(b), ConstSpan(c), bc_stride,
+                               ConstSpan(dt), ConstSpan(a), ConstSpan(d),
+                               Span(states), on_device, Span(y));
 }
 
 absl::Status CudaExecutorDevice::CausalConv1dStepSlots(

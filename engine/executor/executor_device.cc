@@ -168,6 +168,10 @@ absl::Status ExecutorDevice::CausalConv1dSegments(
     int64_t kernel_size, DeviceFloats tails, const DevicePassSegments& segments,
     DeviceFloats out) {
   constexpr char kOp[] = "CausalConv1dSegments";
+  if (kernel_size < 1 || channels < 1) {
+    return absl::InvalidArgumentError(
+        "CausalConv1dSegments: kernel size and channels must be >= 1");
+  }
   const int64_t rows = segments.rows();
   TWICE_RETURN_IF_ERROR(
       CheckSegmentViews(kOp, "x", x, rows, channels, x_stride));

@@ -415,24 +415,32 @@ absl::Status ResidentExecutor::Head(DeviceFloats x, int64_t rows,
 }
 
 absl::Status ResidentExecutor::StepToLogits(absl::Span<const int32_t> tokens,
-                                            absl::Span<const SlotId> slots) {
+                                            absl::Span<const SlotId> slots,
+                                            absl::Span<float> logits) {
   std::vector<int32_t> indices(slots.size());
   std::vector<int64_t> positions(slots.size());
   for (size_t b = 0; b < slots.size(); ++b) {
     indices[b] = slots[b].index;
     positions[b] = slot_info_[slots[b].index].tokens;
   }
+  // The step's own inputs: failing to upload them leaves every state as
+  // it was.
   TWICE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSlotMap> map,
                          device_->UploadSlotMap(indices, positions));
   TWICE_ASSIGN_OR_RETURN(PassTables kv_tables, PassKvTables(slots));
   const int64_t rows = static_cast<int64_t>(slots.size());
   ResidentPass pass{rows, {}, map.get()};
   pass.kv_tables = kv_tables.views;
-  TWICE_RETURN_IF_ERROR(device_->Embedding(tokens, *embedding_,
-                                           model_.embedding_scale(),
-                                           x_->floats().sub(0, rows * dim_)));
-  TWICE_RETURN_IF_ERROR(RunBlocks(pass));
-  return Head(x_->floats().sub(0, rows * dim_), rows, 0);
+  absl::Status s =
+      device_->Embedding(tokens, *embedding_, model_.embedding_scale(),
+                         x_->floats().sub(0, rows * dim_));
+  if (s.ok()) s = RunBlocks(pass);
+  if (s.ok()) s = Head(x_->floats().sub(0, rows * dim_), rows, 0);
+  if (s.ok()) {
+    s = device_->CopyToHost(logits_->floats().sub(0, rows * vocab_rows_),
+                            logits);
+  }
+  return s.ok() ? s : Damaged(slots, s);
 }
 
 absl::Status ResidentExecutor::StepWork(
@@ -533,12 +541,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::StepLogits(
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
   const int64_t batch = static_cast<int64_t>(slots.size());
   std::vector<float> logits(static_cast<size_t>(batch * vocab_rows_));
-  absl::Status s = StepToLogits(tokens, slots);
-  if (s.ok()) {
-    s = device_->CopyToHost(logits_->floats().sub(0, batch * vocab_rows_),
-                            absl::MakeSpan(logits));
-  }
-  if (!s.ok()) return Damaged(slots, s);
+  TWICE_RETURN_IF_ERROR(StepToLogits(tokens, slots, absl::MakeSpan(logits)));
   for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
   return logits;
 }

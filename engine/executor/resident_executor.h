@@ -146,8 +146,9 @@ class ResidentExecutor {
   // numbers as B Prefill calls (up to the order of sums), in fewer passes.
   // A pass of prefill_chunk rows holds the sequences in order, a sequence
   // that does not fit continuing in the next: its row-wise work (norms,
-  // products, MLPs) runs once for all its rows, what reads a sequence in
-  // order (convolutions, scans, attention) per sequence (PrefillSegment).
+  // products, MLPs) runs once for all its rows, convolutions and Mamba-2
+  // scans in one call over its segments (ExecutorDevice's *Segments
+  // operations), attention per sequence (PrefillSegment).
   // Every check, and the upload of the sequences' block tables, runs
   // before anything changes; a failure once the first pass began damages
   // every slot of the call.
@@ -216,9 +217,11 @@ class ResidentExecutor {
       absl::Span<const SlotId> slots,
       absl::Span<const absl::Span<const int32_t>> tokens,
       const PrefixEncoding* prefix, int64_t first_pass_rows);
-  // The step up to the logits (checks done by the caller).
+  // The step's logits into `logits` (checks done by the caller); the
+  // slots damaged when it fails after their states began to change.
   [[nodiscard]] absl::Status StepToLogits(absl::Span<const int32_t> tokens,
-                                          absl::Span<const SlotId> slots);
+                                          absl::Span<const SlotId> slots,
+                                          absl::Span<float> logits);
   // The work of a sampled step on its filled buffers, all queued on the
   // device (what a step graph records): embedding, blocks, head, sampling.
   [[nodiscard]] absl::Status StepWork(

@@ -54,8 +54,10 @@ inline absl::StatusOr<const DeviceBlockTable*> KvTableAt(
 // A pass may hold pieces of several sequences (ResidentExecutor::
 // PrefillBatch): row-wise work (norms, products, MLPs) runs over all the
 // pass's rows at once; convolutions and Mamba-2's scan take all segments
-// in one call (ExecutorDevice's *Segments operations: one launch on CUDA),
-// and linear, window, paged and RAT attention run segment by segment.
+// in one call (ExecutorDevice's *Segments operations: on CUDA one launch
+// per kernel for passes of several segments, the scan when every segment
+// is shorter than its chunked form's minimum), and linear, window, paged
+// and RAT attention run segment by segment.
 struct PrefillSegment {
   int32_t slot = -1;
   int64_t start = 0;

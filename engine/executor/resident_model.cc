@@ -120,9 +120,9 @@ ResidentModel::Residency* IdleResident(ResidentModel::Core& core) {
 }
 
 // `read` again after spilling an idle state, for as long as it answers
-// RESOURCE_EXHAUSTED (a full KV cache: the executor reserved nothing and
-// changed nothing) and an idle state is left; the call's own states are
-// pinned.
+// RESOURCE_EXHAUSTED (the executor changed no state: a full KV cache, or
+// device memory for the call's own inputs, which spilling may not help)
+// and an idle state is left; the call's own states are pinned.
 template <typename T>
 absl::StatusOr<T> ReadWithRoom(ResidentModel::Core& core,
                                const std::function<absl::StatusOr<T>()>& read) {

@@ -13,7 +13,8 @@ absl::Status SequenceState::SyncToHost() const {
   // failed partway), so nothing may save or encode it.
   if (damaged_) {
     return absl::FailedPreconditionError(
-        "the state was damaged by a failed read; read the document again");
+        "the state was damaged (a read or a copy from the device failed "
+        "partway); read the document again");
   }
   if (!host_stale_) return absl::OkStatus();
   // The host layers are a cache of the device copy (see the header).

@@ -170,8 +170,9 @@ struct DevicePassSegments {
 };
 
 // CausalConv1d of each segment's rows of the pass's `rows` rows of x into
-// out, with its slot's tail of `tails` [slots, (K - 1)·channels]; one
-// launch for every segment (at most 65535).
+// out, with its slot's tail of `tails` [slots, (K - 1)·channels], K >= 2;
+// two launches (the outputs, then the tails) for every segment (at most
+// 65535).
 [[nodiscard]] absl::Status CausalConv1dSegments(
     const Stream& stream, DeviceSpan<const float> x, int64_t rows,
     int64_t channels, int64_t x_stride, DeviceSpan<const float> weight,

@@ -172,6 +172,12 @@ TEST_F(ResidentFaultsTest, ADecodeStepDamagesOnlyOnceItsWorkBegan) {
   ASSERT_OK_AND_ASSIGN(std::vector<int32_t> got,
                        e->Step(std::vector<int32_t>{5}, one, greedy));
   EXPECT_EQ(got, want);
+  // A step to logits whose slot map does not reach the device: nothing ran.
+  faults->FailCall("UploadSlotMap", 1,
+                   absl::ResourceExhaustedError("no device memory left"));
+  EXPECT_EQ(e->StepLogits(std::vector<int32_t>{got[0]}, one).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(e->IsDamaged(slot));
   // The ids' copy back fails after the step ran: the state moved.
   faults->FailCall("CopyStepIds", 1,
                    absl::ResourceExhaustedError("no pinned memory left"));
