@@ -64,6 +64,12 @@ PrefillBatcher::Result PrefillBatcher::Read(const PrefillRead& read) {
       reads.reserve(batch.size());
       for (const Waiter* w : batch) reads.push_back(w->read);
       results = run_(reads);
+      if (results.size() != batch.size()) {
+        results.resize(batch.size(),
+                       absl::InternalError(absl::StrCat(
+                           "a batch of ", batch.size(), " reads returned ",
+                           results.size(), " results")));
+      }
     } catch (const std::exception& e) {
       results = FailedResults(batch.size(), e.what());
     } catch (...) {
@@ -71,12 +77,12 @@ PrefillBatcher::Result PrefillBatcher::Read(const PrefillRead& read) {
     }
     lock.lock();
     for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->result =
-          i < results.size()
-              ? std::move(results[i])
-              : Result(absl::InternalError(absl::StrCat(
-                    "a batch of ", batch.size(), " reads returned ",
-                    results.size(), " results")));
+      // Without a result only when even the error could not be built (no
+      // memory): a code-only status allocates nothing.
+      batch[i]->result = i < results.size()
+                             ? std::move(results[i])
+                             : Result(absl::Status(absl::StatusCode::kInternal,
+                                                   absl::string_view()));
     }
     ++batches_;
     if (batch.size() > 1) {
