@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/no_room.h"
 
 namespace twice::engine {
 
@@ -32,7 +33,7 @@ absl::Status KvBlockTable::Reserve(absl::Span<const int32_t> slots,
                                    absl::Span<const int64_t> tokens) {
   const int64_t missing = BlocksMissing(slots, tokens);
   if (missing > free_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return NoRoomError(absl::StrCat(
         "the KV cache has ", free_blocks(), " free blocks of ", block_size_,
         " rows and this call needs ", missing,
         "; release sequences or give the executor more KV cache tokens"));

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/no_room.h"
 #include "kernels/status_macros.h"
 
 namespace twice::engine {
@@ -27,7 +28,7 @@ absl::Status PagedKvTables::Reserve(absl::Span<const int32_t> slots,
     for (int64_t n : tokens) rows[t].push_back(n / tables_[t].tokens_per_row);
     const int64_t missing = tables_[t].table->BlocksMissing(slots, rows[t]);
     if (missing > tables_[t].table->free_blocks()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      return NoRoomError(absl::StrCat(
           "the KV cache has ", tables_[t].table->free_blocks(),
           " free blocks and this call needs ", missing,
           " more; release sequences or give the executor more KV cache "

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/no_room.h"
 #include "engine/models/state_checks.h"
 #include "engine/state/state_io.h"
 #include "kernels/status_macros.h"
@@ -120,17 +121,15 @@ ResidentModel::Residency* IdleResident(ResidentModel::Core& core) {
 }
 
 // `read` again after spilling an idle state, for as long as it answers
-// RESOURCE_EXHAUSTED (the executor changed no state: a full KV cache, or
-// device memory for the call's own inputs, which spilling may not help)
-// and an idle state is left; the call's own states are pinned.
+// for lack of room (no_room.h: a full KV cache; the executor changed no
+// state) and an idle state is left; the call's own states are pinned.
+// Other RESOURCE_EXHAUSTED answers (device memory) come back as they are.
 template <typename T>
 absl::StatusOr<T> ReadWithRoom(ResidentModel::Core& core,
                                const std::function<absl::StatusOr<T>()>& read) {
   while (true) {
     absl::StatusOr<T> result = read();
-    if (result.status().code() != absl::StatusCode::kResourceExhausted) {
-      return result;
-    }
+    if (!IsNoRoom(result.status())) return result;
     std::lock_guard<std::mutex> lock(core.mu);
     ResidentModel::Residency* idle = IdleResident(core);
     if (idle == nullptr) return result;
@@ -145,9 +144,7 @@ absl::StatusOr<SlotId> AcquireSlot(
     const std::function<ResidentModel::Residency*()>& victim) {
   while (true) {
     absl::StatusOr<SlotId> slot = core.executor->Resume(source);
-    if (slot.status().code() != absl::StatusCode::kResourceExhausted) {
-      return slot;
-    }
+    if (!IsNoRoom(slot.status())) return slot;
     ResidentModel::Residency* idle = victim();
     if (idle == nullptr) {
       return absl::ResourceExhaustedError(

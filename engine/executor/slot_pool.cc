@@ -1,6 +1,7 @@
 #include "engine/executor/slot_pool.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/executor/no_room.h"
 
 namespace twice::engine {
 
@@ -21,7 +22,7 @@ absl::StatusOr<SlotId> SlotPool::Acquire() {
     ++in_use_;
     return SlotId{static_cast<int32_t>(i), s.generation};
   }
-  return absl::ResourceExhaustedError(
+  return NoRoomError(
       absl::StrCat("all ", slots_.size(),
                    " state slots are in use; finish or release a sequence, "
                    "or give the executor more slots"));

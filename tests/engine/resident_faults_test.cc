@@ -233,6 +233,39 @@ TEST_F(ResidentFaultsTest, ADamagedStateIsNeverChosenForSpilling) {
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
 }
 
+// A device out of memory before a read began answers RESOURCE_EXHAUSTED
+// like a full KV cache, but spilling idle states frees no device memory:
+// the read fails as it is and the idle state stays where it was.
+TEST_F(ResidentFaultsTest, ADeviceOutOfMemorySpillsNoIdleState) {
+  auto faults = std::make_shared<DeviceFaults>();
+  ResidentExecutorOptions options;
+  options.slots = 4;
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<ResidentModel> resident,
+      ResidentModel::Create(testing::LoadOrDie(dir_->Sub("llama")),
+                            std::make_unique<FaultyExecutorDevice>(
+                                NewCpuExecutorDevice(), faults),
+                            options, /*share_prefill_passes=*/false));
+  std::unique_ptr<SequenceState> idle = resident->NewState();
+  std::unique_ptr<SequenceState> reader = resident->NewState();
+  ASSERT_OK(resident->Prefill(RandomTokens(12, kFaultVocab, 14), *idle,
+                              PrefillMode::kCausal));
+  faults->FailCall("UploadBlockTable", 1,
+                   absl::ResourceExhaustedError("device out of memory"));
+  const int64_t to_host = resident->executor().traffic().bytes_to_host;
+  const absl::Status failed = resident
+                                  ->Prefill(RandomTokens(8, kFaultVocab, 15),
+                                            *reader, PrefillMode::kCausal)
+                                  .status();
+  ASSERT_TRUE(faults->fired());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_FALSE(reader->damaged());
+  EXPECT_EQ(resident->executor().traffic().bytes_to_host, to_host)
+      << "an idle state was spilled";
+  EXPECT_OK(resident->Prefill(RandomTokens(8, kFaultVocab, 15), *reader,
+                              PrefillMode::kCausal));
+}
+
 // A state whose first read on the device fails: its host layers were never
 // marked stale, but they are not what a state of its token count holds
 // either, so it neither syncs nor encodes (the store never saves it).
