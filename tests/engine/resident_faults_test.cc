@@ -69,6 +69,19 @@ class ResidentFaultsTest : public ::testing::Test {
     return e.ok() ? *std::move(e) : nullptr;
   }
 
+  // A ResidentModel of `arch` with `slots` slots behind the faulty device
+  // that plans `faults` (reads one by one: no shared passes).
+  static absl::StatusOr<std::unique_ptr<ResidentModel>> NewResidentModel(
+      const std::string& arch, int32_t slots,
+      std::shared_ptr<DeviceFaults> faults) {
+    ResidentExecutorOptions options;
+    options.slots = slots;
+    return ResidentModel::Create(testing::LoadOrDie(dir_->Sub(arch)),
+                                 std::make_unique<FaultyExecutorDevice>(
+                                     NewCpuExecutorDevice(), std::move(faults)),
+                                 options, /*share_prefill_passes=*/false);
+  }
+
   static TempDir* dir_;
   std::vector<std::unique_ptr<Model>> models_;
 };
@@ -192,14 +205,8 @@ TEST_F(ResidentFaultsTest, ADecodeStepDamagesOnlyOnceItsWorkBegan) {
 // try (and fail) to save the damaged one.
 TEST_F(ResidentFaultsTest, ADamagedStateIsNeverChosenForSpilling) {
   auto faults = std::make_shared<DeviceFaults>();
-  ResidentExecutorOptions options;
-  options.slots = 2;
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<ResidentModel> resident,
-      ResidentModel::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
-                            std::make_unique<FaultyExecutorDevice>(
-                                NewCpuExecutorDevice(), faults),
-                            options, /*share_prefill_passes=*/false));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ResidentModel> resident,
+                       NewResidentModel("mamba2", 2, faults));
   std::unique_ptr<Model> host = testing::LoadOrDie(dir_->Sub("mamba2"));
   std::unique_ptr<SequenceState> damaged = resident->NewState();
   std::unique_ptr<SequenceState> first = resident->NewState();
@@ -238,14 +245,8 @@ TEST_F(ResidentFaultsTest, ADamagedStateIsNeverChosenForSpilling) {
 // the read fails as it is and the idle state stays where it was.
 TEST_F(ResidentFaultsTest, ADeviceOutOfMemorySpillsNoIdleState) {
   auto faults = std::make_shared<DeviceFaults>();
-  ResidentExecutorOptions options;
-  options.slots = 4;
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<ResidentModel> resident,
-      ResidentModel::Create(testing::LoadOrDie(dir_->Sub("llama")),
-                            std::make_unique<FaultyExecutorDevice>(
-                                NewCpuExecutorDevice(), faults),
-                            options, /*share_prefill_passes=*/false));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ResidentModel> resident,
+                       NewResidentModel("llama", 4, faults));
   std::unique_ptr<SequenceState> idle = resident->NewState();
   std::unique_ptr<SequenceState> reader = resident->NewState();
   ASSERT_OK(resident->Prefill(RandomTokens(12, kFaultVocab, 14), *idle,
@@ -271,13 +272,8 @@ TEST_F(ResidentFaultsTest, ADeviceOutOfMemorySpillsNoIdleState) {
 // either, so it neither syncs nor encodes (the store never saves it).
 TEST_F(ResidentFaultsTest, ADamagedStateIsNeverEncoded) {
   auto faults = std::make_shared<DeviceFaults>();
-  ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<ResidentModel> resident,
-      ResidentModel::Create(testing::LoadOrDie(dir_->Sub("mamba2")),
-                            std::make_unique<FaultyExecutorDevice>(
-                                NewCpuExecutorDevice(), faults),
-                            ResidentExecutorOptions{},
-                            /*share_prefill_passes=*/false));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ResidentModel> resident,
+                       NewResidentModel("mamba2", 8, faults));
   std::unique_ptr<SequenceState> state = resident->NewState();
   faults->FailCall("CopyAllToHost", 1, absl::InternalError("device fault"));
   const absl::Status failed = resident
