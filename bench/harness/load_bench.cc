@@ -148,6 +148,7 @@ class LoadRun {
   struct Client {
     int index = 0;
     std::mt19937_64 rng;
+    size_t next_mode = 0;  // PickMode's rotation, from the client's index
   };
 
   Slot& SlotOf(Client* c, int k) {
@@ -417,9 +418,11 @@ class LoadRun {
         });
   }
 
+  // The model's modes in turn (each client starting at its own), so that
+  // even a short run asks in every mode.
   v1::AskMode PickMode(Client* c) {
-    std::uniform_int_distribution<size_t> pick(0, modes_.size() - 1);
-    return modes_[pick(c->rng)];
+    return modes_[(c->next_mode++ + static_cast<size_t>(c->index)) %
+                  modes_.size()];
   }
 
   void Ask(Client* c, Slot& slot) {
