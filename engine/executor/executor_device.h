@@ -30,9 +30,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "engine/executor/device_pass_segments.h"
 #include "kernels/activations.h"
 #include "kernels/paged_attention.h"
-#include "kernels/pass_segments.h"
 #include "kernels/rat_paged.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_steps.h"
@@ -155,35 +155,6 @@ class DeviceRoutes {
  public:
   virtual ~DeviceRoutes() = default;
   virtual const kernels::TopKRoutes& routes() const = 0;  // host copy
-};
-
-// A prefill pass's sequences (kernels/pass_segments.h) on the device,
-// uploaded once per pass for the *Segments operations of all its layers.
-// The base holds the host copy (what the checks read and what a device
-// without a form of its own loops over).
-class DevicePassSegments {
- public:
-  virtual ~DevicePassSegments() = default;
-  DevicePassSegments(const DevicePassSegments&) = delete;
-  DevicePassSegments& operator=(const DevicePassSegments&) = delete;
-  absl::Span<const kernels::PassSegment> segments() const { return segments_; }
-  int64_t rows() const { return rows_; }  // the pass's
-
-  // The host copy alone (ExecutorDevice::UploadPassSegments's default).
-  static std::unique_ptr<DevicePassSegments> HostOnly(
-      absl::Span<const kernels::PassSegment> segments, int64_t rows) {
-    return std::unique_ptr<DevicePassSegments>(
-        new DevicePassSegments(segments, rows));
-  }
-
- protected:
-  DevicePassSegments(absl::Span<const kernels::PassSegment> segments,
-                     int64_t rows)
-      : segments_(segments.begin(), segments.end()), rows_(rows) {}
-
- private:
-  std::vector<kernels::PassSegment> segments_;
-  int64_t rows_ = 0;
 };
 
 // The rows of one pass as the paged operations see them: `rows`
