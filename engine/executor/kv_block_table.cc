@@ -48,12 +48,15 @@ absl::Status KvBlockTable::Reserve(absl::Span<const int32_t> slots,
   return absl::OkStatus();
 }
 
-void KvBlockTable::Free(int32_t slot) {
+void KvBlockTable::Shrink(int32_t slot, int64_t tokens) {
   std::vector<int32_t>& owned = owned_[static_cast<size_t>(slot)];
-  // Pushed back last block first, so a slot reused at once gets its blocks
-  // back in the same order.
-  for (auto b = owned.rbegin(); b != owned.rend(); ++b) free_.push_back(*b);
-  owned.clear();
+  const size_t keep = static_cast<size_t>(BlocksFor(tokens));
+  // Pushed back last block first, so a slot that grows again at once gets
+  // its blocks back in the same order.
+  while (owned.size() > keep) {
+    free_.push_back(owned.back());
+    owned.pop_back();
+  }
 }
 
 absl::StatusOr<std::vector<KvBlockTable::Run>> KvBlockTable::Runs(

@@ -53,8 +53,11 @@ class KvBlockTable {
   // all or none: RESOURCE_EXHAUSTED saying how many blocks are missing.
   [[nodiscard]] absl::Status Reserve(absl::Span<const int32_t> slots,
                                      absl::Span<const int64_t> tokens);
+  // The slot's blocks past those holding `tokens` tokens go back to the
+  // pool (what a call reserved and then did not read).
+  void Shrink(int32_t slot, int64_t tokens);
   // The slot's blocks go back to the pool.
-  void Free(int32_t slot);
+  void Free(int32_t slot) { Shrink(slot, 0); }
   // The slot's blocks in position order.
   absl::Span<const int32_t> blocks_of(int32_t slot) const {
     return owned_[static_cast<size_t>(slot)];

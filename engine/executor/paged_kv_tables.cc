@@ -41,8 +41,8 @@ absl::Status PagedKvTables::Reserve(absl::Span<const int32_t> slots,
   return absl::OkStatus();
 }
 
-void PagedKvTables::Free(int32_t slot) {
-  for (Entry& e : tables_) e.table->Free(slot);
+void PagedKvTables::Shrink(int32_t slot, int64_t tokens) {
+  for (Entry& e : tables_) e.table->Shrink(slot, tokens / e.tokens_per_row);
 }
 
 std::vector<BlockTableRows> PagedKvTables::Rows(

@@ -45,7 +45,10 @@ class PagedKvTables {
   // shortfall, with nothing taken from any table.
   [[nodiscard]] absl::Status Reserve(absl::Span<const int32_t> slots,
                                      absl::Span<const int64_t> tokens);
-  void Free(int32_t slot);
+  // Every table keeps the slot's blocks for `tokens` tokens and gives back
+  // the rest; Free keeps none.
+  void Shrink(int32_t slot, int64_t tokens);
+  void Free(int32_t slot) { Shrink(slot, 0); }
   // The slots' rows of every table, in Register order.
   std::vector<BlockTableRows> Rows(absl::Span<const int32_t> slots) const;
   // The same on the device.

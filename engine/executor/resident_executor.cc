@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/executor/resident_layers.h"
 #include "engine/models/state_checks.h"
@@ -206,6 +207,12 @@ absl::Status ResidentExecutor::ReserveKv(absl::Span<const SlotId> slots,
     tokens[b] = slot_info_[slots[b].index].tokens + extra[b];
   }
   return kv_tables_.Reserve(indices, tokens);
+}
+
+void ResidentExecutor::ReturnUnreadKv(absl::Span<const SlotId> slots) {
+  for (const SlotId& slot : slots) {
+    kv_tables_.Shrink(slot.index, slot_info_[slot.index].tokens);
+  }
 }
 
 absl::StatusOr<ResidentExecutor::PassTables> ResidentExecutor::PassKvTables(
@@ -487,6 +494,7 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
   }
   TWICE_RETURN_IF_ERROR(CheckSlots(slots));
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
+  absl::Cleanup unreserve = [&] { ReturnUnreadKv(slots); };
   const int64_t batch = static_cast<int64_t>(slots.size());
   // Padding rows (if any) read token 0 at position 0 into pad slots of
   // their own, greedily; their ids are dropped.
@@ -519,6 +527,7 @@ absl::StatusOr<std::vector<int32_t>> ResidentExecutor::Step(
       *device_, rows, [&] { return StepWork(*step, *kv_tables); });
   if (s.ok()) s = device_->CopyStepIds(*step, absl::MakeSpan(ids));
   if (!s.ok()) return Damaged(slots, s);
+  std::move(unreserve).Cancel();
   for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
   ids.resize(static_cast<size_t>(batch));
   return ids;
@@ -539,9 +548,11 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::StepLogits(
   }
   TWICE_RETURN_IF_ERROR(CheckSlots(slots));
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, 1));
+  absl::Cleanup unreserve = [&] { ReturnUnreadKv(slots); };
   const int64_t batch = static_cast<int64_t>(slots.size());
   std::vector<float> logits(static_cast<size_t>(batch * vocab_rows_));
   TWICE_RETURN_IF_ERROR(StepToLogits(tokens, slots, absl::MakeSpan(logits)));
+  std::move(unreserve).Cancel();
   for (const SlotId& slot : slots) ++slot_info_[slot.index].tokens;
   return logits;
 }

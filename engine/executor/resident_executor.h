@@ -241,6 +241,9 @@ class ResidentExecutor {
   // The same, extra[b] more tokens in slots[b].
   [[nodiscard]] absl::Status ReserveKv(absl::Span<const SlotId> slots,
                                        absl::Span<const int64_t> extra);
+  // Gives back the blocks the slots hold past their tokens: what a failed
+  // call reserved for tokens it never read.
+  void ReturnUnreadKv(absl::Span<const SlotId> slots);
   // The pass's tables, owned and as the pass's pointers.
   struct PassTables {
     std::vector<std::unique_ptr<DeviceBlockTable>> owned;

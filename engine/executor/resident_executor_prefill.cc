@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/executor/resident_executor.h"
 #include "engine/models/state_checks.h"
@@ -74,8 +75,9 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
   }
   TWICE_RETURN_IF_ERROR(ReserveKv(slots, extra));
   // Each sequence's tables serve all its passes: the blocks for all its
-  // tokens are reserved.
+  // tokens are reserved, and a read that fails gives them back.
   // Failing to upload them leaves every state as it was.
+  absl::Cleanup unreserve = [&] { ReturnUnreadKv(slots); };
   std::vector<PassTables> tables(batch);
   for (size_t b = 0; b < batch; ++b) {
     TWICE_ASSIGN_OR_RETURN(tables[b], PassKvTables(slots.subspan(b, 1)));
@@ -155,6 +157,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     }
   }
   if (!s.ok()) return ran ? Damaged(slots, s) : s;
+  std::move(unreserve).Cancel();
   for (size_t b = 0; b < batch; ++b) {
     slot_info_[slots[b].index].tokens += extra[b];
   }

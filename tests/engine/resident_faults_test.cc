@@ -114,10 +114,13 @@ TEST_F(ResidentFaultsTest, AFailedTableUploadChangesNothingAndCanBeRetried) {
   faults->FailCall("UploadBlockTable", 2,
                    absl::ResourceExhaustedError("no device memory left"));
   const int64_t embeddings = faults->calls("Embedding");
+  const int64_t free_blocks = e->free_kv_blocks();
   const absl::Status failed = e->PrefillBatch({a, b}, reads).status();
   ASSERT_TRUE(faults->fired());
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
   EXPECT_EQ(faults->calls("Embedding"), embeddings) << "a pass ran";
+  // The blocks the call reserved for the tokens it did not read are free.
+  EXPECT_EQ(e->free_kv_blocks(), free_blocks);
   EXPECT_FALSE(e->IsDamaged(a));
   EXPECT_FALSE(e->IsDamaged(b));
   ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(a));
@@ -198,6 +201,30 @@ TEST_F(ResidentFaultsTest, ADecodeStepDamagesOnlyOnceItsWorkBegan) {
       e->Step(std::vector<int32_t>{got[0]}, one, greedy).status();
   EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
   EXPECT_TRUE(e->IsDamaged(slot));
+}
+
+// A Llama state of 16 tokens fills its blocks of 16, so its next step
+// takes a block; a step that fails before it ran gives it back.
+TEST_F(ResidentFaultsTest, AStepRefusedBeforeItRanGivesBackItsNewBlock) {
+  auto faults = std::make_shared<DeviceFaults>();
+  std::unique_ptr<ResidentExecutor> e = NewExecutor("llama", faults);
+  ASSERT_NE(e, nullptr);
+  ASSERT_OK_AND_ASSIGN(SlotId slot, e->NewSequence());
+  ASSERT_OK(e->Prefill(slot, RandomTokens(16, kFaultVocab, 8)));
+  const SlotId one[] = {slot};
+  const kernels::SamplingRule greedy[] = {{}};
+  const int64_t free_blocks = e->free_kv_blocks();
+  faults->FailCall("FillStep", 1, absl::UnavailableError("device busy"));
+  EXPECT_EQ(e->Step(std::vector<int32_t>{5}, one, greedy).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(e->free_kv_blocks(), free_blocks);
+  faults->FailCall("UploadSlotMap", 1, absl::UnavailableError("device busy"));
+  EXPECT_EQ(e->StepLogits(std::vector<int32_t>{5}, one).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(e->free_kv_blocks(), free_blocks);
+  // A step that runs keeps it.
+  ASSERT_OK(e->Step(std::vector<int32_t>{5}, one, greedy).status());
+  EXPECT_EQ(e->free_kv_blocks(), free_blocks - 1);
 }
 
 // Two slots; a state damaged by a failed read keeps its slot while its
