@@ -196,11 +196,12 @@ void DecodeLoop::StepSequences(size_t begin, size_t end,
   const bool damaged = std::any_of(states.begin(), states.end(),
                                    [](auto* s) { return s->damaged(); });
   const size_t n = end - begin;
-  if (ids.status().code() == absl::StatusCode::kResourceExhausted && n > 1 &&
-      !damaged) {
-    // Refused as a whole before anything ran (a resident model with fewer
-    // free slots than the batch): two halves, down to single sequences, so
-    // a busy device delays the batch instead of failing it.
+  if (!ids.ok() && n > 1 && !damaged) {
+    // Refused as a whole before anything ran: two halves, down to single
+    // sequences. A resident model with fewer free slots than the batch
+    // (RESOURCE_EXHAUSTED) then steps every sequence, a little later; a
+    // refusal one sequence causes (its state does not fit the model) ends
+    // that sequence alone.
     const size_t half = n / 2;
     StepSequences(begin, begin + half, rules.subspan(0, half),
                   sampled.subspan(0, half));

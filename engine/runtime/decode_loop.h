@@ -18,9 +18,11 @@
 // model keeps the logits on the device). Prompts are prefilled by the caller
 // before Submit (a long prompt would otherwise stall every other sequence's
 // next token). A batch the model refuses as a whole before reading anything
-// (RESOURCE_EXHAUSTED with no state damaged: a resident model whose slots
-// running reads hold) is stepped as halves, down to single sequences: a
-// busy device delays the batch's tokens instead of failing its sequences.
+// (no state damaged) is stepped as halves, down to single sequences: a busy
+// device (RESOURCE_EXHAUSTED: a resident model whose slots running reads
+// hold) delays the batch's tokens instead of failing its sequences, and a
+// sequence the model refuses on its own fails alone. A step that failed
+// after it began (states damaged) fails the sequences it held.
 //
 // Cancellation: a sequence's `cancelled` predicate (and DecodeStream::
 // Cancel) is checked before each of its tokens, so a cancelled sequence is

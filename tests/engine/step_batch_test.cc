@@ -10,7 +10,8 @@
 //   - concurrent sequences in one DecodeLoop (6 in batches of 4, and 64 in
 //     batches of up to 64) produce exactly the greedy and the seeded
 //     sampled tokens Generate produces for each alone;
-//   - a resident model with fewer slots than a batch steps it in parts;
+//   - a resident model with fewer slots than a batch steps it in parts,
+//     and a sequence the model refuses fails alone, not its batch;
 //   - a sequence whose cancel becomes visible is never stepped again.
 #include <algorithm>
 #include <atomic>
@@ -272,6 +273,67 @@ TEST_P(StepBatchTest, ABatchLargerThanTheResidentSlotsIsSteppedInParts) {
                        *state, PrefillMode::kCausal));
     return state;
   });
+}
+
+// A sequence whose state the model refuses (another architecture's) makes
+// its batch fail as a whole; the loop steps the batch in parts, so that
+// sequence ends with the model's error and the others get the tokens they
+// get alone.
+TEST_P(StepBatchTest, ASequenceTheModelRefusesFailsAlone) {
+  const std::string foreign_arch =
+      absl::StartsWith(GetParam(), "llama") ? "mamba2" : "llama";
+  std::unique_ptr<Model> foreign = LoadOrDie(dir_->Sub(foreign_arch));
+  ASSERT_NE(foreign, nullptr);
+  GenerateOptions options;
+  options.max_tokens = 6;
+  options.stop_at_eos = false;
+  constexpr int kSequences = 5;
+  constexpr int kRefused = 2;
+  std::vector<std::vector<int32_t>> want(kSequences);
+  std::vector<std::shared_ptr<DecodeStream>> streams;
+  DecodeLoop loop(*model_, DecodeLoopOptions{.max_batch = 8});
+  for (int i = 0; i < kSequences; ++i) {
+    const std::vector<int32_t> prompt =
+        RandomTokens(3, kStepBatchVocab - 1, 40 + i);
+    std::unique_ptr<SequenceState> state;
+    std::vector<float> logits;
+    if (i == kRefused) {
+      state = foreign->NewState();
+      ASSERT_OK_AND_ASSIGN(
+          logits, foreign->Prefill(prompt, *state, PrefillMode::kCausal));
+    } else {
+      auto alone = Prepared(7 + i, 60 + i);
+      ASSERT_OK(Generate(*model_, *alone, prompt, options,
+                         [&](const GeneratedPiece& piece) {
+                           want[i].insert(want[i].end(), piece.tokens.begin(),
+                                          piece.tokens.end());
+                           return true;
+                         }));
+      state = Prepared(7 + i, 60 + i);
+      ASSERT_OK_AND_ASSIGN(
+          logits, model_->Prefill(prompt, *state, PrefillMode::kCausal));
+    }
+    ASSERT_OK_AND_ASSIGN(
+        std::shared_ptr<DecodeStream> stream,
+        loop.Submit(std::move(state), std::move(logits), options, nullptr));
+    streams.push_back(std::move(stream));
+  }
+  for (int i = 0; i < kSequences; ++i) {
+    std::vector<int32_t> got;
+    DecodeEvent event;
+    while (streams[i]->Next(&event)) {
+      got.insert(got.end(), event.piece.tokens.begin(),
+                 event.piece.tokens.end());
+    }
+    ASSERT_TRUE(event.finished);
+    if (i == kRefused) {
+      EXPECT_FALSE(event.status.ok());
+      EXPECT_LE(got.size(), 1u);  // the prompt's token, sampled before a step
+    } else {
+      EXPECT_OK(event.status) << "sequence " << i;
+      EXPECT_EQ(got, want[i]) << "sequence " << i;
+    }
+  }
 }
 
 TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
