@@ -128,6 +128,13 @@ class CudaExecutorDevice final : public ExecutorDevice {
       int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
       DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
       const DevicePassSegments& segments, DeviceFloats y) override;
+  absl::Status LinearAttentionSegments(DeviceFloats q, DeviceFloats k,
+                                       DeviceFloats v,
+                                       const kernels::TaylorAttentionDims& dims,
+                                       float eps, DeviceFloats kv_states,
+                                       DeviceFloats k_states,
+                                       const DevicePassSegments& segments,
+                                       DeviceFloats y) override;
   absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
                                      int64_t x_stride, DeviceFloats weight,
                                      int64_t kernel_size, DeviceFloats tails,

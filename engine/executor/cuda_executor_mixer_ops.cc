@@ -134,6 +134,47 @@ absl::Status CudaExecutorDevice::SsdChunkScanSegments(
                                Span(states), on_device, Span(y));
 }
 
+absl::Status CudaExecutorDevice::LinearAttentionSegments(
+    DeviceFloats q, DeviceFloats k, DeviceFloats v,
+    const kernels::TaylorAttentionDims& dims, float eps, DeviceFloats kv_states,
+    DeviceFloats k_states, const DevicePassSegments& segments, DeviceFloats y) {
+  // Short reads, several: every segment in one launch of the recurrent
+  // form (f32) on feature maps of the whole pass. Otherwise each segment
+  // as LinearAttention runs it (the chunked bf16 kernel at the published
+  // shape).
+  const auto list = segments.segments();
+  const int64_t fs = 1 + dims.feature_dim + dims.feature_dim * dims.feature_dim;
+  const bool all_short =
+      std::all_of(list.begin(), list.end(), [](const kernels::PassSegment& s) {
+        return s.rows < cuda::kLinearAttentionSegmentMaxRows;
+      });
+  if (list.size() < 2 || !all_short ||
+      !cuda::LinearAttentionSegmentsFit(dims.head_dim, fs)) {
+    return ExecutorDevice::LinearAttentionSegments(
+        q, k, v, dims, eps, kv_states, k_states, segments, y);
+  }
+  const int64_t map_rows = segments.rows() * dims.heads;
+  if (q.size != map_rows * dims.feature_dim || k.size != q.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LinearAttentionSegments: q and k need ", map_rows * dims.feature_dim,
+        " floats; got ", q.size, " and ", k.size));
+  }
+  TWICE_ASSIGN_OR_RETURN(const cuda::DevicePassSegments on_device,
+                         OnDevice(segments));
+  TWICE_ASSIGN_OR_RETURN(cuda::DeviceSpan<float> phi,
+                         F32Scratch(2 * map_rows * fs));
+  const cuda::DeviceSpan<float> phi_q{phi.data, map_rows * fs};
+  const cuda::DeviceSpan<float> phi_k{phi.data + map_rows * fs, map_rows * fs};
+  TWICE_RETURN_IF_ERROR(cuda::TaylorFeatureMap(*stream_, ConstSpan(q), map_rows,
+                                               dims.feature_dim, phi_q));
+  TWICE_RETURN_IF_ERROR(cuda::TaylorFeatureMap(*stream_, ConstSpan(k), map_rows,
+                                               dims.feature_dim, phi_k));
+  return cuda::LinearAttentionSegments(
+      *stream_, phi_q, phi_k, ConstSpan(v), segments.rows(),
+      kernels::LinearAttentionDims{dims.heads, dims.head_dim, fs}, eps,
+      Span(kv_states), Span(k_states), on_device, Span(y));
+}
+
 absl::Status CudaExecutorDevice::CausalConv1dStepSlots(
     DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
     int64_t kernel_size, DeviceFloats tails, const DeviceSlotMap& slots,

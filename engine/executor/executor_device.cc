@@ -224,4 +224,32 @@ absl::Status ExecutorDevice::SsdChunkScanSegments(
   return absl::OkStatus();
 }
 
+absl::Status ExecutorDevice::LinearAttentionSegments(
+    DeviceFloats q, DeviceFloats k, DeviceFloats v,
+    const kernels::TaylorAttentionDims& dims, float eps, DeviceFloats kv_states,
+    DeviceFloats k_states, const DevicePassSegments& segments, DeviceFloats y) {
+  constexpr char kOp[] = "LinearAttentionSegments";
+  const int64_t rows = segments.rows();
+  const int64_t hf = dims.heads * dims.feature_dim;
+  const int64_t hv = dims.heads * dims.head_dim;
+  const int64_t fs = 1 + dims.feature_dim + dims.feature_dim * dims.feature_dim;
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "q", q, rows, hf, hf));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "k", k, rows, hf, hf));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "v", v, rows, hv, hv));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "y", y, rows, hv, hv));
+  TWICE_RETURN_IF_ERROR(CheckSegmentPool(kOp, kv_states, hv * fs, segments));
+  TWICE_RETURN_IF_ERROR(
+      CheckSegmentPool(kOp, k_states, dims.heads * fs, segments));
+  for (const kernels::PassSegment& s : segments.segments()) {
+    TWICE_RETURN_IF_ERROR(LinearAttention(
+        q.sub(s.first_row * hf, s.rows * hf),
+        k.sub(s.first_row * hf, s.rows * hf),
+        v.sub(s.first_row * hv, s.rows * hv), s.rows, q.sub(0, 0), v.sub(0, 0),
+        0, dims, eps, kv_states.sub(s.slot * hv * fs, hv * fs),
+        k_states.sub(s.slot * dims.heads * fs, dims.heads * fs),
+        y.sub(s.first_row * hv, s.rows * hv)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace twice::engine

@@ -421,8 +421,10 @@ class ExecutorDevice {
   // CausalConv1d of each segment's rows of x and out (the pass's rows)
   // with its slot's tail of `tails` [slots, (K - 1)·channels]; SsdChunkScan
   // of each segment's rows with its slot's state of `states` [slots,
-  // H·P·N]. The defaults call the one-sequence forms segment by segment; a
-  // device overrides them to run all segments in one launch.
+  // H·P·N]; LinearAttention (no encoder) of each segment's rows with its
+  // slot's kv_states [slots, H, hd, D] and k_states [slots, H, D]. The
+  // defaults call the one-sequence forms segment by segment; a device
+  // overrides them to run all segments in one launch.
   [[nodiscard]] virtual absl::Status CausalConv1dSegments(
       DeviceFloats x, int64_t channels, int64_t x_stride, DeviceFloats weight,
       int64_t kernel_size, DeviceFloats tails,
@@ -431,6 +433,11 @@ class ExecutorDevice {
       const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
       int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
       DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
+      const DevicePassSegments& segments, DeviceFloats y);
+  [[nodiscard]] virtual absl::Status LinearAttentionSegments(
+      DeviceFloats q, DeviceFloats k, DeviceFloats v,
+      const kernels::TaylorAttentionDims& dims, float eps,
+      DeviceFloats kv_states, DeviceFloats k_states,
       const DevicePassSegments& segments, DeviceFloats y);
   // kernels/slot_steps.h: one decode step for every row of `slots`, each
   // on its slot's state in `tails` / `states` ([capacity, ...]).

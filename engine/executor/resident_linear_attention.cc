@@ -98,28 +98,30 @@ class ResidentLinearAttention final : public ResidentMixer {
     if (pass.step != nullptr) {
       TWICE_RETURN_IF_ERROR(dev.LinearAttentionStepSlots(
           q, k, v, dims_, eps, kv_->floats(), k_sum_->floats(), *pass.step, y));
-    } else {
+    } else if (pass.prefix != nullptr && wk_enc_ != nullptr) {
       for (const PrefillSegment& seg : pass.segments) {
         TWICE_RETURN_IF_ERROR(
-            PrefillSegmentRows(dev, pass, seg, in, scratch, q, k, v, y));
+            PrefixPassRows(dev, pass, seg, in, scratch, q, k, v, y));
       }
+    } else {
+      TWICE_RETURN_IF_ERROR(
+          dev.LinearAttentionSegments(q, k, v, dims_, eps, kv_->floats(),
+                                      k_sum_->floats(), *pass.segment_rows, y));
     }
     return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
 
  private:
-  // One sequence's rows of a prefill pass; on the first pass of a prefix
-  // read (one segment), its encoder's rows too.
-  absl::Status PrefillSegmentRows(ExecutorDevice& dev, const ResidentPass& pass,
-                                  const PrefillSegment& seg,
-                                  const LayerInput& in, DeviceFloats scratch,
-                                  DeviceFloats q, DeviceFloats k,
-                                  DeviceFloats v, DeviceFloats y) {
+  // The first pass of a prefix read (one segment): its encoder's rows,
+  // then its own.
+  absl::Status PrefixPassRows(ExecutorDevice& dev, const ResidentPass& pass,
+                              const PrefillSegment& seg, const LayerInput& in,
+                              DeviceFloats scratch, DeviceFloats q,
+                              DeviceFloats k, DeviceFloats v, DeviceFloats y) {
     const int64_t rows = pass.rows, n = seg.rows;
-    const bool encodes = pass.prefix != nullptr && wk_enc_ != nullptr;
-    const int64_t e = encodes ? pass.prefix->encoder_tokens : 0;
-    const int64_t masked = encodes ? pass.prefix->masked_tokens : 0;
-    if (encodes && pass.segments.size() != 1) {
+    const int64_t e = pass.prefix->encoder_tokens;
+    const int64_t masked = pass.prefix->masked_tokens;
+    if (pass.segments.size() != 1) {
       return absl::InvalidArgumentError(
           "a prefix read's pass holds its sequence alone");
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/featurized_args.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/span_bits.h"
 #include "kernels/cuda/ssd_args.h"
@@ -213,21 +214,9 @@ absl::Status FeaturizedLinearAttention(
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "k_state", k_state.size, qk_row));
   TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, tokens * v_row));
   if (tokens == 0 && encoder_tokens == 0) return absl::OkStatus();
-  launch::FeaturizedLinearAttentionArgs args;
-  args.phi_q = phi_q.data;
-  args.phi_k = phi_k.data;
-  args.v = v.data;
-  args.phi_k_enc = phi_k_enc.data;
-  args.v_enc = v_enc.data;
-  args.tokens = tokens;
-  args.encoder_tokens = encoder_tokens;
-  args.heads = static_cast<int>(d.heads);
-  args.head_dim = static_cast<int>(d.head_dim);
-  args.feature_width = static_cast<int>(d.feature_size);
-  args.eps = eps;
-  args.kv_state = kv_state.data;
-  args.k_state = k_state.data;
-  args.y = y.data;
+  const launch::FeaturizedLinearAttentionArgs args =
+      MakeFeaturizedArgs(phi_q, phi_k, v, tokens, phi_k_enc, v_enc,
+                         encoder_tokens, d, eps, kv_state, k_state, y);
   return Launched(launch::FeaturizedLinearAttention(args, stream.get()), kOp);
 }
 

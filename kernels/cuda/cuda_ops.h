@@ -190,6 +190,22 @@ struct DevicePassSegments {
     DeviceSpan<float> states, const DevicePassSegments& segments,
     DeviceSpan<float> y);
 
+// FeaturizedLinearAttention (no encoder) of each segment's rows of the
+// pass's `rows` rows (phi_q, phi_k [rows, H, D]; v, y [rows, H, hd]) with
+// its slot's state of kv_states [slots, H, hd, D] and k_states [slots, H,
+// D], one launch for every segment (at most 65535; hd and D as
+// LinearAttentionSegmentsFit). For passes of short reads: from
+// kLinearAttentionSegmentMaxRows rows on, a read is faster in the chunked
+// kernel.
+inline constexpr int64_t kLinearAttentionSegmentMaxRows = 64;
+bool LinearAttentionSegmentsFit(int64_t head_dim, int64_t feature_size);
+[[nodiscard]] absl::Status LinearAttentionSegments(
+    const Stream& stream, DeviceSpan<const float> phi_q,
+    DeviceSpan<const float> phi_k, DeviceSpan<const float> v, int64_t rows,
+    const LinearAttentionDims& dims, float eps, DeviceSpan<float> kv_states,
+    DeviceSpan<float> k_states, const DevicePassSegments& segments,
+    DeviceSpan<float> y);
+
 // A batch's row -> slot map (kernels/slot_steps.h): the host copy is what
 // the checks read, `device` the same int32 values on the device (uploaded
 // once per step by the caller).

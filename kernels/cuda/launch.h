@@ -91,6 +91,17 @@ cudaError_t CausalConv1dSegments(const float* x, int64_t channels,
                                  const PassSegment* segments, int count,
                                  int64_t max_rows, float* out,
                                  cudaStream_t stream);
+// FeaturizedLinearAttention (no encoder: args.tokens and the inputs are the
+// pass's rows) of each of `count` (<= 65535) segments with its slot's
+// state of args.kv_state [slots, H, hd, D] and args.k_state [slots, H, D],
+// in one launch (linear_attention_segments_cuda.cu); hd <=
+// kMaxSegmentHeadDim and D <= kMaxSegmentFeatureWidth (a block keeps a
+// head's whole state in registers).
+constexpr int kMaxSegmentHeadDim = 64;
+constexpr int kMaxSegmentFeatureWidth = 288;
+cudaError_t LinearAttentionSegments(const FeaturizedLinearAttentionArgs& args,
+                                    const PassSegment* segments, int count,
+                                    cudaStream_t stream);
 
 // Softmax attention of rows: query i at context index past + i sees context
 // indices [lo_i, past + i] with lo_i = window < 0 ? 0 : max(0, past+i-window);

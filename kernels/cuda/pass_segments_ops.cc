@@ -1,5 +1,6 @@
 // Validating wrappers of the kernels that run every sequence of a prefill
-// pass in one launch (cuda_ops.h CausalConv1dSegments, SsdScanSegments),
+// pass in one launch (cuda_ops.h CausalConv1dSegments, SsdScanSegments,
+// LinearAttentionSegments),
 // with the checks of the per-sequence forms they replace.
 #include <algorithm>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/featurized_args.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ssd_args.h"
 #include "kernels/status_macros.h"
@@ -100,6 +102,46 @@ absl::Status SsdScanSegments(
   const launch::SsdArgs args =
       MakeSsdArgs(s, rows, x, x_stride, b, c, bc_stride, dt, a, d, states, y);
   return CudaStatus(launch::SsdScanSegments(
+                        args, Segments(segments),
+                        static_cast<int>(segments.host.size()), stream.get()),
+                    kOp);
+}
+
+bool LinearAttentionSegmentsFit(int64_t head_dim, int64_t feature_size) {
+  return head_dim >= 1 && head_dim <= launch::kMaxSegmentHeadDim &&
+         feature_size >= 1 && feature_size <= launch::kMaxSegmentFeatureWidth;
+}
+
+absl::Status LinearAttentionSegments(
+    const Stream& stream, DeviceSpan<const float> phi_q,
+    DeviceSpan<const float> phi_k, DeviceSpan<const float> v, int64_t rows,
+    const LinearAttentionDims& d, float eps, DeviceSpan<float> kv_states,
+    DeviceSpan<float> k_states, const DevicePassSegments& segments,
+    DeviceSpan<float> y) {
+  constexpr char kOp[] = "LinearAttentionSegments";
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && d.heads >= 1 && d.heads <= 65535 &&
+                   LinearAttentionSegmentsFit(d.head_dim, d.feature_size),
+               kOp, "bad dimensions (head_dim <= 64, feature_size <= 288)"));
+  const int64_t qk_row = d.heads * d.feature_size;
+  const int64_t v_row = d.heads * d.head_dim;
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "phi_q", phi_q.size, rows * qk_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "phi_k", phi_k.size, rows * qk_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "v", v.size, rows * v_row));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, rows * v_row));
+  TWICE_RETURN_IF_ERROR(
+      CheckSegments(kOp, segments, rows, kv_states.size, v_row * d.feature_size)
+          .status());
+  if (k_states.size * d.head_dim != kv_states.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": k_states holds ", k_states.size, " floats; the ",
+                     kv_states.size / (v_row * d.feature_size),
+                     " slots of kv_states need ", kv_states.size / d.head_dim));
+  }
+  if (segments.host.empty()) return absl::OkStatus();
+  const launch::FeaturizedLinearAttentionArgs args = MakeFeaturizedArgs(
+      phi_q, phi_k, v, rows, {}, {}, 0, d, eps, kv_states, k_states, y);
+  return CudaStatus(launch::LinearAttentionSegments(
                         args, Segments(segments),
                         static_cast<int>(segments.host.size()), stream.get()),
                     kOp);

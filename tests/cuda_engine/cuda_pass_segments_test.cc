@@ -1,14 +1,15 @@
 // The CUDA executor device's operations over the segments of a prefill
-// pass of several sequences (CausalConv1dSegments, SsdChunkScanSegments:
-// every segment in one launch) against the CPU device's segment-by-segment
-// forms, on fresh random inputs (seed printed by the test utilities):
-// segments of 1 to 63 rows in scattered slots of a pool, slots outside the
-// pass left as they were, the convolution's tails and the SSD states
-// continued per slot. A pass with a segment of 64 rows or more runs the
-// chunked scan per segment instead, with the same results. The CUDA
-// outputs start as NaN, so matching the CPU shows the device wrote them.
-// Both devices refuse segments that overlap or share a slot. SKIPPED
-// without a GPU.
+// pass of several sequences (CausalConv1dSegments, SsdChunkScanSegments,
+// LinearAttentionSegments: every segment in one launch) against the CPU
+// device's segment-by-segment forms, on fresh random inputs (seed printed
+// by the test utilities): segments of 1 to 63 rows in scattered slots of
+// a pool, slots outside the pass left as they were, the convolution's
+// tails, the SSD states and the linear-attention states (carried, as
+// after a few tokens) continued per slot. A pass with a segment of 64
+// rows or more runs the chunked form per segment instead, with the same
+// results. The CUDA outputs start as NaN, so matching the CPU shows the
+// device wrote them. Both devices refuse segments that overlap or share a
+// slot. SKIPPED without a GPU.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/pass_segments.h"
 #include "kernels/ssd_chunk_scan.h"
+#include "kernels/taylor_feature_map.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/testing/status_matchers.h"
 
@@ -148,6 +150,89 @@ class CudaPassSegmentsTest : public ::testing::Test {
     EXPECT_LE(RelativeError(got_states, want_states), kF32Tolerance);
   }
 
+  // Carried states (as after reading a few random tokens, so every
+  // denominator is a sum of positive features) in every slot.
+  void ExpectLinearAttentionMatches(const std::vector<int64_t>& lengths,
+                                    const kernels::TaylorAttentionDims& dims,
+                                    double tolerance) {
+    const int64_t f = dims.feature_dim, hd = dims.head_dim;
+    const int64_t fs = 1 + f + f * f;
+    const int64_t rows = UploadPass(lengths);
+    std::vector<float> kv_states, k_states;
+    for (int64_t slot = 0; slot < kSlots; ++slot) {
+      std::vector<float> kv, z;
+      kernels::cuda::testing::CarriedLinearAttentionState(
+          dims.heads, hd, f, 3 + slot, 30 + static_cast<uint32_t>(slot), kv, z);
+      kv_states.insert(kv_states.end(), kv.begin(), kv.end());
+      k_states.insert(k_states.end(), z.begin(), z.end());
+    }
+    ASSERT_EQ(static_cast<int64_t>(k_states.size()), kSlots * dims.heads * fs);
+    q_host_ = Random(rows * dims.heads * f, 20, 0.5f);
+    k_host_ = Random(rows * dims.heads * f, 21, 0.5f);
+    v_host_ = Random(rows * dims.heads * hd, 22);
+    const Pair q = Put(q_host_);
+    const Pair k = Put(k_host_);
+    const Pair v = Put(v_host_);
+    const Pair kv = Put(kv_states);
+    const Pair z = Put(k_states);
+    const Pair y = Put(std::vector<float>(rows * dims.heads * hd, 0.0f), true);
+    for (ExecutorDevice* device : {cuda_.get(), cpu_.get()}) {
+      const bool on_cuda = device == cuda_.get();
+      auto of = [&](const Pair& p) {
+        return (on_cuda ? p.cuda : p.cpu)->floats();
+      };
+      ASSERT_OK(device->LinearAttentionSegments(
+          of(q), of(k), of(v), dims, 1e-6f, of(kv), of(z),
+          on_cuda ? *cuda_segments_ : *cpu_segments_, of(y)));
+    }
+    const auto [got_y, want_y] = Get(y);
+    const auto [got_kv, want_kv] = Get(kv);
+    const auto [got_z, want_z] = Get(z);
+    // Both against the float64 recurrence.
+    std::vector<float> phi_q(rows * dims.heads * fs), phi_k(phi_q.size());
+    ASSERT_OK(kernels::TaylorFeatureMap(q_host_, rows * dims.heads, f,
+                                        absl::MakeSpan(phi_q)));
+    ASSERT_OK(kernels::TaylorFeatureMap(k_host_, rows * dims.heads, f,
+                                        absl::MakeSpan(phi_k)));
+    std::vector<double> ref_kv(kv_states.begin(), kv_states.end());
+    std::vector<double> ref_z(k_states.begin(), k_states.end());
+    std::vector<double> ref_y(rows * dims.heads * hd);
+    for (const PassSegment& seg : cpu_segments_->segments()) {
+      for (int64_t t = seg.first_row; t < seg.first_row + seg.rows; ++t) {
+        for (int64_t h = 0; h < dims.heads; ++h) {
+          double* st = &ref_kv[(seg.slot * dims.heads + h) * hd * fs];
+          double* zt = &ref_z[(seg.slot * dims.heads + h) * fs];
+          const float* pq = &phi_q[(t * dims.heads + h) * fs];
+          const float* pk = &phi_k[(t * dims.heads + h) * fs];
+          const float* vt = &v_host_[(t * dims.heads + h) * hd];
+          double den = 0;
+          for (int64_t m = 0; m < fs; ++m) {
+            zt[m] += pk[m];
+            den += double{pq[m]} * zt[m];
+          }
+          for (int64_t e = 0; e < hd; ++e) {
+            double num = 0;
+            for (int64_t m = 0; m < fs; ++m) {
+              st[e * fs + m] += double{vt[e]} * pk[m];
+              num += double{pq[m]} * st[e * fs + m];
+            }
+            ref_y[(t * dims.heads + h) * hd + e] = num / (den + 1e-6);
+          }
+        }
+      }
+    }
+    const std::vector<float> y64(ref_y.begin(), ref_y.end());
+    const std::vector<float> kv64(ref_kv.begin(), ref_kv.end());
+    const std::vector<float> z64(ref_z.begin(), ref_z.end());
+    EXPECT_LE(RelativeError(want_y, y64), kF32Tolerance) << "cpu y";
+    EXPECT_LE(RelativeError(got_y, y64), tolerance) << "cuda y";
+    EXPECT_LE(RelativeError(want_kv, kv64), kF32Tolerance) << "cpu kv";
+    EXPECT_LE(RelativeError(got_kv, kv64), tolerance) << "cuda kv";
+    EXPECT_LE(RelativeError(want_z, z64), kF32Tolerance) << "cpu z";
+    EXPECT_LE(RelativeError(got_z, z64), tolerance) << "cuda z";
+  }
+  std::vector<float> q_host_, k_host_, v_host_;
+
   std::unique_ptr<ExecutorDevice> cuda_, cpu_;
   std::unique_ptr<DevicePassSegments> cuda_segments_, cpu_segments_;
 };
@@ -167,6 +252,23 @@ TEST_F(CudaPassSegmentsTest, SsdScanOfShortSequencesMatchesTheCpu) {
 // 70 rows: the chunked form, segment by segment.
 TEST_F(CudaPassSegmentsTest, SsdScanWithALongSequenceMatchesTheCpu) {
   ExpectSsdMatches({3, 70});
+}
+
+// The published Based shape (F = 16: D = 273, hd = 64) and a small one
+// whose hd and D leave lanes and rows of the kernel's layout unused.
+TEST_F(CudaPassSegmentsTest, LinearAttentionOfShortSequencesMatchesTheCpu) {
+  ExpectLinearAttentionMatches({1, 7, 33, 2, 63, 5}, {2, 64, 16},
+                               kF32Tolerance);
+  ExpectLinearAttentionMatches({4, 1, 17}, {3, 40, 4}, kF32Tolerance);
+}
+
+// 70 rows: each segment as LinearAttention runs it (at F = 16, hd = 64 the
+// chunked kernel on bf16 inputs, so outputs and states to bf16's
+// tolerance).
+TEST_F(CudaPassSegmentsTest, LinearAttentionWithALongSequenceMatchesTheCpu) {
+  ExpectLinearAttentionMatches({3, 70}, {3, 40, 4}, kF32Tolerance);
+  ExpectLinearAttentionMatches({3, 70}, {1, 64, 16},
+                               kernels::cuda::testing::kBf16Tolerance);
 }
 
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {

@@ -266,6 +266,17 @@ class FaultyExecutorDevice final : public ExecutorDevice {
                                         bc_stride, dt, a, d, states, segments,
                                         y);
   }
+  absl::Status LinearAttentionSegments(DeviceFloats q, DeviceFloats k,
+                                       DeviceFloats v,
+                                       const kernels::TaylorAttentionDims& dims,
+                                       float eps, DeviceFloats kv_states,
+                                       DeviceFloats k_states,
+                                       const DevicePassSegments& segments,
+                                       DeviceFloats y) override {
+    TWICE_RETURN_IF_ERROR(faults_->Check("LinearAttentionSegments"));
+    return inner_->LinearAttentionSegments(q, k, v, dims, eps, kv_states,
+                                           k_states, segments, y);
+  }
   absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
                                      int64_t x_stride, DeviceFloats weight,
                                      int64_t kernel_size, DeviceFloats tails,
