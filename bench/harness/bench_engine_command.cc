@@ -35,8 +35,7 @@ ABSL_FLAG(std::vector<std::string>, executor,
           (std::vector<std::string>{"offload"}),
           "bench: how each model runs, comma-separated, rows of each: offload "
           "(its own forward on the kernels) and/or resident (the resident "
-          "executor on the CPU device: every architecture but "
-          "Granite-4.0-H)");
+          "executor on the CPU device)");
 ABSL_FLAG(bool, layer_rows, false,
           "bench: instead of whole models, one mixer layer's batched decode "
           "step, attention against RAT at each --layer_chunks size, at each "

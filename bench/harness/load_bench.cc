@@ -5,59 +5,24 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <queue>
 #include <random>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "bench/harness/async_calls.h"
 #include "bench/harness/bench_common.h"
 #include "bench/harness/delay_scheduler.h"
+#include "bench/harness/load_ledger.h"
 #include "bench/harness/memory_watch.h"
-#include "services/common/grpc_status.h"
 #include "twice/v1/orchestrator.grpc.pb.h"
 
 namespace twice::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr size_t kExamples = 5;
-
-std::string ModeName(v1::AskMode mode) {
-  std::string name = v1::AskMode_Name(mode);
-  if (absl::StartsWith(name, "ASK_MODE_")) name = name.substr(9);
-  return absl::AsciiStrToLower(name);
-}
-
-bool IsClean(const grpc::Status& status) {
-  return status.error_code() != grpc::StatusCode::UNKNOWN &&
-         status.error_code() != grpc::StatusCode::INTERNAL &&
-         !status.error_message().empty();
-}
-
-// What a client knows of one of its documents, and what the server has
-// acknowledged of it (the loss check compares the two).
-struct Slot {
-  int slot = 0;
-  std::string id;
-  bool exists = false;
-  int appends = 0;        // valid when exists && !in_doubt
-  bool in_doubt = false;  // a call that may have changed it failed
-  // Acknowledged by an OK ingest or append (or seen by GetDocument) and not
-  // deleted since, with this many appends.
-  bool acknowledged = false;
-  bool ever_acknowledged = false;
-  int acknowledged_appends = 0;
-  bool maybe_deleted = false;   // a delete failed: it may have happened
-  bool maybe_appended = false;  // an append failed: it may have happened
-};
 
 class LoadRun {
  public:
@@ -76,18 +41,18 @@ class LoadRun {
     shape_.vocab_size = model_.vocab_size();
     for (int m : model_.modes()) modes_.push_back(static_cast<v1::AskMode>(m));
     if (modes_.empty()) modes_.push_back(v1::ASK_MODE_DEFAULT);
-    result_.model = model_.name();
-    book_ = std::make_unique<AnswerBook>(absl::StrCat(
+    auto book = std::make_unique<AnswerBook>(absl::StrCat(
         "model=", model_.fingerprint(), " doc=", shape_.doc_tokens,
         " append=", shape_.append_tokens, " max_appends=", shape_.max_appends,
         " questions=", shape_.questions_per_doc, "x", shape_.question_tokens,
         " answer=", options_.answer_tokens,
         " segment=", options_.segment_tokens));
     if (!options_.answers_in.empty()) {
-      if (absl::Status s = book_->LoadBaseline(options_.answers_in); !s.ok()) {
+      if (absl::Status s = book->LoadBaseline(options_.answers_in); !s.ok()) {
         return s;
       }
     }
+    ledger_ = std::make_unique<LoadLedger>(shape_, std::move(book));
     for (auto& [op, weight] : options_.mix) {
       if (weight < 0) {
         return absl::InvalidArgumentError(
@@ -105,7 +70,7 @@ class LoadRun {
     MemoryWatch memory(options_.metrics);
     const int slots = options_.clients * options_.docs_per_client;
     for (int s = 0; s < slots; ++s) {
-      auto slot = std::make_unique<Slot>();
+      auto slot = std::make_unique<LoadSlot>();
       slot->slot = s;
       slot->id = absl::StrCat(options_.id_prefix, "-s", s);
       slots_.push_back(std::move(slot));
@@ -125,23 +90,25 @@ class LoadRun {
       std::unique_lock<std::mutex> lock(done_mu_);
       done_cv_.wait(lock, [this] { return running_ == 0; });
     }
-    result_.seconds = MillisSince(start) / 1000.0;
+    const double seconds = MillisSince(start) / 1000.0;
     memory.StopSampling();
 
     FinalCheck();
     std::this_thread::sleep_for(std::chrono::milliseconds(
         static_cast<int64_t>(options_.settle_seconds * 1000)));
     memory.ReadEnd();
-    result_.memory = memory.readings();
     if (!options_.keep_docs) DeleteAll();
-    result_.answers = book_->answers();
-    result_.answer_keys = book_->keys();
     if (!options_.answers_out.empty()) {
-      if (absl::Status s = book_->Save(options_.answers_out); !s.ok()) {
+      if (absl::Status s = ledger_->SaveAnswers(options_.answers_out);
+          !s.ok()) {
         return s;
       }
     }
-    return result_;
+    LoadBenchResult result = ledger_->Result();
+    result.model = model_.name();
+    result.seconds = seconds;
+    result.memory = memory.readings();
+    return result;
   }
 
  private:
@@ -151,115 +118,9 @@ class LoadRun {
     size_t next_mode = 0;  // PickMode's rotation, from the client's index
   };
 
-  Slot& SlotOf(Client* c, int k) {
+  LoadSlot& SlotOf(Client* c, int k) {
     return *slots_[static_cast<size_t>(c->index * options_.docs_per_client +
                                        k)];
-  }
-
-  // ---------------------------------------------------------- bookkeeping
-
-  void Finish(const std::string& op, Clock::time_point start,
-              const grpc::Status& status, double ttft_ms = -1) {
-    std::lock_guard<std::mutex> lock(mu_);
-    LoadOpStats& stats = result_.ops[op];
-    stats.calls += 1;
-    stats.latency_ms.push_back(MillisSince(start));
-    if (status.ok()) {
-      stats.ok += 1;
-      if (ttft_ms >= 0) stats.ttft_ms.push_back(ttft_ms);
-      return;
-    }
-    const std::string code =
-        absl::StatusCodeToString(services::FromGrpcStatus(status).code());
-    result_.errors[code] += 1;
-    if (!IsClean(status)) {
-      result_.unclean_errors += 1;
-      if (result_.unclean_examples.size() < kExamples) {
-        result_.unclean_examples.push_back(
-            absl::StrCat(op, ": ", code, " '", status.error_message(), "'"));
-      }
-    }
-  }
-
-  void Lost(const Slot& slot, const std::string& why) {
-    std::lock_guard<std::mutex> lock(mu_);
-    result_.documents_lost += 1;
-    if (result_.lost_examples.size() < kExamples) {
-      result_.lost_examples.push_back(absl::StrCat(slot.id, ": ", why));
-    }
-  }
-
-  void RecordAnswer(const Slot& slot, int question, v1::AskMode mode,
-                    const std::vector<int32_t>& answer) {
-    const std::string key =
-        LoadAnswerKey(slot.slot, slot.appends, question, ModeName(mode));
-    const AnswerBook::Verdict v = book_->Record(key, answer);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (v.compared_to_baseline) result_.answers_compared_to_baseline += 1;
-    if (v.differs_in_run) result_.answers_differ_in_run += 1;
-    if (v.differs_from_baseline) result_.answers_differ_from_baseline += 1;
-    if ((v.differs_in_run || v.differs_from_baseline) &&
-        result_.differ_examples.size() < kExamples) {
-      result_.differ_examples.push_back(absl::StrCat(
-          key, " -> [", absl::StrJoin(answer, ","), "]",
-          v.differs_in_run ? " (differs in run)" : "",
-          v.differs_from_baseline ? " (differs from baseline)" : ""));
-    }
-  }
-
-  void CountRecomputed(int64_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    result_.states_recomputed += n;
-  }
-
-  // A document's length as the server reports it, against what was
-  // acknowledged. Updates the slot to what the server holds; a length this
-  // workload cannot produce leaves the slot in doubt (Resolve starts it
-  // over).
-  void Reconcile(Slot& slot, bool found, int64_t tokens) {
-    slot.in_doubt = false;
-    if (!found) {
-      if (slot.acknowledged && !slot.maybe_deleted) {
-        Lost(slot, absl::StrCat("NOT_FOUND after ", slot.acknowledged_appends,
-                                " acknowledged appends"));
-      }
-      slot.exists = false;
-      slot.acknowledged = false;
-    } else {
-      const int appends = LoadAppendsForLength(shape_, tokens);
-      const bool expected =
-          appends >= 0 &&
-          (!slot.acknowledged || appends == slot.acknowledged_appends ||
-           (slot.maybe_appended && appends == slot.acknowledged_appends + 1));
-      if (!expected) {
-        Lost(slot, absl::StrCat(
-                       "has ", tokens, " tokens, acknowledged ",
-                       slot.acknowledged
-                           ? shape_.doc_tokens + shape_.append_tokens *
-                                                     slot.acknowledged_appends
-                           : int64_t{0}));
-      }
-      slot.exists = true;
-      if (appends < 0) {
-        slot.in_doubt = true;
-        slot.acknowledged = false;
-      } else {
-        slot.appends = appends;
-        slot.acknowledged = slot.ever_acknowledged = true;
-        slot.acknowledged_appends = appends;
-      }
-    }
-    slot.maybe_deleted = false;
-    slot.maybe_appended = false;
-  }
-
-  // A failed call on an acknowledged document that says it is gone.
-  void CheckNotFound(Slot& slot, const grpc::Status& status) {
-    if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
-        slot.acknowledged && !slot.maybe_deleted) {
-      Lost(slot, absl::StrCat("NOT_FOUND: ", status.error_message()));
-      slot.acknowledged = false;
-    }
   }
 
   // ---------------------------------------------------------- the loop
@@ -272,7 +133,7 @@ class LoadRun {
     }
     std::uniform_int_distribution<int> pick_slot(0,
                                                  options_.docs_per_client - 1);
-    Slot& slot = SlotOf(c, pick_slot(c->rng));
+    LoadSlot& slot = SlotOf(c, pick_slot(c->rng));
     if (slot.in_doubt) return Resolve(c, slot);
     std::uniform_real_distribution<double> u(0, mix_total_);
     double x = u(c->rng);
@@ -299,7 +160,7 @@ class LoadRun {
     scheduler_.After(std::chrono::milliseconds(200), [this, c] { Next(c); });
   }
 
-  void Resolve(Client* c, Slot& slot) {
+  void Resolve(Client* c, LoadSlot& slot) {
     auto call =
         std::make_shared<UnaryCall<v1::GetDocumentRequest, v1::DocumentInfo>>();
     call->context = cli_.NewCall();
@@ -308,11 +169,11 @@ class LoadRun {
     stub_->async()->GetDocument(
         call->context.get(), &call->request, &call->response,
         [this, c, &slot, call, start](grpc::Status status) {
-          Finish("get", start, status);
+          ledger_->Finish("get", start, status);
           if (status.ok()) {
-            Reconcile(slot, true, call->response.tokens());
+            ledger_->Reconcile(slot, true, call->response.tokens());
           } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
-            Reconcile(slot, false, 0);
+            ledger_->Reconcile(slot, false, 0);
           }
           if (slot.in_doubt && slot.exists) {
             // A length this workload cannot produce: start the slot over.
@@ -325,7 +186,7 @@ class LoadRun {
         });
   }
 
-  void Ingest(Client* c, Slot& slot) {
+  void Ingest(Client* c, LoadSlot& slot) {
     v1::IngestRequest request;
     request.mutable_header()->set_model(model_.name());
     request.mutable_header()->set_document_id(slot.id);
@@ -340,7 +201,7 @@ class LoadRun {
           if (r.has_done()) *done = r.done();
         },
         [this, c, &slot, done, start](const grpc::Status& status) {
-          Finish("ingest", start, status);
+          ledger_->Finish("ingest", start, status);
           if (status.ok() && done->tokens() == shape_.doc_tokens) {
             slot.exists = true;
             slot.appends = 0;
@@ -355,7 +216,7 @@ class LoadRun {
     call->Go();
   }
 
-  void Append(Client* c, Slot& slot) {
+  void Append(Client* c, LoadSlot& slot) {
     v1::AppendRequest request;
     request.set_document_id(slot.id);
     const std::vector<int32_t> tokens =
@@ -369,14 +230,14 @@ class LoadRun {
           if (r.has_done()) *done = r.done();
         },
         [this, c, &slot, done, start](const grpc::Status& status) {
-          Finish("append", start, status);
+          ledger_->Finish("append", start, status);
           const int64_t want =
               shape_.doc_tokens + shape_.append_tokens * (slot.appends + 1);
           if (status.ok() && done->tokens() == want) {
             slot.appends += 1;
             slot.acknowledged_appends = slot.appends;
           } else {
-            CheckNotFound(slot, status);
+            ledger_->CheckNotFound(slot, status);
             slot.in_doubt = true;
             slot.maybe_appended = true;
           }
@@ -386,7 +247,7 @@ class LoadRun {
     call->Go();
   }
 
-  void Delete(Client* c, Slot& slot, bool then_ingest) {
+  void Delete(Client* c, LoadSlot& slot, bool then_ingest) {
     auto call = std::make_shared<
         UnaryCall<v1::DeleteDocumentRequest, v1::DeleteDocumentResponse>>();
     call->context = cli_.NewCall();
@@ -399,11 +260,11 @@ class LoadRun {
         call->context.get(), &call->request, &call->response,
         [this, c, &slot, call, start, then_ingest,
          was_acknowledged](grpc::Status status) {
-          Finish("delete", start, status);
+          ledger_->Finish("delete", start, status);
           if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
               was_acknowledged) {
-            Lost(slot,
-                 absl::StrCat("NOT_FOUND on delete: ", status.error_message()));
+            ledger_->Lost(slot, absl::StrCat("NOT_FOUND on delete: ",
+                                             status.error_message()));
           }
           if (status.ok() ||
               status.error_code() == grpc::StatusCode::NOT_FOUND) {
@@ -425,7 +286,7 @@ class LoadRun {
                   modes_.size()];
   }
 
-  void Ask(Client* c, Slot& slot) {
+  void Ask(Client* c, LoadSlot& slot) {
     std::uniform_int_distribution<int> pick_q(0, shape_.questions_per_doc - 1);
     const int question = pick_q(c->rng);
     const v1::AskMode mode = PickMode(c);
@@ -456,13 +317,13 @@ class LoadRun {
         },
         [this, c, &slot, answer, start, question,
          mode](const grpc::Status& status) {
-          Finish(absl::StrCat("ask:", ModeName(mode)), start, status,
-                 answer->ttft_ms);
+          ledger_->Finish(absl::StrCat("ask:", LoadModeName(mode)), start,
+                          status, answer->ttft_ms);
           if (status.ok()) {
-            RecordAnswer(slot, question, mode, answer->tokens);
-            CountRecomputed(answer->recomputed);
+            ledger_->RecordAnswer(slot, question, mode, answer->tokens);
+            ledger_->CountRecomputed(answer->recomputed);
           } else {
-            CheckNotFound(slot, status);
+            ledger_->CheckNotFound(slot, status);
           }
           Continue(c, status);
         });
@@ -470,7 +331,7 @@ class LoadRun {
     call->Go();
   }
 
-  void BatchAsk(Client* c, Slot& slot) {
+  void BatchAsk(Client* c, LoadSlot& slot) {
     v1::BatchAskRequest request;
     request.set_document_id(slot.id);
     struct Asked {
@@ -514,15 +375,15 @@ class LoadRun {
             },
             [this, c, &slot, asked, answers, ttft, recomputed,
              start](const grpc::Status& status) {
-              Finish("batch_ask", start, status, *ttft);
+              ledger_->Finish("batch_ask", start, status, *ttft);
               if (status.ok()) {
-                CountRecomputed(*recomputed);
+                ledger_->CountRecomputed(*recomputed);
                 for (size_t i = 0; i < asked->size(); ++i) {
-                  RecordAnswer(slot, (*asked)[i].question, (*asked)[i].mode,
-                               (*answers)[i]);
+                  ledger_->RecordAnswer(slot, (*asked)[i].question,
+                                        (*asked)[i].mode, (*answers)[i]);
                 }
               } else {
-                CheckNotFound(slot, status);
+                ledger_->CheckNotFound(slot, status);
               }
               Continue(c, status);
             });
@@ -539,7 +400,7 @@ class LoadRun {
         Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
                            options_.verify_seconds * 1000));
     for (auto& owned : slots_) {
-      Slot& slot = *owned;
+      LoadSlot& slot = *owned;
       if (!slot.ever_acknowledged && !slot.in_doubt) continue;
       bool checked = false;
       while (!checked) {
@@ -550,22 +411,18 @@ class LoadRun {
         const grpc::Status status =
             stub_->GetDocument(call.get(), request, &info);
         if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) {
-          Reconcile(slot, status.ok(), info.tokens());
+          ledger_->Reconcile(slot, status.ok(), info.tokens());
           checked = true;
         } else if (Clock::now() > deadline) {
-          Lost(slot,
-               absl::StrCat("unreadable at the end: ", status.error_message()));
+          ledger_->Lost(slot, absl::StrCat("unreadable at the end: ",
+                                           status.error_message()));
           break;
         } else {
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
       }
       if (!checked) continue;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        result_.documents_verified += 1;
-        if (slot.ever_acknowledged) result_.documents_acknowledged += 1;
-      }
+      ledger_->Verified(slot);
       if (!slot.exists || slot.in_doubt) continue;
       // One greedy answer per document after the load (and any fault).
       while (true) {
@@ -586,12 +443,12 @@ class LoadRun {
         }
         const grpc::Status status = reader->Finish();
         if (status.ok()) {
-          RecordAnswer(slot, 0, v1::ASK_MODE_DEFAULT, answer);
+          ledger_->RecordAnswer(slot, 0, v1::ASK_MODE_DEFAULT, answer);
           break;
         }
         if (Clock::now() > deadline) {
-          Lost(slot, absl::StrCat("unanswerable at the end: ",
-                                  status.error_message()));
+          ledger_->Lost(slot, absl::StrCat("unanswerable at the end: ",
+                                           status.error_message()));
           break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -617,40 +474,18 @@ class LoadRun {
   LoadWorkloadShape shape_;
   std::vector<v1::AskMode> modes_;
   double mix_total_ = 0;
-  std::unique_ptr<AnswerBook> book_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<LoadLedger> ledger_;
+  std::vector<std::unique_ptr<LoadSlot>> slots_;
   std::vector<Client> clients_;
   Clock::time_point end_;
   DelayScheduler scheduler_;
 
-  std::mutex mu_;  // result_
-  LoadBenchResult result_;
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   int running_ = 0;
 };
 
 }  // namespace
-
-absl::Status LoadBenchResult::Verdict() const {
-  std::vector<std::string> broken;
-  if (documents_lost > 0) {
-    broken.push_back(
-        absl::StrCat(documents_lost, " acknowledged documents lost"));
-  }
-  if (answers_differ_in_run > 0 || answers_differ_from_baseline > 0) {
-    broken.push_back(
-        absl::StrCat(answers_differ_in_run + answers_differ_from_baseline,
-                     " greedy answers changed"));
-  }
-  if (unclean_errors > 0) {
-    broken.push_back(
-        absl::StrCat(unclean_errors, " calls failed without a clean status"));
-  }
-  if (broken.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("load: ", absl::StrJoin(broken, "; ")));
-}
 
 absl::StatusOr<LoadBenchResult> RunLoadBench(const CliContext& cli,
                                              const LoadBenchOptions& options) {
