@@ -13,11 +13,13 @@ absl::Status CheckPassSegments(absl::string_view op,
   int64_t next_row = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     const PassSegment& s = segments[i];
-    if (s.rows < 1 || s.first_row < next_row ||
+    if (s.rows < 1 || s.start < 0 || s.first_row < next_row ||
         s.first_row > pass_rows - s.rows) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": segment ", i, " (rows ", s.first_row, " + ", s.rows,
-          ") is empty, overlaps the one before or ends past the pass's ",
+          " at position ", s.start,
+          ") is empty, starts before its sequence, overlaps the one before "
+          "or ends past the pass's ",
           pass_rows, " rows"));
     }
     if (s.slot < 0 || s.slot >= slots || taken[s.slot]) {

@@ -128,8 +128,9 @@ class CudaSlotMap final : public DeviceSlotMap {
   cuda::DeviceBuffer device_;
 };
 
-// A prefill pass's segments with their device copy: three int64 per
-// segment (first_row, rows, slot), as the *Segments kernels read them.
+// A prefill pass's segments with their device copy: four int64 per
+// segment (first_row, rows, slot, start), as the *Segments kernels read
+// them.
 class CudaPassSegments final : public DevicePassSegments {
  public:
   CudaPassSegments(absl::Span<const kernels::PassSegment> segments,
@@ -138,7 +139,7 @@ class CudaPassSegments final : public DevicePassSegments {
   cuda::DevicePassSegments view() const {
     return {segments(),
             {static_cast<const int64_t*>(device_.data()),
-             3 * static_cast<int64_t>(segments().size())}};
+             4 * static_cast<int64_t>(segments().size())}};
   }
 
  private:

@@ -135,6 +135,13 @@ class CudaExecutorDevice final : public ExecutorDevice {
                                        DeviceFloats k_states,
                                        const DevicePassSegments& segments,
                                        DeviceFloats y) override;
+  absl::Status WindowAttentionSegments(DeviceFloats qkv, int64_t qkv_stride,
+                                       const kernels::WindowStepDims& dims,
+                                       float rope_base, float scale,
+                                       DeviceFloats ring_k, DeviceFloats ring_v,
+                                       const DevicePassSegments& segments,
+                                       DeviceFloats context,
+                                       DeviceFloats y) override;
   absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
                                      int64_t x_stride, DeviceFloats weight,
                                      int64_t kernel_size, DeviceFloats tails,

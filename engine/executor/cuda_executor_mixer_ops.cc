@@ -64,9 +64,9 @@ CudaExecutorDevice::UploadPassSegments(
   TWICE_RETURN_IF_ERROR(
       kernels::CheckPassSegments("UploadPassSegments", segments, rows, slots));
   std::vector<int64_t> packed;
-  packed.reserve(3 * segments.size());
+  packed.reserve(4 * segments.size());
   for (const kernels::PassSegment& s : segments) {
-    packed.insert(packed.end(), {s.first_row, s.rows, s.slot});
+    packed.insert(packed.end(), {s.first_row, s.rows, s.slot, s.start});
   }
   const int64_t bytes = static_cast<int64_t>(packed.size() * sizeof(int64_t));
   TWICE_ASSIGN_OR_RETURN(cuda::DeviceBuffer device, allocator_.Allocate(bytes));
@@ -173,6 +173,31 @@ absl::Status CudaExecutorDevice::LinearAttentionSegments(
       *stream_, phi_q, phi_k, ConstSpan(v), segments.rows(),
       kernels::LinearAttentionDims{dims.heads, dims.head_dim, fs}, eps,
       Span(kv_states), Span(k_states), on_device, Span(y));
+}
+
+absl::Status CudaExecutorDevice::WindowAttentionSegments(
+    DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+    float rope_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+    const DevicePassSegments& segments, DeviceFloats context, DeviceFloats y) {
+  // Short reads, several: rotation, attention over ring and rows, and the
+  // rings' new rows in three launches for the pass. Otherwise each
+  // segment's context gathered for the window kernel (tiles for a long
+  // one).
+  const auto list = segments.segments();
+  const bool all_short =
+      std::all_of(list.begin(), list.end(), [](const kernels::PassSegment& s) {
+        return s.rows < cuda::kWindowSegmentMaxRows;
+      });
+  if (list.size() < 2 || !all_short) {
+    return ExecutorDevice::WindowAttentionSegments(
+        qkv, qkv_stride, dims, rope_base, scale, ring_k, ring_v, segments,
+        context, y);
+  }
+  TWICE_ASSIGN_OR_RETURN(const cuda::DevicePassSegments on_device,
+                         OnDevice(segments));
+  return cuda::WindowAttentionSegments(
+      *stream_, Span(qkv), segments.rows(), qkv_stride, dims, rope_base, scale,
+      Span(ring_k), Span(ring_v), on_device, Span(y));
 }
 
 absl::Status CudaExecutorDevice::CausalConv1dStepSlots(

@@ -252,4 +252,96 @@ absl::Status ExecutorDevice::LinearAttentionSegments(
   return absl::OkStatus();
 }
 
+namespace {
+
+// Ring rows [first, first + count) (mod L) of one slot's ring <-> `count`
+// consecutive rows of `other` (row stride `stride`), `width` floats each:
+// at most two runs.
+absl::Status CopyRing(ExecutorDevice& dev, DeviceFloats ring, int64_t window,
+                      int64_t width, int64_t first, int64_t count,
+                      DeviceFloats other, int64_t stride, bool to_ring) {
+  int64_t done = 0;
+  while (done < count) {
+    const int64_t row = (first + done) % window;
+    const int64_t run = std::min(count - done, window - row);
+    const DeviceFloats ring_rows = ring.sub(row * width, run * width);
+    const DeviceFloats other_rows =
+        other.sub(done * stride, (run - 1) * stride + width);
+    TWICE_RETURN_IF_ERROR(
+        to_ring
+            ? dev.CopyRows(other_rows, stride, ring_rows, width, run, width)
+            : dev.CopyRows(ring_rows, width, other_rows, stride, run, width));
+    done += run;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ExecutorDevice::WindowAttentionSegments(
+    DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+    float rope_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+    const DevicePassSegments& segments, DeviceFloats context, DeviceFloats y) {
+  constexpr char kOp[] = "WindowAttentionSegments";
+  const int64_t heads = dims.heads, hd = dims.head_dim, window = dims.window;
+  const int64_t d = heads * hd;
+  if (heads < 1 || hd < 2 || hd % 2 != 0 || window < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": need heads >= 1, an even head_dim and a window >= 1"));
+  }
+  const int64_t rows = segments.rows();
+  TWICE_RETURN_IF_ERROR(
+      CheckSegmentViews(kOp, "qkv", qkv, rows, 3 * d, qkv_stride));
+  TWICE_RETURN_IF_ERROR(CheckSegmentViews(kOp, "y", y, rows, d, d));
+  TWICE_RETURN_IF_ERROR(CheckSegmentPool(kOp, ring_k, window * d, segments));
+  TWICE_RETURN_IF_ERROR(CheckSegmentPool(kOp, ring_v, window * d, segments));
+  for (const kernels::PassSegment& s : segments.segments()) {
+    const int64_t n = s.rows, start = s.start;
+    // Context: the ring's live rows, oldest first, then the new keys.
+    const int64_t past = std::min(start, window);
+    if (context.size < 2 * (past + n) * d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": the context workspace holds ", context.size,
+                       " floats, not ", 2 * (past + n) * d));
+    }
+    const DeviceFloats seg_qkv = qkv.sub(
+        s.first_row * qkv_stride, kernels::StridedExtent(n, 3 * d, qkv_stride));
+    TWICE_RETURN_IF_ERROR(
+        RopeRotateHalf(seg_qkv, n, qkv_stride, heads, hd, start, rope_base));
+    TWICE_RETURN_IF_ERROR(RopeRotateHalf(seg_qkv.sub(d, seg_qkv.size - d), n,
+                                         qkv_stride, heads, hd, start,
+                                         rope_base));
+    const DeviceFloats rk = ring_k.sub(s.slot * window * d, window * d);
+    const DeviceFloats rv = ring_v.sub(s.slot * window * d, window * d);
+    const DeviceFloats ctx_k = context.sub(0, (past + n) * d);
+    const DeviceFloats ctx_v = context.sub(ctx_k.size, (past + n) * d);
+    const DeviceFloats new_k = seg_qkv.sub(d, (n - 1) * qkv_stride + d);
+    const DeviceFloats new_v = seg_qkv.sub(2 * d, (n - 1) * qkv_stride + d);
+    TWICE_RETURN_IF_ERROR(
+        CopyRing(*this, rk, window, d, start - past, past, ctx_k, d, false));
+    TWICE_RETURN_IF_ERROR(
+        CopyRing(*this, rv, window, d, start - past, past, ctx_v, d, false));
+    TWICE_RETURN_IF_ERROR(
+        CopyRows(new_k, qkv_stride, ctx_k.sub(past * d, n * d), d, n, d));
+    TWICE_RETURN_IF_ERROR(
+        CopyRows(new_v, qkv_stride, ctx_v.sub(past * d, n * d), d, n, d));
+    const kernels::WindowAttentionDims wd{n, past, heads, hd, window};
+    TWICE_RETURN_IF_ERROR(WindowAttention(seg_qkv, qkv_stride, ctx_k, ctx_v, wd,
+                                          scale,
+                                          y.sub(s.first_row * d, n * d)));
+    // Only the last L new tokens stay visible to later queries.
+    const int64_t keep = std::min(n, window);
+    const int64_t first = n - keep;
+    TWICE_RETURN_IF_ERROR(
+        CopyRing(*this, rk, window, d, start + first, keep,
+                 new_k.sub(first * qkv_stride, (keep - 1) * qkv_stride + d),
+                 qkv_stride, true));
+    TWICE_RETURN_IF_ERROR(
+        CopyRing(*this, rv, window, d, start + first, keep,
+                 new_v.sub(first * qkv_stride, (keep - 1) * qkv_stride + d),
+                 qkv_stride, true));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace twice::engine

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "engine/executor/device_pass_segments.h"
+#include "engine/executor/device_step.h"
 #include "kernels/activations.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rat_paged.h"
@@ -69,59 +70,6 @@ class DeviceMatrix {
   virtual int64_t rows() const = 0;
   virtual int64_t cols() const = 0;
   virtual int64_t bytes() const = 0;
-};
-
-// The row -> slot map of one batched step and each row's position (the
-// tokens its sequence has read before this one), resident on the device
-// for the step's slot-indexed operations (uploaded once per step). The
-// base holds the host copies every device keeps (what the checks read);
-// a device adds where its own copy lives.
-class DeviceSlotMap {
- public:
-  virtual ~DeviceSlotMap() = default;
-  DeviceSlotMap(const DeviceSlotMap&) = delete;
-  DeviceSlotMap& operator=(const DeviceSlotMap&) = delete;
-  absl::Span<const int32_t> slots() const { return slots_; }  // host copy
-  absl::Span<const int64_t> positions() const { return positions_; }
-
- protected:
-  // Only a device's own map (which knows where its copy lives) is made or
-  // refilled.
-  DeviceSlotMap(absl::Span<const int32_t> slots,
-                absl::Span<const int64_t> positions)
-      : slots_(slots.begin(), slots.end()),
-        positions_(positions.begin(), positions.end()) {}
-  // New host copies of what the device's copy now holds.
-  void Refill(absl::Span<const int32_t> slots,
-              absl::Span<const int64_t> positions) {
-    slots_.assign(slots.begin(), slots.end());
-    positions_.assign(positions.begin(), positions.end());
-  }
-
- private:
-  std::vector<int32_t> slots_;
-  std::vector<int64_t> positions_;
-};
-
-// The inputs and outputs of one decode step of `rows` sequences on the
-// device, in buffers that stay where they are: the row -> slot map with
-// positions (what the slot-indexed operations read), each row's token id
-// and sampling rule, and room for the sampled ids. The executor keeps one
-// per batch size and refills it every step, so that a step recorded once
-// as a graph (Capture) replays on the next step's inputs.
-class DeviceStep {
- public:
-  virtual ~DeviceStep() = default;
-  virtual int64_t rows() const = 0;
-  virtual const DeviceSlotMap& slot_map() const = 0;
-  virtual absl::Span<const int32_t> token_ids() const = 0;  // host copy
-};
-
-// A device's recording of queued work (CUDA: a graph instantiated from a
-// stream capture), replayed by Launch on whatever its buffers hold then.
-class DeviceGraph {
- public:
-  virtual ~DeviceGraph() = default;
 };
 
 // The matrices of a mixture's experts for one routed product (all of one
@@ -439,6 +387,16 @@ class ExecutorDevice {
       const kernels::TaylorAttentionDims& dims, float eps,
       DeviceFloats kv_states, DeviceFloats k_states,
       const DevicePassSegments& segments, DeviceFloats y);
+  // WindowAttention of each segment's rows: q | k | v at columns 0, H·hd,
+  // 2·H·hd of qkv's rows (q, k rotated in place at the segment's
+  // positions) after the last L keys of its slot's ring_k, ring_v [slots,
+  // L, H·hd] (row p mod L: position p; L = dims.window), into y; the rings
+  // then end with each segment's last keys. `context` is workspace of
+  // 2·(L + longest segment)·H·hd floats where a device gathers keys.
+  [[nodiscard]] virtual absl::Status WindowAttentionSegments(
+      DeviceFloats qkv, int64_t qkv_stride, const kernels::WindowStepDims& dims,
+      float rope_base, float scale, DeviceFloats ring_k, DeviceFloats ring_v,
+      const DevicePassSegments& segments, DeviceFloats context, DeviceFloats y);
   // kernels/slot_steps.h: one decode step for every row of `slots`, each
   // on its slot's state in `tails` / `states` ([capacity, ...]).
   [[nodiscard]] virtual absl::Status CausalConv1dStepSlots(

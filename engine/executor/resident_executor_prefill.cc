@@ -118,7 +118,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     if (!s.ok()) break;
     std::vector<kernels::PassSegment> on_device;
     for (const PrefillSegment& seg : segments) {
-      on_device.push_back({seg.first_row, seg.rows, seg.slot});
+      on_device.push_back({seg.first_row, seg.rows, seg.slot, seg.start});
     }
     absl::StatusOr<std::unique_ptr<DevicePassSegments>> segment_rows =
         device_->UploadPassSegments(on_device, rows, options_.slots);

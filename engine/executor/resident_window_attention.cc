@@ -7,10 +7,11 @@
 // (WindowKvState's layout: position p in ring row p mod L); the position of
 // a sequence is its token count.
 //
-// A prefill pass gathers the ring's live rows (at most two contiguous runs)
-// and the new keys into a context [P + T, d] for the window kernel, then
-// writes the last min(T, L) new keys and values into the ring; a step does
-// all of it per row in one slot-indexed call.
+// A prefill pass runs every sequence's rows in one call
+// (ExecutorDevice::WindowAttentionSegments: by default each ring's live
+// rows and the new keys gathered into a context [P + T, d] for the window
+// kernel, then the last min(T, L) new keys and values written into the
+// ring); a step does all of it per row in one slot-indexed call.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -102,7 +103,7 @@ class ResidentWindowAttention final : public ResidentMixer {
     const DeviceFloats y = scratch.sub(qkv.size, rows * d_);
     const float scale = 1.0f / std::sqrt(static_cast<float>(layer_.head_dim));
     if (layer_.value_first) {
-      // v | q | k into the context area (free until Prefill gathers), then
+      // v | q | k into the context area (free until the window op), then
       // q | k and v into qkv.
       const DeviceFloats vqk = scratch.sub(qkv.size + y.size, rows * 3 * d_);
       const LinearOutput wqkv[] = {{wqkv_.get(), vqk, {}}};
@@ -115,19 +116,16 @@ class ResidentWindowAttention final : public ResidentMixer {
       const LinearOutput wqkv[] = {{wqkv_.get(), qkv, {}}};
       TWICE_RETURN_IF_ERROR(in.Project(dev, wqkv));
     }
+    const kernels::WindowStepDims dims{layer_.heads, layer_.head_dim, window_};
     if (pass.step != nullptr) {
-      const kernels::WindowStepDims dims{layer_.heads, layer_.head_dim,
-                                         window_};
       TWICE_RETURN_IF_ERROR(dev.WindowAttentionStepSlots(
           qkv, 3 * d_, dims, layer_.rope_base, scale, ring_k_->floats(),
           ring_v_->floats(), *pass.step, y));
     } else {
-      for (const PrefillSegment& seg : pass.segments) {
-        TWICE_RETURN_IF_ERROR(Prefill(
-            dev, seg, seg.Rows(qkv, 3 * d_),
-            scratch.sub(qkv.size + y.size, 2 * (window_ + seg.rows) * d_),
-            seg.Rows(y, d_), scale));
-      }
+      TWICE_RETURN_IF_ERROR(dev.WindowAttentionSegments(
+          qkv, 3 * d_, dims, layer_.rope_base, scale, ring_k_->floats(),
+          ring_v_->floats(), *pass.segment_rows,
+          scratch.sub(qkv.size + y.size, 2 * (window_ + rows) * d_), y));
     }
     return dev.Linear(y, rows, *wo_, x, ResidualAdd());
   }
@@ -136,68 +134,6 @@ class ResidentWindowAttention final : public ResidentMixer {
   DeviceFloats ring_of(const DeviceArray& ring, int32_t slot) const {
     return ring.floats().sub(slot * ring_floats_, ring_floats_);
   }
-  // Ring rows [first, first + count) (mod L) of `slot` <-> `count`
-  // consecutive rows of `other` (row stride `stride`): at most two runs.
-  absl::Status CopyRing(ExecutorDevice& dev, const DeviceArray& ring,
-                        int32_t slot, int64_t first, int64_t count,
-                        DeviceFloats other, int64_t stride, bool to_ring) {
-    const DeviceFloats r = ring_of(ring, slot);
-    int64_t done = 0;
-    while (done < count) {
-      const int64_t row = (first + done) % window_;
-      const int64_t run = std::min(count - done, window_ - row);
-      const DeviceFloats ring_rows = r.sub(row * d_, run * d_);
-      const DeviceFloats other_rows =
-          other.sub(done * stride, (run - 1) * stride + d_);
-      TWICE_RETURN_IF_ERROR(
-          to_ring ? dev.CopyRows(other_rows, stride, ring_rows, d_, run, d_)
-                  : dev.CopyRows(ring_rows, d_, other_rows, stride, run, d_));
-      done += run;
-    }
-    return absl::OkStatus();
-  }
-
-  // One sequence's rows of a prefill pass (qkv and y its rows).
-  absl::Status Prefill(ExecutorDevice& dev, const PrefillSegment& seg,
-                       DeviceFloats qkv, DeviceFloats context, DeviceFloats y,
-                       float scale) {
-    const int64_t rows = seg.rows;
-    const int64_t start = seg.start;
-    const int32_t slot = seg.slot;
-    const int64_t heads = layer_.heads, hd = layer_.head_dim;
-    TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(qkv, rows, 3 * d_, heads, hd,
-                                             start, layer_.rope_base));
-    TWICE_RETURN_IF_ERROR(dev.RopeRotateHalf(qkv.sub(d_, qkv.size - d_), rows,
-                                             3 * d_, heads, hd, start,
-                                             layer_.rope_base));
-    // Context: the ring's live rows, oldest first, then the new keys.
-    const int64_t past = std::min(start, window_);
-    const DeviceFloats ctx_k = context.sub(0, (past + rows) * d_);
-    const DeviceFloats ctx_v = context.sub(ctx_k.size, (past + rows) * d_);
-    const DeviceFloats new_k = qkv.sub(d_, (rows - 1) * 3 * d_ + d_);
-    const DeviceFloats new_v = qkv.sub(2 * d_, (rows - 1) * 3 * d_ + d_);
-    TWICE_RETURN_IF_ERROR(
-        CopyRing(dev, *ring_k_, slot, start - past, past, ctx_k, d_, false));
-    TWICE_RETURN_IF_ERROR(
-        CopyRing(dev, *ring_v_, slot, start - past, past, ctx_v, d_, false));
-    TWICE_RETURN_IF_ERROR(dev.CopyRows(
-        new_k, 3 * d_, ctx_k.sub(past * d_, rows * d_), d_, rows, d_));
-    TWICE_RETURN_IF_ERROR(dev.CopyRows(
-        new_v, 3 * d_, ctx_v.sub(past * d_, rows * d_), d_, rows, d_));
-    const kernels::WindowAttentionDims dims{rows, past, heads, hd, window_};
-    TWICE_RETURN_IF_ERROR(
-        dev.WindowAttention(qkv, 3 * d_, ctx_k, ctx_v, dims, scale, y));
-    // Only the last L new tokens stay visible to later queries.
-    const int64_t keep = std::min(rows, window_);
-    const int64_t first = rows - keep;
-    TWICE_RETURN_IF_ERROR(CopyRing(
-        dev, *ring_k_, slot, start + first, keep,
-        new_k.sub(first * 3 * d_, (keep - 1) * 3 * d_ + d_), 3 * d_, true));
-    return CopyRing(dev, *ring_v_, slot, start + first, keep,
-                    new_v.sub(first * 3 * d_, (keep - 1) * 3 * d_ + d_), 3 * d_,
-                    true);
-  }
-
   const WindowLayer layer_;
   const int64_t d_;
   const int64_t window_;  // L, ring rows

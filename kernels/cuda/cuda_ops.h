@@ -162,8 +162,9 @@ enum class SsdMath { kTensorCores, kF32 };
     SsdMath math = SsdMath::kTensorCores);
 
 // A prefill pass's segments (kernels/pass_segments.h): the host copy is
-// what the checks read, `device` the same segments on the device as three
-// int64 each (first_row, rows, slot; uploaded once per pass by the caller).
+// what the checks read, `device` the same segments on the device as four
+// int64 each (first_row, rows, slot, start; uploaded once per pass by the
+// caller).
 struct DevicePassSegments {
   absl::Span<const PassSegment> host;
   DeviceSpan<const int64_t> device;
@@ -205,6 +206,21 @@ bool LinearAttentionSegmentsFit(int64_t head_dim, int64_t feature_size);
     const LinearAttentionDims& dims, float eps, DeviceSpan<float> kv_states,
     DeviceSpan<float> k_states, const DevicePassSegments& segments,
     DeviceSpan<float> y);
+
+// Sliding-window attention of each segment's rows (q | k | v at columns
+// 0, H·hd, 2·H·hd of qkv's `rows` rows, `qkv_stride` apart; q and k are
+// rotated in place at the segment's positions) after the keys of its
+// slot's ring_k, ring_v [slots, L, H·hd], into y [rows, H·hd]; then each
+// ring ends with its segment's last keys and values (three launches for
+// every segment, at most 65535; head_dim even and <= 128). A warp per
+// query and head: for passes of reads under kWindowSegmentMaxRows rows
+// (a longer one is faster with its keys staged in tiles).
+inline constexpr int64_t kWindowSegmentMaxRows = 64;
+[[nodiscard]] absl::Status WindowAttentionSegments(
+    const Stream& stream, DeviceSpan<float> qkv, int64_t rows,
+    int64_t qkv_stride, const WindowStepDims& dims, float rotary_base,
+    float scale, DeviceSpan<float> ring_k, DeviceSpan<float> ring_v,
+    const DevicePassSegments& segments, DeviceSpan<float> y);
 
 // A batch's row -> slot map (kernels/slot_steps.h): the host copy is what
 // the checks read, `device` the same int32 values on the device (uploaded

@@ -76,11 +76,13 @@ cudaError_t CausalConv1d(const float* x, int64_t tokens, int64_t channels,
                          int64_t x_stride, const float* w, int kernel_size,
                          float* tail, float* out, cudaStream_t stream);
 // One sequence of a prefill pass of several: its rows [first_row,
-// first_row + rows) of the pass and the slot whose state it continues.
+// first_row + rows) of the pass, the slot whose state it continues and the
+// position of its first row in its sequence.
 struct PassSegment {
   int64_t first_row = 0;
   int64_t rows = 0;
   int64_t slot = 0;
+  int64_t start = 0;
 };
 // CausalConv1d of each of `count` (<= 65535) segments (device array) in one
 // launch: x and out are the pass's rows, tails the [slots, k - 1, channels]
@@ -213,6 +215,25 @@ struct WindowStepArgs {
 };
 cudaError_t WindowAttentionStepSlots(const WindowStepArgs& args,
                                      cudaStream_t stream);
+// The same for every segment of a prefill pass (window_segments_cuda.cu):
+// the `count` (<= 65535) segments' rows of qkv rotated in place, attended,
+// and their last min(rows, L) keys and values kept in their slots' rings;
+// max_rows >= every segment's rows.
+struct WindowSegmentsArgs {
+  float* qkv = nullptr;  // [pass rows, 3·H·hd] q | k | v
+  int64_t qkv_stride = 0;
+  int heads = 0;
+  int head_dim = 0;
+  int64_t window = 0;  // L, ring rows per slot
+  float rotary_base = 0.0f;
+  float scale = 1.0f;
+  float* ring_k = nullptr;  // [slots, L, H, hd]
+  float* ring_v = nullptr;  // [slots, L, H, hd]
+  float* y = nullptr;       // [pass rows, H·hd]
+};
+cudaError_t WindowAttentionSegments(const WindowSegmentsArgs& args,
+                                    const PassSegment* segments, int count,
+                                    int64_t max_rows, cudaStream_t stream);
 // The chunked form (ssd_chunked_cuda.cu) for shapes SsdChunkedSupported
 // accepts: passes of at most `chunks_per_pass` chunks, each with
 // `workspace` [chunks_per_pass, H, P, N] and `decay` [chunks_per_pass, H].

@@ -1,6 +1,6 @@
 // Validating wrappers of the kernels that run every sequence of a prefill
 // pass in one launch (cuda_ops.h CausalConv1dSegments, SsdScanSegments,
-// LinearAttentionSegments),
+// LinearAttentionSegments, WindowAttentionSegments),
 // with the checks of the per-sequence forms they replace.
 #include <algorithm>
 #include <cstdint>
@@ -18,8 +18,8 @@
 namespace twice::kernels::cuda {
 namespace {
 
-// The device copy is read as launch::PassSegment: three int64 in order.
-static_assert(sizeof(launch::PassSegment) == 3 * sizeof(int64_t) &&
+// The device copy is read as launch::PassSegment: four int64 in order.
+static_assert(sizeof(launch::PassSegment) == 4 * sizeof(int64_t) &&
               std::is_standard_layout_v<launch::PassSegment>);
 
 constexpr int64_t kMaxSegments = 65535;  // one grid dimension
@@ -33,10 +33,10 @@ absl::StatusOr<int64_t> CheckSegments(const char* op,
   const int64_t count = static_cast<int64_t>(segments.host.size());
   TWICE_RETURN_IF_ERROR(
       CheckArg(count <= kMaxSegments, op, "more than 65535 segments"));
-  if (segments.device.size != 3 * count) {
+  if (segments.device.size != 4 * count) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": the device copy holds ", segments.device.size,
-                     " values for ", count, " segments (3 each)"));
+                     " values for ", count, " segments (4 each)"));
   }
   TWICE_RETURN_IF_ERROR(CheckArg(slot_floats >= 1, op, "empty slot state"));
   TWICE_RETURN_IF_ERROR(CheckArg(pool_floats % slot_floats == 0, op,
@@ -145,6 +145,44 @@ absl::Status LinearAttentionSegments(
                         args, Segments(segments),
                         static_cast<int>(segments.host.size()), stream.get()),
                     kOp);
+}
+
+absl::Status WindowAttentionSegments(
+    const Stream& stream, DeviceSpan<float> qkv, int64_t rows,
+    int64_t qkv_stride, const WindowStepDims& dims, float rotary_base,
+    float scale, DeviceSpan<float> ring_k, DeviceSpan<float> ring_v,
+    const DevicePassSegments& segments, DeviceSpan<float> y) {
+  constexpr char kOp[] = "WindowAttentionSegments";
+  const int64_t width = dims.heads * dims.head_dim;
+  TWICE_RETURN_IF_ERROR(
+      CheckArg(rows >= 0 && dims.heads >= 1 && dims.head_dim >= 2 &&
+                   dims.head_dim <= 128 && dims.head_dim % 2 == 0 &&
+                   dims.window >= 1 && qkv_stride >= 3 * width,
+               kOp, "bad dimensions (head_dim even and <= 128, window >= 1)"));
+  TWICE_RETURN_IF_ERROR(CheckAtLeast(
+      kOp, "qkv", qkv.size, StridedExtent(rows, 3 * width, qkv_stride)));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "y", y.size, rows * width));
+  TWICE_RETURN_IF_ERROR(CheckSize(kOp, "ring_v", ring_v.size, ring_k.size));
+  TWICE_ASSIGN_OR_RETURN(
+      const int64_t most,
+      CheckSegments(kOp, segments, rows, ring_k.size, dims.window * width));
+  if (segments.host.empty()) return absl::OkStatus();
+  launch::WindowSegmentsArgs args;
+  args.qkv = qkv.data;
+  args.qkv_stride = qkv_stride;
+  args.heads = static_cast<int>(dims.heads);
+  args.head_dim = static_cast<int>(dims.head_dim);
+  args.window = dims.window;
+  args.rotary_base = rotary_base;
+  args.scale = scale;
+  args.ring_k = ring_k.data;
+  args.ring_v = ring_v.data;
+  args.y = y.data;
+  return CudaStatus(
+      launch::WindowAttentionSegments(args, Segments(segments),
+                                      static_cast<int>(segments.host.size()),
+                                      most, stream.get()),
+      kOp);
 }
 
 }  // namespace twice::kernels::cuda

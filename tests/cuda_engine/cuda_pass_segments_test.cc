@@ -1,15 +1,17 @@
 // The CUDA executor device's operations over the segments of a prefill
 // pass of several sequences (CausalConv1dSegments, SsdChunkScanSegments,
-// LinearAttentionSegments: every segment in one launch) against the CPU
-// device's segment-by-segment forms, on fresh random inputs (seed printed
-// by the test utilities): segments of 1 to 63 rows in scattered slots of
-// a pool, slots outside the pass left as they were, the convolution's
-// tails, the SSD states and the linear-attention states (carried, as
-// after a few tokens) continued per slot. A pass with a segment of 64
-// rows or more runs the chunked form per segment instead, with the same
-// results. The CUDA outputs start as NaN, so matching the CPU shows the
-// device wrote them. Both devices refuse segments that overlap or share a
-// slot. SKIPPED without a GPU.
+// LinearAttentionSegments, WindowAttentionSegments: every segment in one
+// launch, or three) against the CPU device's segment-by-segment forms, on
+// fresh random inputs (seed printed by the test utilities): segments of 1
+// to 63 rows in scattered slots of a pool, slots outside the pass left as
+// they were, the convolution's tails, the SSD states, the linear-attention
+// states (carried, as after a few tokens) and the window rings continued
+// per slot. A pass with a segment of 64 rows or more runs the chunked form
+// per segment instead, with the same results. The CUDA outputs start as
+// NaN, so matching the CPU shows the device wrote them. Both devices
+// refuse segments that overlap, share a slot or start before their
+// sequence. SKIPPED without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -78,12 +80,15 @@ class CudaPassSegmentsTest : public ::testing::Test {
 
   // A pass of segments of `lengths` rows in the scattered slots 5, 0, 3,
   // 7, 1, 6, ...: its row count.
-  int64_t UploadPass(const std::vector<int64_t>& lengths) {
+  // The segments start at positions `starts` (0 when not given).
+  int64_t UploadPass(const std::vector<int64_t>& lengths,
+                     const std::vector<int64_t>& starts = {}) {
     static constexpr int64_t kScattered[] = {5, 0, 3, 7, 1, 6, 2, 4};
     std::vector<PassSegment> segments;
     int64_t rows = 0;
     for (size_t i = 0; i < lengths.size(); ++i) {
-      segments.push_back({rows, lengths[i], kScattered[i % kSlots]});
+      segments.push_back({rows, lengths[i], kScattered[i % kSlots],
+                          i < starts.size() ? starts[i] : 0});
       rows += lengths[i];
     }
     Upload(segments, rows);
@@ -233,6 +238,43 @@ class CudaPassSegmentsTest : public ::testing::Test {
   }
   std::vector<float> q_host_, k_host_, v_host_;
 
+  // Rings of random rows (those a segment's position leaves dead must not
+  // be read), q | k | v rows with padding between them.
+  void ExpectWindowMatches(const std::vector<int64_t>& lengths,
+                           const std::vector<int64_t>& starts) {
+    const kernels::WindowStepDims dims{/*heads=*/2, /*head_dim=*/40,
+                                       /*window=*/5};
+    const int64_t d = dims.heads * dims.head_dim;
+    const int64_t stride = 3 * d + 6;
+    const int64_t rows = UploadPass(lengths, starts);
+    int64_t longest = 0;
+    for (int64_t n : lengths) longest = std::max(longest, n);
+    const Pair qkv = Put(Random(rows * stride, 40));
+    const Pair ring_k = Put(Random(kSlots * dims.window * d, 41));
+    const Pair ring_v = Put(Random(kSlots * dims.window * d, 42));
+    const Pair context =
+        Put(std::vector<float>(2 * (dims.window + longest) * d, 0.0f));
+    const Pair y = Put(std::vector<float>(rows * d, 0.0f), true);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+    for (ExecutorDevice* device : {cuda_.get(), cpu_.get()}) {
+      const bool on_cuda = device == cuda_.get();
+      auto of = [&](const Pair& p) {
+        return (on_cuda ? p.cuda : p.cpu)->floats();
+      };
+      ASSERT_OK(device->WindowAttentionSegments(
+          of(qkv), stride, dims, /*rope_base=*/10000.0f, scale, of(ring_k),
+          of(ring_v), on_cuda ? *cuda_segments_ : *cpu_segments_, of(context),
+          of(y)));
+    }
+    for (const Pair* p : {&y, &qkv, &ring_k, &ring_v}) {
+      const auto [got, want] = Get(*p);
+      EXPECT_LE(RelativeError(got, want), kF32Tolerance)
+          << (p == &y     ? "y"
+              : p == &qkv ? "rotated q, k"
+                          : "a ring");
+    }
+  }
+
   std::unique_ptr<ExecutorDevice> cuda_, cpu_;
   std::unique_ptr<DevicePassSegments> cuda_segments_, cpu_segments_;
 };
@@ -271,6 +313,17 @@ TEST_F(CudaPassSegmentsTest, LinearAttentionWithALongSequenceMatchesTheCpu) {
                                kernels::cuda::testing::kBf16Tolerance);
 }
 
+// Window L = 5: segments from the start of a sequence, within its first
+// L tokens, far past them, and longer than L.
+TEST_F(CudaPassSegmentsTest, WindowAttentionOfShortSequencesMatchesTheCpu) {
+  ExpectWindowMatches({1, 7, 3, 2, 9, 4}, {0, 3, 12, 5, 40, 0});
+}
+
+// 70 rows: each segment's context gathered for the window kernel.
+TEST_F(CudaPassSegmentsTest, WindowAttentionWithALongSequenceMatchesTheCpu) {
+  ExpectWindowMatches({3, 70}, {2, 9});
+}
+
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {
   const std::vector<PassSegment> overlapping = {{0, 5, 1}, {4, 3, 2}};
   const std::vector<PassSegment> shared_slot = {{0, 5, 1}, {5, 3, 1}};
@@ -282,6 +335,9 @@ TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {
     }
     EXPECT_EQ(
         device->UploadPassSegments({{0, 2, kSlots}}, 8, kSlots).status().code(),
+        absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        device->UploadPassSegments({{0, 2, 1, -1}}, 8, kSlots).status().code(),
         absl::StatusCode::kInvalidArgument);
   }
 }

@@ -277,6 +277,18 @@ class FaultyExecutorDevice final : public ExecutorDevice {
     return inner_->LinearAttentionSegments(q, k, v, dims, eps, kv_states,
                                            k_states, segments, y);
   }
+  absl::Status WindowAttentionSegments(DeviceFloats qkv, int64_t qkv_stride,
+                                       const kernels::WindowStepDims& dims,
+                                       float rope_base, float scale,
+                                       DeviceFloats ring_k, DeviceFloats ring_v,
+                                       const DevicePassSegments& segments,
+                                       DeviceFloats context,
+                                       DeviceFloats y) override {
+    TWICE_RETURN_IF_ERROR(faults_->Check("WindowAttentionSegments"));
+    return inner_->WindowAttentionSegments(qkv, qkv_stride, dims, rope_base,
+                                           scale, ring_k, ring_v, segments,
+                                           context, y);
+  }
   absl::Status CausalConv1dStepSlots(DeviceFloats x, int64_t channels,
                                      int64_t x_stride, DeviceFloats weight,
                                      int64_t kernel_size, DeviceFloats tails,
