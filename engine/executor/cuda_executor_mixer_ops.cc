@@ -188,7 +188,8 @@ absl::Status CudaExecutorDevice::WindowAttentionSegments(
       std::all_of(list.begin(), list.end(), [](const kernels::PassSegment& s) {
         return s.rows < cuda::kWindowSegmentMaxRows;
       });
-  if (list.size() < 2 || !all_short) {
+  if (list.size() < 2 || !all_short || dims.head_dim % 2 != 0 ||
+      dims.head_dim > 128) {
     return ExecutorDevice::WindowAttentionSegments(
         qkv, qkv_stride, dims, rope_base, scale, ring_k, ring_v, segments,
         context, y);

@@ -181,9 +181,13 @@ void DecodeLoop::StepSequences(size_t begin, size_t end,
                                absl::Span<absl::StatusOr<int32_t>> sampled) {
   std::vector<int32_t> tokens;
   std::vector<SequenceState*> states;
+  // What each state was before the step: a refused batch is retried in
+  // parts only if the call changed none of them.
+  std::vector<std::pair<int64_t, bool>> before;
   for (size_t i = begin; i < end; ++i) {
     tokens.push_back(active_[i]->next_token);
     states.push_back(active_[i]->state.get());
+    before.emplace_back(states.back()->token_count(), states.back()->damaged());
   }
   absl::StatusOr<std::vector<int32_t>> ids =
       model_.StepBatchSampled(tokens, states, rules);
@@ -193,10 +197,14 @@ void DecodeLoop::StepSequences(size_t begin, size_t end,
     stats_.max_batch =
         std::max(stats_.max_batch, static_cast<int64_t>(tokens.size()));
   }
-  const bool damaged = std::any_of(states.begin(), states.end(),
-                                   [](auto* s) { return s->damaged(); });
+  bool unchanged = true;
+  for (size_t i = 0; i < states.size(); ++i) {
+    unchanged =
+        unchanged && before[i] == std::make_pair(states[i]->token_count(),
+                                                 states[i]->damaged());
+  }
   const size_t n = end - begin;
-  if (!ids.ok() && n > 1 && !damaged) {
+  if (!ids.ok() && n > 1 && unchanged) {
     // Refused as a whole before anything ran: two halves, down to single
     // sequences. A resident model with fewer free slots than the batch
     // (RESOURCE_EXHAUSTED) then steps every sequence, a little later; a

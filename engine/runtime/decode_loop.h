@@ -17,12 +17,14 @@
 // of B, and only B token ids leave the sampling call (a device-resident
 // model keeps the logits on the device). Prompts are prefilled by the caller
 // before Submit (a long prompt would otherwise stall every other sequence's
-// next token). A batch the model refuses as a whole before reading anything
-// (no state damaged) is stepped as halves, down to single sequences: a busy
-// device (RESOURCE_EXHAUSTED: a resident model whose slots running reads
-// hold) delays the batch's tokens instead of failing its sequences, and a
-// sequence the model refuses on its own fails alone. A step that failed
-// after it began (states damaged) fails the sequences it held.
+// next token). A batch the model refuses as a whole without changing any
+// of its states (token counts and damage as before) is stepped as halves,
+// down to single sequences: a busy device (RESOURCE_EXHAUSTED: a resident
+// model whose slots running reads hold) delays the batch's tokens instead
+// of failing its sequences, and a sequence the model refuses on its own (a
+// damaged state, one of another model) fails alone. A step that failed
+// after it changed a state fails the sequences it held: stepping them
+// again would read their token twice.
 //
 // Cancellation: a sequence's `cancelled` predicate (and DecodeStream::
 // Cancel) is checked before each of its tokens, so a cancelled sequence is

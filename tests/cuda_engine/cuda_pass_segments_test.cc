@@ -239,40 +239,123 @@ class CudaPassSegmentsTest : public ::testing::Test {
   std::vector<float> q_host_, k_host_, v_host_;
 
   // Rings of random rows (those a segment's position leaves dead must not
-  // be read), q | k | v rows with padding between them.
+  // be read), q | k | v rows with padding between them. Both devices
+  // against a float64 rotation and softmax; `one_call`: the CUDA device
+  // ran the pass in its own launches, leaving the context workspace (NaN)
+  // alone, else it gathered each segment's context there.
   void ExpectWindowMatches(const std::vector<int64_t>& lengths,
-                           const std::vector<int64_t>& starts) {
+                           const std::vector<int64_t>& starts, bool one_call) {
     const kernels::WindowStepDims dims{/*heads=*/2, /*head_dim=*/40,
                                        /*window=*/5};
-    const int64_t d = dims.heads * dims.head_dim;
+    const int64_t hd = dims.head_dim, half = hd / 2, window = dims.window;
+    const int64_t d = dims.heads * hd;
     const int64_t stride = 3 * d + 6;
+    const double base = 10000.0;
     const int64_t rows = UploadPass(lengths, starts);
     int64_t longest = 0;
     for (int64_t n : lengths) longest = std::max(longest, n);
-    const Pair qkv = Put(Random(rows * stride, 40));
-    const Pair ring_k = Put(Random(kSlots * dims.window * d, 41));
-    const Pair ring_v = Put(Random(kSlots * dims.window * d, 42));
+    const std::vector<float> qkv_host = Random(rows * stride, 40);
+    const std::vector<float> ring_k_host = Random(kSlots * window * d, 41);
+    const std::vector<float> ring_v_host = Random(kSlots * window * d, 42);
+    const Pair qkv = Put(qkv_host);
+    const Pair ring_k = Put(ring_k_host);
+    const Pair ring_v = Put(ring_v_host);
     const Pair context =
-        Put(std::vector<float>(2 * (dims.window + longest) * d, 0.0f));
+        Put(std::vector<float>(2 * (window + longest) * d, 0.0f), true);
     const Pair y = Put(std::vector<float>(rows * d, 0.0f), true);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     for (ExecutorDevice* device : {cuda_.get(), cpu_.get()}) {
       const bool on_cuda = device == cuda_.get();
       auto of = [&](const Pair& p) {
         return (on_cuda ? p.cuda : p.cpu)->floats();
       };
       ASSERT_OK(device->WindowAttentionSegments(
-          of(qkv), stride, dims, /*rope_base=*/10000.0f, scale, of(ring_k),
+          of(qkv), stride, dims, static_cast<float>(base), scale, of(ring_k),
           of(ring_v), on_cuda ? *cuda_segments_ : *cpu_segments_, of(context),
           of(y)));
     }
-    for (const Pair* p : {&y, &qkv, &ring_k, &ring_v}) {
-      const auto [got, want] = Get(*p);
-      EXPECT_LE(RelativeError(got, want), kF32Tolerance)
-          << (p == &y     ? "y"
-              : p == &qkv ? "rotated q, k"
-                          : "a ring");
+    // The reference: rotated rows, then each query over its keys.
+    std::vector<double> ref_qkv(qkv_host.begin(), qkv_host.end());
+    std::vector<double> ref_k(ring_k_host.begin(), ring_k_host.end());
+    std::vector<double> ref_v(ring_v_host.begin(), ring_v_host.end());
+    std::vector<double> ref_y(rows * d);
+    for (const PassSegment& seg : cpu_segments_->segments()) {
+      for (int64_t i = 0; i < seg.rows; ++i) {
+        for (int64_t part = 0; part < 2; ++part) {  // q, then k
+          for (int64_t h = 0; h < dims.heads; ++h) {
+            double* x =
+                &ref_qkv[(seg.first_row + i) * stride + part * d + h * hd];
+            for (int64_t f = 0; f < half; ++f) {
+              const double angle = static_cast<double>(seg.start + i) *
+                                   std::pow(base, -2.0 * f / hd);
+              const double x1 = x[f], x2 = x[f + half];
+              x[f] = x1 * std::cos(angle) - x2 * std::sin(angle);
+              x[f + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
+            }
+          }
+        }
+      }
+      double* ring_k_of = &ref_k[seg.slot * window * d];
+      double* ring_v_of = &ref_v[seg.slot * window * d];
+      for (int64_t i = 0; i < seg.rows; ++i) {
+        const int64_t p = seg.start + i;
+        for (int64_t h = 0; h < dims.heads; ++h) {
+          const double* q = &ref_qkv[(seg.first_row + i) * stride + h * hd];
+          std::vector<const double*> keys, values;
+          for (int64_t j = std::max<int64_t>(0, p - window); j <= p; ++j) {
+            if (j < seg.start) {
+              keys.push_back(ring_k_of + (j % window) * d + h * hd);
+              values.push_back(ring_v_of + (j % window) * d + h * hd);
+            } else {
+              const double* row =
+                  &ref_qkv[(seg.first_row + j - seg.start) * stride];
+              keys.push_back(row + d + h * hd);
+              values.push_back(row + 2 * d + h * hd);
+            }
+          }
+          std::vector<double> score(keys.size());
+          double top = -1e300, sum = 0;
+          for (size_t j = 0; j < keys.size(); ++j) {
+            double dot = 0;
+            for (int64_t e = 0; e < hd; ++e) dot += q[e] * keys[j][e];
+            score[j] = dot * scale;
+            top = std::max(top, score[j]);
+          }
+          for (double& sc : score) sum += (sc = std::exp(sc - top));
+          for (int64_t e = 0; e < hd; ++e) {
+            double out = 0;
+            for (size_t j = 0; j < keys.size(); ++j) {
+              out += score[j] * values[j][e];
+            }
+            ref_y[(seg.first_row + i) * d + h * hd + e] = out / sum;
+          }
+        }
+      }
+      // The ring keeps the segment's last L keys and values.
+      for (int64_t i = std::max<int64_t>(0, seg.rows - window); i < seg.rows;
+           ++i) {
+        const double* row = &ref_qkv[(seg.first_row + i) * stride];
+        const int64_t at = ((seg.start + i) % window) * d;
+        std::copy(row + d, row + 2 * d, ring_k_of + at);
+        std::copy(row + 2 * d, row + 3 * d, ring_v_of + at);
+      }
     }
+    const std::pair<const Pair*, const std::vector<double>*> checks[] = {
+        {&y, &ref_y}, {&qkv, &ref_qkv}, {&ring_k, &ref_k}, {&ring_v, &ref_v}};
+    for (const auto& [pair, ref] : checks) {
+      const std::vector<float> want(ref->begin(), ref->end());
+      const auto [got_cuda, got_cpu] = Get(*pair);
+      const char* what = pair == &y     ? "y"
+                         : pair == &qkv ? "rotated q, k"
+                                        : "a ring";
+      EXPECT_LE(RelativeError(got_cuda, want), kF32Tolerance)
+          << "cuda " << what;
+      EXPECT_LE(RelativeError(got_cpu, want), kF32Tolerance) << "cpu " << what;
+    }
+    const auto [cuda_context, cpu_context] = Get(context);
+    const bool untouched = std::all_of(cuda_context.begin(), cuda_context.end(),
+                                       [](float v) { return std::isnan(v); });
+    EXPECT_EQ(untouched, one_call) << "the CUDA device's context workspace";
   }
 
   std::unique_ptr<ExecutorDevice> cuda_, cpu_;
@@ -316,12 +399,13 @@ TEST_F(CudaPassSegmentsTest, LinearAttentionWithALongSequenceMatchesTheCpu) {
 // Window L = 5: segments from the start of a sequence, within its first
 // L tokens, far past them, and longer than L.
 TEST_F(CudaPassSegmentsTest, WindowAttentionOfShortSequencesMatchesTheCpu) {
-  ExpectWindowMatches({1, 7, 3, 2, 9, 4}, {0, 3, 12, 5, 40, 0});
+  ExpectWindowMatches({1, 7, 3, 2, 9, 4}, {0, 3, 12, 5, 40, 0},
+                      /*one_call=*/true);
 }
 
 // 70 rows: each segment's context gathered for the window kernel.
 TEST_F(CudaPassSegmentsTest, WindowAttentionWithALongSequenceMatchesTheCpu) {
-  ExpectWindowMatches({3, 70}, {2, 9});
+  ExpectWindowMatches({3, 70}, {2, 9}, /*one_call=*/false);
 }
 
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {

@@ -275,11 +275,12 @@ TEST_P(StepBatchTest, ABatchLargerThanTheResidentSlotsIsSteppedInParts) {
   });
 }
 
-// A sequence whose state the model refuses (another architecture's) makes
-// its batch fail as a whole; the loop steps the batch in parts, so that
-// sequence ends with the model's error and the others get the tokens they
-// get alone.
-TEST_P(StepBatchTest, ASequenceTheModelRefusesFailsAlone) {
+// Sequences whose states the model refuses (another architecture's, and
+// one damaged earlier) make their batch fail as a whole; the loop steps
+// the batch in parts, so those sequences end with the model's error and
+// the others get the tokens they get alone. Everything is read before the
+// first Submit, so the loop's first step holds all the sequences.
+TEST_P(StepBatchTest, SequencesTheModelRefusesFailAlone) {
   const std::string foreign_arch =
       absl::StartsWith(GetParam(), "llama") ? "mamba2" : "llama";
   std::unique_ptr<Model> foreign = LoadOrDie(dir_->Sub(foreign_arch));
@@ -287,21 +288,23 @@ TEST_P(StepBatchTest, ASequenceTheModelRefusesFailsAlone) {
   GenerateOptions options;
   options.max_tokens = 6;
   options.stop_at_eos = false;
-  constexpr int kSequences = 5;
-  constexpr int kRefused = 2;
+  constexpr int kSequences = 6;
+  constexpr int kForeign = 2;
+  constexpr int kDamaged = 4;
   std::vector<std::vector<int32_t>> want(kSequences);
-  std::vector<std::shared_ptr<DecodeStream>> streams;
-  DecodeLoop loop(*model_, DecodeLoopOptions{.max_batch = 8});
+  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<std::vector<float>> logits;
   for (int i = 0; i < kSequences; ++i) {
     const std::vector<int32_t> prompt =
         RandomTokens(3, kStepBatchVocab - 1, 40 + i);
-    std::unique_ptr<SequenceState> state;
-    std::vector<float> logits;
-    if (i == kRefused) {
-      state = foreign->NewState();
+    if (i == kForeign) {
+      states.push_back(foreign->NewState());
       ASSERT_OK_AND_ASSIGN(
-          logits, foreign->Prefill(prompt, *state, PrefillMode::kCausal));
-    } else {
+          logits.emplace_back(),
+          foreign->Prefill(prompt, *states.back(), PrefillMode::kCausal));
+      continue;
+    }
+    if (i != kDamaged) {
       auto alone = Prepared(7 + i, 60 + i);
       ASSERT_OK(Generate(*model_, *alone, prompt, options,
                          [&](const GeneratedPiece& piece) {
@@ -309,13 +312,19 @@ TEST_P(StepBatchTest, ASequenceTheModelRefusesFailsAlone) {
                                           piece.tokens.end());
                            return true;
                          }));
-      state = Prepared(7 + i, 60 + i);
-      ASSERT_OK_AND_ASSIGN(
-          logits, model_->Prefill(prompt, *state, PrefillMode::kCausal));
     }
+    states.push_back(Prepared(7 + i, 60 + i));
     ASSERT_OK_AND_ASSIGN(
-        std::shared_ptr<DecodeStream> stream,
-        loop.Submit(std::move(state), std::move(logits), options, nullptr));
+        logits.emplace_back(),
+        model_->Prefill(prompt, *states.back(), PrefillMode::kCausal));
+    if (i == kDamaged) states.back()->MarkDamaged();
+  }
+  DecodeLoop loop(*model_, DecodeLoopOptions{.max_batch = 8});
+  std::vector<std::shared_ptr<DecodeStream>> streams;
+  for (int i = 0; i < kSequences; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<DecodeStream> stream,
+                         loop.Submit(std::move(states[i]), std::move(logits[i]),
+                                     options, nullptr));
     streams.push_back(std::move(stream));
   }
   for (int i = 0; i < kSequences; ++i) {
@@ -326,14 +335,15 @@ TEST_P(StepBatchTest, ASequenceTheModelRefusesFailsAlone) {
                  event.piece.tokens.end());
     }
     ASSERT_TRUE(event.finished);
-    if (i == kRefused) {
-      EXPECT_FALSE(event.status.ok());
+    if (i == kForeign || i == kDamaged) {
+      EXPECT_FALSE(event.status.ok()) << "sequence " << i;
       EXPECT_LE(got.size(), 1u);  // the prompt's token, sampled before a step
     } else {
       EXPECT_OK(event.status) << "sequence " << i;
       EXPECT_EQ(got, want[i]) << "sequence " << i;
     }
   }
+  EXPECT_GT(loop.stats().max_batch, 1);
 }
 
 TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
