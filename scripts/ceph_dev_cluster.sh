@@ -13,10 +13,13 @@
 #   scripts/ceph_dev_cluster.sh stop DIR
 #       Stops every daemon of the cluster in DIR (the data stays).
 #   scripts/ceph_dev_cluster.sh kill-osd DIR ID / start-osd DIR ID
-#       kill -9 of one OSD, and its restart: for fault tests.
+#       kill -9 of one OSD, and its restart: for fault tests. start-osd
+#       returns once the monitor has marked the restarted OSD up (a boot
+#       newer than the map it started from), up to 120 s.
 #   scripts/ceph_dev_cluster.sh restart-mon DIR ID
 #   scripts/ceph_dev_cluster.sh wait-clean DIR SECONDS
-#       Waits until every placement group is active+clean again.
+#       Waits until every OSD is up and every placement group is
+#       active+clean again.
 #
 # Ports: monitors on P, P+1, P+2 (default P 3300), the manager and OSDs in
 # [P+100, P+599]; give each concurrent cluster its own --base-port. Auth is
@@ -37,17 +40,24 @@ shift 2
 conf="$dir/ceph.conf"
 ceph_cli() { ceph --conf "$conf" --connect-timeout 10 "$@"; }
 
-# Waits until `ceph pg stat` reports every placement group active+clean in
-# two polls in a row (it lags the OSDs by a few seconds), up to $1 seconds.
+# Waits until the OSD map has every OSD up and `ceph pg stat` reports every
+# placement group active+clean, in two polls in a row (the manager's
+# placement-group states lag the OSD map by a few seconds: right after a
+# restart they can still be the clean ones from before the kill), up to $1
+# seconds.
 wait_clean() {
-  local deadline=$((SECONDS + $1)) clean=0 stat
+  local deadline=$((SECONDS + $1)) clean=0 stat osds
   while [ $SECONDS -lt $deadline ]; do
     stat=$(ceph_cli pg stat -f json 2>/dev/null || true)
-    if /usr/bin/python3 - "$stat" <<'EOF'
+    osds=$(ceph_cli osd dump -f json 2>/dev/null || true)
+    if /usr/bin/python3 - "$stat" "$osds" <<'EOF'
 import json, sys
 try:
     s = json.loads(sys.argv[1])
+    osds = json.loads(sys.argv[2]).get("osds", [])
 except ValueError:
+    sys.exit(1)
+if not osds or any(o.get("up") != 1 for o in osds):
     sys.exit(1)
 s = s.get("pg_summary", s)
 states = {x["name"]: x["num"] for x in s.get("num_pg_by_state", [])}
@@ -83,6 +93,36 @@ signal_daemon() {
 start_osd() {
   local id=$1
   ceph-osd --conf "$conf" -i "$id" 2>>"$(dirname "$conf")/log/osd.$id.stderr"
+}
+
+# The OSD map's epoch (empty when the monitors do not answer).
+osd_map_epoch() {
+  ceph_cli osd dump -f json 2>/dev/null |
+    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["epoch"])' \
+      2>/dev/null || true
+}
+
+# Waits up to $3 seconds until OSD $1 is up from an epoch after $2: the
+# restarted daemon booted, not the killed one the monitor has not yet
+# marked down.
+wait_osd_booted() {
+  local id=$1 after=$2 deadline=$((SECONDS + $3))
+  while [ $SECONDS -lt $deadline ]; do
+    if ceph_cli osd dump -f json 2>/dev/null |
+      /usr/bin/python3 -c '
+import json, sys
+id, after = int(sys.argv[1]), int(sys.argv[2])
+for o in json.load(sys.stdin).get("osds", []):
+    if o.get("osd") == id:
+        sys.exit(0 if o.get("up") == 1 and o.get("up_from", 0) > after else 1)
+sys.exit(1)' "$id" "$after" 2>/dev/null; then
+      return 0
+    fi
+    sleep 1
+  done
+  echo "ceph_dev_cluster: osd.$id not up after $3 s" >&2
+  ceph_cli osd tree >&2 || true
+  return 1
 }
 
 case "$command" in
@@ -250,7 +290,9 @@ EOF
     ;;
   start-osd)
     [ $# -eq 1 ] || usage
+    epoch=$(osd_map_epoch)
     start_osd "$1"
+    wait_osd_booted "$1" "${epoch:-0}" 120
     ;;
   wait-clean)
     [ $# -eq 1 ] || usage

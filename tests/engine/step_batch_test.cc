@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +174,52 @@ TEST_P(StepBatchTest, ABadRowChangesNoState) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Holds a DecodeLoop's thread at the first token of the first sequence
+// submitted, so that the test can submit the rest while the loop waits:
+// the loop starts stepping on the first Submit, and without the gate a
+// busy machine steps sequences alone or in whatever groups they arrive.
+// Passed as the first sequence's `cancelled` predicate (polled on the
+// loop thread before each token), then WaitUntilHeld, the other Submits,
+// Open: the loop's first round holds the first sequence alone, its second
+// every sequence. Declared after the loop, so that it opens (when a test
+// stops early) before the loop's destructor joins its thread.
+class SubmitGate {
+ public:
+  SubmitGate() : state_(std::make_shared<State>()) {}
+  ~SubmitGate() { Open(); }
+  SubmitGate(const SubmitGate&) = delete;
+  SubmitGate& operator=(const SubmitGate&) = delete;
+
+  std::function<bool()> Predicate() const {
+    return [state = state_] {
+      std::unique_lock<std::mutex> lock(state->mu);
+      state->held = true;
+      state->changed.notify_all();
+      state->changed.wait(lock, [&] { return state->open; });
+      return false;
+    };
+  }
+  // Blocks until the loop thread waits at the gate.
+  void WaitUntilHeld() const {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->changed.wait(lock, [&] { return state_->held; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->open = true;
+    state_->changed.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable changed;
+    bool held = false;
+    bool open = false;
+  };
+  std::shared_ptr<State> state_;
+};
+
 // `sequences` submitted to one DecodeLoop (batches of at most `max_batch`)
 // give each sequence exactly the tokens Generate gives it alone; odd ones
 // sample (each with its own seed), so the batch's one SampleRows call must
@@ -205,8 +253,8 @@ void ExpectLoopMatchesGenerate(
     ASSERT_OK(result);
   }
 
-  // Every prompt is read first, then all are submitted at once, so the
-  // loop finds many sequences to step together.
+  // Every prompt is read first, then the loop's first round waits at a gate
+  // until all are submitted, so its second round steps them all.
   std::vector<std::unique_ptr<SequenceState>> states;
   std::vector<std::vector<float>> prompt_logits;
   for (int i = 0; i < sequences; ++i) {
@@ -217,13 +265,17 @@ void ExpectLoopMatchesGenerate(
     prompt_logits.push_back(*std::move(logits));
   }
   DecodeLoop loop(model, DecodeLoopOptions{.max_batch = max_batch});
+  SubmitGate gate;
   std::vector<std::shared_ptr<DecodeStream>> streams;
   for (int i = 0; i < sequences; ++i) {
-    auto stream = loop.Submit(std::move(states[i]), prompt_logits[i],
-                              options_of(i), nullptr);
+    auto stream =
+        loop.Submit(std::move(states[i]), prompt_logits[i], options_of(i),
+                    i == 0 ? gate.Predicate() : nullptr);
     ASSERT_OK(stream);
     streams.push_back(*stream);
+    if (i == 0) gate.WaitUntilHeld();
   }
+  gate.Open();
   for (int i = 0; i < sequences; ++i) {
     std::vector<int32_t> got;
     DecodeEvent event;
@@ -241,7 +293,8 @@ void ExpectLoopMatchesGenerate(
   const DecodeLoopStats stats = loop.stats();
   EXPECT_EQ(stats.tokens_decoded, int64_t{sequences} * max_tokens);
   EXPECT_EQ(stats.active, 0);
-  EXPECT_LE(stats.max_batch, max_batch);
+  // The round after the gate opens holds every sequence.
+  EXPECT_EQ(stats.max_batch, std::min(sequences, max_batch));
 }
 
 TEST_P(StepBatchTest, DecodeLoopMatchesGenerateForConcurrentSequences) {
@@ -278,8 +331,9 @@ TEST_P(StepBatchTest, ABatchLargerThanTheResidentSlotsIsSteppedInParts) {
 // Sequences whose states the model refuses (another architecture's, and
 // one damaged earlier) make their batch fail as a whole; the loop steps
 // the batch in parts, so those sequences end with the model's error and
-// the others get the tokens they get alone. Everything is read before the
-// first Submit, so the loop's first step holds all the sequences.
+// the others get the tokens they get alone. A gate holds the loop in its
+// first round (the first sequence alone) until all are submitted, so its
+// second round steps all the sequences together.
 TEST_P(StepBatchTest, SequencesTheModelRefusesFailAlone) {
   const std::string foreign_arch =
       absl::StartsWith(GetParam(), "llama") ? "mamba2" : "llama";
@@ -320,13 +374,17 @@ TEST_P(StepBatchTest, SequencesTheModelRefusesFailAlone) {
     if (i == kDamaged) states.back()->MarkDamaged();
   }
   DecodeLoop loop(*model_, DecodeLoopOptions{.max_batch = 8});
+  SubmitGate gate;
   std::vector<std::shared_ptr<DecodeStream>> streams;
   for (int i = 0; i < kSequences; ++i) {
-    ASSERT_OK_AND_ASSIGN(std::shared_ptr<DecodeStream> stream,
-                         loop.Submit(std::move(states[i]), std::move(logits[i]),
-                                     options, nullptr));
-    streams.push_back(std::move(stream));
+    absl::StatusOr<std::shared_ptr<DecodeStream>> stream =
+        loop.Submit(std::move(states[i]), std::move(logits[i]), options,
+                    i == 0 ? gate.Predicate() : nullptr);
+    ASSERT_OK(stream);
+    streams.push_back(*std::move(stream));
+    if (i == 0) gate.WaitUntilHeld();
   }
+  gate.Open();
   for (int i = 0; i < kSequences; ++i) {
     std::vector<int32_t> got;
     DecodeEvent event;
@@ -343,7 +401,7 @@ TEST_P(StepBatchTest, SequencesTheModelRefusesFailAlone) {
       EXPECT_EQ(got, want[i]) << "sequence " << i;
     }
   }
-  EXPECT_GT(loop.stats().max_batch, 1);
+  EXPECT_EQ(loop.stats().max_batch, kSequences);
 }
 
 TEST_P(StepBatchTest, CancelledSequenceIsNeverSteppedAgain) {
