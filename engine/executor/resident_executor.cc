@@ -130,6 +130,7 @@ absl::Status ResidentExecutor::Load() {
       pools.kv_blocks = &kv_tables_.table(pools.kv_table);
     }
     TWICE_RETURN_IF_ERROR(block->mixer->Load(dev, pools));
+    reads_pass_rows_ = reads_pass_rows_ || block->mixer->reads_pass_rows();
     weight_bytes_ += ArrayBytes(*block->norm1_w) + block->mixer->weight_bytes();
     scratch = std::max(scratch, block->mixer->ScratchFloats(rows_));
     if (b.ffn != nullptr) {

@@ -251,6 +251,18 @@ class ResidentExecutor {
   };
   [[nodiscard]] absl::StatusOr<PassTables> PassKvTables(
       absl::Span<const SlotId> slots);
+  // A prefill pass as rows (ResidentPass::row_map): the map of each row's
+  // slot and position and the tables with a row per pass row.
+  struct PassRowForm {
+    std::unique_ptr<DeviceSlotMap> map;
+    PassTables tables;
+  };
+  // Whether a pass of these segments goes as rows: a layer reads it so,
+  // and it holds at least two segments, all shorter than
+  // kRowFormMaxSegmentRows.
+  bool UsesRowForm(absl::Span<const PrefillSegment> segments) const;
+  [[nodiscard]] absl::StatusOr<PassRowForm> UploadRowForm(
+      absl::Span<const PrefillSegment> segments, int64_t rows);
 
   const StackedModel& model_;
   std::unique_ptr<ExecutorDevice> device_;
@@ -269,6 +281,7 @@ class ResidentExecutor {
   SlotPool pool_;
   std::vector<SlotInfo> slot_info_;
   PagedKvTables kv_tables_;
+  bool reads_pass_rows_ = false;  // some mixer reads_pass_rows()
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<DeviceMatrix> embedding_;
   std::unique_ptr<DeviceMatrix> lm_head_;  // null when tied to embedding_

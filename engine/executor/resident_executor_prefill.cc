@@ -64,6 +64,36 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::PrefillBatch(
   return ReadSequences(slots, tokens, nullptr, options_.prefill_chunk);
 }
 
+bool ResidentExecutor::UsesRowForm(
+    absl::Span<const PrefillSegment> segments) const {
+  return reads_pass_rows_ && segments.size() >= 2 &&
+         std::all_of(segments.begin(), segments.end(),
+                     [](const PrefillSegment& seg) {
+                       return seg.rows < kRowFormMaxSegmentRows;
+                     });
+}
+
+absl::StatusOr<ResidentExecutor::PassRowForm> ResidentExecutor::UploadRowForm(
+    absl::Span<const PrefillSegment> segments, int64_t rows) {
+  std::vector<int32_t> slots;
+  std::vector<int64_t> positions;
+  slots.reserve(static_cast<size_t>(rows));
+  positions.reserve(static_cast<size_t>(rows));
+  for (const PrefillSegment& seg : segments) {
+    for (int64_t i = 0; i < seg.rows; ++i) {
+      slots.push_back(seg.slot);
+      positions.push_back(seg.start + i);
+    }
+  }
+  PassRowForm form;
+  TWICE_ASSIGN_OR_RETURN(form.map, device_->UploadSlotMap(slots, positions));
+  TWICE_ASSIGN_OR_RETURN(form.tables.owned, kv_tables_.Upload(*device_, slots));
+  for (const auto& t : form.tables.owned) {
+    form.tables.views.push_back(t.get());
+  }
+  return form;
+}
+
 absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     absl::Span<const SlotId> slots,
     absl::Span<const absl::Span<const int32_t>> tokens,
@@ -126,6 +156,15 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     if (!s.ok()) break;
     ResidentPass pass{rows, segments};
     pass.segment_rows = segment_rows->get();
+    PassRowForm row_form;
+    if (UsesRowForm(segments)) {
+      absl::StatusOr<PassRowForm> uploaded = UploadRowForm(segments, rows);
+      s = uploaded.status();
+      if (!s.ok()) break;
+      row_form = *std::move(uploaded);
+      pass.row_map = row_form.map.get();
+      pass.row_kv_tables = row_form.tables.views;
+    }
     if (first_pass) pass.prefix = prefix;
     first_pass = false;
     ran = true;

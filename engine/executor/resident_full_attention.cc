@@ -46,6 +46,7 @@ class ResidentFullAttention final : public ResidentMixer {
     return absl::OkStatus();
   }
   int64_t kv_tokens_per_row() const override { return 1; }
+  bool reads_pass_rows() const override { return true; }
   int64_t ScratchFloats(int64_t rows) const override {
     return rows * (2 * qw_ + 2 * kvw_);  // q | k | v | y
   }
@@ -115,16 +116,22 @@ class ResidentFullAttention final : public ResidentMixer {
     const LinearOutput qkv[] = {
         {wq_.get(), q, {}}, {wk_.get(), k, {}}, {wv_.get(), v, {}}};
     TWICE_RETURN_IF_ERROR(in.Project(dev, qkv));
-    if (pass.step != nullptr) {
+    if (pass.step != nullptr || pass.row_map != nullptr) {
+      // A step, or a prefill pass as rows: each row at its map position,
+      // in its own table row.
+      const DeviceSlotMap& map =
+          pass.step != nullptr ? *pass.step : *pass.row_map;
       TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
-                             pass.kv_table(table_));
+                             pass.step != nullptr ? pass.kv_table(table_)
+                                                  : pass.row_kv_table(table_));
       if (o_.rotary) {
         TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(
-            q, qw_, o_.heads, o_.head_dim, *pass.step, o_.rope_theta));
+            q, qw_, o_.heads, o_.head_dim, map, o_.rope_theta));
         TWICE_RETURN_IF_ERROR(dev.RopeRotateHalfAt(
-            k, kvw_, o_.kv_heads, o_.head_dim, *pass.step, o_.rope_theta));
+            k, kvw_, o_.kv_heads, o_.head_dim, map, o_.rope_theta));
       }
-      TWICE_RETURN_IF_ERROR(Attend(dev, pass.step_rows(), *table, q, k, v, y));
+      TWICE_RETURN_IF_ERROR(
+          Attend(dev, DevicePassRows{rows, 0, &map}, *table, q, k, v, y));
     } else {
       for (const PrefillSegment& seg : pass.segments) {
         TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,

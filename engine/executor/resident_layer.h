@@ -56,8 +56,11 @@ inline absl::StatusOr<const DeviceBlockTable*> KvTableAt(
 // pass's rows at once; convolutions and Mamba-2's scan take all segments
 // in one call (ExecutorDevice's *Segments operations: on CUDA one launch
 // per kernel for passes of several segments, the scan when every segment
-// is shorter than its chunked form's minimum), and linear, window, paged
-// and RAT attention run segment by segment.
+// is shorter than its chunked form's minimum), linear and window attention
+// take them in one call too (ExecutorDevice::LinearAttentionSegments,
+// WindowAttentionSegments), full attention reads a pass of short segments
+// as rows (ResidentPass::row_map), and RAT attention runs segment by
+// segment.
 struct PrefillSegment {
   int32_t slot = -1;
   int64_t start = 0;
@@ -87,6 +90,21 @@ struct PrefillSegment {
 // read the step's block tables (PagedKvTables::Upload of the step's
 // slots, one per row granularity, on the device; empty when the model has
 // none).
+//
+// A prefill pass of at least two segments, each shorter than
+// kRowFormMaxSegmentRows, may also come as rows (row_map set): row r is a
+// token of the sequence in slot row_map->slots()[r] at position
+// row_map->positions()[r], and row_kv_tables hold one table row per pass
+// row (its sequence's blocks), so a paged layer that reads_pass_rows()
+// writes and attends the whole pass in one call of a step's form. Every
+// row's key and value are written before any row attends, and each row
+// attends its own sequence up to its position, so this is the causal read
+// of each segment. Its rows re-read their sequence's first positions
+// (each row walks them anew) where a tiled prefill shares them across a
+// segment's rows; short segments make that a small cost against a launch
+// per segment and layer.
+inline constexpr int64_t kRowFormMaxSegmentRows = 64;
+
 struct ResidentPass {
   int64_t rows = 0;
   absl::Span<const PrefillSegment> segments = {};
@@ -99,8 +117,15 @@ struct ResidentPass {
   // A prefill pass's segments on the device (for the *Segments operations
   // that run every segment at once); null for a step.
   const DevicePassSegments* segment_rows = nullptr;
+  // A prefill pass as rows (see above); null, and no tables, otherwise.
+  const DeviceSlotMap* row_map = nullptr;
+  absl::Span<const DeviceBlockTable* const> row_kv_tables = {};
 
   DevicePassRows step_rows() const { return {rows, 0, step}; }
+  // Table `index` of the row form's tables.
+  absl::StatusOr<const DeviceBlockTable*> row_kv_table(int index) const {
+    return KvTableAt(row_kv_tables, index);
+  }
   StepPadRows pad_rows() const { return {step, first_pad_slot}; }
   // Table `index` of the step's kv_tables.
   absl::StatusOr<const DeviceBlockTable*> kv_table(int index) const {
@@ -174,6 +199,10 @@ class ResidentMixer : public ResidualWriter {
   // ResidentPools::kv_blocks (reserved by the executor before a pass or an
   // Upload), the tokens per row: 1 for a KV cache, L for RAT's chunks.
   virtual int64_t kv_tokens_per_row() const { return 0; }
+  // Whether Forward reads a prefill pass given as rows (ResidentPass::
+  // row_map) that way; the executor uploads the row form only for models
+  // with such a layer.
+  virtual bool reads_pass_rows() const { return false; }
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
   virtual int64_t weight_bytes() const = 0;
   // A fixed state's floats per slot; a paged state's floats per row.

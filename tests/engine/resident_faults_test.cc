@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "engine/executor/resident_executor.h"
 #include "engine/executor/resident_model.h"
 #include "engine/models/stacked_model.h"
@@ -127,6 +128,61 @@ TEST_F(ResidentFaultsTest, AFailedTableUploadChangesNothingAndCanBeRetried) {
   EXPECT_EQ(count, 20);
   // The same call again reads as if the failed one had never been made.
   ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch({a, b}, reads));
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
+// Llama's attention reads a pass of short reads as rows: one slot map and
+// one table per pass, one attention call per layer for all the pass's
+// sequences. A map that does not reach the device stops the read before
+// any state changed, and gives back the blocks it reserved.
+TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
+  auto faults = std::make_shared<DeviceFaults>();
+  std::unique_ptr<ResidentExecutor> e = NewExecutor("llama", faults);
+  std::unique_ptr<ResidentExecutor> clean = NewExecutor("llama", nullptr);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(clean, nullptr);
+  const std::vector<int32_t> first = RandomTokens(9, kFaultVocab, 21);
+  const std::vector<int32_t> read_a = RandomTokens(5, kFaultVocab, 22);
+  const std::vector<int32_t> read_b = RandomTokens(6, kFaultVocab, 23);
+  const std::vector<absl::Span<const int32_t>> reads = {read_a, read_b};
+  // What each read gives alone (one segment per pass).
+  std::vector<float> want;
+  {
+    ASSERT_OK_AND_ASSIGN(SlotId a, clean->NewSequence());
+    ASSERT_OK_AND_ASSIGN(SlotId b, clean->NewSequence());
+    ASSERT_OK(clean->Prefill(a, first));
+    ASSERT_OK_AND_ASSIGN(want, clean->Prefill(a, read_a));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> want_b, clean->Prefill(b, read_b));
+    want.insert(want.end(), want_b.begin(), want_b.end());
+  }
+  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+  // One read, one segment: attended as a prefill, one call per layer.
+  int64_t attention = faults->calls("PagedAttention");
+  ASSERT_OK(e->Prefill(a, first));
+  const int64_t per_pass = faults->calls("PagedAttention") - attention;
+  ASSERT_GT(per_pass, 0);
+  EXPECT_EQ(faults->calls("UploadSlotMap"), 0);
+
+  faults->FailCall("UploadSlotMap", 1,
+                   absl::ResourceExhaustedError("no device memory left"));
+  const int64_t free_blocks = e->free_kv_blocks();
+  const absl::Status failed = e->PrefillBatch({a, b}, reads).status();
+  ASSERT_TRUE(faults->fired());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_EQ(e->free_kv_blocks(), free_blocks);
+  EXPECT_FALSE(e->IsDamaged(a));
+  EXPECT_FALSE(e->IsDamaged(b));
+  ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(a));
+  EXPECT_EQ(count, 9);
+
+  // Two reads in one pass (a continuing one at position 9): the same
+  // number of attention calls as one read, and the logits each gets alone.
+  attention = faults->calls("PagedAttention");
+  const int64_t maps = faults->calls("UploadSlotMap");
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch({a, b}, reads));
+  EXPECT_EQ(faults->calls("PagedAttention") - attention, per_pass);
+  EXPECT_EQ(faults->calls("UploadSlotMap") - maps, 1);
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
 }
 
