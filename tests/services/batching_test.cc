@@ -363,7 +363,7 @@ TEST_F(BatchingTest, CancellingAnAskStopsItsDecoding) {
   }
   // The loop notices before the sequence's next token; wait until it has.
   v1::DecodeStats stopped;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     stopped = client_->DecodeStats();
     if (stopped.active_sequences() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -372,10 +372,12 @@ TEST_F(BatchingTest, CancellingAnAskStopsItsDecoding) {
   EXPECT_EQ(stopped.sequences_cancelled() - before.sequences_cancelled(), 1);
   // Far fewer than the 4000 asked for: decoding stopped at the cancel (the
   // tokens counted are those decoded while the cancel travelled from this
-  // client through the orchestrator to the decode loop).
+  // client through the orchestrator to the decode loop: a tiny model's
+  // step takes well under a millisecond, so a loaded machine's thread
+  // hand-offs leave room for a few hundred).
   const int64_t decoded = stopped.tokens_decoded() - before.tokens_decoded();
   EXPECT_GE(decoded, 1);
-  EXPECT_LT(decoded, 200);
+  EXPECT_LT(decoded, 1000);
   // And nothing more afterwards.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(client_->DecodeStats().tokens_decoded(), stopped.tokens_decoded());
