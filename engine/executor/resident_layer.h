@@ -58,9 +58,9 @@ inline absl::StatusOr<const DeviceBlockTable*> KvTableAt(
 // per kernel for passes of several segments, the scan when every segment
 // is shorter than its chunked form's minimum), linear and window attention
 // take them in one call too (ExecutorDevice::LinearAttentionSegments,
-// WindowAttentionSegments), full attention reads a pass of short segments
-// as rows (ResidentPass::row_map), and RAT attention runs segment by
-// segment.
+// WindowAttentionSegments), full and RAT attention read a pass of short
+// segments as rows (ResidentPass::row_map), and RAT's chunk scan runs
+// segment by segment.
 struct PrefillSegment {
   int32_t slot = -1;
   int64_t start = 0;

@@ -43,6 +43,7 @@ class ResidentRatAttention final : public ResidentMixer {
     return absl::OkStatus();
   }
   int64_t kv_tokens_per_row() const override { return o_.chunk_size; }
+  bool reads_pass_rows() const override { return true; }
   int64_t ScratchFloats(int64_t rows) const override {
     return rows * (Dims(0).proj_width() + 5 * d_);  // proj | q k v z y
   }
@@ -118,15 +119,35 @@ class ResidentRatAttention final : public ResidentMixer {
       TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
                              pass.kv_table(table_));
       TWICE_RETURN_IF_ERROR(
-          Attend(dev, pass.step_rows(), -1, *table, proj, q, k, v, z, y));
+          Scan(dev, pass.step_rows(), -1, *table, proj, q, k, v, z));
+      TWICE_RETURN_IF_ERROR(
+          Attend(dev, pass.step_rows(), *table, q, k, v, z, y));
     } else {
+      // Each segment's scan (the EMA runs along its sequence), closing the
+      // chunks its rows complete; then the attention, over the whole pass
+      // at once when it comes as rows (every chunk a row reads is closed
+      // by then), else segment by segment.
       for (const PrefillSegment& seg : pass.segments) {
         TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
                                seg.kv_table(table_));
-        TWICE_RETURN_IF_ERROR(Attend(dev, seg.pass_rows(), seg.slot, *table,
-                                     seg.Rows(proj, w), seg.Rows(q, d_),
-                                     seg.Rows(k, d_), seg.Rows(v, d_),
-                                     seg.Rows(z, d_), seg.Rows(y, d_)));
+        TWICE_RETURN_IF_ERROR(Scan(dev, seg.pass_rows(), seg.slot, *table,
+                                   seg.Rows(proj, w), seg.Rows(q, d_),
+                                   seg.Rows(k, d_), seg.Rows(v, d_),
+                                   seg.Rows(z, d_)));
+      }
+      if (pass.row_map != nullptr) {
+        TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                               pass.row_kv_table(table_));
+        TWICE_RETURN_IF_ERROR(Attend(dev, DevicePassRows{rows, 0, pass.row_map},
+                                     *table, q, k, v, z, y));
+      } else {
+        for (const PrefillSegment& seg : pass.segments) {
+          TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                                 seg.kv_table(table_));
+          TWICE_RETURN_IF_ERROR(Attend(
+              dev, seg.pass_rows(), *table, seg.Rows(q, d_), seg.Rows(k, d_),
+              seg.Rows(v, d_), seg.Rows(z, d_), seg.Rows(y, d_)));
+        }
       }
     }
     return dev.Linear(y, rows, *out_proj_, x, ResidualAdd());
@@ -134,17 +155,24 @@ class ResidentRatAttention final : public ResidentMixer {
 
  private:
   int64_t proj_width() const { return Dims(1).proj_width(); }
-  // The rows' chunk scan (their open chunk in `prefill_slot` for a prefill
-  // segment, the map's slots for a step), then their attention over the
-  // closed chunks (q, k, v, z, y the rows').
-  absl::Status Attend(ExecutorDevice& dev, const DevicePassRows& rows,
-                      int32_t prefill_slot, const DeviceBlockTable& table,
-                      DeviceFloats proj, DeviceFloats q, DeviceFloats k,
-                      DeviceFloats v, DeviceFloats z, DeviceFloats y) {
+  // The rows' chunk scan: their open chunk in `prefill_slot` for a
+  // prefill segment, the map's slots for a step; q, k, v, z the rows'.
+  absl::Status Scan(ExecutorDevice& dev, const DevicePassRows& rows,
+                    int32_t prefill_slot, const DeviceBlockTable& table,
+                    DeviceFloats proj, DeviceFloats q, DeviceFloats k,
+                    DeviceFloats v, DeviceFloats z) {
     const kernels::RatPagedDims dims = Dims(table.width());
-    TWICE_RETURN_IF_ERROR(dev.RatChunkScan(
-        proj, dims.proj_width(), gate_bias_->floats(), rows, prefill_slot, dims,
-        table, open_->floats(), closed_->floats(), q, k, v, z));
+    return dev.RatChunkScan(proj, dims.proj_width(), gate_bias_->floats(), rows,
+                            prefill_slot, dims, table, open_->floats(),
+                            closed_->floats(), q, k, v, z);
+  }
+  // The rows' attention over their closed chunks and their own key and
+  // value (q, k, v, z, y the rows').
+  absl::Status Attend(ExecutorDevice& dev, const DevicePassRows& rows,
+                      const DeviceBlockTable& table, DeviceFloats q,
+                      DeviceFloats k, DeviceFloats v, DeviceFloats z,
+                      DeviceFloats y) {
+    const kernels::RatPagedDims dims = Dims(table.width());
     const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim()));
     return dev.RatPagedAttention(q, k, v, z, rows, dims, table,
                                  closed_->floats(), scale, y);

@@ -37,7 +37,7 @@ class ResidentFaultsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    for (const char* arch : {"mamba2", "llama"}) {
+    for (const char* arch : {"mamba2", "llama", "rat"}) {
       ASSERT_OK(
           testing::WriteTinyModelOf(arch, dir_->Sub(arch), 41, kFaultVocab));
     }
@@ -131,16 +131,14 @@ TEST_F(ResidentFaultsTest, AFailedTableUploadChangesNothingAndCanBeRetried) {
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
 }
 
-// Llama's attention reads a pass of short reads as rows: one slot map and
-// one table per pass, one attention call per layer for all the pass's
-// sequences. A map that does not reach the device stops the read before
-// any state changed, and gives back the blocks it reserved.
-TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
-  auto faults = std::make_shared<DeviceFaults>();
-  std::unique_ptr<ResidentExecutor> e = NewExecutor("llama", faults);
-  std::unique_ptr<ResidentExecutor> clean = NewExecutor("llama", nullptr);
-  ASSERT_NE(e, nullptr);
-  ASSERT_NE(clean, nullptr);
+// Llama's and RAT's attention read a pass of short reads as rows: one
+// slot map and one table per pass, one attention call per layer for all
+// the pass's sequences. A map that does not reach the device stops the
+// read before any state changed, and gives back the blocks it reserved.
+void ExpectShortReadsAttendInOneCallPerLayer(ResidentExecutor& e,
+                                             ResidentExecutor& clean,
+                                             DeviceFaults& faults,
+                                             const std::string& attention_op) {
   const std::vector<int32_t> first = RandomTokens(9, kFaultVocab, 21);
   const std::vector<int32_t> read_a = RandomTokens(5, kFaultVocab, 22);
   const std::vector<int32_t> read_b = RandomTokens(6, kFaultVocab, 23);
@@ -148,42 +146,56 @@ TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
   // What each read gives alone (one segment per pass).
   std::vector<float> want;
   {
-    ASSERT_OK_AND_ASSIGN(SlotId a, clean->NewSequence());
-    ASSERT_OK_AND_ASSIGN(SlotId b, clean->NewSequence());
-    ASSERT_OK(clean->Prefill(a, first));
-    ASSERT_OK_AND_ASSIGN(want, clean->Prefill(a, read_a));
-    ASSERT_OK_AND_ASSIGN(std::vector<float> want_b, clean->Prefill(b, read_b));
+    ASSERT_OK_AND_ASSIGN(SlotId a, clean.NewSequence());
+    ASSERT_OK_AND_ASSIGN(SlotId b, clean.NewSequence());
+    ASSERT_OK(clean.Prefill(a, first));
+    ASSERT_OK_AND_ASSIGN(want, clean.Prefill(a, read_a));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> want_b, clean.Prefill(b, read_b));
     want.insert(want.end(), want_b.begin(), want_b.end());
   }
-  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
-  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId a, e.NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId b, e.NewSequence());
   // One read, one segment: attended as a prefill, one call per layer.
-  int64_t attention = faults->calls("PagedAttention");
-  ASSERT_OK(e->Prefill(a, first));
-  const int64_t per_pass = faults->calls("PagedAttention") - attention;
+  int64_t attention = faults.calls(attention_op);
+  ASSERT_OK(e.Prefill(a, first));
+  const int64_t per_pass = faults.calls(attention_op) - attention;
   ASSERT_GT(per_pass, 0);
-  EXPECT_EQ(faults->calls("UploadSlotMap"), 0);
+  EXPECT_EQ(faults.calls("UploadSlotMap"), 0);
 
-  faults->FailCall("UploadSlotMap", 1,
-                   absl::ResourceExhaustedError("no device memory left"));
-  const int64_t free_blocks = e->free_kv_blocks();
-  const absl::Status failed = e->PrefillBatch({a, b}, reads).status();
-  ASSERT_TRUE(faults->fired());
+  faults.FailCall("UploadSlotMap", 1,
+                  absl::ResourceExhaustedError("no device memory left"));
+  const int64_t free_blocks = e.free_kv_blocks();
+  const absl::Status failed = e.PrefillBatch({a, b}, reads).status();
+  ASSERT_TRUE(faults.fired());
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
-  EXPECT_EQ(e->free_kv_blocks(), free_blocks);
-  EXPECT_FALSE(e->IsDamaged(a));
-  EXPECT_FALSE(e->IsDamaged(b));
-  ASSERT_OK_AND_ASSIGN(int64_t count, e->TokenCount(a));
+  EXPECT_EQ(e.free_kv_blocks(), free_blocks);
+  EXPECT_FALSE(e.IsDamaged(a));
+  EXPECT_FALSE(e.IsDamaged(b));
+  ASSERT_OK_AND_ASSIGN(int64_t count, e.TokenCount(a));
   EXPECT_EQ(count, 9);
 
   // Two reads in one pass (a continuing one at position 9): the same
   // number of attention calls as one read, and the logits each gets alone.
-  attention = faults->calls("PagedAttention");
-  const int64_t maps = faults->calls("UploadSlotMap");
-  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch({a, b}, reads));
-  EXPECT_EQ(faults->calls("PagedAttention") - attention, per_pass);
-  EXPECT_EQ(faults->calls("UploadSlotMap") - maps, 1);
+  attention = faults.calls(attention_op);
+  const int64_t maps = faults.calls("UploadSlotMap");
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e.PrefillBatch({a, b}, reads));
+  EXPECT_EQ(faults.calls(attention_op) - attention, per_pass);
+  EXPECT_EQ(faults.calls("UploadSlotMap") - maps, 1);
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+}
+
+TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
+  for (const auto& [arch, op] :
+       {std::pair<std::string, std::string>{"llama", "PagedAttention"},
+        {"rat", "RatPagedAttention"}}) {
+    SCOPED_TRACE(arch);
+    auto faults = std::make_shared<DeviceFaults>();
+    std::unique_ptr<ResidentExecutor> e = NewExecutor(arch, faults);
+    std::unique_ptr<ResidentExecutor> clean = NewExecutor(arch, nullptr);
+    ASSERT_NE(e, nullptr);
+    ASSERT_NE(clean, nullptr);
+    ExpectShortReadsAttendInOneCallPerLayer(*e, *clean, *faults, op);
+  }
 }
 
 TEST_F(ResidentFaultsTest, AFailureAfterThePassesRanDamagesOnlyTheCallsSlots) {
