@@ -34,6 +34,7 @@
 #include "bench/random_tokens.h"
 #include "engine/executor/executor_device.h"
 #include "engine/executor/resident_executor.h"
+#include "engine/layers/rat_attention.h"
 #include "engine/models/init_model.h"
 #include "engine/models/model.h"
 #include "engine/models/stacked_model.h"
@@ -166,7 +167,18 @@ absl::Status Run(const Options& o) {
   engine::ResidentExecutorOptions options;
   options.slots = static_cast<int32_t>(most);
   options.prefill_chunk = o.chunk;
-  options.kv_cache_tokens = most * longest;
+  // Paged states take whole blocks per sequence, of kv_block_size rows of
+  // a token each (a KV cache) or of a chunk each (RAT's closed chunks).
+  int64_t tokens_per_row = 1;
+  for (const engine::StackedModel::Block& b : stacked->blocks()) {
+    if (const auto* rat =
+            dynamic_cast<const engine::RatAttention*>(b.mixer.get())) {
+      tokens_per_row = std::max(tokens_per_row, rat->options().chunk_size);
+    }
+  }
+  const int64_t block_tokens = options.kv_block_size * tokens_per_row;
+  options.kv_cache_tokens =
+      most * ((longest + block_tokens - 1) / block_tokens) * block_tokens;
   TWICE_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::ResidentExecutor> executor,
       engine::ResidentExecutor::Create(*stacked, engine::NewCpuExecutorDevice(),
