@@ -99,6 +99,13 @@ struct ResidentExecutorOptions {
   // the padding on the CPU), or never.
   enum class StepPadding { kWhileRecording, kAlways, kNever };
   StepPadding step_padding = StepPadding::kWhileRecording;
+  // A prefill pass of short reads goes as rows (ResidentPass::row_map),
+  // whose block tables repeat a sequence's block list for each of its
+  // rows: rows x (the longest list) entries. Past this many entries (4 MiB
+  // by default) the pass goes by segments instead: short reads resuming
+  // long documents, whose table upload would cost more than the launches
+  // it saves. 0 (or less): never as rows.
+  int64_t row_form_max_table_entries = int64_t{1} << 20;
 };
 
 // Whether every layer of `model` has a resident form (resident_layers.h):
@@ -252,7 +259,9 @@ class ResidentExecutor {
   [[nodiscard]] absl::StatusOr<PassTables> PassKvTables(
       absl::Span<const SlotId> slots);
   // A prefill pass as rows (ResidentPass::row_map): the map of each row's
-  // slot and position and the tables with a row per pass row.
+  // slot and position and the tables with a row per pass row; no map
+  // (and no tables) when a table would pass
+  // options_.row_form_max_table_entries.
   struct PassRowForm {
     std::unique_ptr<DeviceSlotMap> map;
     PassTables tables;

@@ -66,7 +66,8 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::PrefillBatch(
 
 bool ResidentExecutor::UsesRowForm(
     absl::Span<const PrefillSegment> segments) const {
-  return reads_pass_rows_ && segments.size() >= 2 &&
+  return reads_pass_rows_ && options_.row_form_max_table_entries > 0 &&
+         segments.size() >= 2 &&
          std::all_of(segments.begin(), segments.end(),
                      [](const PrefillSegment& seg) {
                        return seg.rows < kRowFormMaxSegmentRows;
@@ -86,10 +87,20 @@ absl::StatusOr<ResidentExecutor::PassRowForm> ResidentExecutor::UploadRowForm(
     }
   }
   PassRowForm form;
+  const std::vector<BlockTableRows> tables = kv_tables_.Rows(slots);
+  for (const BlockTableRows& table : tables) {
+    if (static_cast<int64_t>(table.blocks.size()) >
+        options_.row_form_max_table_entries) {
+      return form;  // no map: the pass goes by segments
+    }
+  }
   TWICE_ASSIGN_OR_RETURN(form.map, device_->UploadSlotMap(slots, positions));
-  TWICE_ASSIGN_OR_RETURN(form.tables.owned, kv_tables_.Upload(*device_, slots));
-  for (const auto& t : form.tables.owned) {
-    form.tables.views.push_back(t.get());
+  for (const BlockTableRows& table : tables) {
+    TWICE_ASSIGN_OR_RETURN(
+        std::unique_ptr<DeviceBlockTable> uploaded,
+        device_->UploadBlockTable(table.blocks, table.width));
+    form.tables.views.push_back(uploaded.get());
+    form.tables.owned.push_back(std::move(uploaded));
   }
   return form;
 }
@@ -162,7 +173,7 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
       s = uploaded.status();
       if (!s.ok()) break;
       row_form = *std::move(uploaded);
-      pass.row_map = row_form.map.get();
+      pass.row_map = row_form.map.get();  // null when its tables are too large
       pass.row_kv_tables = row_form.tables.views;
     }
     if (first_pass) pass.prefix = prefix;

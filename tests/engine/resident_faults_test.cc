@@ -50,7 +50,9 @@ class ResidentFaultsTest : public ::testing::Test {
   // An executor of `arch` on the CPU device; with `faults`, behind the
   // faulty device that plans them.
   std::unique_ptr<ResidentExecutor> NewExecutor(
-      const std::string& arch, std::shared_ptr<DeviceFaults> faults) {
+      const std::string& arch, std::shared_ptr<DeviceFaults> faults,
+      int64_t row_form_max_table_entries =
+          ResidentExecutorOptions().row_form_max_table_entries) {
     models_.push_back(testing::LoadOrDie(dir_->Sub(arch)));
     const auto* stacked =
         dynamic_cast<const StackedModel*>(models_.back().get());
@@ -59,6 +61,7 @@ class ResidentFaultsTest : public ::testing::Test {
     ResidentExecutorOptions o;
     o.slots = 4;
     o.prefill_chunk = 16;
+    o.row_form_max_table_entries = row_form_max_table_entries;
     std::unique_ptr<ExecutorDevice> device = NewCpuExecutorDevice();
     if (faults != nullptr) {
       device = std::make_unique<FaultyExecutorDevice>(std::move(device),
@@ -196,6 +199,43 @@ TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
     ASSERT_NE(clean, nullptr);
     ExpectShortReadsAttendInOneCallPerLayer(*e, *clean, *faults, op);
   }
+}
+
+// The row form's tables hold a sequence's block list per row: a pass
+// whose tables would pass the executor's limit goes by segments, with the
+// same logits.
+TEST_F(ResidentFaultsTest, RowsWhoseTablesPassTheLimitGoBySegments) {
+  auto faults = std::make_shared<DeviceFaults>();
+  // 11 rows of a pass, the longest list 3 blocks of 16 (a sequence at 40
+  // tokens): 33 entries.
+  std::unique_ptr<ResidentExecutor> e =
+      NewExecutor("llama", faults, /*row_form_max_table_entries=*/32);
+  std::unique_ptr<ResidentExecutor> clean = NewExecutor("llama", nullptr);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(clean, nullptr);
+  const std::vector<int32_t> first = RandomTokens(40, kFaultVocab, 31);
+  const std::vector<int32_t> read_a = RandomTokens(5, kFaultVocab, 32);
+  const std::vector<int32_t> read_b = RandomTokens(6, kFaultVocab, 33);
+  const std::vector<absl::Span<const int32_t>> reads = {read_a, read_b};
+  ASSERT_OK_AND_ASSIGN(SlotId clean_a, clean->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId clean_b, clean->NewSequence());
+  ASSERT_OK(clean->Prefill(clean_a, first));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                       clean->PrefillBatch({clean_a, clean_b}, reads));
+  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+  ASSERT_OK_AND_ASSIGN(SlotId other, e->NewSequence());
+  ASSERT_OK(e->Prefill(a, first));
+  // One pass of one read: one attention call per layer.
+  int64_t attention = faults->calls("PagedAttention");
+  ASSERT_OK(e->Prefill(other, RandomTokens(4, kFaultVocab, 34)));
+  const int64_t per_pass = faults->calls("PagedAttention") - attention;
+  ASSERT_GT(per_pass, 0);
+  attention = faults->calls("PagedAttention");
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch({a, b}, reads));
+  EXPECT_EQ(faults->calls("UploadSlotMap"), 0);
+  EXPECT_EQ(faults->calls("PagedAttention") - attention, 2 * per_pass);
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
 }
 
 TEST_F(ResidentFaultsTest, AFailureAfterThePassesRanDamagesOnlyTheCallsSlots) {
