@@ -10,7 +10,8 @@
 // per segment instead, with the same results. The CUDA outputs start as
 // NaN, so matching the CPU shows the device wrote them. Both devices
 // refuse segments that overlap, share a slot or start before their
-// sequence. SKIPPED without a GPU.
+// sequence. And full attention's row form (one call over a pass of short
+// reads) against the CPU's per-segment prefill. SKIPPED without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "engine/executor/executor_device.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/paged_attention.h"
 #include "kernels/pass_segments.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/taylor_feature_map.h"
@@ -406,6 +408,97 @@ TEST_F(CudaPassSegmentsTest, WindowAttentionOfShortSequencesMatchesTheCpu) {
 // 70 rows: each segment's context gathered for the window kernel.
 TEST_F(CudaPassSegmentsTest, WindowAttentionWithALongSequenceMatchesTheCpu) {
   ExpectWindowMatches({3, 70}, {2, 9}, /*one_call=*/false);
+}
+
+// Full attention's row form (ResidentPass::row_map): a pass of short
+// reads as rows, each at its position in its own copy of its sequence's
+// block list, rotated, written and attended in one call each on CUDA,
+// against the CPU device reading the same reads segment by segment
+// (RopeRotateHalf, PagedKvWrite and PagedAttention of a prefill). The
+// caches hold random keys and values before each read's start.
+TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
+  const std::vector<int64_t> lengths = {5, 1, 13, 7, 2};
+  const std::vector<int64_t> starts = {0, 9, 3, 20, 31};
+  static constexpr int64_t kScattered[] = {5, 0, 3, 7, 1};
+  const kernels::PagedKvDims dims{/*heads=*/4, /*kv_heads=*/2,
+                                  /*head_dim=*/16, /*block_size=*/4,
+                                  /*table_width=*/0};
+  constexpr int64_t kWidth = 9;  // blocks per sequence: 36 positions
+  constexpr float kBase = 10000.0f;
+  const int64_t qw = dims.heads * dims.head_dim;
+  const int64_t kvw = dims.kv_heads * dims.head_dim;
+  const int64_t pool_floats = kSlots * kWidth * dims.block_size * kvw;
+  // Slot s owns blocks s + kSlots * j, so every sequence's blocks are
+  // scattered among the others'.
+  const auto block_list = [&](int64_t slot) {
+    std::vector<int32_t> blocks;
+    for (int64_t j = 0; j < kWidth; ++j) {
+      blocks.push_back(static_cast<int32_t>(slot + kSlots * (kWidth - 1 - j)));
+    }
+    return blocks;
+  };
+  std::vector<int32_t> row_slots, row_table;
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    for (int64_t r = 0; r < lengths[i]; ++r) {
+      row_slots.push_back(static_cast<int32_t>(kScattered[i]));
+      positions.push_back(starts[i] + r);
+      const std::vector<int32_t> list = block_list(kScattered[i]);
+      row_table.insert(row_table.end(), list.begin(), list.end());
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  const Pair q = Put(Random(rows * qw, 40));
+  const Pair k = Put(Random(rows * kvw, 41));
+  const Pair v = Put(Random(rows * kvw, 42));
+  const Pair k_pool = Put(Random(pool_floats, 43));
+  const Pair v_pool = Put(Random(pool_floats, 44));
+  const Pair y = Put(std::vector<float>(rows * qw, 0.0f), true);
+  const float scale = 0.25f;
+
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceSlotMap> map,
+                       cuda_->UploadSlotMap(row_slots, positions));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceBlockTable> table,
+                       cuda_->UploadBlockTable(row_table, kWidth));
+  const DevicePassRows as_rows{rows, 0, map.get()};
+  ASSERT_OK(cuda_->RopeRotateHalfAt(q.cuda->floats(), qw, dims.heads,
+                                    dims.head_dim, *map, kBase));
+  ASSERT_OK(cuda_->RopeRotateHalfAt(k.cuda->floats(), kvw, dims.kv_heads,
+                                    dims.head_dim, *map, kBase));
+  ASSERT_OK(cuda_->PagedKvWrite(k.cuda->floats(), kvw, v.cuda->floats(), kvw,
+                                as_rows, dims, *table, k_pool.cuda->floats(),
+                                v_pool.cuda->floats()));
+  ASSERT_OK(cuda_->PagedAttention(q.cuda->floats(), qw, as_rows, dims, *table,
+                                  k_pool.cuda->floats(), v_pool.cuda->floats(),
+                                  scale, y.cuda->floats()));
+
+  int64_t first = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t n = lengths[i];
+    ASSERT_OK_AND_ASSIGN(
+        std::unique_ptr<DeviceBlockTable> own,
+        cpu_->UploadBlockTable(block_list(kScattered[i]), kWidth));
+    const DeviceFloats seg_q = q.cpu->floats().sub(first * qw, n * qw);
+    const DeviceFloats seg_k = k.cpu->floats().sub(first * kvw, n * kvw);
+    const DeviceFloats seg_v = v.cpu->floats().sub(first * kvw, n * kvw);
+    const DevicePassRows segment{n, starts[i], nullptr};
+    ASSERT_OK(cpu_->RopeRotateHalf(seg_q, n, qw, dims.heads, dims.head_dim,
+                                   starts[i], kBase));
+    ASSERT_OK(cpu_->RopeRotateHalf(seg_k, n, kvw, dims.kv_heads, dims.head_dim,
+                                   starts[i], kBase));
+    ASSERT_OK(cpu_->PagedKvWrite(seg_k, kvw, seg_v, kvw, segment, dims, *own,
+                                 k_pool.cpu->floats(), v_pool.cpu->floats()));
+    ASSERT_OK(cpu_->PagedAttention(
+        seg_q, qw, segment, dims, *own, k_pool.cpu->floats(),
+        v_pool.cpu->floats(), scale, y.cpu->floats().sub(first * qw, n * qw)));
+    first += n;
+  }
+  const auto [got, want] = Get(y);
+  EXPECT_LE(RelativeError(got, want), kF32Tolerance);
+  const auto [got_keys, want_keys] = Get(k_pool);
+  EXPECT_LE(RelativeError(got_keys, want_keys), kF32Tolerance);
+  const auto [got_values, want_values] = Get(v_pool);
+  EXPECT_EQ(got_values, want_values);  // copies
 }
 
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {
