@@ -45,6 +45,17 @@ void PagedKvTables::Shrink(int32_t slot, int64_t tokens) {
   for (Entry& e : tables_) e.table->Shrink(slot, tokens / e.tokens_per_row);
 }
 
+int64_t PagedKvTables::LongestList(absl::Span<const int32_t> slots) const {
+  int64_t longest = 0;
+  for (const Entry& e : tables_) {
+    for (const int32_t slot : slots) {
+      longest = std::max(longest,
+                         static_cast<int64_t>(e.table->blocks_of(slot).size()));
+    }
+  }
+  return longest;
+}
+
 std::vector<BlockTableRows> PagedKvTables::Rows(
     absl::Span<const int32_t> slots) const {
   std::vector<BlockTableRows> out;

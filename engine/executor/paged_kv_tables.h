@@ -49,6 +49,9 @@ class PagedKvTables {
   // the rest; Free keeps none.
   void Shrink(int32_t slot, int64_t tokens);
   void Free(int32_t slot) { Shrink(slot, 0); }
+  // The longest block list any of the slots holds in any table (0
+  // without tables).
+  int64_t LongestList(absl::Span<const int32_t> slots) const;
   // The slots' rows of every table, in Register order.
   std::vector<BlockTableRows> Rows(absl::Span<const int32_t> slots) const;
   // The same on the device.

@@ -99,12 +99,15 @@ struct ResidentExecutorOptions {
   // the padding on the CPU), or never.
   enum class StepPadding { kWhileRecording, kAlways, kNever };
   StepPadding step_padding = StepPadding::kWhileRecording;
-  // A prefill pass of short reads goes as rows (ResidentPass::row_map),
-  // whose block tables repeat a sequence's block list for each of its
-  // rows: rows x (the longest list) entries. Past this many entries (4 MiB
-  // by default) the pass goes by segments instead: short reads resuming
-  // long documents, whose table upload would cost more than the launches
-  // it saves. 0 (or less): never as rows.
+  // A prefill pass of short reads goes as rows (ResidentPass::row_map)
+  // within two bounds; past either it goes by segments (short reads
+  // resuming long documents), and 0 makes every pass go by segments.
+  // The work it adds: each row walks its sequence's positions [0, p]
+  // itself, where a tiled prefill shares them across a segment's rows;
+  // at most this many (row, position) pairs in a pass.
+  int64_t row_form_max_attended_positions = int64_t{1} << 16;
+  // Its block tables repeat a sequence's block list for each of its rows:
+  // at most this many entries, rows x the longest list (4 MiB).
   int64_t row_form_max_table_entries = int64_t{1} << 20;
 };
 
@@ -259,17 +262,17 @@ class ResidentExecutor {
   [[nodiscard]] absl::StatusOr<PassTables> PassKvTables(
       absl::Span<const SlotId> slots);
   // A prefill pass as rows (ResidentPass::row_map): the map of each row's
-  // slot and position and the tables with a row per pass row; no map
-  // (and no tables) when a table would pass
-  // options_.row_form_max_table_entries.
+  // slot and position and the tables with a row per pass row.
   struct PassRowForm {
     std::unique_ptr<DeviceSlotMap> map;
     PassTables tables;
   };
-  // Whether a pass of these segments goes as rows: a layer reads it so,
-  // and it holds at least two segments, all shorter than
-  // kRowFormMaxSegmentRows.
-  bool UsesRowForm(absl::Span<const PrefillSegment> segments) const;
+  // Whether a pass of these segments (`rows` in all) goes as rows: a layer
+  // reads it so, it holds at least two segments, all shorter than
+  // kRowFormMaxSegmentRows, and it keeps within the options' row_form
+  // bounds.
+  bool UsesRowForm(absl::Span<const PrefillSegment> segments,
+                   int64_t rows) const;
   [[nodiscard]] absl::StatusOr<PassRowForm> UploadRowForm(
       absl::Span<const PrefillSegment> segments, int64_t rows);
 

@@ -64,14 +64,20 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::PrefillBatch(
   return ReadSequences(slots, tokens, nullptr, options_.prefill_chunk);
 }
 
-bool ResidentExecutor::UsesRowForm(
-    absl::Span<const PrefillSegment> segments) const {
-  return reads_pass_rows_ && options_.row_form_max_table_entries > 0 &&
-         segments.size() >= 2 &&
-         std::all_of(segments.begin(), segments.end(),
-                     [](const PrefillSegment& seg) {
-                       return seg.rows < kRowFormMaxSegmentRows;
-                     });
+bool ResidentExecutor::UsesRowForm(absl::Span<const PrefillSegment> segments,
+                                   int64_t rows) const {
+  if (!reads_pass_rows_ || segments.size() < 2) return false;
+  int64_t attended = 0;  // (row, position) pairs the rows walk
+  std::vector<int32_t> slots;
+  for (const PrefillSegment& seg : segments) {
+    if (seg.rows >= kRowFormMaxSegmentRows) return false;
+    // Rows at positions start .. start + rows - 1 attend p + 1 each.
+    attended += seg.rows * seg.start + seg.rows * (seg.rows + 1) / 2;
+    slots.push_back(seg.slot);
+  }
+  return attended <= options_.row_form_max_attended_positions &&
+         rows * kv_tables_.LongestList(slots) <=
+             options_.row_form_max_table_entries;
 }
 
 absl::StatusOr<ResidentExecutor::PassRowForm> ResidentExecutor::UploadRowForm(
@@ -87,20 +93,10 @@ absl::StatusOr<ResidentExecutor::PassRowForm> ResidentExecutor::UploadRowForm(
     }
   }
   PassRowForm form;
-  const std::vector<BlockTableRows> tables = kv_tables_.Rows(slots);
-  for (const BlockTableRows& table : tables) {
-    if (static_cast<int64_t>(table.blocks.size()) >
-        options_.row_form_max_table_entries) {
-      return form;  // no map: the pass goes by segments
-    }
-  }
   TWICE_ASSIGN_OR_RETURN(form.map, device_->UploadSlotMap(slots, positions));
-  for (const BlockTableRows& table : tables) {
-    TWICE_ASSIGN_OR_RETURN(
-        std::unique_ptr<DeviceBlockTable> uploaded,
-        device_->UploadBlockTable(table.blocks, table.width));
-    form.tables.views.push_back(uploaded.get());
-    form.tables.owned.push_back(std::move(uploaded));
+  TWICE_ASSIGN_OR_RETURN(form.tables.owned, kv_tables_.Upload(*device_, slots));
+  for (const auto& t : form.tables.owned) {
+    form.tables.views.push_back(t.get());
   }
   return form;
 }
@@ -168,13 +164,16 @@ absl::StatusOr<std::vector<float>> ResidentExecutor::ReadSequences(
     ResidentPass pass{rows, segments};
     pass.segment_rows = segment_rows->get();
     PassRowForm row_form;
-    if (UsesRowForm(segments)) {
+    if (UsesRowForm(segments, rows)) {
+      // The row form only saves launches: a pass whose map or tables do
+      // not reach the device (out of memory) goes by segments instead of
+      // failing, and damaging the states of earlier passes.
       absl::StatusOr<PassRowForm> uploaded = UploadRowForm(segments, rows);
-      s = uploaded.status();
-      if (!s.ok()) break;
-      row_form = *std::move(uploaded);
-      pass.row_map = row_form.map.get();  // null when its tables are too large
-      pass.row_kv_tables = row_form.tables.views;
+      if (uploaded.ok()) {
+        row_form = *std::move(uploaded);
+        pass.row_map = row_form.map.get();
+        pass.row_kv_tables = row_form.tables.views;
+      }
     }
     if (first_pass) pass.prefix = prefix;
     first_pass = false;

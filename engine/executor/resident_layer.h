@@ -102,8 +102,9 @@ struct PrefillSegment {
 // of each segment. Its rows re-read their sequence's first positions
 // (each row walks them anew) where a tiled prefill shares them across a
 // segment's rows; short segments make that a small cost against a launch
-// per segment and layer. (The executor keeps to segments when the tables
-// would be large: ResidentExecutorOptions::row_form_max_table_entries.)
+// per segment and layer. (The executor keeps to segments past the
+// ResidentExecutorOptions row_form bounds on that work and on the
+// tables' size.)
 inline constexpr int64_t kRowFormMaxSegmentRows = 64;
 
 struct ResidentPass {

@@ -4,6 +4,7 @@
 // repeated; one after it damages exactly the call's states and never reads
 // RESOURCE_EXHAUSTED (which callers take as "make room and retry"); and a
 // damaged state neither gets spilled nor blocks other states' reads.
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -49,10 +50,10 @@ class ResidentFaultsTest : public ::testing::Test {
 
   // An executor of `arch` on the CPU device; with `faults`, behind the
   // faulty device that plans them.
+  // `tweak` changes the options first.
   std::unique_ptr<ResidentExecutor> NewExecutor(
       const std::string& arch, std::shared_ptr<DeviceFaults> faults,
-      int64_t row_form_max_table_entries =
-          ResidentExecutorOptions().row_form_max_table_entries) {
+      const std::function<void(ResidentExecutorOptions&)>& tweak = {}) {
     models_.push_back(testing::LoadOrDie(dir_->Sub(arch)));
     const auto* stacked =
         dynamic_cast<const StackedModel*>(models_.back().get());
@@ -61,7 +62,7 @@ class ResidentFaultsTest : public ::testing::Test {
     ResidentExecutorOptions o;
     o.slots = 4;
     o.prefill_chunk = 16;
-    o.row_form_max_table_entries = row_form_max_table_entries;
+    if (tweak) tweak(o);
     std::unique_ptr<ExecutorDevice> device = NewCpuExecutorDevice();
     if (faults != nullptr) {
       device = std::make_unique<FaultyExecutorDevice>(std::move(device),
@@ -136,13 +137,15 @@ TEST_F(ResidentFaultsTest, AFailedTableUploadChangesNothingAndCanBeRetried) {
 
 // Llama's and RAT's attention read a pass of short reads as rows: one
 // slot map and one table per pass, one attention call per layer for all
-// the pass's sequences. A map that does not reach the device stops the
-// read before any state changed, and gives back the blocks it reserved.
+// the pass's sequences. Read 1 continues at position 12, so its rows
+// cross a KV block (of 16) and close RAT's first chunk (of 16), which its
+// last row reads in the same call. A map that does not reach the device
+// only costs the pass its one call: it goes by segments.
 void ExpectShortReadsAttendInOneCallPerLayer(ResidentExecutor& e,
                                              ResidentExecutor& clean,
                                              DeviceFaults& faults,
                                              const std::string& attention_op) {
-  const std::vector<int32_t> first = RandomTokens(9, kFaultVocab, 21);
+  const std::vector<int32_t> first = RandomTokens(12, kFaultVocab, 21);
   const std::vector<int32_t> read_a = RandomTokens(5, kFaultVocab, 22);
   const std::vector<int32_t> read_b = RandomTokens(6, kFaultVocab, 23);
   const std::vector<absl::Span<const int32_t>> reads = {read_a, read_b};
@@ -156,35 +159,39 @@ void ExpectShortReadsAttendInOneCallPerLayer(ResidentExecutor& e,
     ASSERT_OK_AND_ASSIGN(std::vector<float> want_b, clean.Prefill(b, read_b));
     want.insert(want.end(), want_b.begin(), want_b.end());
   }
-  ASSERT_OK_AND_ASSIGN(SlotId a, e.NewSequence());
-  ASSERT_OK_AND_ASSIGN(SlotId b, e.NewSequence());
-  // One read, one segment: attended as a prefill, one call per layer.
-  int64_t attention = faults.calls(attention_op);
-  ASSERT_OK(e.Prefill(a, first));
-  const int64_t per_pass = faults.calls(attention_op) - attention;
+  // Two pairs of slots, each with a sequence that has read `first`
+  // (one read, one segment: attended as a prefill, one call per layer).
+  std::vector<SlotId> pair_1, pair_2;
+  int64_t per_pass = 0;
+  for (std::vector<SlotId>* pair : {&pair_1, &pair_2}) {
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_OK_AND_ASSIGN(SlotId slot, e.NewSequence());
+      pair->push_back(slot);
+    }
+    const int64_t attention = faults.calls(attention_op);
+    ASSERT_OK(e.Prefill((*pair)[0], first));
+    per_pass = faults.calls(attention_op) - attention;
+  }
   ASSERT_GT(per_pass, 0);
   EXPECT_EQ(faults.calls("UploadSlotMap"), 0);
 
+  // As rows: the same number of attention calls as one read, one map,
+  // and the logits each read gets alone.
+  int64_t attention = faults.calls(attention_op);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e.PrefillBatch(pair_1, reads));
+  EXPECT_EQ(faults.calls(attention_op) - attention, per_pass);
+  EXPECT_EQ(faults.calls("UploadSlotMap"), 1);
+  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+
+  // The map refused: by segments, the same logits.
   faults.FailCall("UploadSlotMap", 1,
                   absl::ResourceExhaustedError("no device memory left"));
-  const int64_t free_blocks = e.free_kv_blocks();
-  const absl::Status failed = e.PrefillBatch({a, b}, reads).status();
-  ASSERT_TRUE(faults.fired());
-  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
-  EXPECT_EQ(e.free_kv_blocks(), free_blocks);
-  EXPECT_FALSE(e.IsDamaged(a));
-  EXPECT_FALSE(e.IsDamaged(b));
-  ASSERT_OK_AND_ASSIGN(int64_t count, e.TokenCount(a));
-  EXPECT_EQ(count, 9);
-
-  // Two reads in one pass (a continuing one at position 9): the same
-  // number of attention calls as one read, and the logits each gets alone.
   attention = faults.calls(attention_op);
-  const int64_t maps = faults.calls("UploadSlotMap");
-  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e.PrefillBatch({a, b}, reads));
-  EXPECT_EQ(faults.calls(attention_op) - attention, per_pass);
-  EXPECT_EQ(faults.calls("UploadSlotMap") - maps, 1);
+  ASSERT_OK_AND_ASSIGN(got, e.PrefillBatch(pair_2, reads));
+  EXPECT_TRUE(faults.fired());
+  EXPECT_EQ(faults.calls(attention_op) - attention, 2 * per_pass);
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+  EXPECT_FALSE(e.IsDamaged(pair_2[0]));
 }
 
 TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
@@ -201,17 +208,12 @@ TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
   }
 }
 
-// The row form's tables hold a sequence's block list per row: a pass
-// whose tables would pass the executor's limit goes by segments, with the
-// same logits.
-TEST_F(ResidentFaultsTest, RowsWhoseTablesPassTheLimitGoBySegments) {
-  auto faults = std::make_shared<DeviceFaults>();
-  // 11 rows of a pass, the longest list 3 blocks of 16 (a sequence at 40
-  // tokens): 33 entries.
-  std::unique_ptr<ResidentExecutor> e =
-      NewExecutor("llama", faults, /*row_form_max_table_entries=*/32);
+// A pass past either of the executor's row-form bounds goes by segments,
+// with the same logits: 11 rows, the longest block list 3 blocks of 16 (a
+// sequence at 40 tokens): 33 table entries; 5 rows at positions 40-44
+// and 6 at 0-5 attend 41 + ... + 45 + 1 + ... + 6 = 236 positions.
+TEST_F(ResidentFaultsTest, PassesPastTheRowFormBoundsGoBySegments) {
   std::unique_ptr<ResidentExecutor> clean = NewExecutor("llama", nullptr);
-  ASSERT_NE(e, nullptr);
   ASSERT_NE(clean, nullptr);
   const std::vector<int32_t> first = RandomTokens(40, kFaultVocab, 31);
   const std::vector<int32_t> read_a = RandomTokens(5, kFaultVocab, 32);
@@ -222,20 +224,36 @@ TEST_F(ResidentFaultsTest, RowsWhoseTablesPassTheLimitGoBySegments) {
   ASSERT_OK(clean->Prefill(clean_a, first));
   ASSERT_OK_AND_ASSIGN(std::vector<float> want,
                        clean->PrefillBatch({clean_a, clean_b}, reads));
-  ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
-  ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
-  ASSERT_OK_AND_ASSIGN(SlotId other, e->NewSequence());
-  ASSERT_OK(e->Prefill(a, first));
-  // One pass of one read: one attention call per layer.
-  int64_t attention = faults->calls("PagedAttention");
-  ASSERT_OK(e->Prefill(other, RandomTokens(4, kFaultVocab, 34)));
-  const int64_t per_pass = faults->calls("PagedAttention") - attention;
-  ASSERT_GT(per_pass, 0);
-  attention = faults->calls("PagedAttention");
-  ASSERT_OK_AND_ASSIGN(std::vector<float> got, e->PrefillBatch({a, b}, reads));
-  EXPECT_EQ(faults->calls("UploadSlotMap"), 0);
-  EXPECT_EQ(faults->calls("PagedAttention") - attention, 2 * per_pass);
-  EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+  for (const auto& [bound, at_bound] :
+       {std::pair<int64_t ResidentExecutorOptions::*, int64_t>{
+            &ResidentExecutorOptions::row_form_max_table_entries, 33},
+        {&ResidentExecutorOptions::row_form_max_attended_positions, 236}}) {
+    for (const int64_t limit : {at_bound, at_bound - 1}) {
+      SCOPED_TRACE(::testing::Message() << limit);
+      auto faults = std::make_shared<DeviceFaults>();
+      std::unique_ptr<ResidentExecutor> e =
+          NewExecutor("llama", faults,
+                      [&](ResidentExecutorOptions& o) { o.*bound = limit; });
+      ASSERT_NE(e, nullptr);
+      ASSERT_OK_AND_ASSIGN(SlotId a, e->NewSequence());
+      ASSERT_OK_AND_ASSIGN(SlotId b, e->NewSequence());
+      ASSERT_OK_AND_ASSIGN(SlotId other, e->NewSequence());
+      ASSERT_OK(e->Prefill(a, first));
+      // One pass of one read: one attention call per layer.
+      int64_t attention = faults->calls("PagedAttention");
+      ASSERT_OK(e->Prefill(other, RandomTokens(4, kFaultVocab, 34)));
+      const int64_t per_pass = faults->calls("PagedAttention") - attention;
+      ASSERT_GT(per_pass, 0);
+      attention = faults->calls("PagedAttention");
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           e->PrefillBatch({a, b}, reads));
+      const bool as_rows = limit == at_bound;
+      EXPECT_EQ(faults->calls("UploadSlotMap"), as_rows ? 1 : 0);
+      EXPECT_EQ(faults->calls("PagedAttention") - attention,
+                as_rows ? per_pass : 2 * per_pass);
+      EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
+    }
+  }
 }
 
 TEST_F(ResidentFaultsTest, AFailureAfterThePassesRanDamagesOnlyTheCallsSlots) {

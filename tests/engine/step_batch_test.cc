@@ -401,6 +401,8 @@ TEST_P(StepBatchTest, SequencesTheModelRefusesFailAlone) {
       EXPECT_EQ(got, want[i]) << "sequence " << i;
     }
   }
+  // The second round's batch of all six (counted when it is stepped,
+  // refused or not).
   EXPECT_EQ(loop.stats().max_batch, kSequences);
 }
 
