@@ -26,6 +26,11 @@
 //                         of kCudaPrefillChunk rows, two sequences each:
 //                         the products run on all of a pass's rows, the
 //                         scans and attention per sequence)
+//   executor prefill B=16, T=32 (and "one by one")
+//                         16 short reads in one PrefillBatch (one pass:
+//                         its scans and attention in one call each where
+//                         the executor has that form), and the same 16
+//                         read one Prefill after another
 //   executor decode B     Step of B sequences (states after 64 tokens),
 //                         greedy, beside its HBM bound: the bytes the step
 //                         must read (bf16 weights + B states read and
@@ -88,6 +93,9 @@ struct Options {
   int reps = 3;
   std::string out_file;
 };
+
+// The short reads' length of the executor's batched prefill rows.
+constexpr int64_t kShortRead = 32;
 
 struct Row {
   std::string model;
@@ -228,15 +236,16 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
     std::fprintf(stderr, "%s prefill T=%lld: %.1f ms\n", label.c_str(),
                  static_cast<long long>(t), row.ms);
   }
-  if (o_.batch > 1) {
-    constexpr int64_t kT = 2048;
+  // B sequences of t tokens, in one PrefillBatch (`together`) or one
+  // Prefill after another.
+  const auto time_batch = [&](int64_t t, bool together) -> absl::Status {
     std::vector<std::vector<int32_t>> prompts;
     for (int64_t s = 0; s < o_.batch; ++s) {
-      prompts.push_back(Tokens(kT, 300 + static_cast<uint32_t>(s), vocab));
+      prompts.push_back(Tokens(t, 300 + static_cast<uint32_t>(s), vocab));
     }
-    Row row{label, "prefill", o_.batch, kT};
+    Row row{label, together ? "prefill" : "prefill, one by one", o_.batch, t};
     TWICE_RETURN_IF_ERROR(
-        measure(*executor, row, static_cast<double>(o_.batch * kT), [&] {
+        measure(*executor, row, static_cast<double>(o_.batch * t), [&] {
           std::vector<engine::SlotId> slots;
           absl::Status s;
           for (size_t b = 0; b < prompts.size() && s.ok(); ++b) {
@@ -246,15 +255,29 @@ absl::Status Bench::ExecutorRows(const engine::StackedModel& model,
           }
           const std::vector<absl::Span<const int32_t>> reads(prompts.begin(),
                                                              prompts.end());
-          if (s.ok()) s = executor->PrefillBatch(slots, reads).status();
+          if (s.ok() && together) {
+            s = executor->PrefillBatch(slots, reads).status();
+          }
+          for (size_t b = 0; b < slots.size() && s.ok() && !together; ++b) {
+            s = executor->Prefill(slots[b], reads[b]).status();
+          }
           for (engine::SlotId slot : slots) {
             absl::Status released = executor->Release(slot);
             if (s.ok()) s = released;
           }
           return s;
         }));
-    row.tokens_per_s = o_.batch * kT / (row.ms / 1e3);
+    row.tokens_per_s = o_.batch * t / (row.ms / 1e3);
     rows_.push_back(row);
+    return absl::OkStatus();
+  };
+  if (o_.batch > 1) {
+    TWICE_RETURN_IF_ERROR(time_batch(2048, /*together=*/true));
+    // Short reads (questions' prompts): one pass of B reads, each of its
+    // mixers in one call over the pass (the *Segments operations, full and
+    // RAT attention as rows), against B passes of one read.
+    TWICE_RETURN_IF_ERROR(time_batch(kShortRead, /*together=*/true));
+    TWICE_RETURN_IF_ERROR(time_batch(kShortRead, /*together=*/false));
   }
   // Decode rows, with the steps recorded as graphs (the executor's
   // default) and, from a second executor, run as they are.
