@@ -14,8 +14,10 @@
 #include "engine/executor/executor_device.h"
 #include "kernels/activations.h"
 #include "kernels/causal_conv1d.h"
+#include "kernels/check.h"
 #include "kernels/linear.h"
 #include "kernels/paged_attention.h"
+#include "kernels/pass_segments.h"
 #include "kernels/rat_paged.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -347,6 +349,37 @@ class CpuExecutorDevice final : public ExecutorDevice {
                              : absl::Span<const int32_t>(prefill),
         WithTableWidth(dims, table), table.blocks(), Host(open), Host(closed),
         Host(q_out), Host(k_out), Host(v_out), Host(z_out));
+  }
+  absl::Status RatChunkScanSegments(
+      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+      const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
+      const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
+      DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
+      DeviceFloats z_out) override {
+    constexpr char kOp[] = "RatChunkScanSegments";
+    const int64_t d = dims.dim, width = row_table.width();
+    TWICE_RETURN_IF_ERROR(kernels::CheckArg(d >= 1 && open.size % (2 * d) == 0,
+                                            kOp, "open is not [slots, 2, D]"));
+    TWICE_RETURN_IF_ERROR(kernels::CheckPassSegments(
+        kOp, segments.segments(), segments.rows(), open.size / (2 * d)));
+    const absl::Span<const int32_t> table = row_table.blocks();
+    TWICE_RETURN_IF_ERROR(kernels::CheckSize(kOp, "the row table",
+                                             static_cast<int64_t>(table.size()),
+                                             segments.rows() * width));
+    // Each segment as RatChunkScan's prefill form, with its table row.
+    for (const kernels::PassSegment& seg : segments.segments()) {
+      const int32_t slot[] = {static_cast<int32_t>(seg.slot)};
+      const int64_t first = seg.first_row;
+      TWICE_RETURN_IF_ERROR(kernels::RatChunkScan(
+          Host(proj).subspan(first * proj_stride), proj_stride, Host(gate_bias),
+          kernels::PagedRows{seg.rows, seg.start, {}}, slot,
+          WithTableWidth(dims, row_table), table.subspan(first * width, width),
+          Host(open), Host(closed), Host(q_out.sub(first * d, seg.rows * d)),
+          Host(k_out.sub(first * d, seg.rows * d)),
+          Host(v_out.sub(first * d, seg.rows * d)),
+          Host(z_out.sub(first * d, seg.rows * d))));
+    }
+    return absl::OkStatus();
   }
   absl::Status GatherRows(DeviceFloats src, int64_t cols,
                           const DeviceRoutes& routes,

@@ -184,6 +184,12 @@ class CudaExecutorDevice final : public ExecutorDevice {
       const DeviceSlotMap& slots, DeviceFloats y) override;
 
   // ---- paged states and routed rows (cuda_executor_table_ops.cc)
+  absl::Status RatChunkScanSegments(
+      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+      const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
+      const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
+      DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
+      DeviceFloats z_out) override;
   absl::Status RatChunkScan(DeviceFloats proj, int64_t proj_stride,
                             DeviceFloats gate_bias, const DevicePassRows& rows,
                             int32_t prefill_slot,

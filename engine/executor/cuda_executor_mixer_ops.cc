@@ -109,6 +109,21 @@ absl::Status CudaExecutorDevice::CausalConv1dSegments(
       ConstSpan(weight), kernel_size, Span(tails), on_device, Span(out));
 }
 
+absl::Status CudaExecutorDevice::RatChunkScanSegments(
+    DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+    const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
+    const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
+    DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
+    DeviceFloats z_out) {
+  TWICE_ASSIGN_OR_RETURN(const cuda::DevicePassSegments on_device,
+                         OnDevice(segments));
+  return cuda::RatChunkScanSegments(
+      *stream_, ConstSpan(proj), proj_stride, ConstSpan(gate_bias),
+      segments.rows(), on_device, WithTableWidth(dims, row_table),
+      static_cast<const CudaBlockTable&>(row_table).view(), Span(open),
+      Span(closed), Span(q_out), Span(k_out), Span(v_out), Span(z_out));
+}
+
 absl::Status CudaExecutorDevice::SsdChunkScanSegments(
     const kernels::SsdShape& shape, int64_t chunk, DeviceFloats x,
     int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,

@@ -478,6 +478,16 @@ class ExecutorDevice {
       const kernels::RatPagedDims& dims, const DeviceBlockTable& table,
       DeviceFloats open, DeviceFloats closed, DeviceFloats q_out,
       DeviceFloats k_out, DeviceFloats v_out, DeviceFloats z_out) = 0;
+  // RatChunkScan's prefill form for every segment of a pass (its rows at
+  // their positions, its slot's open state), segment i's closed chunks
+  // through row first_row of `row_table`, a table with a row per pass row
+  // (ResidentPass::row_kv_tables); dims.table_width is its width.
+  [[nodiscard]] virtual absl::Status RatChunkScanSegments(
+      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+      const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
+      const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
+      DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
+      DeviceFloats z_out) = 0;
   [[nodiscard]] virtual absl::Status RatPagedAttention(
       DeviceFloats q, DeviceFloats own_k, DeviceFloats own_v, DeviceFloats z,
       const DevicePassRows& rows, const kernels::RatPagedDims& dims,

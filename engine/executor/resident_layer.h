@@ -58,9 +58,10 @@ inline absl::StatusOr<const DeviceBlockTable*> KvTableAt(
 // per kernel for passes of several segments, the scan when every segment
 // is shorter than its chunked form's minimum), linear and window attention
 // take them in one call too (ExecutorDevice::LinearAttentionSegments,
-// WindowAttentionSegments), full and RAT attention read a pass of short
-// segments as rows (ResidentPass::row_map), and RAT's chunk scan runs
-// segment by segment.
+// WindowAttentionSegments), and full and RAT attention read a pass of
+// short segments as rows (ResidentPass::row_map; RAT's chunk scan then
+// takes every segment in one call, ExecutorDevice::RatChunkScanSegments),
+// else segment by segment.
 struct PrefillSegment {
   int32_t slot = -1;
   int64_t start = 0;

@@ -122,11 +122,20 @@ class ResidentRatAttention final : public ResidentMixer {
           Scan(dev, pass.step_rows(), -1, *table, proj, q, k, v, z));
       TWICE_RETURN_IF_ERROR(
           Attend(dev, pass.step_rows(), *table, q, k, v, z, y));
+    } else if (pass.row_map != nullptr && pass.segment_rows != nullptr) {
+      // A pass as rows: every segment's scan in one call (the EMA runs
+      // along each sequence, closing the chunks its rows complete), then
+      // the attention over all the pass's rows (every chunk a row reads is
+      // closed by then).
+      TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
+                             pass.row_kv_table(table_));
+      const kernels::RatPagedDims dims = Dims(table->width());
+      TWICE_RETURN_IF_ERROR(dev.RatChunkScanSegments(
+          proj, w, gate_bias_->floats(), *pass.segment_rows, dims, *table,
+          open_->floats(), closed_->floats(), q, k, v, z));
+      TWICE_RETURN_IF_ERROR(Attend(dev, DevicePassRows{rows, 0, pass.row_map},
+                                   *table, q, k, v, z, y));
     } else {
-      // Each segment's scan (the EMA runs along its sequence), closing the
-      // chunks its rows complete; then the attention, over the whole pass
-      // at once when it comes as rows (every chunk a row reads is closed
-      // by then), else segment by segment.
       for (const PrefillSegment& seg : pass.segments) {
         TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
                                seg.kv_table(table_));
@@ -134,20 +143,9 @@ class ResidentRatAttention final : public ResidentMixer {
                                    seg.Rows(proj, w), seg.Rows(q, d_),
                                    seg.Rows(k, d_), seg.Rows(v, d_),
                                    seg.Rows(z, d_)));
-      }
-      if (pass.row_map != nullptr) {
-        TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
-                               pass.row_kv_table(table_));
-        TWICE_RETURN_IF_ERROR(Attend(dev, DevicePassRows{rows, 0, pass.row_map},
-                                     *table, q, k, v, z, y));
-      } else {
-        for (const PrefillSegment& seg : pass.segments) {
-          TWICE_ASSIGN_OR_RETURN(const DeviceBlockTable* table,
-                                 seg.kv_table(table_));
-          TWICE_RETURN_IF_ERROR(Attend(
-              dev, seg.pass_rows(), *table, seg.Rows(q, d_), seg.Rows(k, d_),
-              seg.Rows(v, d_), seg.Rows(z, d_), seg.Rows(y, d_)));
-        }
+        TWICE_RETURN_IF_ERROR(Attend(
+            dev, seg.pass_rows(), *table, seg.Rows(q, d_), seg.Rows(k, d_),
+            seg.Rows(v, d_), seg.Rows(z, d_), seg.Rows(y, d_)));
       }
     }
     return dev.Linear(y, rows, *out_proj_, x, ResidualAdd());

@@ -326,6 +326,18 @@ struct PagedSplit {
     const DeviceBlockTableView& table, DeviceSpan<float> open,
     DeviceSpan<float> closed, DeviceSpan<float> q_out, DeviceSpan<float> k_out,
     DeviceSpan<float> v_out, DeviceSpan<float> z_out);
+// RatChunkScan's prefill form for every segment of a pass of `rows` rows
+// in one launch (at most 65535 segments): segment i's rows of proj and
+// the outputs, its slot's [2, D] of open [slots, 2, D], its closed chunks
+// through row first_row of `row_table` [rows, dims.table_width] (a row
+// per pass row); each segment gets RatChunkScan's checks.
+[[nodiscard]] absl::Status RatChunkScanSegments(
+    const Stream& stream, DeviceSpan<const float> proj, int64_t proj_stride,
+    DeviceSpan<const float> gate_bias, int64_t rows,
+    const DevicePassSegments& segments, const RatPagedDims& dims,
+    const DeviceBlockTableView& row_table, DeviceSpan<float> open,
+    DeviceSpan<float> closed, DeviceSpan<float> q_out, DeviceSpan<float> k_out,
+    DeviceSpan<float> v_out, DeviceSpan<float> z_out);
 [[nodiscard]] absl::Status RatPagedAttention(
     const Stream& stream, DeviceSpan<const float> q,
     DeviceSpan<const float> own_k, DeviceSpan<const float> own_v,

@@ -325,6 +325,20 @@ cudaError_t RatChunkScan(const RatPagedArgs& args, const float* proj,
                          const int32_t* slots, float* open, float* closed,
                          float* q_out, float* k_out, float* v_out, float* z_out,
                          cudaStream_t stream);
+// RatChunkScan's prefill form for each of `count` (<= 65535) segments
+// (device array) of a pass in one launch: segment i's rows [first_row,
+// first_row + rows) of proj and the outputs, at positions start, ..., its
+// slot's open state, its closed chunks through row first_row of
+// args.table (the pass's table with a row per pass row); args's rows,
+// start and positions are unused. max_thread_groups >= every segment's
+// max(1, chunks its rows touch - 1).
+cudaError_t RatChunkScanSegments(const RatPagedArgs& args,
+                                 const PassSegment* segments, int count,
+                                 int64_t max_thread_groups, const float* proj,
+                                 int64_t proj_stride, const float* gate_bias,
+                                 float* open, float* closed, float* q_out,
+                                 float* k_out, float* v_out, float* z_out,
+                                 cudaStream_t stream);
 // out [rows, D]: z ⊙ softmax attention over the row's closed chunks
 // c' < p / L and its own key; q, own_k, own_v, z [rows, D]; hd <= 128.
 cudaError_t RatPagedAttention(const RatPagedArgs& args, const float* q,

@@ -26,6 +26,9 @@
 //                      writes it back, both in one thread (the first
 //                      group's), so the read comes before the write. A
 //                      step's row group is its one row.
+//   RatChunkScanSegments  the prefill form for every segment of a pass in
+//                      one launch: grid row y is segment y, with its own
+//                      rows, positions, slot and table row.
 //   RatPagedAttention  warp per (row, head), warps looping over the pairs by
 //                      the grid's warp count; WarpSoftmaxRow over the row's
 //                      closed chunks c' < c (walking its table's blocks) and
@@ -154,50 +157,99 @@ __device__ __forceinline__ void RatGroupRows(const RatPagedArgs& a, int64_t g,
   end = chunk_end < a.rows ? chunk_end : a.rows;
 }
 
-// Thread group k runs row group k; for a prefill of several groups, thread
-// group 0 also runs the last one, so the open state is read (by the first
-// group) and written (by the last) in one thread's program order.
+// Thread group k of channel pair (h, f): row group k; for a prefill of
+// several groups, thread group 0 also runs the last one, so the open
+// state (`state`, the sequence's [2, D] row of open) is read (by the
+// first group) and written (by the last) in one thread's program order.
+__device__ void RatScanThreadGroup(const RatPagedArgs& a, int64_t row_groups,
+                                   int64_t k, int h, int f, const float* proj,
+                                   int64_t proj_stride, const float* bias,
+                                   float* state, const RatScanOutputs& out) {
+  const int64_t d = a.dim;
+  const int hd = static_cast<int>(d / a.heads);
+  const bool step = a.positions != nullptr;
+  RatScanPair s;
+  s.e1 = int64_t{h} * hd + f;
+  s.e2 = s.e1 + hd / 2;
+  s.inv_freq =
+      pow(static_cast<double>(a.rope_base), -2.0 * f / static_cast<double>(hd));
+  int64_t begin;
+  int64_t end;
+  RatGroupRows(a, k, begin, end);
+  if (PassRowPosition(a, begin) % a.chunk_size != 0) {
+    s.k1 = state[s.e1];
+    s.k2 = state[s.e2];
+    s.v1 = state[d + s.e1];
+    s.v2 = state[d + s.e2];
+  }
+  RatScanRows(a, begin, end, proj, proj_stride, bias, s, out);
+  if (!step && k == 0 && row_groups > 1) {
+    RatGroupRows(a, row_groups - 1, begin, end);
+    RatScanRows(a, begin, end, proj, proj_stride, bias, s, out);
+  }
+  if (end == (step ? k + 1 : a.rows)) {
+    state[s.e1] = s.k1;
+    state[s.e2] = s.k2;
+    state[d + s.e1] = s.v1;
+    state[d + s.e2] = s.v2;
+  }
+}
+
+// A prefill's row groups (its rows inside each chunk it touches) and the
+// thread groups that run them (the first also runs the last).
+__device__ __host__ __forceinline__ int64_t
+RatPrefillRowGroups(int64_t start, int64_t rows, int64_t chunk_size) {
+  return (start + rows - 1) / chunk_size - start / chunk_size + 1;
+}
+__device__ __host__ __forceinline__ int64_t
+RatThreadGroups(int64_t row_groups) {
+  return row_groups > 1 ? row_groups - 1 : 1;
+}
+
 __global__ void RatChunkScanKernel(RatPagedArgs a, int64_t row_groups,
                                    int64_t thread_groups, const float* proj,
                                    int64_t proj_stride, const float* bias,
                                    const int32_t* slots, float* open,
                                    RatScanOutputs out) {
-  const int64_t d = a.dim;
-  const int hd = static_cast<int>(d / a.heads);
-  const int half = hd / 2;
+  const int half = static_cast<int>(a.dim / a.heads) / 2;
   const int64_t per_group = int64_t{a.heads} * half;
   const bool step = a.positions != nullptr;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
        i < thread_groups * per_group; i += int64_t{gridDim.x} * blockDim.x) {
-    const int f = static_cast<int>(i % half);
-    const int h = static_cast<int>((i / half) % a.heads);
     const int64_t k = i / per_group;
-    RatScanPair s;
-    s.e1 = int64_t{h} * hd + f;
-    s.e2 = s.e1 + half;
-    s.inv_freq = pow(static_cast<double>(a.rope_base),
-                     -2.0 * f / static_cast<double>(hd));
-    float* state = open + int64_t{slots[step ? k : 0]} * 2 * d;
-    int64_t begin;
-    int64_t end;
-    RatGroupRows(a, k, begin, end);
-    if (PassRowPosition(a, begin) % a.chunk_size != 0) {
-      s.k1 = state[s.e1];
-      s.k2 = state[s.e2];
-      s.v1 = state[d + s.e1];
-      s.v2 = state[d + s.e2];
-    }
-    RatScanRows(a, begin, end, proj, proj_stride, bias, s, out);
-    if (!step && k == 0 && row_groups > 1) {
-      RatGroupRows(a, row_groups - 1, begin, end);
-      RatScanRows(a, begin, end, proj, proj_stride, bias, s, out);
-    }
-    if (end == (step ? k + 1 : a.rows)) {
-      state[s.e1] = s.k1;
-      state[s.e2] = s.k2;
-      state[d + s.e1] = s.v1;
-      state[d + s.e2] = s.v2;
-    }
+    RatScanThreadGroup(a, row_groups, k, static_cast<int>((i / half) % a.heads),
+                       static_cast<int>(i % half), proj, proj_stride, bias,
+                       open + int64_t{slots[step ? k : 0]} * 2 * a.dim, out);
+  }
+}
+
+// Segment blockIdx.y of a pass: RatChunkScanKernel's prefill form on its
+// rows, positions, slot and table row (row first_row of `base.table`, the
+// pass's row-form table).
+__global__ void RatChunkScanSegmentsKernel(
+    RatPagedArgs base, const PassSegment* segments, const float* proj,
+    int64_t proj_stride, const float* bias, float* open, RatScanOutputs out) {
+  const PassSegment seg = segments[blockIdx.y];
+  if (seg.rows <= 0) return;
+  RatPagedArgs a = base;
+  a.rows = seg.rows;
+  a.start = seg.start;
+  a.positions = nullptr;
+  a.table = base.table + seg.first_row * base.table_width;
+  const int64_t d = a.dim;
+  const RatScanOutputs own{out.closed, out.q + seg.first_row * d,
+                           out.k + seg.first_row * d, out.v + seg.first_row * d,
+                           out.z + seg.first_row * d};
+  const int64_t row_groups = RatPrefillRowGroups(a.start, a.rows, a.chunk_size);
+  const int64_t thread_groups = RatThreadGroups(row_groups);
+  const int half = static_cast<int>(d / a.heads) / 2;
+  const int64_t per_group = int64_t{a.heads} * half;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+       i < thread_groups * per_group; i += int64_t{gridDim.x} * blockDim.x) {
+    RatScanThreadGroup(
+        a, row_groups, i / per_group, static_cast<int>((i / half) % a.heads),
+        static_cast<int>(i % half), proj + seg.first_row * proj_stride,
+        proj_stride, bias, open + seg.slot * 2 * d, own);
   }
 }
 
@@ -296,14 +348,29 @@ cudaError_t RatChunkScan(const RatPagedArgs& args, const float* proj,
   int64_t row_groups = args.rows;
   int64_t thread_groups = args.rows;
   if (args.positions == nullptr) {
-    row_groups = (args.start + args.rows - 1) / args.chunk_size -
-                 args.start / args.chunk_size + 1;
-    thread_groups = row_groups > 1 ? row_groups - 1 : 1;
+    row_groups = RatPrefillRowGroups(args.start, args.rows, args.chunk_size);
+    thread_groups = RatThreadGroups(row_groups);
   }
   const int64_t work = thread_groups * (args.dim / 2);
   RatChunkScanKernel<<<PagedGridBlocks(work), kPagedThreads, 0, stream>>>(
       args, row_groups, thread_groups, proj, proj_stride, gate_bias, slots,
       open, RatScanOutputs{closed, q_out, k_out, v_out, z_out});
+  return cudaGetLastError();
+}
+
+cudaError_t RatChunkScanSegments(const RatPagedArgs& args,
+                                 const PassSegment* segments, int count,
+                                 int64_t max_thread_groups, const float* proj,
+                                 int64_t proj_stride, const float* gate_bias,
+                                 float* open, float* closed, float* q_out,
+                                 float* k_out, float* v_out, float* z_out,
+                                 cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  const dim3 grid(PagedGridBlocks(max_thread_groups * (args.dim / 2)),
+                  static_cast<unsigned>(count));
+  RatChunkScanSegmentsKernel<<<grid, kPagedThreads, 0, stream>>>(
+      args, segments, proj, proj_stride, gate_bias, open,
+      RatScanOutputs{closed, q_out, k_out, v_out, z_out});
   return cudaGetLastError();
 }
 

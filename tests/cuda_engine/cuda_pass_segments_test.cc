@@ -11,7 +11,8 @@
 // NaN, so matching the CPU shows the device wrote them. Both devices
 // refuse segments that overlap, share a slot or start before their
 // sequence. And full attention's row form (one call over a pass of short
-// reads) against the CPU's per-segment prefill. SKIPPED without a GPU.
+// reads) against the CPU's per-segment prefill, and RAT's chunk scan over
+// the segments in one launch. SKIPPED without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/paged_attention.h"
 #include "kernels/pass_segments.h"
+#include "kernels/rat_paged.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/taylor_feature_map.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -38,6 +40,33 @@ using kernels::cuda::testing::Random;
 using kernels::cuda::testing::RelativeError;
 
 constexpr int64_t kSlots = 8;
+// The slots of a pass's segments, in order (UploadPass).
+constexpr int64_t kScatteredSlots[] = {5, 0, 3, 7, 1, 6, 2, 4};
+
+// Slot s's list of `width` blocks in a pool of kSlots * width: blocks s +
+// kSlots * j, last first, so every sequence's blocks lie among the others'.
+std::vector<int32_t> ScatteredBlocks(int64_t slot, int64_t width) {
+  std::vector<int32_t> blocks;
+  for (int64_t j = 0; j < width; ++j) {
+    blocks.push_back(static_cast<int32_t>(slot + kSlots * (width - 1 - j)));
+  }
+  return blocks;
+}
+
+// The row form's table of a pass of segments of `lengths` rows (in
+// kScatteredSlots): each segment's list once per row.
+std::vector<int32_t> RowTable(const std::vector<int64_t>& lengths,
+                              int64_t width) {
+  std::vector<int32_t> table;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const std::vector<int32_t> list =
+        ScatteredBlocks(kScatteredSlots[i % kSlots], width);
+    for (int64_t r = 0; r < lengths[i]; ++r) {
+      table.insert(table.end(), list.begin(), list.end());
+    }
+  }
+  return table;
+}
 
 // The same host values on the CUDA and the CPU device.
 struct Pair {
@@ -85,11 +114,10 @@ class CudaPassSegmentsTest : public ::testing::Test {
   // The segments start at positions `starts` (0 when not given).
   int64_t UploadPass(const std::vector<int64_t>& lengths,
                      const std::vector<int64_t>& starts = {}) {
-    static constexpr int64_t kScattered[] = {5, 0, 3, 7, 1, 6, 2, 4};
     std::vector<PassSegment> segments;
     int64_t rows = 0;
     for (size_t i = 0; i < lengths.size(); ++i) {
-      segments.push_back({rows, lengths[i], kScattered[i % kSlots],
+      segments.push_back({rows, lengths[i], kScatteredSlots[i % kSlots],
                           i < starts.size() ? starts[i] : 0});
       rows += lengths[i];
     }
@@ -419,7 +447,6 @@ TEST_F(CudaPassSegmentsTest, WindowAttentionWithALongSequenceMatchesTheCpu) {
 TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
   const std::vector<int64_t> lengths = {5, 1, 13, 7, 2};
   const std::vector<int64_t> starts = {0, 9, 3, 20, 31};
-  static constexpr int64_t kScattered[] = {5, 0, 3, 7, 1};
   const kernels::PagedKvDims dims{/*heads=*/4, /*kv_heads=*/2,
                                   /*head_dim=*/16, /*block_size=*/4,
                                   /*table_width=*/0};
@@ -428,25 +455,15 @@ TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
   const int64_t qw = dims.heads * dims.head_dim;
   const int64_t kvw = dims.kv_heads * dims.head_dim;
   const int64_t pool_floats = kSlots * kWidth * dims.block_size * kvw;
-  // Slot s owns blocks s + kSlots * j, so every sequence's blocks are
-  // scattered among the others'.
-  const auto block_list = [&](int64_t slot) {
-    std::vector<int32_t> blocks;
-    for (int64_t j = 0; j < kWidth; ++j) {
-      blocks.push_back(static_cast<int32_t>(slot + kSlots * (kWidth - 1 - j)));
-    }
-    return blocks;
-  };
-  std::vector<int32_t> row_slots, row_table;
+  std::vector<int32_t> row_slots;
   std::vector<int64_t> positions;
   for (size_t i = 0; i < lengths.size(); ++i) {
     for (int64_t r = 0; r < lengths[i]; ++r) {
-      row_slots.push_back(static_cast<int32_t>(kScattered[i]));
+      row_slots.push_back(static_cast<int32_t>(kScatteredSlots[i]));
       positions.push_back(starts[i] + r);
-      const std::vector<int32_t> list = block_list(kScattered[i]);
-      row_table.insert(row_table.end(), list.begin(), list.end());
     }
   }
+  const std::vector<int32_t> row_table = RowTable(lengths, kWidth);
   const int64_t rows = static_cast<int64_t>(positions.size());
   const Pair q = Put(Random(rows * qw, 40));
   const Pair k = Put(Random(rows * kvw, 41));
@@ -477,7 +494,8 @@ TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
     const int64_t n = lengths[i];
     ASSERT_OK_AND_ASSIGN(
         std::unique_ptr<DeviceBlockTable> own,
-        cpu_->UploadBlockTable(block_list(kScattered[i]), kWidth));
+        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], kWidth),
+                               kWidth));
     const DeviceFloats seg_q = q.cpu->floats().sub(first * qw, n * qw);
     const DeviceFloats seg_k = k.cpu->floats().sub(first * kvw, n * kvw);
     const DeviceFloats seg_v = v.cpu->floats().sub(first * kvw, n * kvw);
@@ -499,6 +517,67 @@ TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
   EXPECT_LE(RelativeError(got_keys, want_keys), kF32Tolerance);
   const auto [got_values, want_values] = Get(v_pool);
   EXPECT_EQ(got_values, want_values);  // copies
+}
+
+// RAT's chunk scan over a pass's segments in one launch (the row form's
+// scan), against the CPU device scanning segment by segment with each
+// sequence's own table: reads that continue an open chunk, close chunks
+// (written through their table rows) and span several, in scattered slots
+// with carried open states.
+TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
+  const std::vector<int64_t> lengths = {5, 1, 13, 9, 3};
+  const std::vector<int64_t> starts = {0, 7, 3, 6, 17};
+  constexpr int64_t kWidth = 3;  // blocks of 2 chunks of 4: 24 positions
+  kernels::RatPagedDims dims{/*dim=*/16,
+                             /*heads=*/2,
+                             /*groups=*/1,
+                             /*chunk_size=*/4,
+                             /*block_size=*/2,
+                             /*table_width=*/kWidth,
+                             /*rope_base=*/10000.0f};
+  const int64_t d = dims.dim, w = dims.proj_width(), stride = w + 3;
+  const int64_t rows = UploadPass(lengths, starts);
+  const std::vector<int32_t> row_table = RowTable(lengths, kWidth);
+  const int64_t closed_floats = kSlots * kWidth * dims.block_size * 2 * d;
+  const Pair proj = Put(Random(rows * stride, 50));
+  const Pair bias = Put(Random(d, 51));
+  const Pair open = Put(Random(kSlots * 2 * d, 52, 0.5f));
+  const Pair closed = Put(Random(closed_floats, 53));
+  std::vector<Pair> outputs;
+  for (int i = 0; i < 4; ++i) {
+    outputs.push_back(Put(std::vector<float>(rows * d, 0.0f), true));
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceBlockTable> table,
+                       cuda_->UploadBlockTable(row_table, kWidth));
+  ASSERT_OK(cuda_->RatChunkScanSegments(
+      proj.cuda->floats(), stride, bias.cuda->floats(), *cuda_segments_, dims,
+      *table, open.cuda->floats(), closed.cuda->floats(),
+      outputs[0].cuda->floats(), outputs[1].cuda->floats(),
+      outputs[2].cuda->floats(), outputs[3].cuda->floats()));
+  int64_t first = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t n = lengths[i];
+    ASSERT_OK_AND_ASSIGN(
+        std::unique_ptr<DeviceBlockTable> own,
+        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], kWidth),
+                               kWidth));
+    const auto rows_of = [&](const Pair& p) {
+      return p.cpu->floats().sub(first * d, n * d);
+    };
+    ASSERT_OK(cpu_->RatChunkScan(
+        proj.cpu->floats().sub(first * stride, (n - 1) * stride + w), stride,
+        bias.cpu->floats(), DevicePassRows{n, starts[i], nullptr},
+        static_cast<int32_t>(kScatteredSlots[i]), dims, *own,
+        open.cpu->floats(), closed.cpu->floats(), rows_of(outputs[0]),
+        rows_of(outputs[1]), rows_of(outputs[2]), rows_of(outputs[3])));
+    first += n;
+  }
+  const std::vector<const Pair*> results = {
+      &outputs[0], &outputs[1], &outputs[2], &outputs[3], &open, &closed};
+  for (const Pair* p : results) {
+    const auto [got, want] = Get(*p);
+    EXPECT_LE(RelativeError(got, want), kF32Tolerance);
+  }
 }
 
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {

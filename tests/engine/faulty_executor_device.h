@@ -402,6 +402,17 @@ class FaultyExecutorDevice final : public ExecutorDevice {
                                 prefill_slot, dims, table, open, closed, q_out,
                                 k_out, v_out, z_out);
   }
+  absl::Status RatChunkScanSegments(
+      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+      const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
+      const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
+      DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
+      DeviceFloats z_out) override {
+    TWICE_RETURN_IF_ERROR(faults_->Check("RatChunkScanSegments"));
+    return inner_->RatChunkScanSegments(proj, proj_stride, gate_bias, segments,
+                                        dims, row_table, open, closed, q_out,
+                                        k_out, v_out, z_out);
+  }
   absl::Status RatPagedAttention(DeviceFloats q, DeviceFloats own_k,
                                  DeviceFloats own_v, DeviceFloats z,
                                  const DevicePassRows& rows,

@@ -136,15 +136,17 @@ TEST_F(ResidentFaultsTest, AFailedTableUploadChangesNothingAndCanBeRetried) {
 }
 
 // Llama's and RAT's attention read a pass of short reads as rows: one
-// slot map and one table per pass, one attention call per layer for all
-// the pass's sequences. Read 1 continues at position 12, so its rows
-// cross a KV block (of 16) and close RAT's first chunk (of 16), which its
-// last row reads in the same call. A map that does not reach the device
-// only costs the pass its one call: it goes by segments.
+// slot map and one table per pass, one attention call (and for RAT one
+// chunk scan) per layer for all the pass's sequences. Read 1 continues at
+// position 12, so its rows cross a KV block (of 16) and close RAT's first chunk
+// (of 16), which its last row reads in the same call. A map that does not reach
+// the device only costs the pass its one call: it goes by segments. RAT
+// (`scans_chunks`) also scans the pass's reads in one call per layer.
 void ExpectShortReadsAttendInOneCallPerLayer(ResidentExecutor& e,
                                              ResidentExecutor& clean,
                                              DeviceFaults& faults,
-                                             const std::string& attention_op) {
+                                             const std::string& attention_op,
+                                             bool scans_chunks) {
   const std::vector<int32_t> first = RandomTokens(12, kFaultVocab, 21);
   const std::vector<int32_t> read_a = RandomTokens(5, kFaultVocab, 22);
   const std::vector<int32_t> read_b = RandomTokens(6, kFaultVocab, 23);
@@ -178,18 +180,24 @@ void ExpectShortReadsAttendInOneCallPerLayer(ResidentExecutor& e,
   // As rows: the same number of attention calls as one read, one map,
   // and the logits each read gets alone.
   int64_t attention = faults.calls(attention_op);
+  int64_t scans = faults.calls("RatChunkScan");
   ASSERT_OK_AND_ASSIGN(std::vector<float> got, e.PrefillBatch(pair_1, reads));
   EXPECT_EQ(faults.calls(attention_op) - attention, per_pass);
   EXPECT_EQ(faults.calls("UploadSlotMap"), 1);
+  EXPECT_EQ(faults.calls("RatChunkScan"), scans);
+  EXPECT_EQ(faults.calls("RatChunkScanSegments"), scans_chunks ? per_pass : 0);
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
 
   // The map refused: by segments, the same logits.
   faults.FailCall("UploadSlotMap", 1,
                   absl::ResourceExhaustedError("no device memory left"));
   attention = faults.calls(attention_op);
+  scans = faults.calls("RatChunkScan");
   ASSERT_OK_AND_ASSIGN(got, e.PrefillBatch(pair_2, reads));
   EXPECT_TRUE(faults.fired());
   EXPECT_EQ(faults.calls(attention_op) - attention, 2 * per_pass);
+  EXPECT_EQ(faults.calls("RatChunkScan") - scans,
+            scans_chunks ? 2 * per_pass : 0);
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
   EXPECT_FALSE(e.IsDamaged(pair_2[0]));
 }
@@ -204,7 +212,8 @@ TEST_F(ResidentFaultsTest, APassOfShortReadsAttendsInOneCallPerLayer) {
     std::unique_ptr<ResidentExecutor> clean = NewExecutor(arch, nullptr);
     ASSERT_NE(e, nullptr);
     ASSERT_NE(clean, nullptr);
-    ExpectShortReadsAttendInOneCallPerLayer(*e, *clean, *faults, op);
+    ExpectShortReadsAttendInOneCallPerLayer(*e, *clean, *faults, op,
+                                            /*scans_chunks=*/arch == "rat");
   }
 }
 
