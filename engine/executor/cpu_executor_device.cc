@@ -358,14 +358,24 @@ class CpuExecutorDevice final : public ExecutorDevice {
       DeviceFloats z_out) override {
     constexpr char kOp[] = "RatChunkScanSegments";
     const int64_t d = dims.dim, width = row_table.width();
+    const int64_t rows = segments.rows(), w = dims.proj_width();
     TWICE_RETURN_IF_ERROR(kernels::CheckArg(d >= 1 && open.size % (2 * d) == 0,
                                             kOp, "open is not [slots, 2, D]"));
+    // The views the segments' spans are cut from, whole before any runs.
+    TWICE_RETURN_IF_ERROR(
+        kernels::CheckArg(proj_stride >= w, kOp, "proj_stride < 3D + 2 G hd"));
+    TWICE_RETURN_IF_ERROR(kernels::CheckAtLeast(
+        kOp, "proj", proj.size, kernels::StridedExtent(rows, w, proj_stride)));
+    for (const DeviceFloats& out : {q_out, k_out, v_out, z_out}) {
+      TWICE_RETURN_IF_ERROR(
+          kernels::CheckSize(kOp, "an output", out.size, rows * d));
+    }
     TWICE_RETURN_IF_ERROR(kernels::CheckPassSegments(
         kOp, segments.segments(), segments.rows(), open.size / (2 * d)));
     const absl::Span<const int32_t> table = row_table.blocks();
     TWICE_RETURN_IF_ERROR(kernels::CheckSize(kOp, "the row table",
                                              static_cast<int64_t>(table.size()),
-                                             segments.rows() * width));
+                                             rows * width));
     // Each segment as RatChunkScan's prefill form, with its table row.
     for (const kernels::PassSegment& seg : segments.segments()) {
       const int32_t slot[] = {static_cast<int32_t>(seg.slot)};

@@ -128,6 +128,12 @@ class CudaExecutorDevice final : public ExecutorDevice {
       int64_t x_stride, DeviceFloats b, DeviceFloats c, int64_t bc_stride,
       DeviceFloats dt, DeviceFloats a, DeviceFloats d, DeviceFloats states,
       const DevicePassSegments& segments, DeviceFloats y) override;
+  absl::Status RatChunkScanSegments(
+      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
+      const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
+      const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
+      DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
+      DeviceFloats z_out) override;
   absl::Status LinearAttentionSegments(DeviceFloats q, DeviceFloats k,
                                        DeviceFloats v,
                                        const kernels::TaylorAttentionDims& dims,
@@ -184,12 +190,6 @@ class CudaExecutorDevice final : public ExecutorDevice {
       const DeviceSlotMap& slots, DeviceFloats y) override;
 
   // ---- paged states and routed rows (cuda_executor_table_ops.cc)
-  absl::Status RatChunkScanSegments(
-      DeviceFloats proj, int64_t proj_stride, DeviceFloats gate_bias,
-      const DevicePassSegments& segments, const kernels::RatPagedDims& dims,
-      const DeviceBlockTable& row_table, DeviceFloats open, DeviceFloats closed,
-      DeviceFloats q_out, DeviceFloats k_out, DeviceFloats v_out,
-      DeviceFloats z_out) override;
   absl::Status RatChunkScan(DeviceFloats proj, int64_t proj_stride,
                             DeviceFloats gate_bias, const DevicePassRows& rows,
                             int32_t prefill_slot,

@@ -125,6 +125,11 @@ class CudaPassSegmentsTest : public ::testing::Test {
     return rows;
   }
 
+  // RatChunkScanSegments against the CPU's per-read scan, for reads that
+  // continue an open chunk, close chunks and span several, in scattered
+  // slots with carried open states; dims.table_width blocks per read.
+  void ExpectRatScanMatches(const kernels::RatPagedDims& dims);
+
   void ExpectConvMatches(const std::vector<int64_t>& lengths) {
     const int64_t channels = 37, stride = 50, k = 4;
     const int64_t rows = UploadPass(lengths);
@@ -524,21 +529,15 @@ TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
 // sequence's own table: reads that continue an open chunk, close chunks
 // (written through their table rows) and span several, in scattered slots
 // with carried open states.
-TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
+void CudaPassSegmentsTest::ExpectRatScanMatches(
+    const kernels::RatPagedDims& dims) {
   const std::vector<int64_t> lengths = {5, 1, 13, 9, 3};
   const std::vector<int64_t> starts = {0, 7, 3, 6, 17};
-  constexpr int64_t kWidth = 3;  // blocks of 2 chunks of 4: 24 positions
-  kernels::RatPagedDims dims{/*dim=*/16,
-                             /*heads=*/2,
-                             /*groups=*/1,
-                             /*chunk_size=*/4,
-                             /*block_size=*/2,
-                             /*table_width=*/kWidth,
-                             /*rope_base=*/10000.0f};
+  const int64_t width = dims.table_width;
   const int64_t d = dims.dim, w = dims.proj_width(), stride = w + 3;
   const int64_t rows = UploadPass(lengths, starts);
-  const std::vector<int32_t> row_table = RowTable(lengths, kWidth);
-  const int64_t closed_floats = kSlots * kWidth * dims.block_size * 2 * d;
+  const std::vector<int32_t> row_table = RowTable(lengths, width);
+  const int64_t closed_floats = kSlots * width * dims.block_size * 2 * d;
   const Pair proj = Put(Random(rows * stride, 50));
   const Pair bias = Put(Random(d, 51));
   const Pair open = Put(Random(kSlots * 2 * d, 52, 0.5f));
@@ -548,7 +547,7 @@ TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
     outputs.push_back(Put(std::vector<float>(rows * d, 0.0f), true));
   }
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceBlockTable> table,
-                       cuda_->UploadBlockTable(row_table, kWidth));
+                       cuda_->UploadBlockTable(row_table, width));
   ASSERT_OK(cuda_->RatChunkScanSegments(
       proj.cuda->floats(), stride, bias.cuda->floats(), *cuda_segments_, dims,
       *table, open.cuda->floats(), closed.cuda->floats(),
@@ -559,8 +558,8 @@ TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
     const int64_t n = lengths[i];
     ASSERT_OK_AND_ASSIGN(
         std::unique_ptr<DeviceBlockTable> own,
-        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], kWidth),
-                               kWidth));
+        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], width),
+                               width));
     const auto rows_of = [&](const Pair& p) {
       return p.cpu->floats().sub(first * d, n * d);
     };
@@ -578,6 +577,21 @@ TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
     const auto [got, want] = Get(*p);
     EXPECT_LE(RelativeError(got, want), kF32Tolerance);
   }
+}
+
+// Positions up to 19: 24 positions in 3 blocks of 2 chunks of 4.
+TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
+  ExpectRatScanMatches({/*dim=*/16, /*heads=*/2, /*groups=*/1,
+                        /*chunk_size=*/4, /*block_size=*/2,
+                        /*table_width=*/3, /*rope_base=*/10000.0f});
+}
+
+// Chunks of 2 and D = 128: a read's channel pairs and chunks take more
+// than one block of threads, so the kernel's grid-stride loop runs.
+TEST_F(CudaPassSegmentsTest, RatChunkScanOfWideSegmentsMatchesTheCpu) {
+  ExpectRatScanMatches({/*dim=*/128, /*heads=*/2, /*groups=*/2,
+                        /*chunk_size=*/2, /*block_size=*/2,
+                        /*table_width=*/6, /*rope_base=*/10000.0f});
 }
 
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {

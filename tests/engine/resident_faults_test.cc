@@ -198,6 +198,7 @@ void ExpectShortReadsAttendInOneCallPerLayer(ResidentExecutor& e,
   EXPECT_EQ(faults.calls(attention_op) - attention, 2 * per_pass);
   EXPECT_EQ(faults.calls("RatChunkScan") - scans,
             scans_chunks ? 2 * per_pass : 0);
+  EXPECT_EQ(faults.calls("RatChunkScanSegments"), scans_chunks ? per_pass : 0);
   EXPECT_LE(testing::ExcessOverSummationOrder(got, want), 0.0);
   EXPECT_FALSE(e.IsDamaged(pair_2[0]));
 }
