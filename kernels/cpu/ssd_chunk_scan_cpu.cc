@@ -12,7 +12,8 @@
 //        S        = exp(Acum[Q-1]) S + (w ⊙ X)^T B   GEMM [P, Q] x [Q, N],
 //                   w_s = exp(Acum[Q-1] - Acum[s]) · Δ_s
 //      X, B and C are read in place (strided); BLAS runs one thread per call
-//      inside the pool's tasks (thread_pool.h).
+//      inside the pool's tasks (thread_pool.h), with denormals flushed
+//      (flush_denormals.h).
 // Every exponent is <= 0 (A < 0, Δ > 0, s <= l), so nothing overflows; the
 // decay matrix factors exp(Acum[l] - Acum[s]) through the end of s's block
 // of 16 (two factors <= 1), which needs one exp per (row, block).
@@ -26,6 +27,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/flush_denormals.h"
 #include "kernels/cpu/lane_vectors.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
@@ -69,6 +71,9 @@ void SsdChunkScan(int64_t heads, int64_t head_dim, int64_t groups,
 
   // 2. Per head, chunk after chunk.
   ParallelFor(heads, [&](int64_t h) {
+    // The decay factors and the states they shrink reach denormals
+    // (flush_denormals.h); BLAS reads them in place.
+    const ScopedFlushDenormals flush;
     const int64_t g = h / heads_per_group;
     const double a_h = a[h];
     float* s = state + h * p_dim * n_dim;  // [P, N]
@@ -195,6 +200,7 @@ void SsdStep(int64_t heads, int64_t head_dim, int64_t groups, int64_t state_dim,
              const float* a, const float* d, float* state, float* y) {
   const int64_t heads_per_group = heads / groups;
   auto head = [&](int64_t h) {
+    const ScopedFlushDenormals flush;  // decayed states, as in the scan
     const int64_t g = h / heads_per_group;
     const float delta = dt[h];
     SsdStepHead(head_dim, state_dim, delta, std::exp(delta * a[h]), d[h],

@@ -1,8 +1,9 @@
 // SsdChunkScan and SsdStep (kernels/ssd_chunk_scan.h) against a float64
 // evaluation of the recurrence, at shapes that cover groups shared by
 // several heads, strided inputs (columns of one xBC matrix), ragged last
-// chunks, chunk 1, a chunk longer than the input, a non-zero initial state
-// and calls split mid-sequence. Tolerance: 1e-5 relative to the largest
+// chunks, chunk 1, a chunk longer than the input, a chunk whose decays
+// leave f32's normal range, a non-zero initial state and calls split
+// mid-sequence. Tolerance: 1e-5 relative to the largest
 // reference value.
 #include "kernels/ssd_chunk_scan.h"
 
@@ -141,8 +142,11 @@ INSTANTIATE_TEST_SUITE_P(
         SsdScanCase{{3, 4, 3, 2}, 9, 1},      // chunk 1
         SsdScanCase{{2, 16, 1, 32}, 20, 64},  // chunk > tokens
         SsdScanCase{{24, 8, 1, 16}, 70, 32},  // many heads (pool)
-        SsdScanCase{{2, 4, 1, 37}, 15, 8}     // 16-lane rows and a tail
-        ));
+        SsdScanCase{{2, 4, 1, 37}, 15, 8},    // 16-lane rows and a tail
+        // The model's chunk of 256: a head whose A·Δ averages under -0.34
+        // decays within a chunk below f32's normal range (e^-87), where the
+        // kernels flush (flush_denormals.h).
+        SsdScanCase{{2, 8, 1, 16}, 300, 256}));
 
 TEST(SsdChunkScanArgsTest, RejectsBadShapes) {
   std::vector<float> buf(1024);
