@@ -1,7 +1,9 @@
 // Time per row of x of one kernels::Linear call with f32, bf16 and int8
 // weights, for batch sizes on both sides of where the kernels change path
 // (kernels/cpu/linear_lowp_cpu.cc): one row (the GEMVs), up to 64 rows
-// (batched decode) and prefill-sized batches.
+// (batched decode) and prefill-sized batches. On a CPU with AMX-BF16 the
+// last column times bf16 again with the tiles turned off (the vdpbf16ps
+// GEMM).
 //
 //   lowp_linear_bench [threads=2] [rows=N,K ...]
 //
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "kernels/cpu/bf16_amx_gemm.h"
 #include "kernels/linear.h"
 #include "kernels/tensor_convert.h"
 #include "kernels/threading.h"
@@ -28,6 +31,8 @@ namespace {
 using twice::kernels::ConvertTensor;
 using twice::kernels::DType;
 using twice::kernels::Tensor;
+using twice::kernels::cpu::AmxBf16Usable;
+using twice::kernels::cpu::SetAmxAllowed;
 
 double BestSecondsPerCall(const std::vector<float>& x, int64_t m, int64_t k,
                           const Tensor& w, int64_t n) {
@@ -69,8 +74,13 @@ int main(int argc, char** argv) {
   }
   if (shapes.empty()) shapes = {{3352, 768}, {768, 1536}};
   const int64_t batch_rows[] = {1, 4, 16, 64, 65, 256, 2048};
-  std::printf("%6s %6s %5s | %10s %10s %10s   (us per row of x, %d threads)\n",
-              "n", "k", "m", "f32", "bf16", "int8", threads);
+  // The bf16 GEMM's other kernel on the same CPU (vdpbf16ps), where the
+  // tile product runs: prefill-sized rows of the bf16 column use AMX.
+  const bool amx = AmxBf16Usable();
+  std::printf(
+      "%6s %6s %5s | %10s %10s %10s %12s   (us per row of x, %d "
+      "threads)\n",
+      "n", "k", "m", "f32", "bf16", "int8", "bf16 no-AMX", threads);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (const auto& [n, k] : shapes) {
@@ -83,12 +93,20 @@ int main(int argc, char** argv) {
       std::vector<float> x(static_cast<size_t>(m * k));
       for (float& v : x) v = normal(rng);
       const double per_row = 1e6 / static_cast<double>(m);
-      std::printf("%6lld %6lld %5lld | %10.1f %10.1f %10.1f\n",
+      std::printf("%6lld %6lld %5lld | %10.1f %10.1f %10.1f",
                   static_cast<long long>(n), static_cast<long long>(k),
                   static_cast<long long>(m),
                   BestSecondsPerCall(x, m, k, f32, n) * per_row,
                   BestSecondsPerCall(x, m, k, bf16, n) * per_row,
                   BestSecondsPerCall(x, m, k, int8, n) * per_row);
+      if (amx) {
+        SetAmxAllowed(false);
+        std::printf(" %12.1f", BestSecondsPerCall(x, m, k, bf16, n) * per_row);
+        SetAmxAllowed(true);
+      } else {
+        std::printf(" %12s", "-");
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

@@ -7,13 +7,18 @@
 
 namespace twice::kernels::cpu {
 
-void Bf16Inputs::Pack(const float* x, int64_t m, int64_t k) {
+void Bf16Inputs::Pack(const float* x, int64_t m, int64_t k,
+                      int64_t row_multiple) {
   rows_ = m;
   k_ = k;
   stride_ = (k + 31) / 32 * 32;
-  if (values_.size() < static_cast<size_t>(m * stride_)) {
-    values_.resize(static_cast<size_t>(m * stride_));
+  const int64_t padded_rows =
+      (m + row_multiple - 1) / row_multiple * row_multiple;
+  if (values_.size() < static_cast<size_t>(padded_rows * stride_)) {
+    values_.resize(static_cast<size_t>(padded_rows * stride_));
   }
+  std::fill(values_.begin() + m * stride_,
+            values_.begin() + padded_rows * stride_, uint16_t{0});
   for (int64_t i = 0; i < m; ++i) {
     uint16_t* out = values_.data() + i * stride_;
     for (int64_t j = 0; j < k; ++j) {

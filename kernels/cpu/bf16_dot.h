@@ -29,11 +29,16 @@ inline uint32_t RoundedBf16Bits(float v) {
 // load of W only.
 class Bf16Inputs {
  public:
-  // Packs x (row-major [m, k]); reuses this object's memory.
-  void Pack(const float* x, int64_t m, int64_t k);
+  // Packs x (row-major [m, k]); reuses this object's memory. With
+  // row_multiple > 1, rows of zeros follow up to the next multiple of it
+  // (a matrix unit loads whole blocks of rows); one row, as decode packs,
+  // is not padded by default.
+  void Pack(const float* x, int64_t m, int64_t k, int64_t row_multiple = 1);
 
   int64_t rows() const { return rows_; }
   int64_t k() const { return k_; }
+  // Elements from one row to the next: k rounded up to a multiple of 32.
+  int64_t stride() const { return stride_; }
   const uint16_t* row(int64_t i) const { return values_.data() + i * stride_; }
 
  private:

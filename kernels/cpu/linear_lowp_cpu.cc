@@ -11,10 +11,13 @@
 // bf16 W on CPUs with AVX-512 BF16, one to 32-64 rows (decode, batched
 // decode, short appends): the vdpbf16ps product of bf16_dot.h on x packed
 // once here; each row's result is bit for bit its one-row result. More
-// rows (prefill): the vdpbf16ps GEMM micro-kernel of bf16_gemm.h, about
-// 3x the f32 GEMM's rate (bench/lowp_linear_bench.cc); its sums run in
-// another order, so those rows are not bit for bit one-row results (as
-// with the f32 panels before it).
+// rows (prefill): on CPUs with AMX-BF16 the tile product of
+// bf16_amx_gemm.h (2.6x the f32 GEMM's rate and 4x the vdpbf16ps GEMM's
+// on an Intel Xeon with both, bench/lowp_linear_bench.cc), elsewhere the
+// vdpbf16ps GEMM micro-kernel of bf16_gemm.h (about 3x the f32 GEMM's
+// rate on AMD's Zen 4, where vdpbf16ps does twice an FMA's work); their
+// sums run in another order, so those rows are not bit for bit one-row
+// results (as with the f32 panels before them).
 //
 // Otherwise (f16, bf16 on CPUs without AVX-512 BF16): W is widened
 // panel by panel (at most kPanelRows rows, a few hundred KiB of f32) into
@@ -31,6 +34,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/bf16_amx_gemm.h"
 #include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -144,7 +148,8 @@ void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
 // not once per task. Up to MaxBf16BatchRows(k) rows of x go through
 // Bf16DotRows (a row of a batch bit for bit that row alone, as decode
 // batches need) in tasks of about 128 KiB of W; more rows through the
-// GEMM micro-kernel (bf16_gemm.h) in tasks of whole 32-row panels.
+// tile product (bf16_amx_gemm.h) where this process may use AMX, or the
+// GEMM micro-kernel (bf16_gemm.h), in tasks of whole 32-row panels.
 void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
                  const float* bias, bool parallel, float* y) {
   const int64_t k = w.k;
@@ -152,11 +157,14 @@ void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
   // A local name: the pool's tasks must read this thread's inputs, and a
   // thread_local named in the lambda would be each worker's own.
   Bf16Inputs& inputs = this_thread_inputs;
-  inputs.Pack(x, m, k);
-  const auto* rows_of_w = static_cast<const uint16_t*>(w.data);
   const bool gemm = m > MaxBf16BatchRows(k);
+  const bool tiles = gemm && AmxBf16Usable();
+  inputs.Pack(x, m, k, tiles ? kAmxInputRows : 1);
+  const auto* rows_of_w = static_cast<const uint16_t*>(w.data);
   const auto product = [&](int64_t r0, int64_t r1) {
-    if (gemm) {
+    if (tiles) {
+      AmxBf16GemmRows(rows_of_w, inputs, bias, r0, r1, y, n);
+    } else if (gemm) {
       Bf16GemmRows(rows_of_w, inputs, bias, r0, r1, y, n);
     } else {
       Bf16DotRows(rows_of_w, inputs, bias, r0, r1, y, n);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/bf16_amx_gemm.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/lowp_dot.h"
@@ -143,32 +144,36 @@ TEST(LowpDotTest, EveryIsaMatchesReference) {
   }
 }
 
-// The bf16 GEMM micro-kernel on its own, on shapes that leave every kind
-// of tail: rows of x not a multiple of its tile of 8, rows of W not a
-// multiple of its panel of 32, odd k (a pair of columns half empty), and
-// ranges of W that start and end inside panels; rows outside the range
-// stay untouched.
-TEST(LowpDotTest, Bf16GemmMatchesReferenceOnEveryTail) {
-  if (cpu::CpuIsa() != cpu::Isa::kAvx512Bf16) {
-    GTEST_SKIP() << "this CPU has no AVX-512 BF16";
-  }
+// A bf16 GEMM kernel (bf16_gemm.h, bf16_amx_gemm.h) on its own, on shapes
+// that leave every kind of tail: rows of x not a multiple of its tile (8
+// for the vdpbf16ps kernel, blocks of 32 in two tiles of 16 for AMX), rows
+// of W not a multiple of the panel of 32, odd k (a pair of columns half
+// empty) and k past one tile step of 32 columns, and ranges of W that
+// start and end inside panels; rows outside the range stay untouched.
+using GemmRows = void (*)(const uint16_t*, const cpu::Bf16Inputs&, const float*,
+                          int64_t, int64_t, float*, int64_t);
+
+void ExpectGemmRowsMatchReference(GemmRows gemm_rows, int64_t row_multiple) {
   for (auto [m, k, n] :
        {std::tuple{1, 1, 1}, std::tuple{7, 333, 31}, std::tuple{8, 64, 32},
         std::tuple{9, 65, 33}, std::tuple{17, 2, 70}, std::tuple{65, 768, 100},
-        std::tuple{130, 31, 64}}) {
+        std::tuple{130, 31, 64}, std::tuple{32, 96, 32},
+        std::tuple{33, 1001, 97}}) {
     SCOPED_TRACE(::testing::Message() << m << "x" << k << "x" << n);
     const auto x = RandomVector(m * k, 21);
     const auto bias = RandomVector(n, 22);
     const Tensor wq = Rounded(RandomVector(n * k, 23), n, k, DType::kBF16);
     cpu::Bf16Inputs inputs;
-    inputs.Pack(x.data(), m, k);
+    inputs.Pack(x.data(), m, k, row_multiple);
     const int64_t r0 = n > 4 ? 3 : 0;
     const int64_t r1 = n > 4 ? n - 1 : n;
     std::vector<float> y(m * n, 99.0f);
-    cpu::Bf16GemmRows(static_cast<const uint16_t*>(wq.raw_data()), inputs,
-                      bias.data(), r0, r1, y.data(), n);
+    gemm_rows(static_cast<const uint16_t*>(wq.raw_data()), inputs, bias.data(),
+              r0, r1, y.data(), n);
     const std::vector<double> want =
         Reference(x, m, k, Widened(wq), n, bias, DType::kBF16);
+    // k = 1001: sums of 1001 products, twice the tolerance of k <= 1000.
+    const double tolerance = k > 1000 ? 4e-5 : 2e-5;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t r = 0; r < n; ++r) {
         const float got = y[i * n + r];
@@ -177,11 +182,52 @@ TEST(LowpDotTest, Bf16GemmMatchesReferenceOnEveryTail) {
           continue;
         }
         const double ref = want[i * n + r];
-        ASSERT_NEAR(got, ref, 2e-5 + 2e-5 * std::abs(ref))
+        ASSERT_NEAR(got, ref, tolerance + tolerance * std::abs(ref))
             << "row " << i << " column " << r;
       }
     }
   }
+}
+
+TEST(LowpDotTest, Bf16GemmMatchesReferenceOnEveryTail) {
+  if (cpu::CpuIsa() != cpu::Isa::kAvx512Bf16) {
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  }
+  ExpectGemmRowsMatchReference(&cpu::Bf16GemmRows, 1);
+}
+
+TEST(LowpDotTest, AmxBf16GemmMatchesReferenceOnEveryTail) {
+  if (!cpu::AmxBf16Usable()) {
+    GTEST_SKIP() << "this CPU or kernel gives this process no AMX-BF16 tiles";
+  }
+  ExpectGemmRowsMatchReference(&cpu::AmxBf16GemmRows, cpu::kAmxInputRows);
+}
+
+// Prefill-sized products of a bf16 W run on AMX tiles where the CPU has
+// them: through the entry point, on a pool thread and the caller, with the
+// tiles allowed and not, both against the reference; the two kernels sum
+// in different orders, so where the tiles run the results differ in their
+// last bits, which shows the tile path ran.
+TEST(LowpLinearTest, PrefillRowsOfBf16RunOnTheTilesWhereThereAreSome) {
+  if (!cpu::AmxBf16Usable()) {
+    GTEST_SKIP() << "this CPU or kernel gives this process no AMX-BF16 tiles";
+  }
+  const int64_t m = 200, k = 768, n = 300;
+  const auto x = RandomVector(m * k, 31);
+  const auto bias = RandomVector(n, 32);
+  const Tensor wq = Rounded(RandomVector(n * k, 33), n, k, DType::kBF16);
+  const std::vector<double> want =
+      Reference(x, m, k, Widened(wq), n, bias, DType::kBF16);
+  std::vector<float> tiles(m * n), vectors(m * n);
+  ASSERT_OK(Linear(x, m, k, wq, n, bias, absl::MakeSpan(tiles)));
+  cpu::SetAmxAllowed(false);
+  const absl::Status status =
+      Linear(x, m, k, wq, n, bias, absl::MakeSpan(vectors));
+  cpu::SetAmxAllowed(true);
+  ASSERT_OK(status);
+  ExpectClose(tiles, want, 2e-5, 2e-5);
+  ExpectClose(vectors, want, 2e-5, 2e-5);
+  EXPECT_NE(tiles, vectors);
 }
 
 // Through the entry point: the GEMV (m = 1), the panel path with our

@@ -1,0 +1,47 @@
+// Many rows of x times bf16 weights on AMX (Intel's Advanced Matrix
+// Extensions, AMX-BF16), for CPUs that have it: one tdpbf16ps multiplies a
+// tile of 16 rows of x by 32 columns with a tile of 32 columns by 16 rows
+// of W into 16 x 16 f32 sums, 16 times the multiply-adds of a vdpbf16ps
+// in 16 cycles. On CPUs with both, vdpbf16ps runs no faster than f32 FMAs
+// (bench/lowp_linear_bench.cc measures it below the f32 GEMM), so prefill
+// with bf16 weights needs the tiles to be ahead of f32 at all.
+//
+// W is packed 32 rows at a time into the panel layout of bf16_gemm.h (a
+// 64-byte row holds one pair of columns of 16 rows), which is the layout
+// the tile product takes for its second operand; each panel meets every
+// row of x in blocks of 32 (two tiles of x by two of W, four of sums).
+// Inputs are rounded to bf16 as on every bf16 path (lowp_dot.h); products
+// are exact and summed in f32, in another order than the other kernels.
+#ifndef TWICE_KERNELS_CPU_BF16_AMX_GEMM_H_
+#define TWICE_KERNELS_CPU_BF16_AMX_GEMM_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/bf16_dot.h"
+
+namespace twice::kernels::cpu {
+
+// Rows of x a block of the product takes; Bf16Inputs packed for it must
+// be padded to a multiple of this many rows (Pack's row_multiple).
+inline constexpr int64_t kAmxInputRows = 32;
+
+// Whether this process can run the tile product: the CPU has AMX-BF16,
+// the kernel saves the tile state, and it granted this process the tile
+// data (asked once, on the first call; Linux refuses a process it did not
+// grant with SIGILL on the first tile instruction). False on other CPUs
+// and systems, and while SetAmxAllowed(false) holds.
+bool AmxBf16Usable();
+
+// Lets benchmarks and tests compare the tile product with the AVX-512
+// kernel on the same CPU; allowed by default.
+void SetAmxAllowed(bool allowed);
+
+// y[i * ldy + r] = W[r, :] · x.row(i) (+ bias[r]) for every row i of x and
+// rows [r0, r1) of W (bf16, row-major [n, x.k()]), as Bf16GemmRows. x must
+// be packed with row_multiple kAmxInputRows. Only where AmxBf16Usable().
+void AmxBf16GemmRows(const uint16_t* w, const Bf16Inputs& x, const float* bias,
+                     int64_t r0, int64_t r1, float* y, int64_t ldy);
+
+}  // namespace twice::kernels::cpu
+
+#endif  // TWICE_KERNELS_CPU_BF16_AMX_GEMM_H_
