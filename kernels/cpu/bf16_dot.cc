@@ -43,7 +43,17 @@ TWICE_AVX512_BF16 inline __m512bh LoadBf16Tail(const uint16_t* p,
   return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
 }
 
-inline constexpr int64_t kPrefetchBlocks = 8;
+// How far ahead FourRowsBf16Dot prefetches, in bytes of W: far enough to
+// cover the memory's latency at the rate the kernel reads, near enough
+// that the lines are still in L2 when the loads reach them.
+inline constexpr int64_t kPrefetchBytes = 16 * 1024;
+
+// Blocks of four rows of k weights that make about kPrefetchBytes; at
+// least one.
+inline int64_t PrefetchBlocks(int64_t k) {
+  const int64_t block_bytes = 4 * k * 2;
+  return std::max<int64_t>(1, (kPrefetchBytes + block_bytes / 2) / block_bytes);
+}
 
 inline float Finish(const float* bias, int64_t r, float dot) {
   return bias != nullptr ? dot + bias[r] : dot;
@@ -51,23 +61,27 @@ inline float Finish(const float* bias, int64_t r, float dot) {
 
 // Four rows of W (w[0..3], k each) times M packed inputs: per row and
 // input two accumulators (even and odd 32-element chunks), then the tail
-// into the first. With kPrefetch, the same columns kPrefetchBlocks blocks
-// of four rows on are prefetched meanwhile: the four rows are four short
-// streams (1.5 KiB each at k = 768) that the hardware prefetcher follows
-// late, and with it a batch of 4 inputs reads the LM head of the 130M
-// shape in about 0.55x the time (bench/lowp_linear_bench). Callers turn it
-// off for the last blocks of their range, whose next rows are another
-// task's.
+// into the first. With kPrefetch, the same columns `blocks_ahead` blocks
+// of four rows on (PrefetchBlocks: about 16 KiB) are prefetched into L2
+// meanwhile: the four rows are four short streams (1.5 KiB each at k =
+// 768) that the hardware prefetcher follows late. With it a batch of 4
+// inputs read the LM head of the 130M shape in about 0.55x the time on
+// AMD's Zen 4 (bench/lowp_linear_bench); on an Intel Xeon a GEMV over
+// rows of 768 far beyond the caches streams 27.7 GB/s (2 threads) with
+// 12-24 KiB into L2, against 21.5 without and 24-25 into L1 at 48 KiB
+// (the distance of eight blocks this had before), where f32 rows reach
+// 29. Callers turn it off for the last blocks of their range, whose next
+// rows are another task's.
 template <int M, bool kPrefetch>
 TWICE_AVX512_BF16 inline void FourRowsBf16Dot(const uint16_t* const* w,
-                                              int64_t k,
+                                              int64_t k, int64_t blocks_ahead,
                                               const uint16_t* const* xs,
                                               __m512 (*sums)[4]) {
   const int64_t body64 = k / 64 * 64;
   const int64_t body32 = k / 32 * 32;
   const int64_t tail = k - body32;
   const auto tail_mask = static_cast<__mmask32>((uint64_t{1} << tail) - 1u);
-  const int64_t ahead = kPrefetchBlocks * 4 * k;  // in elements
+  const int64_t ahead = blocks_ahead * 4 * k;  // in elements
   __m512 a[M][4], c[M][4];
 #pragma GCC unroll 2
   for (int i = 0; i < M; ++i) {
@@ -80,9 +94,9 @@ TWICE_AVX512_BF16 inline void FourRowsBf16Dot(const uint16_t* const* w,
     for (int q = 0; q < 4; ++q) {
       if constexpr (kPrefetch) {
         _mm_prefetch(reinterpret_cast<const char*>(w[q] + ahead + j),
-                     _MM_HINT_T0);
+                     _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(w[q] + ahead + j + 32),
-                     _MM_HINT_T0);
+                     _MM_HINT_T1);
       }
       const __m512bh wa = LoadBf16x32(w[q] + j);
       const __m512bh wc = LoadBf16x32(w[q] + j + 32);
@@ -148,6 +162,7 @@ TWICE_AVX512_BF16 void Bf16DotRows(const uint16_t* w, const Bf16Inputs& x,
                                    float* y, int64_t ldy) {
   const int64_t k = x.k();
   const int64_t m = x.rows();
+  const int64_t blocks_ahead = PrefetchBlocks(k);
   __m512 sums[2][4];
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
@@ -157,17 +172,17 @@ TWICE_AVX512_BF16 void Bf16DotRows(const uint16_t* w, const Bf16Inputs& x,
       const uint16_t* xs[2] = {x.row(i0), i0 + 1 < m ? x.row(i0 + 1) : nullptr};
       const int count = i0 + 1 < m ? 2 : 1;
       // Once per block of rows: by the later inputs they are in L1.
-      const bool prefetch = i0 == 0 && r + 4 * (kPrefetchBlocks + 1) <= r1;
+      const bool prefetch = i0 == 0 && r + 4 * (blocks_ahead + 1) <= r1;
       if (count == 2) {
         if (prefetch) {
-          FourRowsBf16Dot<2, true>(rows, k, xs, sums);
+          FourRowsBf16Dot<2, true>(rows, k, blocks_ahead, xs, sums);
         } else {
-          FourRowsBf16Dot<2, false>(rows, k, xs, sums);
+          FourRowsBf16Dot<2, false>(rows, k, blocks_ahead, xs, sums);
         }
       } else if (prefetch) {
-        FourRowsBf16Dot<1, true>(rows, k, xs, sums);
+        FourRowsBf16Dot<1, true>(rows, k, blocks_ahead, xs, sums);
       } else {
-        FourRowsBf16Dot<1, false>(rows, k, xs, sums);
+        FourRowsBf16Dot<1, false>(rows, k, blocks_ahead, xs, sums);
       }
       for (int i = 0; i < count; ++i) {
         for (int q = 0; q < 4; ++q) {

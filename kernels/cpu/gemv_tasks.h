@@ -11,6 +11,14 @@ namespace twice::kernels::cpu {
 // Weights per GEMV task: 64 Ki elements (256 KiB of f32, 128 KiB of bf16).
 inline constexpr int64_t kGemvTaskElements = 64 * 1024;
 
+// Weights per task of the bf16 vdpbf16ps GEMV (bf16_dot.h): 512 KiB. Each
+// task starts four new streams of rows and leaves its last rows
+// unprefetched (they are the next task's to fetch), which at 128 KiB cost
+// the bf16 decode steps of Mamba-2 130M and Based 360M shapes 6-12 % on
+// an Intel Xeon (2 threads, twice-bench engine); f32 tasks of 512 KiB
+// made no difference there, and int8 tasks of 512 KiB were slower.
+inline constexpr int64_t kBf16GemvTaskElements = 256 * 1024;
+
 // v rounded up to a multiple of `to` (> 0).
 inline int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 

@@ -2,7 +2,8 @@
 //
 // One row (decode): the fused GEMV of lowp_dot.h (int8: int8_dot.h, on x
 // quantized once here), which streams W without converting it to f32, in
-// tasks of about 128 KiB of W handed out to the pool.
+// tasks of about 128 KiB of W handed out to the pool (bf16 by vdpbf16ps:
+// 512 KiB, gemv_tasks.h).
 //
 // int8 W, any number of rows (batched decode, prefill): integer products
 // as for one row (Int8GemmRows), tiles of x against each group of W while
@@ -147,7 +148,7 @@ void Int8Batch(const float* x, int64_t m, const LowpRows& w, int64_t n,
 // A bf16 W on a CPU with vdpbf16ps; x is rounded and packed once here,
 // not once per task. Up to MaxBf16BatchRows(k) rows of x go through
 // Bf16DotRows (a row of a batch bit for bit that row alone, as decode
-// batches need) in tasks of about 128 KiB of W; more rows through the
+// batches need) in tasks of about 512 KiB of W; more rows through the
 // tile product (bf16_amx_gemm.h) where this process may use AMX, or the
 // GEMM micro-kernel (bf16_gemm.h), in tasks of whole 32-row panels.
 void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
@@ -176,7 +177,7 @@ void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
   }
   const int64_t rows =
       gemm ? kBf16PanelRows
-           : RoundUp(std::max<int64_t>(kGemvTaskElements / k, 4), 4);
+           : RoundUp(std::max<int64_t>(kBf16GemvTaskElements / k, 4), 4);
   ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
     product(t * rows, std::min(n, (t + 1) * rows));
   });
