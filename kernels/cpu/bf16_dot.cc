@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/gemv_tasks.h"
 #include "kernels/cpu/x86_intrinsics.h"
 #include "kernels/dtype.h"
 
@@ -43,16 +44,12 @@ TWICE_AVX512_BF16 inline __m512bh LoadBf16Tail(const uint16_t* p,
   return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
 }
 
-// How far ahead FourRowsBf16Dot prefetches, in bytes of W: far enough to
-// cover the memory's latency at the rate the kernel reads, near enough
-// that the lines are still in L2 when the loads reach them.
-inline constexpr int64_t kPrefetchBytes = 16 * 1024;
-
-// Blocks of four rows of k weights that make about kPrefetchBytes; at
-// least one.
+// Blocks of four rows of k weights that make about kGemvPrefetchBytes
+// (gemv_tasks.h); at least one.
 inline int64_t PrefetchBlocks(int64_t k) {
   const int64_t block_bytes = 4 * k * 2;
-  return std::max<int64_t>(1, (kPrefetchBytes + block_bytes / 2) / block_bytes);
+  return std::max<int64_t>(
+      1, (kGemvPrefetchBytes + block_bytes / 2) / block_bytes);
 }
 
 inline float Finish(const float* bias, int64_t r, float dot) {
@@ -66,12 +63,10 @@ inline float Finish(const float* bias, int64_t r, float dot) {
 // meanwhile: the four rows are four short streams (1.5 KiB each at k =
 // 768) that the hardware prefetcher follows late. With it a batch of 4
 // inputs read the LM head of the 130M shape in about 0.55x the time on
-// AMD's Zen 4 (bench/lowp_linear_bench); on an Intel Xeon a GEMV over
-// rows of 768 far beyond the caches streams 27.7 GB/s (2 threads) with
-// 12-24 KiB into L2, against 21.5 without and 24-25 into L1 at 48 KiB
-// (the distance of eight blocks this had before), where f32 rows reach
-// 29. Callers turn it off for the last blocks of their range, whose next
-// rows are another task's.
+// AMD's Zen 4 (bench/lowp_linear_bench); on an Intel Xeon 48 KiB ahead
+// into L1 (eight blocks, as before) streamed 24-25 GB/s where 16 KiB into
+// L2 streams 27.7 (gemv_tasks.h). Callers turn it off for the last blocks
+// of their range, whose next rows are another task's.
 template <int M, bool kPrefetch>
 TWICE_AVX512_BF16 inline void FourRowsBf16Dot(const uint16_t* const* w,
                                               int64_t k, int64_t blocks_ahead,

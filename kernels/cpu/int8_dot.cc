@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/gemv_tasks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/x86_intrinsics.h"
 #include "kernels/dtype.h"
@@ -157,6 +158,12 @@ TWICE_AVX512_VNNI inline __m512 GroupDotVnni(const Int8Rows& w,
       const __m512i x1 = _mm512_set1_epi64(InputQuad(x, b * 16 + q + 1));
       const int8_t* l0 = line + q * 64;
       const int8_t* l1 = l0 + 64;
+      // The groups are one stream; a prefetch past this task's rows or
+      // past W is harmless (prefetches do not fault).
+      _mm_prefetch(reinterpret_cast<const char*>(l0) + kGemvPrefetchBytes,
+                   _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(l1) + kGemvPrefetchBytes,
+                   _MM_HINT_T1);
       lo0 = HalfLineDot(lo0, l0, x0);
       hi0 = HalfLineDot(hi0, l0 + 32, x0);
       lo1 = HalfLineDot(lo1, l1, x1);
@@ -209,6 +216,9 @@ TWICE_AVX512_VNNI inline void GroupDotVnniBatch(const Int8Rows& w,
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
     for (int64_t q = 0; q < 16; ++q) {
+      _mm_prefetch(
+          reinterpret_cast<const char*>(line + q * 64) + kGemvPrefetchBytes,
+          _MM_HINT_T1);  // as in GroupDotVnni
       const __m512i w_lo = _mm512_cvtepi8_epi16(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + q * 64)));
       const __m512i w_hi = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
