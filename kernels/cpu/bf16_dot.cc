@@ -63,7 +63,7 @@ inline float Finish(const float* bias, int64_t r, float dot) {
 // meanwhile: the four rows are four short streams (1.5 KiB each at k =
 // 768) that the hardware prefetcher follows late. With it a batch of 4
 // inputs read the LM head of the 130M shape in about 0.55x the time on
-// AMD's Zen 4 (bench/lowp_linear_bench); on an Intel Xeon 48 KiB ahead
+// an AMD EPYC (bench/lowp_linear_bench); on an Intel Xeon 48 KiB ahead
 // into L1 (eight blocks, as before) streamed 24-25 GB/s where 16 KiB into
 // L2 streams 27.7 (gemv_tasks.h). Callers turn it off for the last blocks
 // of their range, whose next rows are another task's.

@@ -16,7 +16,7 @@
 // bf16_amx_gemm.h (2.6x the f32 GEMM's rate and 4x the vdpbf16ps GEMM's
 // on an Intel Xeon with both, bench/lowp_linear_bench.cc), elsewhere the
 // vdpbf16ps GEMM micro-kernel of bf16_gemm.h (about 3x the f32 GEMM's
-// rate on AMD's Zen 4, where vdpbf16ps does twice an FMA's work); their
+// rate on the AMD EPYC it was tuned on); their
 // sums run in another order, so those rows are not bit for bit one-row
 // results (as with the f32 panels before them).
 //
