@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_gemm.h"
+#include "kernels/cpu/lowp_dot.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
@@ -125,6 +126,9 @@ TWICE_AMX void Block(const uint32_t* panel, int64_t steps, const uint16_t* x0,
                      int64_t x_stride_bytes,
                      float (*sums)[kTileLanes][kTileLanes]) {
   const uint16_t* x1 = x0 + kTileLanes * (x_stride_bytes / 2);
+  // GCC 12's tile loads are asm statements that do not say they read
+  // memory: this makes the panel's and x's stores before them visible.
+  __asm__ volatile("" : : : "memory");
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -178,7 +182,10 @@ TWICE_AMX void StoreBlock(float (*sums)[kTileLanes][kTileLanes],
 }  // namespace
 
 bool AmxBf16Usable() {
-  static const bool usable = ProcessMayUseTiles();
+  // The epilogue (StoreBlock) is AVX-512; every CPU with AMX has it, but
+  // the kernel must not depend on that.
+  static const bool usable =
+      CpuIsa() == Isa::kAvx512Bf16 && ProcessMayUseTiles();
   return usable && amx_allowed.load(std::memory_order_relaxed);
 }
 

@@ -26,11 +26,14 @@ namespace twice::kernels::cpu {
 // be padded to a multiple of this many rows (Pack's row_multiple).
 inline constexpr int64_t kAmxInputRows = 32;
 
-// Whether this process can run the tile product: the CPU has AMX-BF16,
-// the kernel saves the tile state, and it granted this process the tile
-// data (asked once, on the first call; Linux refuses a process it did not
-// grant with SIGILL on the first tile instruction). False on other CPUs
-// and systems, and while SetAmxAllowed(false) holds.
+// Whether this process can run the tile product: the CPU has AMX-BF16
+// (and AVX-512 BF16), the kernel saves the tile state, and it granted
+// this process the tile data (asked once, on the first call; Linux
+// refuses a process it did not grant with SIGILL on the first tile
+// instruction). False on other CPUs and systems, and while
+// SetAmxAllowed(false) holds. Once granted, the process's signal frames
+// carry the 8 KiB of tile data: an alternate signal stack set up later
+// must be at least the size Linux's AT_MINSIGSTKSZ then reports.
 bool AmxBf16Usable();
 
 // Lets benchmarks and tests compare the tile product with the AVX-512

@@ -27,7 +27,12 @@ class ScopedFlushDenormals {
   ScopedFlushDenormals() : saved_(_mm_getcsr()) {
     _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
   }
-  ~ScopedFlushDenormals() { _mm_setcsr(saved_); }
+  // Only the two bits go back: exception flags the scope raised stay
+  // raised for a caller that tests them.
+  ~ScopedFlushDenormals() {
+    constexpr unsigned kBits = kFlushToZero | kDenormalsAreZero;
+    _mm_setcsr((_mm_getcsr() & ~kBits) | (saved_ & kBits));
+  }
 #else
   // Elsewhere denormals keep their IEEE meaning (and their speed).
   ScopedFlushDenormals() = default;

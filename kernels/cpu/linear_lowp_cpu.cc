@@ -175,9 +175,16 @@ void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
     product(0, n);
     return;
   }
+  // GEMV tasks of kBf16GemvTaskElements, but at least two per thread, so
+  // that a narrow product still gives every thread work.
+  const int64_t threads = DefaultPool().threads();
   const int64_t rows =
       gemm ? kBf16PanelRows
-           : RoundUp(std::max<int64_t>(kBf16GemvTaskElements / k, 4), 4);
+           : RoundUp(std::max<int64_t>(
+                         std::min(kBf16GemvTaskElements / k,
+                                  (n + 2 * threads - 1) / (2 * threads)),
+                         4),
+                     4);
   ParallelFor((n + rows - 1) / rows, [&](int64_t t) {
     product(t * rows, std::min(n, (t + 1) * rows));
   });

@@ -1,9 +1,11 @@
 // ScopedFlushDenormals (kernels/cpu/flush_denormals.h): inside the scope a
 // product that would be denormal is zero and a denormal input counts as
 // zero; on leaving it the thread's floating-point mode is what it was, also
-// after the kernels that flush (the SSD scan and step).
+// after the kernels that flush (the SSD scan and step), whose decayed
+// states come out 0, not denormal.
 #include "kernels/cpu/flush_denormals.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -77,6 +79,46 @@ TEST(FlushDenormalsTest, SsdKernelsLeaveTheCallersModeAlone) {
                     .ok());
     EXPECT_EQ(_mm_getcsr(), before);
     EXPECT_EQ(std::fpclassify(small * small), FP_SUBNORMAL);
+  }
+}
+
+// A state decayed by e^-90 (8e-40, a denormal) is 0 after the scan and
+// after a step, on the pool and on the caller: the kernels flush.
+TEST(FlushDenormalsTest, SsdStatesDecayToZeroNotToDenormals) {
+  for (int64_t heads : {2, 64}) {
+    SCOPED_TRACE(heads);
+    const SsdShape shape{heads, 8, 1, 128};
+    const int64_t tokens = 9;
+    const int64_t hp = shape.heads * shape.head_dim;
+    const int64_t stride = hp + 2 * shape.state;
+    // No input (x = 0): the state only decays, by e^(A·Δ) per token.
+    const std::vector<float> xbc(tokens * stride, 0.0f);
+    const absl::Span<const float> x = xbc;
+    const std::vector<float> d(heads, 1.0f);
+    std::vector<float> y(tokens * hp);
+    const auto expect_flushed = [](const std::vector<float>& state) {
+      for (float v : state) {
+        ASSERT_NE(std::fpclassify(v), FP_SUBNORMAL);
+        ASSERT_EQ(v, 0.0f);
+      }
+    };
+    // The scan: 9 tokens of Δ = 1, A = -10 (e^-90 over the call).
+    std::vector<float> state(heads * shape.head_dim * shape.state, 1.0f);
+    const std::vector<float> dt(tokens * heads, 1.0f), a(heads, -10.0f);
+    ASSERT_TRUE(SsdChunkScan(shape, tokens, 16, x, stride, x.subspan(hp),
+                             x.subspan(hp + shape.state), stride, dt, a, d,
+                             absl::MakeSpan(state), absl::MakeSpan(y))
+                    .ok());
+    expect_flushed(state);
+    // A step of decay e^-90.
+    std::fill(state.begin(), state.end(), 1.0f);
+    const std::vector<float> step_a(heads, -90.0f);
+    ASSERT_TRUE(SsdStep(shape, x.subspan(0, hp), x.subspan(hp, shape.state),
+                        x.subspan(hp + shape.state, shape.state),
+                        absl::MakeConstSpan(dt).subspan(0, heads), step_a, d,
+                        absl::MakeSpan(state), absl::MakeSpan(y).subspan(0, hp))
+                    .ok());
+    expect_flushed(state);
   }
 }
 
