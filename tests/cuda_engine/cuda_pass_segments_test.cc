@@ -10,25 +10,21 @@
 // per segment instead, with the same results. The CUDA outputs start as
 // NaN, so matching the CPU shows the device wrote them. Both devices
 // refuse segments that overlap, share a slot or start before their
-// sequence. And full attention's row form (one call over a pass of short
-// reads) against the CPU's per-segment prefill, and RAT's chunk scan over
-// the segments in one launch. SKIPPED without a GPU.
+// sequence (cuda_pass_rows_test.cc has the row form's attention and RAT's
+// scan). SKIPPED without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <memory>
 #include <utility>
 #include <vector>
 
 #include "engine/executor/executor_device.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/device_info.h"
-#include "kernels/paged_attention.h"
 #include "kernels/pass_segments.h"
-#include "kernels/rat_paged.h"
 #include "kernels/ssd_chunk_scan.h"
 #include "kernels/taylor_feature_map.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda_engine/pass_devices_fixture.h"
 #include "tests/testing/status_matchers.h"
 
 namespace twice::engine {
@@ -38,98 +34,11 @@ using kernels::PassSegment;
 using kernels::cuda::testing::kF32Tolerance;
 using kernels::cuda::testing::Random;
 using kernels::cuda::testing::RelativeError;
+using pass_testing::kSlots;
+using pass_testing::Pair;
 
-constexpr int64_t kSlots = 8;
-// The slots of a pass's segments, in order (UploadPass).
-constexpr int64_t kScatteredSlots[] = {5, 0, 3, 7, 1, 6, 2, 4};
-
-// Slot s's list of `width` blocks in a pool of kSlots * width: blocks s +
-// kSlots * j, last first, so every sequence's blocks lie among the others'.
-std::vector<int32_t> ScatteredBlocks(int64_t slot, int64_t width) {
-  std::vector<int32_t> blocks;
-  for (int64_t j = 0; j < width; ++j) {
-    blocks.push_back(static_cast<int32_t>(slot + kSlots * (width - 1 - j)));
-  }
-  return blocks;
-}
-
-// The row form's table of a pass of segments of `lengths` rows (in
-// kScatteredSlots): each segment's list once per row.
-std::vector<int32_t> RowTable(const std::vector<int64_t>& lengths,
-                              int64_t width) {
-  std::vector<int32_t> table;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    const std::vector<int32_t> list =
-        ScatteredBlocks(kScatteredSlots[i % kSlots], width);
-    for (int64_t r = 0; r < lengths[i]; ++r) {
-      table.insert(table.end(), list.begin(), list.end());
-    }
-  }
-  return table;
-}
-
-// The same host values on the CUDA and the CPU device.
-struct Pair {
-  std::unique_ptr<DeviceArray> cuda, cpu;
-};
-
-class CudaPassSegmentsTest : public ::testing::Test {
+class CudaPassSegmentsTest : public pass_testing::PassDevicesTest {
  protected:
-  void SetUp() override {
-    if (kernels::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    ASSERT_OK_AND_ASSIGN(cuda_, NewCudaExecutorDevice(0));
-    cpu_ = NewCpuExecutorDevice();
-  }
-
-  // `host` on both devices; with `poison`, the CUDA copy is NaN instead.
-  Pair Put(const std::vector<float>& host, bool poison = false) {
-    Pair p;
-    const int64_t n = static_cast<int64_t>(host.size());
-    p.cuda = *cuda_->Allocate(n);
-    p.cpu = *cpu_->Allocate(n);
-    const std::vector<float> nan(host.size(), NAN);
-    EXPECT_OK(cuda_->CopyToDevice(poison ? nan : host, p.cuda->floats()));
-    EXPECT_OK(cpu_->CopyToDevice(host, p.cpu->floats()));
-    return p;
-  }
-  // The CUDA copy and the CPU copy.
-  std::pair<std::vector<float>, std::vector<float>> Get(const Pair& p) {
-    const size_t n = static_cast<size_t>(p.cpu->floats().size);
-    std::vector<float> got(n), want(n);
-    EXPECT_OK(cuda_->CopyToHost(p.cuda->floats(), absl::MakeSpan(got)));
-    EXPECT_OK(cpu_->CopyToHost(p.cpu->floats(), absl::MakeSpan(want)));
-    return {got, want};
-  }
-
-  // Both devices' uploads of `segments` over `rows` pass rows.
-  void Upload(const std::vector<PassSegment>& segments, int64_t rows) {
-    ASSERT_OK_AND_ASSIGN(cuda_segments_,
-                         cuda_->UploadPassSegments(segments, rows, kSlots));
-    ASSERT_OK_AND_ASSIGN(cpu_segments_,
-                         cpu_->UploadPassSegments(segments, rows, kSlots));
-  }
-
-  // A pass of segments of `lengths` rows in the scattered slots 5, 0, 3,
-  // 7, 1, 6, ...: its row count.
-  // The segments start at positions `starts` (0 when not given).
-  int64_t UploadPass(const std::vector<int64_t>& lengths,
-                     const std::vector<int64_t>& starts = {}) {
-    std::vector<PassSegment> segments;
-    int64_t rows = 0;
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      segments.push_back({rows, lengths[i], kScatteredSlots[i % kSlots],
-                          i < starts.size() ? starts[i] : 0});
-      rows += lengths[i];
-    }
-    Upload(segments, rows);
-    return rows;
-  }
-
-  // RatChunkScanSegments against the CPU's per-read scan, for reads that
-  // continue an open chunk, close chunks and span several, in scattered
-  // slots with carried open states; dims.table_width blocks per read.
-  void ExpectRatScanMatches(const kernels::RatPagedDims& dims);
-
   void ExpectConvMatches(const std::vector<int64_t>& lengths) {
     const int64_t channels = 37, stride = 50, k = 4;
     const int64_t rows = UploadPass(lengths);
@@ -392,9 +301,6 @@ class CudaPassSegmentsTest : public ::testing::Test {
                                        [](float v) { return std::isnan(v); });
     EXPECT_EQ(untouched, one_call) << "the CUDA device's context workspace";
   }
-
-  std::unique_ptr<ExecutorDevice> cuda_, cpu_;
-  std::unique_ptr<DevicePassSegments> cuda_segments_, cpu_segments_;
 };
 
 TEST_F(CudaPassSegmentsTest, ConvolutionOfShortSequencesMatchesTheCpu) {
@@ -442,158 +348,6 @@ TEST_F(CudaPassSegmentsTest, WindowAttentionOfShortSequencesMatchesTheCpu) {
 TEST_F(CudaPassSegmentsTest, WindowAttentionWithALongSequenceMatchesTheCpu) {
   ExpectWindowMatches({3, 70}, {2, 9}, /*one_call=*/false);
 }
-
-// Full attention's row form (ResidentPass::row_map): a pass of short
-// reads as rows, each at its position in its own copy of its sequence's
-// block list, rotated, written and attended in one call each on CUDA,
-// against the CPU device reading the same reads segment by segment
-// (RopeRotateHalf, PagedKvWrite and PagedAttention of a prefill). The
-// caches hold random keys and values before each read's start.
-TEST_F(CudaPassSegmentsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
-  const std::vector<int64_t> lengths = {5, 1, 13, 7, 2};
-  const std::vector<int64_t> starts = {0, 9, 3, 20, 31};
-  const kernels::PagedKvDims dims{/*heads=*/4, /*kv_heads=*/2,
-                                  /*head_dim=*/16, /*block_size=*/4,
-                                  /*table_width=*/0};
-  constexpr int64_t kWidth = 9;  // blocks per sequence: 36 positions
-  constexpr float kBase = 10000.0f;
-  const int64_t qw = dims.heads * dims.head_dim;
-  const int64_t kvw = dims.kv_heads * dims.head_dim;
-  const int64_t pool_floats = kSlots * kWidth * dims.block_size * kvw;
-  std::vector<int32_t> row_slots;
-  std::vector<int64_t> positions;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    for (int64_t r = 0; r < lengths[i]; ++r) {
-      row_slots.push_back(static_cast<int32_t>(kScatteredSlots[i]));
-      positions.push_back(starts[i] + r);
-    }
-  }
-  const std::vector<int32_t> row_table = RowTable(lengths, kWidth);
-  const int64_t rows = static_cast<int64_t>(positions.size());
-  const Pair q = Put(Random(rows * qw, 40));
-  const Pair k = Put(Random(rows * kvw, 41));
-  const Pair v = Put(Random(rows * kvw, 42));
-  const Pair k_pool = Put(Random(pool_floats, 43));
-  const Pair v_pool = Put(Random(pool_floats, 44));
-  const Pair y = Put(std::vector<float>(rows * qw, 0.0f), true);
-  const float scale = 0.25f;
-
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceSlotMap> map,
-                       cuda_->UploadSlotMap(row_slots, positions));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceBlockTable> table,
-                       cuda_->UploadBlockTable(row_table, kWidth));
-  const DevicePassRows as_rows{rows, 0, map.get()};
-  ASSERT_OK(cuda_->RopeRotateHalfAt(q.cuda->floats(), qw, dims.heads,
-                                    dims.head_dim, *map, kBase));
-  ASSERT_OK(cuda_->RopeRotateHalfAt(k.cuda->floats(), kvw, dims.kv_heads,
-                                    dims.head_dim, *map, kBase));
-  ASSERT_OK(cuda_->PagedKvWrite(k.cuda->floats(), kvw, v.cuda->floats(), kvw,
-                                as_rows, dims, *table, k_pool.cuda->floats(),
-                                v_pool.cuda->floats()));
-  ASSERT_OK(cuda_->PagedAttention(q.cuda->floats(), qw, as_rows, dims, *table,
-                                  k_pool.cuda->floats(), v_pool.cuda->floats(),
-                                  scale, y.cuda->floats()));
-
-  int64_t first = 0;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    const int64_t n = lengths[i];
-    ASSERT_OK_AND_ASSIGN(
-        std::unique_ptr<DeviceBlockTable> own,
-        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], kWidth),
-                               kWidth));
-    const DeviceFloats seg_q = q.cpu->floats().sub(first * qw, n * qw);
-    const DeviceFloats seg_k = k.cpu->floats().sub(first * kvw, n * kvw);
-    const DeviceFloats seg_v = v.cpu->floats().sub(first * kvw, n * kvw);
-    const DevicePassRows segment{n, starts[i], nullptr};
-    ASSERT_OK(cpu_->RopeRotateHalf(seg_q, n, qw, dims.heads, dims.head_dim,
-                                   starts[i], kBase));
-    ASSERT_OK(cpu_->RopeRotateHalf(seg_k, n, kvw, dims.kv_heads, dims.head_dim,
-                                   starts[i], kBase));
-    ASSERT_OK(cpu_->PagedKvWrite(seg_k, kvw, seg_v, kvw, segment, dims, *own,
-                                 k_pool.cpu->floats(), v_pool.cpu->floats()));
-    ASSERT_OK(cpu_->PagedAttention(
-        seg_q, qw, segment, dims, *own, k_pool.cpu->floats(),
-        v_pool.cpu->floats(), scale, y.cpu->floats().sub(first * qw, n * qw)));
-    first += n;
-  }
-  const auto [got, want] = Get(y);
-  EXPECT_LE(RelativeError(got, want), kF32Tolerance);
-  const auto [got_keys, want_keys] = Get(k_pool);
-  EXPECT_LE(RelativeError(got_keys, want_keys), kF32Tolerance);
-  const auto [got_values, want_values] = Get(v_pool);
-  EXPECT_EQ(got_values, want_values);  // copies
-}
-
-// RAT's chunk scan over a pass's segments in one launch (the row form's
-// scan), against the CPU device scanning segment by segment with each
-// sequence's own table: reads that continue an open chunk, close chunks
-// (written through their table rows) and span several, in scattered slots
-// with carried open states.
-void CudaPassSegmentsTest::ExpectRatScanMatches(
-    const kernels::RatPagedDims& dims) {
-  const std::vector<int64_t> lengths = {5, 1, 13, 9, 3};
-  const std::vector<int64_t> starts = {0, 7, 3, 6, 17};
-  const int64_t width = dims.table_width;
-  const int64_t d = dims.dim, w = dims.proj_width(), stride = w + 3;
-  const int64_t rows = UploadPass(lengths, starts);
-  const std::vector<int32_t> row_table = RowTable(lengths, width);
-  const int64_t closed_floats = kSlots * width * dims.block_size * 2 * d;
-  const Pair proj = Put(Random(rows * stride, 50));
-  const Pair bias = Put(Random(d, 51));
-  const Pair open = Put(Random(kSlots * 2 * d, 52, 0.5f));
-  const Pair closed = Put(Random(closed_floats, 53));
-  std::vector<Pair> outputs;
-  for (int i = 0; i < 4; ++i) {
-    outputs.push_back(Put(std::vector<float>(rows * d, 0.0f), true));
-  }
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceBlockTable> table,
-                       cuda_->UploadBlockTable(row_table, width));
-  ASSERT_OK(cuda_->RatChunkScanSegments(
-      proj.cuda->floats(), stride, bias.cuda->floats(), *cuda_segments_, dims,
-      *table, open.cuda->floats(), closed.cuda->floats(),
-      outputs[0].cuda->floats(), outputs[1].cuda->floats(),
-      outputs[2].cuda->floats(), outputs[3].cuda->floats()));
-  int64_t first = 0;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    const int64_t n = lengths[i];
-    ASSERT_OK_AND_ASSIGN(
-        std::unique_ptr<DeviceBlockTable> own,
-        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], width),
-                               width));
-    const auto rows_of = [&](const Pair& p) {
-      return p.cpu->floats().sub(first * d, n * d);
-    };
-    ASSERT_OK(cpu_->RatChunkScan(
-        proj.cpu->floats().sub(first * stride, (n - 1) * stride + w), stride,
-        bias.cpu->floats(), DevicePassRows{n, starts[i], nullptr},
-        static_cast<int32_t>(kScatteredSlots[i]), dims, *own,
-        open.cpu->floats(), closed.cpu->floats(), rows_of(outputs[0]),
-        rows_of(outputs[1]), rows_of(outputs[2]), rows_of(outputs[3])));
-    first += n;
-  }
-  const std::vector<const Pair*> results = {
-      &outputs[0], &outputs[1], &outputs[2], &outputs[3], &open, &closed};
-  for (const Pair* p : results) {
-    const auto [got, want] = Get(*p);
-    EXPECT_LE(RelativeError(got, want), kF32Tolerance);
-  }
-}
-
-// Positions up to 19: 24 positions in 3 blocks of 2 chunks of 4.
-TEST_F(CudaPassSegmentsTest, RatChunkScanOfSegmentsMatchesTheCpu) {
-  ExpectRatScanMatches({/*dim=*/16, /*heads=*/2, /*groups=*/1,
-                        /*chunk_size=*/4, /*block_size=*/2,
-                        /*table_width=*/3, /*rope_base=*/10000.0f});
-}
-
-// Chunks of 2 and D = 128: a read's channel pairs and chunks take more
-// than one block of threads, so the kernel's grid-stride loop runs.
-TEST_F(CudaPassSegmentsTest, RatChunkScanOfWideSegmentsMatchesTheCpu) {
-  ExpectRatScanMatches({/*dim=*/128, /*heads=*/2, /*groups=*/2,
-                        /*chunk_size=*/2, /*block_size=*/2,
-                        /*table_width=*/6, /*rope_base=*/10000.0f});
-}
-
 TEST_F(CudaPassSegmentsTest, OverlapsAndSharedSlotsAreRefused) {
   const std::vector<PassSegment> overlapping = {{0, 5, 1}, {4, 3, 2}};
   const std::vector<PassSegment> shared_slot = {{0, 5, 1}, {5, 3, 1}};
