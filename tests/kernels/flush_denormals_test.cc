@@ -21,6 +21,10 @@ namespace {
 
 #if defined(__x86_64__)
 
+// MXCSR without its six exception flags: the mode (rounding, masks, FTZ,
+// DAZ), which the scope restores; flags raised inside stay raised.
+unsigned FloatMode() { return _mm_getcsr() & ~0x3Fu; }
+
 // Operands the compiler cannot fold: the products run on the CPU.
 volatile float small = 1e-20f;  // small * small = 1e-40: denormal
 volatile float denormal = 1e-39f;
@@ -40,18 +44,28 @@ TEST(FlushDenormalsTest, InsideTheScopeDenormalsAreZero) {
 }
 
 TEST(FlushDenormalsTest, NestedScopesRestoreTheModeTheyFound) {
-  const unsigned before = _mm_getcsr();
+  const unsigned before = FloatMode();
   {
     const cpu::ScopedFlushDenormals outer;
-    const unsigned flushing = _mm_getcsr();
+    const unsigned flushing = FloatMode();
     EXPECT_NE(flushing, before);
     {
       const cpu::ScopedFlushDenormals inner;
-      EXPECT_EQ(_mm_getcsr(), flushing);
+      EXPECT_EQ(FloatMode(), flushing);
     }
-    EXPECT_EQ(_mm_getcsr(), flushing);
+    EXPECT_EQ(FloatMode(), flushing);
   }
-  EXPECT_EQ(_mm_getcsr(), before);
+  EXPECT_EQ(FloatMode(), before);
+}
+
+TEST(FlushDenormalsTest, ExceptionFlagsRaisedInsideStayRaised) {
+  constexpr unsigned kUnderflow = 0x10;
+  _mm_setcsr(_mm_getcsr() & ~0x3Fu);  // no flag raised yet
+  {
+    const cpu::ScopedFlushDenormals flush;
+    EXPECT_EQ(small * small, 0.0f);  // flushed: an underflow
+  }
+  EXPECT_NE(_mm_getcsr() & kUnderflow, 0u);
 }
 
 // The SSD kernels flush inside their tasks only: the caller's thread keeps
@@ -65,19 +79,19 @@ TEST(FlushDenormalsTest, SsdKernelsLeaveTheCallersModeAlone) {
     std::vector<float> xbc(tokens * stride, 0.5f), dt(tokens * heads, 0.5f),
         a(heads, -30.0f), d(heads, 1.0f),
         state(heads * shape.head_dim * shape.state, 1.0f), y(tokens * hp);
-    const unsigned before = _mm_getcsr();
+    const unsigned before = FloatMode();
     const absl::Span<const float> x = xbc;
     ASSERT_TRUE(SsdChunkScan(shape, tokens, 16, x, stride, x.subspan(hp),
                              x.subspan(hp + shape.state), stride, dt, a, d,
                              absl::MakeSpan(state), absl::MakeSpan(y))
                     .ok());
-    EXPECT_EQ(_mm_getcsr(), before);
+    EXPECT_EQ(FloatMode(), before);
     ASSERT_TRUE(SsdStep(shape, x.subspan(0, hp), x.subspan(hp, shape.state),
                         x.subspan(hp + shape.state, shape.state),
                         absl::MakeConstSpan(dt).subspan(0, heads), a, d,
                         absl::MakeSpan(state), absl::MakeSpan(y).subspan(0, hp))
                     .ok());
-    EXPECT_EQ(_mm_getcsr(), before);
+    EXPECT_EQ(FloatMode(), before);
     EXPECT_EQ(std::fpclassify(small * small), FP_SUBNORMAL);
   }
 }
