@@ -26,6 +26,24 @@ std::atomic<bool> amx_allowed{true};
 
 void SetAmxAllowed(bool allowed) { amx_allowed.store(allowed); }
 
+void Bf16TileInputs::Pack(const Bf16Inputs& x) {
+  rows_ = x.rows();
+  k_ = x.k();
+  const int64_t pairs = k_ / 2;
+  const auto size = static_cast<size_t>(blocks() * pairs * 16);
+  if (values_.size() < size) values_.resize(size);
+  std::fill(values_.begin(), values_.begin() + size, 0u);
+  for (int64_t i = 0; i < rows_; ++i) {
+    uint32_t* out = values_.data() + (i / 16) * pairs * 16 + i % 16;
+    const uint16_t* row = x.row(i);
+    for (int64_t p = 0; p < pairs; ++p) {
+      uint32_t pair;
+      std::memcpy(&pair, row + 2 * p, sizeof(pair));
+      out[p * 16] = pair;
+    }
+  }
+}
+
 #if defined(TWICE_HAS_AMX_BUILD)
 
 namespace {
@@ -179,6 +197,60 @@ TWICE_AMX void StoreBlock(float (*sums)[kTileLanes][kTileLanes],
   }
 }
 
+// Rows [r, r + 16) or [r, r + 32) of W (w0, w1 = the second 16 or null)
+// times one or two blocks of 16 inputs (x0, x1 or null): sums[2a + b] =
+// tile (W group a, inputs b), [W row][input]. Needs ConfigureTiles().
+template <bool kTwoGroups, bool kTwoBlocks>
+TWICE_AMX void DotBlock(const uint16_t* w0, const uint16_t* w1,
+                        int64_t w_stride_bytes, const uint32_t* x0,
+                        const uint32_t* x1, int64_t steps,
+                        float (*sums)[kTileLanes][kTileLanes]) {
+  __asm__ volatile("" : : : "memory");  // as in Block
+  _tile_zero(0);
+  if constexpr (kTwoBlocks) _tile_zero(1);
+  if constexpr (kTwoGroups) _tile_zero(2);
+  if constexpr (kTwoGroups && kTwoBlocks) _tile_zero(3);
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, w0 + s * 2 * kTilePairs, w_stride_bytes);
+    _tile_loadd(6, x0 + s * kTilePairs * kTileLanes, kTileLanes * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (kTwoBlocks) {
+      _tile_loadd(7, x1 + s * kTilePairs * kTileLanes, kTileLanes * 4);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (kTwoGroups) {
+      _tile_loadd(5, w1 + s * 2 * kTilePairs, w_stride_bytes);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (kTwoBlocks) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, sums[0], kTileLanes * 4);
+  if constexpr (kTwoBlocks) _tile_stored(1, sums[1], kTileLanes * 4);
+  if constexpr (kTwoGroups) _tile_stored(2, sums[2], kTileLanes * 4);
+  if constexpr (kTwoGroups && kTwoBlocks) {
+    _tile_stored(3, sums[3], kTileLanes * 4);
+  }
+}
+
+using DotBlockFunction = void (*)(const uint16_t*, const uint16_t*, int64_t,
+                                  const uint32_t*, const uint32_t*, int64_t,
+                                  float (*)[kTileLanes][kTileLanes]);
+// By [two groups][two blocks].
+constexpr DotBlockFunction kDotBlocks[2][2] = {
+    {&DotBlock<false, false>, &DotBlock<false, true>},
+    {&DotBlock<true, false>, &DotBlock<true, true>}};
+
+// The last group of W when it has fewer than 16 rows: those rows and zeros,
+// so the tile loads stay inside memory (the values, and so the sums, are
+// W's).
+std::vector<uint16_t>& ThisThreadLastGroup(int64_t k) {
+  thread_local std::vector<uint16_t> rows;
+  if (rows.size() < static_cast<size_t>(kTileLanes * k)) {
+    rows.resize(static_cast<size_t>(kTileLanes * k));
+  }
+  return rows;
+}
+
 }  // namespace
 
 bool AmxBf16Usable() {
@@ -212,6 +284,54 @@ void AmxBf16GemmRows(const uint16_t* w, const Bf16Inputs& x, const float* bias,
   ReleaseTiles();
 }
 
+void AmxBf16DotRows(const uint16_t* w, int64_t n, const Bf16TileInputs& x,
+                    const float* bias, int64_t r0, int64_t r1, float* y,
+                    int64_t ldy) {
+  const int64_t k = x.k();
+  const int64_t m = x.rows();
+  const int64_t steps = k / (2 * kTilePairs);
+  alignas(64) float sums[4][kTileLanes][kTileLanes];
+  ConfigureTiles();
+  for (int64_t r = r0; r < r1; r += 2 * kTileLanes) {
+    const int groups = r1 - r > kTileLanes ? 2 : 1;
+    // Tile loads read whole groups of 16 rows: a group past W's end reads
+    // a zero-padded copy of its rows (same row stride) instead.
+    const uint16_t* rows_of[2] = {w + r * k, w + (r + kTileLanes) * k};
+    const int64_t last_first = r + (groups - 1) * kTileLanes;
+    if (last_first + kTileLanes > n) {
+      uint16_t* copy = ThisThreadLastGroup(k).data();
+      std::memcpy(copy, w + last_first * k,
+                  static_cast<size_t>((n - last_first) * k) * 2);
+      std::memset(copy + (n - last_first) * k, 0,
+                  static_cast<size_t>((last_first + kTileLanes - n) * k) * 2);
+      rows_of[groups - 1] = copy;
+    }
+    for (int64_t b = 0; b < x.blocks(); b += 2) {
+      const int blocks = b + 1 < x.blocks() ? 2 : 1;
+      kDotBlocks[groups - 1][blocks - 1](
+          rows_of[0], groups == 2 ? rows_of[1] : nullptr, k * 2, x.block(b),
+          blocks == 2 ? x.block(b + 1) : nullptr, steps, sums);
+      for (int a = 0; a < groups; ++a) {
+        for (int e = 0; e < blocks; ++e) {
+          const float(*tile)[kTileLanes] = sums[2 * a + e];
+          const int64_t rows = std::min(kTileLanes, r1 - r - a * kTileLanes);
+          const int64_t inputs = std::min(kTileLanes, m - (b + e) * kTileLanes);
+          for (int64_t c = 0; c < inputs; ++c) {
+            float* out =
+                y + ((b + e) * kTileLanes + c) * ldy + r + a * kTileLanes;
+            const float* add =
+                bias != nullptr ? bias + r + a * kTileLanes : nullptr;
+            for (int64_t q = 0; q < rows; ++q) {
+              out[q] = add != nullptr ? tile[q][c] + add[q] : tile[q][c];
+            }
+          }
+        }
+      }
+    }
+  }
+  ReleaseTiles();
+}
+
 #else  // !TWICE_HAS_AMX_BUILD
 
 bool AmxBf16Usable() { return false; }
@@ -221,6 +341,29 @@ bool AmxBf16Usable() { return false; }
 void AmxBf16GemmRows(const uint16_t* w, const Bf16Inputs& x, const float* bias,
                      int64_t r0, int64_t r1, float* y, int64_t ldy) {
   Bf16GemmRows(w, x, bias, r0, r1, y, ldy);
+}
+
+// Nothing calls this where AmxBf16Usable() is false; the same products
+// one by one, so the library links everywhere.
+void AmxBf16DotRows(const uint16_t* w, int64_t n, const Bf16TileInputs& x,
+                    const float* bias, int64_t r0, int64_t r1, float* y,
+                    int64_t ldy) {
+  (void)n;
+  const int64_t k = x.k();
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const uint32_t* block = x.block(i / 16);
+    for (int64_t r = r0; r < r1; ++r) {
+      float a = 0.0f;
+      for (int64_t p = 0; p < k / 2; ++p) {
+        const uint32_t pair = block[p * 16 + i % 16];
+        a += Bf16ToF32(w[r * k + 2 * p]) *
+                 Bf16ToF32(static_cast<uint16_t>(pair)) +
+             Bf16ToF32(w[r * k + 2 * p + 1]) *
+                 Bf16ToF32(static_cast<uint16_t>(pair >> 16));
+      }
+      y[i * ldy + r] = bias != nullptr ? a + bias[r] : a;
+    }
+  }
 }
 
 #endif  // TWICE_HAS_AMX_BUILD

@@ -12,13 +12,13 @@
 // bf16 W on CPUs with AVX-512 BF16, one to 32-64 rows (decode, batched
 // decode, short appends): the vdpbf16ps product of bf16_dot.h on x packed
 // once here; each row's result is bit for bit its one-row result. More
-// rows (prefill): on CPUs with AMX-BF16 the tile product of
-// bf16_amx_gemm.h (2.6x the f32 GEMM's rate and 4x the vdpbf16ps GEMM's
-// on an Intel Xeon with both, bench/lowp_linear_bench.cc), elsewhere the
-// vdpbf16ps GEMM micro-kernel of bf16_gemm.h (about 3x the f32 GEMM's
-// rate on the AMD EPYC it was tuned on); their
-// sums run in another order, so those rows are not bit for bit one-row
-// results (as with the f32 panels before them).
+// rows (prefill): on CPUs with AMX-BF16 the tile products of
+// bf16_amx_gemm.h (2.2-3.5x the f32 GEMM's rate and 3.7-5.6x the
+// vdpbf16ps GEMM's on an Intel Xeon with both,
+// bench/lowp_linear_bench.cc), elsewhere the vdpbf16ps GEMM micro-kernel
+// of bf16_gemm.h (about 3x the f32 GEMM's rate on the AMD EPYC it was
+// tuned on); their sums run in another order, so those rows are not bit
+// for bit one-row results (as with the f32 panels before them).
 //
 // Otherwise (f16, bf16 on CPUs without AVX-512 BF16): W is widened
 // panel by panel (at most kPanelRows rows, a few hundred KiB of f32) into
@@ -158,13 +158,23 @@ void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
   // A local name: the pool's tasks must read this thread's inputs, and a
   // thread_local named in the lambda would be each worker's own.
   Bf16Inputs& inputs = this_thread_inputs;
+  thread_local Bf16TileInputs this_thread_tile_inputs;
+  Bf16TileInputs& tile_inputs = this_thread_tile_inputs;
   const bool gemm = m > MaxBf16BatchRows(k);
-  const bool tiles = gemm && AmxBf16Usable();
+  const bool amx = gemm && AmxBf16Usable();
+  // On the tiles: W's rows as the tiles' first operand where they are whole
+  // tile rows (k a multiple of 32: no packing, 1.2-1.9x the packed GEMM,
+  // bench/lowp_linear_bench.cc), else the packed GEMM.
+  const bool tile_rows = amx && k % 32 == 0;
+  const bool tiles = amx && !tile_rows;
   inputs.Pack(x, m, k, tiles ? kAmxInputRows : 1);
+  if (tile_rows) tile_inputs.Pack(inputs);
   const auto* rows_of_w = static_cast<const uint16_t*>(w.data);
   const auto product = [&](int64_t r0, int64_t r1) {
     if (tiles) {
       AmxBf16GemmRows(rows_of_w, inputs, bias, r0, r1, y, n);
+    } else if (tile_rows) {
+      AmxBf16DotRows(rows_of_w, n, tile_inputs, bias, r0, r1, y, n);
     } else if (gemm) {
       Bf16GemmRows(rows_of_w, inputs, bias, r0, r1, y, n);
     } else {
@@ -179,7 +189,7 @@ void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
   // that a narrow product still gives every thread work.
   const int64_t threads = DefaultPool().threads();
   const int64_t rows =
-      gemm ? kBf16PanelRows
+      gemm ? (tile_rows ? 2 * kBf16PanelRows : kBf16PanelRows)
            : RoundUp(std::max<int64_t>(
                          std::min(kBf16GemvTaskElements / k,
                                   (n + 2 * threads - 1) / (2 * threads)),

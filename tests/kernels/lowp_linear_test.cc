@@ -153,12 +153,17 @@ TEST(LowpDotTest, EveryIsaMatchesReference) {
 using GemmRows = void (*)(const uint16_t*, const cpu::Bf16Inputs&, const float*,
                           int64_t, int64_t, float*, int64_t);
 
-void ExpectGemmRowsMatchReference(GemmRows gemm_rows, int64_t row_multiple) {
+// k_multiple: only shapes whose k is a multiple of it (32 for the tile
+// kernel that reads W's rows as whole tile rows).
+void ExpectGemmRowsMatchReference(GemmRows gemm_rows, int64_t row_multiple,
+                                  int64_t k_multiple = 1) {
   for (auto [m, k, n] :
        {std::tuple{1, 1, 1}, std::tuple{7, 333, 31}, std::tuple{8, 64, 32},
         std::tuple{9, 65, 33}, std::tuple{17, 2, 70}, std::tuple{65, 768, 100},
         std::tuple{130, 31, 64}, std::tuple{32, 96, 32},
-        std::tuple{33, 1001, 97}}) {
+        std::tuple{33, 1001, 97}, std::tuple{1, 32, 17}, std::tuple{16, 64, 15},
+        std::tuple{50, 128, 49}}) {
+    if (k % k_multiple != 0) continue;
     SCOPED_TRACE(::testing::Message() << m << "x" << k << "x" << n);
     const auto x = RandomVector(m * k, 21);
     const auto bias = RandomVector(n, 22);
@@ -201,6 +206,23 @@ TEST(LowpDotTest, AmxBf16GemmMatchesReferenceOnEveryTail) {
     GTEST_SKIP() << "this CPU or kernel gives this process no AMX-BF16 tiles";
   }
   ExpectGemmRowsMatchReference(&cpu::AmxBf16GemmRows, cpu::kAmxInputRows);
+}
+
+// W's rows as the tiles' first operand, x in blocks of 16 rows as the
+// second: groups of W past its end (n not a multiple of 16) read a padded
+// copy, ranges start anywhere. The helper's y has ldy = n.
+TEST(LowpDotTest, AmxBf16DotRowsMatchReferenceOnEveryTail) {
+  if (!cpu::AmxBf16Usable()) {
+    GTEST_SKIP() << "this CPU or kernel gives this process no AMX-BF16 tiles";
+  }
+  ExpectGemmRowsMatchReference(
+      [](const uint16_t* w, const cpu::Bf16Inputs& x, const float* bias,
+         int64_t r0, int64_t r1, float* y, int64_t ldy) {
+        cpu::Bf16TileInputs tiles;
+        tiles.Pack(x);
+        cpu::AmxBf16DotRows(w, /*n=*/ldy, tiles, bias, r0, r1, y, ldy);
+      },
+      1, 32);
 }
 
 // Prefill-sized products of a bf16 W run on AMX tiles where the CPU has
