@@ -296,7 +296,8 @@ void AmxBf16DotRows(const uint16_t* w, int64_t n, const Bf16TileInputs& x,
     const int groups = r1 - r > kTileLanes ? 2 : 1;
     // Tile loads read whole groups of 16 rows: a group past W's end reads
     // a zero-padded copy of its rows (same row stride) instead.
-    const uint16_t* rows_of[2] = {w + r * k, w + (r + kTileLanes) * k};
+    const uint16_t* rows_of[2] = {
+        w + r * k, groups == 2 ? w + (r + kTileLanes) * k : nullptr};
     const int64_t last_first = r + (groups - 1) * kTileLanes;
     if (last_first + kTileLanes > n) {
       uint16_t* copy = ThisThreadLastGroup(k).data();

@@ -1,11 +1,11 @@
 // Many rows of x times bf16 weights on AMX (Intel's Advanced Matrix
 // Extensions, AMX-BF16), for CPUs that have it: one tdpbf16ps multiplies a
 // tile of 16 rows of x by 32 columns with a tile of 32 columns by 16 rows
-// of W into 16 x 16 f32 sums, 16 times the multiply-adds of a vdpbf16ps
-// in 16 cycles. On the Intel Xeon measured (bench/README.md), vdpbf16ps
-// ran no faster than f32 FMAs and the vdpbf16ps GEMM below the f32 GEMM
-// (bench/lowp_linear_bench.cc), so prefill with bf16 weights needed the
-// tiles to be ahead of f32 at all.
+// of W into 16 x 16 f32 sums, 8192 multiply-adds in 16 cycles: 16 times
+// what vdpbf16ps does in that time. On the Intel Xeon measured
+// (bench/README.md), vdpbf16ps ran no faster than f32 FMAs and the vdpbf16ps
+// GEMM below the f32 GEMM (bench/lowp_linear_bench.cc), so prefill with bf16
+// weights needed the tiles to be ahead of f32 at all.
 //
 // Two kernels. AmxBf16GemmRows packs W 32 rows at a time into the panel
 // layout of bf16_gemm.h (a 64-byte row holds one pair of columns of 16

@@ -163,8 +163,9 @@ void Bf16Product(const float* x, int64_t m, const LowpRows& w, int64_t n,
   const bool gemm = m > MaxBf16BatchRows(k);
   const bool amx = gemm && AmxBf16Usable();
   // On the tiles: W's rows as the tiles' first operand where they are whole
-  // tile rows (k a multiple of 32: no packing, 1.2-1.9x the packed GEMM,
-  // bench/lowp_linear_bench.cc), else the packed GEMM.
+  // tile rows (k a multiple of 32: no packing; 1.0-3.3x the packed GEMM's
+  // rate, most at 65-256 rows, bench/lowp_linear_bench.cc), else the
+  // packed GEMM.
   const bool tile_rows = amx && k % 32 == 0;
   const bool tiles = amx && !tile_rows;
   inputs.Pack(x, m, k, tiles ? kAmxInputRows : 1);

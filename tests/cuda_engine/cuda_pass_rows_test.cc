@@ -27,7 +27,6 @@ using pass_testing::kScatteredSlots;
 using pass_testing::kSlots;
 using pass_testing::Pair;
 using pass_testing::RowTable;
-using pass_testing::ScatteredBlocks;
 
 class CudaPassRowsTest : public pass_testing::PassDevicesTest {
  protected:
@@ -91,10 +90,8 @@ TEST_F(CudaPassRowsTest, PagedAttentionAsRowsMatchesTheCpuBySegments) {
   int64_t first = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
     const int64_t n = lengths[i];
-    ASSERT_OK_AND_ASSIGN(
-        std::unique_ptr<DeviceBlockTable> own,
-        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], kWidth),
-                               kWidth));
+    const std::unique_ptr<DeviceBlockTable> own = CpuTableOfSegment(i, kWidth);
+    ASSERT_NE(own, nullptr);
     const DeviceFloats seg_q = q.cpu->floats().sub(first * qw, n * qw);
     const DeviceFloats seg_k = k.cpu->floats().sub(first * kvw, n * kvw);
     const DeviceFloats seg_v = v.cpu->floats().sub(first * kvw, n * kvw);
@@ -149,10 +146,8 @@ void CudaPassRowsTest::ExpectRatScanMatches(const kernels::RatPagedDims& dims) {
   int64_t first = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
     const int64_t n = lengths[i];
-    ASSERT_OK_AND_ASSIGN(
-        std::unique_ptr<DeviceBlockTable> own,
-        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], width),
-                               width));
+    const std::unique_ptr<DeviceBlockTable> own = CpuTableOfSegment(i, width);
+    ASSERT_NE(own, nullptr);
     const auto rows_of = [&](const Pair& p) {
       return p.cpu->floats().sub(first * d, n * d);
     };

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "engine/executor/executor_device.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_info.h"
@@ -104,6 +105,16 @@ class PassDevicesTest : public ::testing::Test {
     }
     Upload(segments, rows);
     return rows;
+  }
+
+  // Segment i's own block list (ScatteredBlocks of its slot) as a
+  // one-sequence table on the CPU device: what a read by segments uses.
+  std::unique_ptr<DeviceBlockTable> CpuTableOfSegment(size_t i, int64_t width) {
+    absl::StatusOr<std::unique_ptr<DeviceBlockTable>> table =
+        cpu_->UploadBlockTable(ScatteredBlocks(kScatteredSlots[i], width),
+                               width);
+    EXPECT_OK(table);
+    return table.ok() ? *std::move(table) : nullptr;
   }
 
   std::unique_ptr<ExecutorDevice> cuda_, cpu_;
